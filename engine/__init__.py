@@ -1,0 +1,1 @@
+"""genui's engine: DiffusionGemma block diffusion behind a small, typed, streaming interface."""

@@ -1,0 +1,176 @@
+"""Site configs: a folder with ``site.toml`` and Jinja2 prompt templates, validated at load time.
+
+Every error names the file, the key and the fix, so a developer never has to read a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONTEXT_KINDS = ("brief", "parent", "posts")
+CACHE_POLICIES = ("forever", "none")
+_PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+class SiteConfigError(ValueError):
+    """A site config is wrong. ``str(error)`` says where and how to fix it."""
+
+    def __init__(self, file: Path | str, key: str, problem: str, fix: str) -> None:
+        self.file, self.key, self.problem, self.fix = str(file), key, problem, fix
+        super().__init__(f"{file}: key '{key}': {problem}. Fix: {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    canvases: int = 2  # canvases of 256 tokens per page
+    steps: int = 24  # max denoising steps per canvas
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    pattern: str  # e.g. "/wiki/{title}" or "/files/{path:path}"
+    template: str  # file name under prompts/
+    context: tuple[str, ...] = ("brief",)
+    query: tuple[str, ...] = ()  # query-string keys passed to the prompt
+    cache: str = "forever"
+    posts: bool = False  # users may post here; their posts are stored and shown
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(m.group(1) for m in _PARAM.finditer(self.pattern))
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    name: str
+    title: str
+    brief: str
+    root: Path
+    routes: tuple[Route, ...]
+    stylesheet: str | None = None
+    model: ModelSettings = field(default_factory=ModelSettings)
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.root / "prompts"
+
+    def stylesheet_path(self) -> Path | None:
+        return self.root / self.stylesheet if self.stylesheet else None
+
+
+def _expect(file: Path, data: dict[str, Any], key: str, kind: type, fix: str, *, where: str = "") -> Any:
+    full = f"{where}{key}"
+    if key not in data:
+        raise SiteConfigError(file, full, "missing", fix)
+    value = data[key]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise SiteConfigError(file, full, f"expected {kind.__name__}, got {type(value).__name__}", fix)
+    return value
+
+
+def _string_list(file: Path, data: dict[str, Any], key: str, where: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    if key not in data:
+        return default
+    value = data[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SiteConfigError(file, f"{where}{key}", "expected a list of strings", f'write e.g. {key} = ["a", "b"]')
+    return tuple(value)
+
+
+def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
+    where = f"routes[{index}]."
+    if not isinstance(data, dict):
+        raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
+    known = {"pattern", "template", "context", "query", "cache", "posts"}
+    for key in data:
+        if key not in known:
+            raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
+    pattern = _expect(file, data, "pattern", str, 'add pattern = "/page/{name}"', where=where)
+    if not pattern.startswith("/") or "//" in pattern or ".." in pattern:
+        raise SiteConfigError(file, f"{where}pattern", f"{pattern!r} is not an absolute path", 'start it with "/"')
+    leftover = _PARAM.sub("", pattern)
+    if "{" in leftover or "}" in leftover:
+        raise SiteConfigError(
+            file, f"{where}pattern", f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}"
+        )
+    template = _expect(file, data, "template", str, 'add template = "page.j2" (a file in prompts/)', where=where)
+    if "/" in template or "\\" in template or template.startswith("."):
+        raise SiteConfigError(file, f"{where}template", f"{template!r} is not a plain file name", "name a file in prompts/")
+    if not (root / "prompts" / template).is_file():
+        raise SiteConfigError(
+            file, f"{where}template", f"{root / 'prompts' / template} does not exist", "create it or fix the name"
+        )
+    context = _string_list(file, data, "context", where, ("brief",))
+    for kind in context:
+        if kind not in CONTEXT_KINDS:
+            raise SiteConfigError(file, f"{where}context", f"unknown context {kind!r}", f"use some of {list(CONTEXT_KINDS)}")
+    query = _string_list(file, data, "query", where, ())
+    cache = data.get("cache", "forever")
+    if cache not in CACHE_POLICIES:
+        raise SiteConfigError(file, f"{where}cache", f"unknown policy {cache!r}", f"use one of {list(CACHE_POLICIES)}")
+    posts = data.get("posts", False)
+    if not isinstance(posts, bool):
+        raise SiteConfigError(file, f"{where}posts", "expected true or false", "write posts = true or remove it")
+    if posts and "posts" not in context:
+        context = (*context, "posts")
+    return Route(pattern=pattern, template=template, context=context, query=query, cache=cache, posts=posts)
+
+
+def load_site(root: Path | str) -> Site:
+    """Load and validate ``root/site.toml``."""
+    root = Path(root)
+    file = root / "site.toml"
+    if not file.is_file():
+        raise SiteConfigError(file, "-", "file not found", f"create {file} (genui new NAME writes one)")
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise SiteConfigError(file, "-", f"not valid TOML ({err})", "fix the syntax at the position given") from None
+    known = {"name", "title", "brief", "stylesheet", "model", "routes"}
+    for key in data:
+        if key not in known:
+            raise SiteConfigError(file, key, "unknown key", f"remove it; top-level keys are {sorted(known)}")
+    name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
+    if not _NAME.match(name):
+        raise SiteConfigError(file, "name", f"{name!r} is not a valid site name", "use lower case letters, digits, - or _")
+    title = _expect(file, data, "title", str, 'add title = "My Site"')
+    brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
+    stylesheet = data.get("stylesheet")
+    if stylesheet is not None:
+        if not isinstance(stylesheet, str) or "/" in stylesheet or not (root / stylesheet).is_file():
+            raise SiteConfigError(file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder")
+    model = ModelSettings()
+    if "model" in data:
+        table = data["model"]
+        if not isinstance(table, dict):
+            raise SiteConfigError(file, "model", "expected a table", "write [model] with canvases and steps")
+        for key in table:
+            if key not in ("canvases", "steps"):
+                raise SiteConfigError(file, f"model.{key}", "unknown key", "model keys are canvases and steps")
+        canvases = table.get("canvases", model.canvases)
+        steps = table.get("steps", model.steps)
+        for key, value, top in (("canvases", canvases, 16), ("steps", steps, 256)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise SiteConfigError(file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}")
+        model = ModelSettings(canvases=canvases, steps=steps)
+    raw_routes = data.get("routes")
+    if not isinstance(raw_routes, list) or not raw_routes:
+        raise SiteConfigError(file, "routes", "no routes", 'add at least one [[routes]] table with pattern and template')
+    routes = tuple(_load_route(file, root, i, r) for i, r in enumerate(raw_routes))
+    seen: set[str] = set()
+    for i, route in enumerate(routes):
+        if route.pattern in seen:
+            raise SiteConfigError(file, f"routes[{i}].pattern", f"{route.pattern!r} appears twice", "remove one")
+        seen.add(route.pattern)
+    return Site(name=name, title=title, brief=brief, root=root, routes=routes, stylesheet=stylesheet, model=model)
+
+
+def load_sites(directory: Path | str) -> list[Site]:
+    """Every site folder (one holding site.toml) under ``directory``, sorted by name."""
+    directory = Path(directory)
+    return [load_site(p.parent) for p in sorted(directory.glob("*/site.toml"))]
