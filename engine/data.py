@@ -1,0 +1,77 @@
+"""The packed training set: token ids of (prompt, response) pairs in one compact .npz file.
+
+A packed file is what travels to a GPU machine with no network: tens of MB, no text processing needed there.
+The engine knows nothing of sites or HTML here; a "group" is an opaque label used for per-group reports.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from engine.config import BOS_ID, EOS_ID, RESPONSE_ID
+
+
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
+    """The encoder input for a prompt: <bos> prompt <response>. Generation uses exactly this."""
+    return [BOS_ID, *tokenizer.encode(prompt, add_special_tokens=False), RESPONSE_ID]
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    prompts: np.ndarray  # (N_prompt_tokens,) uint16
+    prompt_offsets: np.ndarray  # (N+1,) int64
+    responses: np.ndarray  # (N_response_tokens,) uint16, each response ends with <eos>
+    response_offsets: np.ndarray  # (N+1,) int64
+    groups: np.ndarray  # (N,) int16 index into group_names
+    holdout: np.ndarray  # (N,) bool
+    group_names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def prompt(self, i: int) -> np.ndarray:
+        return self.prompts[self.prompt_offsets[i] : self.prompt_offsets[i + 1]]
+
+    def response(self, i: int) -> np.ndarray:
+        return self.responses[self.response_offsets[i] : self.response_offsets[i + 1]]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, prompts=self.prompts, prompt_offsets=self.prompt_offsets, responses=self.responses,
+                            response_offsets=self.response_offsets, groups=self.groups, holdout=self.holdout,
+                            group_names=np.array(self.group_names))
+
+    @classmethod
+    def load(cls, path: Path) -> Packed:
+        with np.load(path) as z:
+            return cls(z["prompts"], z["prompt_offsets"], z["responses"], z["response_offsets"], z["groups"],
+                       z["holdout"], tuple(str(g) for g in z["group_names"]))
+
+
+def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, max_response: int) -> Packed:
+    """Tokenise a JSONL corpus ({"site", "prompt", "html", "holdout"} rows). Longer rows are dropped, not cut:
+    a cut page would teach the model unclosed HTML."""
+    prompts: list[int] = []
+    responses: list[int] = []
+    p_off, r_off, groups, held = [0], [0], [], []
+    names: dict[str, int] = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            p = prompt_ids(tokenizer, row["prompt"])
+            r = [*tokenizer.encode(row["html"], add_special_tokens=False), EOS_ID]
+            if len(p) > max_prompt or len(r) > max_response:
+                continue
+            prompts += p
+            responses += r
+            p_off.append(len(prompts))
+            r_off.append(len(responses))
+            groups.append(names.setdefault(row["site"], len(names)))
+            held.append(bool(row["holdout"]))
+    return Packed(np.array(prompts, np.uint16), np.array(p_off, np.int64), np.array(responses, np.uint16),
+                  np.array(r_off, np.int64), np.array(groups, np.int16), np.array(held, bool), tuple(names))

@@ -1,0 +1,347 @@
+"""Training DiffusionGemma on a packed corpus: the block-diffusion objective plus the encoder's next-token loss.
+
+One step, per ../shared/ARCHITECTURE.md:
+- the clean sequence (prompt + every response canvas) goes through the causal encoder once, which fills the KV cache
+  and gives next-token logits (the weighted causal loss: it also makes the same weights a usable AR baseline);
+- every canvas of the response is corrupted at a per-example level t ~ U(eps, 1) by uniform random tokens and all
+  canvases are denoised in ONE decoder call whose 4D mask lets canvas k see the clean prefix before it and itself;
+- per example, self-conditioning is on with probability 1/2: a first, gradient-free decoder pass gives the logits
+  fed back as ``self_conditioning_logits`` (``self_conditioning_mask`` switches it per example);
+- loss = cross-entropy over all canvas positions + ``ar_weight`` * encoder next-token loss.
+
+The same command runs on CPU or CUDA and resumes from its last checkpoint, so a run can move between machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import (
+    DiffusionGemmaForBlockDiffusion,
+    DynamicCache,
+    PreTrainedTokenizerFast,
+    get_cosine_schedule_with_warmup,
+)
+from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+    DiffusionGemmaGenerationConfig,
+    EntropyBoundSamplerConfig,
+)
+
+from engine.config import EOS_ID, PAD_ID, SMALL, TINY, make_config
+from engine.data import Packed
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 30000  # total optimiser steps of the whole run (the cosine schedule's length)
+    canvas_tokens: int = 4096  # canvas tokens per step (batch = canvas_tokens // (canvases * canvas_length))
+    lr: float = 1.5e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    eps: float = 1e-3  # lowest corruption level
+    ar_weight: float = 0.5  # weight of the encoder's next-token loss
+    self_conditioning: float = 0.5  # share of examples trained with self-conditioning
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, L) clean sequence: left-padded prompt, then K canvases
+    prompt_len: int  # P: length of the (padded) prompt part
+    canvases: int  # K
+
+
+def make_batch(packed: Packed, rows: list[int], canvas_length: int, device: torch.device) -> Batch:
+    prompts = [packed.prompt(i) for i in rows]
+    responses = [packed.response(i) for i in rows]
+    k = max(math.ceil(len(r) / canvas_length) for r in responses)
+    p = max(len(x) for x in prompts)
+    seq = np.full((len(rows), p + k * canvas_length), PAD_ID, dtype=np.int64)
+    for b, (pr, re) in enumerate(zip(prompts, responses, strict=True)):
+        seq[b, p - len(pr) : p] = pr
+        seq[b, p : p + len(re)] = re
+    return Batch(torch.from_numpy(seq).to(device), p, k)
+
+
+def _masks(batch: Batch, canvas_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean attention masks (True = may attend): encoder (B,1,L,L) and decoder (B,1,K*C,L+K*C)."""
+    ids = batch.input_ids
+    b, length = ids.shape
+    device = ids.device
+    real = ids != PAD_ID
+    real[:, batch.prompt_len :] = True  # padding inside the response canvases is a real target token
+    pos = torch.arange(length, device=device)
+    causal = pos[None, :] <= pos[:, None]  # (L, L)
+    enc = causal[None] & real[:, None, :]
+    enc |= torch.eye(length, dtype=torch.bool, device=device)[None]  # left-pad rows see themselves: no NaN rows
+    kc = batch.canvases * canvas_length
+    q_canvas = torch.arange(kc, device=device) // canvas_length  # canvas index of each query
+    prefix_end = batch.prompt_len + q_canvas * canvas_length  # clean keys before this canvas
+    clean = (pos[None, :] < prefix_end[:, None])[None] & real[:, None, :]  # (B, KC, L)
+    noisy = (q_canvas[:, None] == q_canvas[None, :])[None].expand(b, kc, kc)  # (B, KC, KC): own canvas only
+    dec = torch.cat([clean, noisy], dim=-1)
+    return enc[:, None], dec[:, None]
+
+
+def _logits(model: DiffusionGemmaForBlockDiffusion, hidden: torch.Tensor) -> torch.Tensor:
+    """The LM head with the model's final-logit softcapping, as its forward applies it."""
+    cap = model.final_logit_softcapping
+    logits = model.lm_head(hidden).float()
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def diffusion_loss(
+    model: DiffusionGemmaForBlockDiffusion,
+    batch: Batch,
+    cfg: TrainConfig,
+    generator: torch.Generator,
+    self_conditioning: bool = True,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The training loss of one batch; also used (without self-conditioning, fixed generator) for held-out loss."""
+    canvas_length = model.config.canvas_length
+    vocab = model.config.text_config.vocab_size
+    ids = batch.input_ids
+    b, length = ids.shape
+    device = ids.device
+    enc_mask, dec_mask = _masks(batch, canvas_length)
+    text_config = model.config.get_text_config()
+
+    # 1. Causal encoder over the clean sequence: fills the cache the decoder reads, and gives next-token logits.
+    cache = DynamicCache(config=text_config)
+    enc = model.model.encoder(
+        input_ids=ids,
+        attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
+        past_key_values=cache,
+        position_ids=torch.arange(length, device=device)[None],
+        use_cache=True,
+    )
+    enc_logits = _logits(model, enc.last_hidden_state[:, :-1])  # (B, L-1, V)
+    targets = ids[:, 1:].clone()
+    targets[:, : batch.prompt_len - 1][targets[:, : batch.prompt_len - 1] == PAD_ID] = -100
+    after_eos = (ids[:, batch.prompt_len :] == EOS_ID).cumsum(-1) > 0
+    after_eos &= ids[:, batch.prompt_len :] != EOS_ID  # padding after <eos>: no next-token target
+    targets[:, batch.prompt_len - 1 :][after_eos] = -100
+    ar_loss = F.cross_entropy(enc_logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=-100)
+
+    # 2. Corrupt every canvas at a per-example level t and denoise all canvases in one decoder call.
+    clean = ids[:, batch.prompt_len :]  # (B, K*C)
+    t = cfg.eps + (1 - cfg.eps) * torch.rand(b, 1, device=device, generator=generator)
+    corrupt = torch.rand(clean.shape, device=device, generator=generator) < t
+    noise = torch.randint(0, vocab, clean.shape, device=device, generator=generator)
+    noisy = torch.where(corrupt, noise, clean)
+    kc = clean.shape[1]
+    dec_kwargs = {
+        "past_key_values": cache,
+        "decoder_attention_mask": {"full_attention": dec_mask, "sliding_attention": dec_mask},
+        "decoder_position_ids": torch.arange(batch.prompt_len, batch.prompt_len + kc, device=device)[None],
+    }
+    sc_logits = sc_mask = None
+    if self_conditioning and cfg.self_conditioning > 0:
+        sc_mask = torch.rand(b, device=device, generator=generator) < cfg.self_conditioning
+        if sc_mask.any():
+            with torch.no_grad():
+                sc_logits = model(decoder_input_ids=noisy, **dec_kwargs).logits.detach()
+        else:
+            sc_mask = None
+    out = model(decoder_input_ids=noisy, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask,
+                **dec_kwargs)
+    dec_loss = F.cross_entropy(out.logits.reshape(-1, vocab), clean.reshape(-1))
+    loss = dec_loss + cfg.ar_weight * ar_loss
+    return loss, {"loss": loss.item(), "diffusion": dec_loss.item(), "ar": ar_loss.item()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run
+
+
+class Batcher:
+    """Random batches bucketed by canvas count, so a batch never pads a one-canvas page to two canvases."""
+
+    def __init__(self, packed: Packed, canvas_length: int, canvas_tokens: int, seed: int) -> None:
+        self.packed = packed
+        self.canvas_length = canvas_length
+        self.canvas_tokens = canvas_tokens
+        canvases = np.ceil(np.diff(packed.response_offsets) / canvas_length).astype(int)
+        train = ~packed.holdout
+        self.buckets = {k: np.flatnonzero(train & (canvases == k)) for k in np.unique(canvases[train])}
+        self.weights = np.array([len(v) * k for k, v in self.buckets.items()], dtype=float)
+        self.weights /= self.weights.sum()
+        self.rng = np.random.default_rng(seed)
+
+    def next(self) -> list[int]:
+        k = list(self.buckets)[self.rng.choice(len(self.buckets), p=self.weights)]
+        size = max(1, self.canvas_tokens // (k * self.canvas_length))
+        return [int(i) for i in self.rng.choice(self.buckets[k], size=size, replace=False)]
+
+
+def generation_config() -> DiffusionGemmaGenerationConfig:
+    """Defaults shipped with genui's own checkpoints (tuned for the small CPU model; see docs/model.md)."""
+    return DiffusionGemmaGenerationConfig(
+        max_new_tokens=512,
+        max_denoising_steps=24,
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.5),
+        t_min=0.4,
+        t_max=0.8,
+        stability_threshold=2,
+        confidence_threshold=0.2,
+        bos_token_id=2,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
+def save_checkpoint(out: Path, model: DiffusionGemmaForBlockDiffusion, tokenizer: PreTrainedTokenizerFast,
+                    optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
+                    state: dict[str, object]) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    model.generation_config = generation_config()
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **state},
+               tmp / "training_state.pt")
+    if out.exists():
+        old = out.with_name(out.name + ".old")
+        out.rename(old)
+        tmp.rename(out)
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    else:
+        tmp.rename(out)
+
+
+@torch.no_grad()
+def heldout_loss(model: DiffusionGemmaForBlockDiffusion, packed: Packed, device: torch.device, n: int = 48) -> float:
+    """Mean denoising loss (no self-conditioning) over the first n held-out pages, with a fixed noise seed."""
+    was_training = model.training
+    model.eval()
+    rows = [int(i) for i in np.flatnonzero(packed.holdout)[:n]]
+    gen = torch.Generator(device=device).manual_seed(1234)
+    losses = []
+    for i in range(0, len(rows), 8):
+        batch = make_batch(packed, rows[i : i + 8], model.config.canvas_length, device)
+        _, parts = diffusion_loss(model, batch, TrainConfig(), gen, self_conditioning=False)
+        losses.append(parts["diffusion"])
+    model.train(was_training)
+    return float(np.mean(losses))
+
+
+def train(args: argparse.Namespace) -> None:
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cpu" and args.threads:
+        torch.set_num_threads(args.threads)
+    packed = Packed.load(args.data)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(args.tokenizer))
+    cfg = TrainConfig(steps=args.steps, lr=args.lr, canvas_tokens=args.canvas_tokens)
+    state_file = args.out / "training_state.pt"
+    if state_file.exists():
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.out, dtype=torch.float32)
+        saved = torch.load(state_file, map_location="cpu", weights_only=False)
+        step, tokens, seconds = saved["step"], saved["tokens"], saved["seconds"]
+        cfg = TrainConfig(**saved["config"])
+        print(f"resuming {args.out} at step {step} ({tokens / 1e6:.1f}M canvas tokens, {seconds / 3600:.2f} h)")
+    else:
+        torch.manual_seed(cfg.seed)
+        model = DiffusionGemmaForBlockDiffusion(make_config(TINY if args.shape == "tiny" else SMALL))
+        saved, step, tokens, seconds = None, 0, 0, 0.0
+    model.to(device).train()
+    params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup, cfg.steps)
+    if saved is not None:
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+    batcher = Batcher(packed, model.config.canvas_length, cfg.canvas_tokens, seed=cfg.seed + step)
+    generator = torch.Generator(device=device).manual_seed(cfg.seed * 7919 + step)
+    print(f"{params / 1e6:.2f}M parameters on {device}; {len(packed)} pages, step {step}/{cfg.steps}")
+
+    started = time.time()
+    last_save = started
+    window: list[float] = []
+    window_tokens, window_start = 0, time.time()
+    while step < cfg.steps and (time.time() - started) < args.minutes * 60:
+        batch = make_batch(packed, batcher.next(), model.config.canvas_length, device)
+        loss, parts = diffusion_loss(model, batch, cfg, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        n = batch.input_ids.shape[0] * batch.canvases * model.config.canvas_length
+        tokens += n
+        window_tokens += n
+        window.append(parts["diffusion"])
+        if step % args.log_every == 0:
+            now = time.time()
+            rate = window_tokens / (now - window_start)
+            print(f"step {step:6d}/{cfg.steps} loss {parts['loss']:.3f} diffusion {np.mean(window):.3f} "
+                  f"ar {parts['ar']:.3f} lr {scheduler.get_last_lr()[0]:.2e} {rate:,.0f} tok/s "
+                  f"{tokens / 1e6:.2f}M tok", flush=True)
+            window, window_tokens, window_start = [], 0, now
+        if time.time() - last_save > args.save_minutes * 60:
+            seconds += time.time() - last_save
+            last_save = time.time()
+            held = heldout_loss(model, packed, device)
+            print(f"checkpoint step {step}: held-out diffusion loss {held:.3f}", flush=True)
+            save_checkpoint(args.out, model, tokenizer, optimizer, scheduler,
+                            {"step": step, "tokens": tokens, "seconds": seconds, "config": asdict(cfg),
+                             "heldout": held, "device": str(device)})
+    seconds += time.time() - last_save
+    held = heldout_loss(model, packed, device)
+    print(f"final step {step}: held-out diffusion loss {held:.3f}; {tokens / 1e6:.2f}M tokens, {seconds / 3600:.2f} h")
+    save_checkpoint(args.out, model, tokenizer, optimizer, scheduler,
+                    {"step": step, "tokens": tokens, "seconds": seconds, "config": asdict(cfg), "heldout": held,
+                     "device": str(device)})
+
+
+def export(run: Path, dest: Path) -> None:
+    """Copy a run's checkpoint to a shippable folder: no optimiser state."""
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(run, dtype=torch.float32)
+    model.generation_config = generation_config()
+    dest.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dest)
+    PreTrainedTokenizerFast.from_pretrained(str(run)).save_pretrained(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.training", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/packed.npz"), help="packed corpus (engine.data)")
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--out", type=Path, default=Path("runs/small"), help="checkpoint folder; resumed if present")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="total steps of the run (new runs)")
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--canvas-tokens", type=int, default=TrainConfig.canvas_tokens)
+    parser.add_argument("--minutes", type=float, default=60.0, help="stop this invocation after so many minutes")
+    parser.add_argument("--save-minutes", type=float, default=10.0)
+    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    parser.add_argument("--shape", choices=("small", "tiny"), default="small", help="model shape of a new run")
+    parser.add_argument("--export", type=Path, help="only export --out to this folder (no optimiser state)")
+    args = parser.parse_args(argv)
+    if args.export:
+        export(args.out, args.export)
+    else:
+        train(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,533 @@
+"""The training corpus: (prompt, page HTML) pairs for the example sites, built from text Debian packages ship.
+
+Sources (install them with ``apt-get install dict-foldoc dict-jargon fortunes``; package descriptions come from
+``apt-cache dumpavail`` and file paths from dpkg's lists):
+
+- FOLDOC and the Jargon File (dictd databases) -> wiki articles, search pages, forum "what is" threads;
+- fortunes -> forum posts and replies, desktop notes;
+- Debian package descriptions and installed file lists -> OS file manager, viewer and terminal screens.
+
+Every prompt is rendered through the site's own prompt template (genui.prompts), so the model learns exactly the
+prompts the framework sends. The split is fixed: a page is held out when a hash of its site and path says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import html
+import json
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from genui.prompts import Parent, Post, PromptRenderer
+from genui.sites import Route, Site, load_sites
+
+DICTD = Path("/usr/share/dictd")
+FORTUNES = Path("/usr/share/games/fortunes")
+HOLDOUT_PER_MILLE = 8  # ~0.8% of pages, chosen by hash: the same pages on every machine
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_TITLE_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()'+-]{0,60}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    site: str
+    path: str  # the page's path within its site, query included
+    prompt: str
+    html: str
+    holdout: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One dictionary entry: a title, body paragraphs (with {cross references}) and categories."""
+
+    title: str
+    paragraphs: tuple[str, ...]
+    refs: tuple[str, ...]
+    categories: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sources
+
+
+def _b64(s: str) -> int:
+    n = 0
+    for c in s:
+        n = n * 64 + _B64.index(c)
+    return n
+
+
+def read_dictd(name: str) -> Iterator[str]:
+    """Raw entry texts of a dictd database (the .dict.dz file is gzip-compatible)."""
+    data = gzip.open(DICTD / f"{name}.dict.dz").read()
+    for line in (DICTD / f"{name}.index").read_text(encoding="utf-8").splitlines():
+        word, offset, length = line.split("\t")[:3]
+        if word.startswith("00database"):
+            continue
+        yield data[_b64(offset) : _b64(offset) + _b64(length)].decode("utf-8", "replace")
+
+
+def parse_entry(raw: str, jargon: bool) -> Entry | None:
+    lines = raw.strip("\n").split("\n")
+    title = lines[0].strip()
+    body: list[str] = []
+    current: list[str] = []
+    for line in lines[1:]:
+        text = line.strip()
+        if not line.startswith(" ") and text and not current and not body:
+            continue  # FOLDOC's alternative headwords
+        if not text:
+            if current:
+                body.append(" ".join(current))
+                current = []
+            continue
+        current.append(text)
+    if current:
+        body.append(" ".join(current))
+    categories: list[str] = []
+    paragraphs: list[str] = []
+    for para in body:
+        if re.fullmatch(r"\(\d{4}-\d{2}-\d{2}\)", para) or re.fullmatch(r"\[[^\]]*\]\.?", para):
+            continue  # dates and citations
+        if any(mark in para for mark in ("http", "ftp:", "@", "E-mail", "Address:", "Tel:")):
+            continue  # addresses age badly and teach the model foreign URLs
+        if jargon and not paragraphs and (para.endswith((", n.", ", adj.", ", vt.", ", vi.")) or re.fullmatch(r"[a-z. ,]+", para)):
+            continue  # pronunciation and part of speech
+        m = re.match(r"^((?:<[^>]+>\s*)+)", para)
+        if m:
+            categories += [c.strip() for tag in re.findall(r"<([^>]+)>", m.group(1)) for c in tag.split(",")]
+            para = para[m.end() :].strip()
+        para = re.sub(r"\s+", " ", para)
+        if para:
+            paragraphs.append(para)
+    refs = tuple(dict.fromkeys(r.strip() for p in paragraphs for r in re.findall(r"\{([^{}]+)\}", p)))
+    text_len = sum(len(p) for p in paragraphs)
+    if not paragraphs or text_len < 80 or not _TITLE_OK.match(title):
+        return None
+    return Entry(title=title, paragraphs=tuple(paragraphs), refs=refs, categories=tuple(dict.fromkeys(categories)))
+
+
+def read_fortunes(max_len: int = 400) -> dict[str, list[str]]:
+    """Fortune cookies by file (board), short ones only, offensive collections excluded (not installed by default)."""
+    boards: dict[str, list[str]] = {}
+    for path in sorted(FORTUNES.glob("*")):
+        if path.suffix or not path.is_file() or path.name in ("ascii-art", "art", "translate-me"):
+            continue
+        items = path.read_text(encoding="utf-8", errors="replace").split("\n%\n")
+        keep = [re.sub(r"\s+", " ", t).strip() for t in items if 20 <= len(t.strip()) <= max_len]
+        if len(keep) >= 20:
+            boards[path.name.replace("-", "_")] = keep
+    return boards
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    name: str
+    version: str
+    section: str
+    summary: str
+    description: str
+
+
+def read_packages(limit: int = 20000) -> list[Package]:
+    out = subprocess.run(["apt-cache", "dumpavail"], capture_output=True, text=True, check=True).stdout
+    packages: list[Package] = []
+    for stanza in out.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.split("\n"):
+            if line.startswith(" ") and key:
+                fields[key] += "\n" + line[1:]
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        desc = fields.get("Description", "")
+        if "Package" not in fields or not desc:
+            continue
+        summary, _, rest = desc.partition("\n")
+        rest = "\n".join("" if line.strip() == "." else line.strip() for line in rest.split("\n")).strip()
+        if len(rest) < 60:
+            continue
+        packages.append(Package(fields["Package"], fields.get("Version", "1.0"), fields.get("Section", "misc"),
+                                summary.strip(), rest))
+        if len(packages) >= limit:
+            break
+    return packages
+
+
+def read_file_tree(limit: int = 60000) -> dict[str, set[str]]:
+    """Directory -> children, from the lists of installed Debian packages."""
+    tree: dict[str, set[str]] = {}
+    count = 0
+    for lst in sorted(Path("/var/lib/dpkg/info").glob("*.list")):
+        for line in lst.read_text(errors="replace").splitlines():
+            if not line.startswith("/") or line == "/." or not re.fullmatch(r"[A-Za-z0-9/._+-]+", line):
+                continue
+            parent, _, name = line.rpartition("/")
+            tree.setdefault(parent or "/", set()).add(name)
+            count += 1
+        if count > limit:
+            break
+    return tree
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Page builders
+
+
+def slug(title: str) -> str:
+    return quote(title.replace(" ", "_"), safe="_-.()'+")
+
+
+def _words(rng: random.Random, words: list[str]) -> str:
+    return rng.choice(words)
+
+
+def username(rng: random.Random, words: list[str]) -> str:
+    return f"{rng.choice(words)}_{rng.choice(words)}{rng.randint(1, 99) if rng.random() < 0.5 else ''}"
+
+
+def holdout(site: str, path: str) -> bool:
+    return int(hashlib.sha1(f"{site}{path}".encode()).hexdigest()[:6], 16) % 1000 < HOLDOUT_PER_MILLE
+
+
+class Builder:
+    """Builds the examples of all three sites from the sources, with one seeded RNG."""
+
+    def __init__(self, sites: dict[str, Site], seed: int = 0, char_budget: int = 1400) -> None:
+        self.sites = sites
+        self.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
+        self.rng = random.Random(seed)
+        self.budget = char_budget
+        self.entries: dict[str, Entry] = {}
+        for name in ("foldoc", "jargon"):
+            for raw in read_dictd(name):
+                entry = parse_entry(raw, jargon=name == "jargon")
+                if entry and entry.title.lower() not in self.entries:
+                    self.entries[entry.title.lower()] = entry
+        self.linked_from: dict[str, list[str]] = {}
+        for entry in self.entries.values():
+            for ref in entry.refs:
+                self.linked_from.setdefault(ref.lower(), []).append(entry.title)
+        self.fortunes = read_fortunes()
+        self.packages = read_packages()
+        self.tree = read_file_tree()
+        self.names = [w for w in Path("/usr/share/dict/words").read_text().split() if w.isalpha() and w.islower()
+                      and 3 <= len(w) <= 7] if Path("/usr/share/dict/words").exists() else ["user"]
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def _route(self, site: str, pattern: str) -> Route:
+        return next(r for r in self.sites[site].routes if r.pattern == pattern)
+
+    def _example(self, site: str, pattern: str, path: str, params: dict[str, str], body: str,
+                 query: dict[str, str] | None = None, parent: Parent | None = None,
+                 posts: list[Post] | None = None) -> Example:
+        prompt = self.renderers[site].render(self._route(site, pattern), params, query, parent, posts)
+        return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path))
+
+    def _linkify(self, text: str) -> str:
+        def link(m: re.Match[str]) -> str:
+            ref = m.group(1).strip()
+            target = self.entries.get(ref.lower())
+            if target is None:
+                return html.escape(ref)
+            return f'<a href="/wiki/{slug(target.title)}">{html.escape(ref)}</a>'
+
+        return re.sub(r"\{([^{}]+)\}", link, html.escape(text, quote=False).replace("&#x27;", "'"))
+
+    def _plain(self, text: str) -> str:
+        return html.escape(re.sub(r"\{([^{}]+)\}", r"\1", text), quote=False)
+
+    def _fit(self, head: str, parts: list[str], tail: str) -> str:
+        """Whole paragraphs while they fit the character budget (a page is at most two canvases)."""
+        out, size = [], len(head) + len(tail)
+        for part in parts:
+            if size + len(part) > self.budget and out:
+                break
+            out.append(part)
+            size += len(part)
+        return head + "".join(out) + tail
+
+    # -- wiki -------------------------------------------------------------------------------------------------
+
+    def wiki_article(self, entry: Entry) -> Example:
+        paras = [f"<p>{self._linkify(p)}</p>\n" for p in entry.paragraphs]
+        if len(paras) < 2:
+            sentences = re.split(r"(?<=[.!?]) (?=[A-Z])", entry.paragraphs[0])
+            if len(sentences) >= 2:
+                half = (len(sentences) + 1) // 2
+                paras = [f"<p>{self._linkify(' '.join(s))}</p>\n" for s in (sentences[:half], sentences[half:])]
+        cats = ", ".join(c for c in entry.categories if c.isascii())
+        if cats and len(paras) < 3:
+            paras.append(f'<p class="categories">Categories: {html.escape(cats)}</p>\n')
+        see = [self.entries[r.lower()].title for r in entry.refs if r.lower() in self.entries][:5]
+        tail = ""
+        if see:
+            items = "".join(f'<li><a href="/wiki/{slug(t)}">{html.escape(t)}</a></li>' for t in see)
+            tail = f"<h2>See also</h2>\n<ul>{items}</ul>\n"
+        body = self._fit(f'<article class="wiki">\n<h1>{html.escape(entry.title)}</h1>\n', paras, tail + "</article>")
+        parent = None
+        sources = self.linked_from.get(entry.title.lower())
+        if sources and self.rng.random() < 0.5:
+            p = self.rng.choice(sources)
+            parent = Parent(path=f"/wiki/{slug(p)}", title=p)
+        s = slug(entry.title)
+        return self._example("wiki", "/wiki/{title}", f"/wiki/{s}", {"title": s}, body, parent=parent)
+
+    def wiki_search(self, query: str) -> Example | None:
+        q = query.lower()
+        hits = [e for e in self.entries.values() if q in e.title.lower()][:6]
+        hits += [e for e in self.entries.values() if q in e.paragraphs[0].lower() and e not in hits][: 6 - len(hits)]
+        if not hits:
+            return None
+        items = []
+        for e in hits:
+            first = re.split(r"(?<=[.!?]) ", e.paragraphs[0])[0][:160]
+            items.append(f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a>'
+                         f"<p>{self._plain(first)}</p></li>\n")
+        body = self._fit(f'<div class="search">\n<h1>Search results for “{html.escape(query)}”</h1>\n<ul class="results">\n',
+                         items, "</ul>\n</div>")
+        return self._example("wiki", "/search", f"/search?q={quote(query)}", {}, body, query={"q": query})
+
+    def wiki_home(self) -> Example:
+        featured = self.rng.choice([e for e in self.entries.values() if len(e.paragraphs[0]) > 150])
+        others = self.rng.sample(list(self.entries.values()), 5)
+        items = "".join(f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a></li>' for e in others)
+        site = self.sites["wiki"]
+        body = (f'<div class="home">\n<h1>Welcome to {html.escape(site.title)}</h1>\n<p>{html.escape(site.brief)}</p>\n'
+                f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{html.escape(featured.title)}</a></h2>\n'
+                f"<p>{self._linkify(featured.paragraphs[0][:600])}</p>\n<h2>Other articles</h2>\n<ul>{items}</ul>\n</div>")
+        return self._example("wiki", "/", "/", {}, body)
+
+    # -- forum ------------------------------------------------------------------------------------------------
+
+    def _meta(self, user: str, points: int) -> str:
+        return f'<p class="meta"><b>{user}</b> · {points} point{"s" if points != 1 else ""}</p>'
+
+    def forum_thread(self, board: str) -> Example:
+        rng = self.rng
+        pool = self.fortunes[board]
+        if rng.random() < 0.35:
+            entry = rng.choice(list(self.entries.values()))
+            title = f"What is {entry.title}?"
+            post = rng.choice(["Someone at work keeps saying it. What does it mean?",
+                               "I saw this in an old manual. Can anyone explain?",
+                               "Heard it on a mailing list today. Is it still used?",
+                               "New here. What does it mean and where does it come from?"])
+            answers = [self._plain(entry.paragraphs[0][:350])] + [html.escape(rng.choice(pool)) for _ in range(3)]
+        else:
+            text = rng.choice(pool)
+            words = re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]
+            if len(words) < 3:
+                words = ["A", "thought", "for", "today"]
+            title = " ".join(words)
+            post = html.escape(text)
+            answers = [html.escape(rng.choice(pool)) for _ in range(4)]
+        title = title[:70]
+        user = username(rng, self.names)
+        posts: list[Post] = []
+        if rng.random() < 0.2:
+            posts = [Post(user=username(rng, self.names), text=rng.choice(pool)[:200])]
+            answers[0] = f"@{posts[0].user} {answers[0]}"
+        replies = []
+        for i, answer in enumerate(answers[: rng.randint(2, 4)]):
+            reply = f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 40))}<p>{answer}</p>'
+            if i == 0 and rng.random() < 0.5:
+                reply += (f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 9))}'
+                          f"<p>{html.escape(rng.choice(pool))}</p></div>")
+            replies.append(reply + "</div>\n")
+        head = (f'<div class="thread">\n<h1>{html.escape(title)}</h1>\n<div class="post"><p class="meta">posted by '
+                f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {rng.randint(1, 99)} points</p><p>{post}</p></div>\n'
+                f'<div class="replies">\n')
+        body = self._fit(head, replies, "</div>\n</div>")
+        s = slug(title)
+        return self._example("forum", "/r/{board}/{thread}", f"/r/{board}/{s}", {"board": board, "thread": s}, body,
+                             posts=posts)
+
+    def _thread_list(self, boards: list[str], n: int) -> str:
+        rng = self.rng
+        items = []
+        for _ in range(n):
+            board = rng.choice(boards)
+            text = rng.choice(self.fortunes[board])
+            title = " ".join(re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]) or "Hello"
+            items.append(f'<li><a href="/r/{board}/{slug(title)}">{html.escape(title)}</a> <span class="meta">by '
+                         f"{username(rng, self.names)} in {board} · {rng.randint(1, 99)} points · "
+                         f"{rng.randint(0, 30)} replies</span></li>\n")
+        return "".join(items)
+
+    def forum_board(self, board: str) -> Example:
+        body = (f'<div class="board">\n<h1>r/{board}</h1>\n<ul class="threads">\n{self._thread_list([board], 6)}</ul>\n'
+                "</div>")
+        return self._example("forum", "/r/{board}", f"/r/{board}", {"board": board}, body)
+
+    def forum_front(self) -> Example:
+        boards = sorted(self.fortunes)
+        shown = self.rng.sample(boards, min(6, len(boards)))
+        links = "".join(f'<li><a href="/r/{b}">{b}</a></li>' for b in shown)
+        body = (f'<div class="front">\n<h1>{html.escape(self.sites["forum"].title)}</h1>\n<ul class="threads">\n'
+                f"{self._thread_list(boards, 5)}</ul>\n<h2>Boards</h2>\n<ul class=\"boards\">{links}</ul>\n</div>")
+        return self._example("forum", "/", "/", {}, body)
+
+    # -- os -----------------------------------------------------------------------------------------------------
+
+    def _window(self, title: str, inner: str) -> str:
+        return f'<div class="window">\n<div class="titlebar">{html.escape(title)}</div>\n<div class="body">\n{inner}\n</div>\n</div>'
+
+    def os_desktop(self) -> Example:
+        rng = self.rng
+        icons = [("Home", "/files/home/user"), ("Documents", "/files/usr/share/doc"), ("Terminal", "/terminal?cmd=ls"),
+                 ("Settings", "/settings/display"), ("Browser", "/browser?url=genpedia.org/wiki/Unix"),
+                 ("Programs", "/files/usr/bin"), ("Notes", "/view/home/user/notes.txt")]
+        rng.shuffle(icons)
+        links = "".join(f'<a class="icon" href="{href}">{name}</a>' for name, href in icons[: rng.randint(4, 7)])
+        note = html.escape(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
+        body = f'<div class="desktop">\n<div class="icons">{links}</div>\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
+        return self._example("os", "/", "/", {}, body)
+
+    def os_files(self, directory: str) -> Example:
+        children = sorted(self.tree.get(directory, set()))[:18]
+        items = []
+        for name in children:
+            full = f"{directory.rstrip('/')}/{name}"
+            if full in self.tree:
+                items.append(f'<li class="dir"><a href="/files{full}">{name}/</a></li>')
+            else:
+                items.append(f'<li class="file"><a href="/view{full}">{name}</a></li>')
+        up = directory.rsplit("/", 1)[0] or "/"
+        inner = f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {directory}</p>\n<ul class="files">' \
+                + "\n".join(items) + "</ul>"
+        body = self._window(f"Files — {directory}", inner)
+        path = directory.lstrip("/")
+        return self._example("os", "/files/{path:path}", f"/files/{path}", {"path": path}, body)
+
+    def os_viewer(self, pkg: Package) -> Example:
+        path = f"usr/share/doc/{pkg.name}/README"
+        paras = [f"<p>{html.escape(p.replace(chr(10), ' '))}</p>\n" for p in pkg.description.split("\n\n") if p.strip()]
+        inner = self._fit(f"<h2>{html.escape(pkg.name)}: {html.escape(pkg.summary)}</h2>\n", paras, "")
+        body = self._window(f"Viewer — /{path}", inner)
+        return self._example("os", "/view/{path:path}", f"/view/{path}", {"path": path}, body)
+
+    def os_terminal(self) -> Example:
+        rng = self.rng
+        kind = rng.random()
+        if kind < 0.5:
+            pkg = rng.choice(self.packages)
+            cmd = f"apt show {pkg.name}"
+            desc = "\n ".join(pkg.description.split("\n"))[:700]
+            out = (f"Package: {pkg.name}\nVersion: {pkg.version}\nSection: {pkg.section}\n"
+                   f"Description: {pkg.summary}\n {desc}")
+        elif kind < 0.8:
+            directory = rng.choice([d for d in self.tree if len(self.tree[d]) > 2])
+            cmd = f"ls {directory}"
+            out = "\n".join(sorted(self.tree[directory])[:30])
+        else:
+            cmd = "fortune"
+            out = rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))])
+        inner = f'<pre class="terminal">$ {html.escape(cmd)}\n{html.escape(out)}\n$ </pre>'
+        body = self._window("Terminal", inner)
+        return self._example("os", "/terminal", f"/terminal?cmd={quote(cmd)}", {}, body, query={"cmd": cmd})
+
+    SETTINGS = {
+        "display": [("Resolution", ["1920 × 1080", "1280 × 800", "2560 × 1440"]), ("Scale", ["100%", "125%", "200%"]),
+                    ("Night light", ["On", "Off"]), ("Refresh rate", ["60 Hz", "75 Hz", "144 Hz"])],
+        "network": [("Wi-Fi", ["Connected", "Off"]), ("Network", ["home", "office", "cafe"]),
+                    ("IP address", ["192.168.1.23", "10.0.0.7"]), ("Proxy", ["None", "Automatic"])],
+        "sound": [("Output", ["Speakers", "Headphones"]), ("Volume", ["40%", "75%", "100%"]),
+                  ("Input", ["Internal microphone", "Headset"]), ("Alert sound", ["Bark", "Drip", "Glass"])],
+        "keyboard": [("Layout", ["English (US)", "German", "French"]), ("Repeat delay", ["Short", "Long"]),
+                     ("Caps Lock", ["Caps Lock", "Ctrl"])],
+        "users": [("Name", ["user", "guest", "admin"]), ("Account type", ["Standard", "Administrator"]),
+                  ("Automatic login", ["On", "Off"])],
+        "about": [("Operating system", ["GenOS 1.0"]), ("Memory", ["4 GiB", "8 GiB", "16 GiB"]),
+                  ("Processor", ["2 cores", "4 cores"]), ("Disk", ["64 GB", "256 GB"])],
+        "appearance": [("Style", ["Light", "Dark"]), ("Accent colour", ["Blue", "Green", "Orange"]),
+                       ("Icon size", ["Small", "Large"])],
+    }
+
+    def os_settings(self, panel: str) -> Example:
+        rng = self.rng
+        rows = "".join(f"<dt>{k}</dt><dd>{rng.choice(v)}</dd>" for k, v in self.SETTINGS[panel])
+        others = "".join(f'<li><a href="/settings/{p}">{p.title()}</a></li>' for p in self.SETTINGS if p != panel)
+        inner = f'<ul class="panels">{others}</ul>\n<dl class="settings">{rows}</dl>'
+        body = self._window(f"Settings — {panel.title()}", inner)
+        return self._example("os", "/settings/{panel}", f"/settings/{panel}", {"panel": panel}, body)
+
+    def os_browser(self, entry: Entry) -> Example:
+        url = f"genpedia.org/wiki/{slug(entry.title)}"
+        paras = [f"<p>{self._plain(p)}</p>\n" for p in entry.paragraphs]
+        inner = self._fit(f'<p class="address">{html.escape(url)}</p>\n<h1>{html.escape(entry.title)}</h1>\n', paras, "")
+        body = self._window(f"Browser — {entry.title}", inner)
+        return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
+
+    # -- all ----------------------------------------------------------------------------------------------------
+
+    def build(self) -> Iterator[Example]:
+        rng = self.rng
+        entries = list(self.entries.values())
+        for entry in entries:
+            yield self.wiki_article(entry)
+        for word in rng.sample(self.names, 2500):
+            found = self.wiki_search(word)
+            if found:
+                yield found
+        for _ in range(300):
+            yield self.wiki_home()
+        boards = sorted(self.fortunes)
+        for _ in range(16000):
+            yield self.forum_thread(rng.choice(boards))
+        for _ in range(1500):
+            yield self.forum_board(rng.choice(boards))
+        for _ in range(300):
+            yield self.forum_front()
+        for _ in range(300):
+            yield self.os_desktop()
+        for directory in sorted(d for d in self.tree if self.tree[d]):
+            yield self.os_files(directory)
+        for pkg in self.packages[:6000]:
+            yield self.os_viewer(pkg)
+        for _ in range(4000):
+            yield self.os_terminal()
+        for _ in range(700):
+            yield self.os_settings(rng.choice(sorted(self.SETTINGS)))
+        for entry in rng.sample(entries, 2500):
+            yield self.os_browser(entry)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m genui.corpus", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("data/corpus.jsonl"), help="JSONL file to write")
+    parser.add_argument("--sites-dir", type=Path, default=Path(__file__).resolve().parents[1] / "sites")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    sites = {s.name: s for s in load_sites(args.sites_dir) if s.name in ("wiki", "forum", "os")}
+    builder = Builder(sites, seed=args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    counts: dict[tuple[str, bool], int] = {}
+    seen: set[tuple[str, str]] = set()
+    with args.out.open("w", encoding="utf-8") as f:
+        for ex in builder.build():
+            if (ex.site, ex.path) in seen:
+                continue
+            seen.add((ex.site, ex.path))
+            f.write(json.dumps({"site": ex.site, "path": ex.path, "prompt": ex.prompt, "html": ex.html,
+                                "holdout": ex.holdout}, ensure_ascii=False) + "\n")
+            counts[(ex.site, ex.holdout)] = counts.get((ex.site, ex.holdout), 0) + 1
+    for (site, held), n in sorted(counts.items()):
+        print(f"{site:6} {'holdout' if held else 'train':8} {n:7d}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,278 @@
+"""The quality report: generate the held-out pages of each example site and measure what a visitor would notice.
+
+Per site: share of well-formed pages with the site's skeleton, share of English dictionary words (Debian's
+``wamerican`` list), share of internal links that hit a valid route, distinct-2 diversity, mean denoising steps per
+canvas, and (given the packed corpus) the held-out denoising loss. Prints a table; ``--json`` prints one object.
+
+The held-out pages are fixed: ``genui.corpus`` holds a page out when a hash of its site and path says so, and
+``python -m genui.quality --list`` prints them from a corpus file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from engine.frames import DoneFrame, GenerationRequest, TextEngine
+from genui.prompts import PromptRenderer
+from genui.routing import BadRequest, SiteRouter
+from genui.sanitize import sanitize_html
+from genui.sites import Site, load_sites
+
+WORDS = Path("/usr/share/dict/american-english")
+VOID = {"br", "hr", "img", "wbr", "input", "meta", "link", "area", "base", "col", "source", "track", "embed"}
+
+
+class _Shape(HTMLParser):
+    """Collects what the skeleton checks need and whether every tag closes in order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.balanced = True
+        self.tags: list[tuple[str, str]] = []  # (tag, class)
+        self.hrefs: list[str] = []
+        self.text: list[str] = []
+        self.h1: list[str] = []
+        self._in_h1 = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.tags.append((tag, a.get("class") or ""))
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"] or "")
+        if tag == "h1":
+            self._in_h1 = True
+            self.h1.append("")
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.balanced = False
+            if tag in self.stack:
+                while self.stack and self.stack.pop() != tag:
+                    pass
+            return
+        self.stack.pop()
+        if tag == "h1":
+            self._in_h1 = False
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._in_h1 and self.h1:
+            self.h1[-1] += data
+
+
+def shape(html_text: str) -> _Shape:
+    parser = _Shape()
+    parser.feed(html_text)
+    parser.close()
+    if parser.stack:
+        parser.balanced = False
+    return parser
+
+
+def _count(s: _Shape, tag: str, cls: str | None = None) -> int:
+    return sum(1 for t, c in s.tags if t == tag and (cls is None or cls in c.split()))
+
+
+def skeleton_ok(site: str, path: str, html_text: str) -> bool:
+    """Well-formed HTML with the site's skeleton for this kind of page."""
+    s = shape(html_text)
+    if not s.balanced:
+        return False
+    if site == "wiki":
+        if path.startswith("/wiki/"):
+            title = urlsplit(path).path.removeprefix("/wiki/").replace("_", " ").strip().lower()
+            return any(h.strip().lower() == title for h in s.h1) and _count(s, "p") >= 2
+        if path.startswith("/search"):
+            return bool(s.h1) and _count(s, "li") >= 1
+        return bool(s.h1) and _count(s, "p") >= 1
+    if site == "forum":
+        if path.count("/") >= 3:  # /r/{board}/{thread}
+            return _count(s, "div", "post") >= 1 and _count(s, "div", "reply") >= 2
+        return _count(s, "ul", "threads") >= 1 and _count(s, "li") >= 1
+    if site == "os":
+        return _count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1
+    return s.balanced
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z]+(?:'[a-z]+)?", text)
+
+
+def distinct_2(texts: Iterable[str]) -> float:
+    bigrams = [tuple(ws[i : i + 2]) for t in texts for ws in [words(t.lower())] for i in range(len(ws) - 1)]
+    return len(set(bigrams)) / len(bigrams) if bigrams else 0.0
+
+
+def link_valid(router: SiteRouter, href: str) -> bool:
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return False
+    try:
+        return router.resolve(parts.path, parse_qsl(parts.query)) is not None
+    except BadRequest:
+        return False
+
+
+@dataclass
+class SiteReport:
+    site: str
+    pages: int
+    skeleton: float
+    dictionary_words: float
+    valid_links: float
+    links: int
+    distinct_2: float
+    steps_per_canvas: float
+    seconds_per_page: float
+    heldout_loss: float | None = None
+
+
+@dataclass
+class PageResult:
+    site: str
+    path: str
+    html: str
+    steps: list[int]
+    seconds: float
+
+
+async def generate_pages(engine: TextEngine, sites: dict[str, Site], pages: list[tuple[str, str]], seed: int,
+                         progress: Callable[[str], None] | None = None) -> list[PageResult]:
+    routers = {name: SiteRouter(site) for name, site in sites.items()}
+    renderers = {name: PromptRenderer(site) for name, site in sites.items()}
+    results = []
+    for name, url in pages:
+        parts = urlsplit(url)
+        location = routers[name].resolve(parts.path, parse_qsl(parts.query))
+        if location is None:
+            raise ValueError(f"held-out page {name}{url} matches no route")
+        prompt = renderers[name].render(location.route, location.params, location.query)
+        site = sites[name]
+        request = GenerationRequest(prompt=prompt, max_canvases=site.model.canvases, max_steps=site.model.steps,
+                                    seed=seed)
+        done = None
+        async for frame in engine.stream(request):
+            if isinstance(frame, DoneFrame):
+                done = frame
+        assert done is not None
+        results.append(PageResult(name, url, sanitize_html(done.text), [c.steps for c in done.canvases],
+                                  done.seconds))
+        if progress:
+            progress(f"{name}{url}: {done.seconds:.1f}s")
+    return results
+
+
+def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[str]) -> list[SiteReport]:
+    out = []
+    for name in sorted({r.site for r in results}):
+        rows = [r for r in results if r.site == name]
+        router = SiteRouter(sites[name])
+        shapes = [shape(r.html) for r in rows]
+        all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
+        hrefs = [h for s in shapes for h in s.hrefs]
+        steps = [n for r in rows for n in r.steps]
+        out.append(SiteReport(
+            site=name,
+            pages=len(rows),
+            skeleton=sum(skeleton_ok(name, r.path, r.html) for r in rows) / len(rows),
+            dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
+            valid_links=sum(link_valid(router, h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
+            links=len(hrefs),
+            distinct_2=distinct_2(" ".join(s.text) for s in shapes),
+            steps_per_canvas=sum(steps) / len(steps) if steps else 0.0,
+            seconds_per_page=sum(r.seconds for r in rows) / len(rows),
+        ))
+    return out
+
+
+def load_dictionary(path: Path = WORDS) -> set[str]:
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: install Debian's wamerican package (apt-get install wamerican)")
+    return {w.lower() for w in path.read_text(encoding="utf-8", errors="replace").split() if w.isascii()}
+
+
+def heldout_pages(corpus: Path, per_site: int) -> list[tuple[str, str]]:
+    pages: dict[str, list[str]] = {}
+    with corpus.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row["holdout"] and len(pages.setdefault(row["site"], [])) < per_site:
+                pages[row["site"]].append(row["path"])
+    return [(site, path) for site in sorted(pages) for path in pages[site]]
+
+
+def print_table(rows: list[SiteReport]) -> None:
+    head = ("site", "pages", "skeleton", "dict words", "valid links", "distinct-2", "steps/canvas", "s/page",
+            "held-out loss")
+    print(" | ".join(head))
+    print(" | ".join("---" for _ in head))
+    for r in rows:
+        loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
+        print(f"{r.site} | {r.pages} | {r.skeleton:.1%} | {r.dictionary_words:.1%} | {r.valid_links:.1%} ({r.links}) | "
+              f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m genui.quality", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
+    parser.add_argument("--device", help="cpu, cuda, ... (default: CUDA when there is one)")
+    parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by genui.corpus")
+    parser.add_argument("--packed", type=Path, help="packed corpus (engine.data) for the held-out loss column")
+    parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sites-dir", type=Path, default=Path(__file__).resolve().parents[1] / "sites")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--list", action="store_true", help="only list the held-out pages")
+    args = parser.parse_args(argv)
+    if not args.corpus.exists():
+        print(f"{args.corpus} is missing: build it with `python -m genui.corpus --out {args.corpus}`", file=sys.stderr)
+        return 2
+    pages = heldout_pages(args.corpus, args.per_site)
+    if args.list:
+        for site, path in pages:
+            print(f"{site}\t{path}")
+        return 0
+    from engine import load_engine  # the model is loaded only when a report is asked for
+
+    sites = {s.name: s for s in load_sites(args.sites_dir)}
+    dictionary = load_dictionary()
+    engine = load_engine(args.model, device=args.device)
+    results = asyncio.run(generate_pages(engine, sites, pages, args.seed,
+                                         progress=None if args.json else lambda m: print(m, file=sys.stderr)))
+    rows = report(results, sites, dictionary)
+    if args.packed:
+        from engine.data import Packed
+        from engine.training import heldout_loss
+
+        packed = Packed.load(args.packed)
+        model = engine.loaded.model
+        for row in rows:
+            if row.site in packed.group_names:
+                group = packed.group_names.index(row.site)
+                keep = packed.holdout & (packed.groups == group)
+                only = Packed(packed.prompts, packed.prompt_offsets, packed.responses, packed.response_offsets,
+                              packed.groups, keep, packed.group_names)
+                row.heldout_loss = heldout_loss(model, only, engine.loaded.device)
+    if args.json:
+        print(json.dumps({"model": engine.model_id, "seed": args.seed, "sites": [asdict(r) for r in rows]}, indent=1))
+    else:
+        print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

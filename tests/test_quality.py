@@ -1,0 +1,58 @@
+"""The quality report's measures, on hand-written pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from genui.quality import PageResult, distinct_2, link_valid, report, shape, skeleton_ok
+from genui.routing import SiteRouter
+from genui.sites import load_sites
+
+SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
+ARTICLE = '<article class="wiki"><h1>Hash table</h1><p>A table.</p><p>See <a href="/wiki/Array">array</a>.</p></article>'
+
+
+def test_wiki_article_needs_its_title_in_h1_and_two_paragraphs() -> None:
+    assert skeleton_ok("wiki", "/wiki/Hash_table", ARTICLE)
+    assert not skeleton_ok("wiki", "/wiki/Linked_list", ARTICLE)
+    assert not skeleton_ok("wiki", "/wiki/Hash_table", "<h1>Hash table</h1><p>only one</p>")
+
+
+def test_unbalanced_html_is_not_well_formed() -> None:
+    assert not shape("<div><p>open</div>").balanced
+    assert not skeleton_ok("wiki", "/wiki/Hash_table", ARTICLE.removesuffix("</article>"))
+    assert shape("<p>a<br>b</p>").balanced
+
+
+def test_forum_thread_needs_a_post_and_two_replies() -> None:
+    page = ('<div class="thread"><h1>t</h1><div class="post"><p>x</p></div><div class="replies">'
+            '<div class="reply"><p>a</p></div><div class="reply"><p>b</p></div></div></div>')
+    assert skeleton_ok("forum", "/r/computers/Hello", page)
+    assert not skeleton_ok("forum", "/r/computers/Hello", page.replace('class="reply"', 'class="x"', 1))
+
+
+def test_os_screen_needs_a_window_with_a_title_bar() -> None:
+    assert skeleton_ok("os", "/", '<div class="window"><div class="titlebar">Files</div></div>')
+    assert not skeleton_ok("os", "/", '<div class="window"><p>no bar</p></div>')
+
+
+def test_links_are_valid_only_when_they_hit_a_route_of_the_site() -> None:
+    router = SiteRouter(SITES["wiki"])
+    assert link_valid(router, "/wiki/Array")
+    assert link_valid(router, "/search?q=x")
+    assert not link_valid(router, "/r/computers")
+    assert not link_valid(router, "https://example.com/wiki/Array")
+
+
+def test_distinct_2_is_one_for_all_new_bigrams_and_lower_for_repeats() -> None:
+    assert distinct_2(["a b c"]) == 1.0
+    assert distinct_2(["a b a b a b"]) < 0.5
+
+
+def test_report_measures_dictionary_words_per_site() -> None:
+    pages = [PageResult("wiki", "/wiki/Hash_table", ARTICLE, [10, 12], 1.0)]
+    (row,) = report(pages, SITES, dictionary={"a", "table", "see", "array", "hash"})
+    assert row.skeleton == 1.0
+    assert row.dictionary_words == 1.0
+    assert row.valid_links == 1.0 and row.links == 1
+    assert row.steps_per_canvas == 11.0

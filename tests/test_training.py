@@ -1,0 +1,117 @@
+"""The training objective on a tiny random model: masks, one-pass canvases, loss going down, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
+
+from engine.config import EOS_ID, PAD_ID, TINY, make_config
+from engine.data import Packed, pack_jsonl, prompt_ids
+from engine.tokenizer import train_tokenizer
+from engine.training import Batch, TrainConfig, _masks, diffusion_loss, main, make_batch
+
+
+def _tiny() -> DiffusionGemmaForBlockDiffusion:
+    torch.manual_seed(0)
+    return DiffusionGemmaForBlockDiffusion(make_config(TINY)).eval()
+
+
+def test_one_pass_over_all_canvases_matches_one_decoder_call_per_canvas() -> None:
+    model = _tiny()
+    c = model.config.canvas_length
+    vocab = model.config.text_config.vocab_size
+    prompt_len, k = 10, 2
+    ids = torch.randint(7, vocab, (2, prompt_len + k * c))
+    ids[1, :3] = PAD_ID  # row 1 is left-padded
+    noisy = torch.randint(0, vocab, (2, k * c))
+    enc_mask, dec_mask = _masks(Batch(ids, prompt_len, k), c)
+    text_config = model.config.get_text_config()
+    with torch.no_grad():
+        cache = DynamicCache(config=text_config)
+        model.model.encoder(input_ids=ids, attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
+                            past_key_values=cache, position_ids=torch.arange(ids.shape[1])[None], use_cache=True)
+        together = model(decoder_input_ids=noisy, past_key_values=cache,
+                         decoder_attention_mask={"full_attention": dec_mask, "sliding_attention": dec_mask},
+                         decoder_position_ids=torch.arange(prompt_len, prompt_len + k * c)[None]).logits
+        for canvas in range(k):
+            alone = DynamicCache(config=text_config)
+            model.model.encoder(input_ids=ids[:1, : prompt_len + canvas * c], past_key_values=alone, use_cache=True)
+            ref = model(decoder_input_ids=noisy[:1, canvas * c : (canvas + 1) * c], past_key_values=alone).logits
+            torch.testing.assert_close(together[:1, canvas * c : (canvas + 1) * c], ref, atol=1e-4, rtol=1e-4)
+        unpadded = DynamicCache(config=text_config)
+        model.model.encoder(input_ids=ids[1:, 3:prompt_len], past_key_values=unpadded, use_cache=True)
+        ref = model(decoder_input_ids=noisy[1:, :c], past_key_values=unpadded).logits
+        torch.testing.assert_close(together[1:, :c], ref, atol=1e-4, rtol=1e-4)
+
+
+def test_decoder_mask_hides_the_clean_copy_of_its_own_and_later_canvases() -> None:
+    c, prompt_len, k = 4, 3, 2
+    ids = torch.arange(1, prompt_len + k * c + 1)[None]
+    _, dec = _masks(Batch(ids, prompt_len, k), c)
+    dec = dec[0, 0]  # (K*C, L + K*C)
+    length = prompt_len + k * c
+    assert dec[0, :prompt_len].all() and not dec[0, prompt_len:length].any()  # canvas 0: prompt only
+    assert dec[c, : prompt_len + c].all() and not dec[c, prompt_len + c : length].any()  # canvas 1: + clean canvas 0
+    assert dec[0, length : length + c].all() and not dec[0, length + c :].any()  # its own noisy canvas only
+    assert dec[c, length + c :].all() and not dec[c, length : length + c].any()
+
+
+def _corpus(tmp_path: Path) -> tuple[Path, Path]:
+    rows = [{"site": "wiki" if i % 2 else "forum", "path": f"/p{i}", "prompt": f"<page>{i}</page>",
+             "html": f"<p>page number {i} says hello</p>", "holdout": i < 2} for i in range(24)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tok = train_tokenizer((t for r in rows for t in (r["prompt"], r["html"])), vocab_size=TINY.vocab_size)
+    tok.save_pretrained(tmp_path / "tok")
+    packed = pack_jsonl(corpus, tok, max_prompt=32, max_response=64)
+    packed.save(tmp_path / "packed.npz")
+    return tmp_path / "packed.npz", tmp_path / "tok"
+
+
+def test_packed_corpus_round_trips_and_ends_every_response_with_eos(tmp_path: Path) -> None:
+    packed_path, tok_path = _corpus(tmp_path)
+    packed = Packed.load(packed_path)
+    assert len(packed) == 24 and packed.holdout.sum() == 2
+    assert set(packed.group_names) == {"wiki", "forum"}
+    for i in range(len(packed)):
+        assert packed.response(i)[-1] == EOS_ID
+    from engine.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tok_path)
+    assert list(packed.prompt(3)) == prompt_ids(tok, "<page>3</page>")
+
+
+def test_loss_goes_down_when_the_model_sees_the_same_batch_again(tmp_path: Path) -> None:
+    packed = Packed.load(_corpus(tmp_path)[0])
+    model = _tiny().train()
+    batch = make_batch(packed, list(range(2, 10)), model.config.canvas_length, torch.device("cpu"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(15):
+        loss, _ = diffusion_loss(model, batch, TrainConfig(), torch.Generator().manual_seed(0))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.slow
+def test_training_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    packed, tok = _corpus(tmp_path)
+    out = tmp_path / "run"
+    args = ["--data", str(packed), "--tokenizer", str(tok), "--out", str(out), "--device", "cpu", "--steps", "6",
+            "--canvas-tokens", "64", "--shape", "tiny", "--log-every", "1"]
+    assert main([*args, "--minutes", "0.0001"]) == 0
+    first = torch.load(out / "training_state.pt", weights_only=False)["step"]
+    assert 1 <= first < 6
+    assert main([*args, "--minutes", "5"]) == 0
+    state = torch.load(out / "training_state.pt", weights_only=False)
+    assert state["step"] == 6 and state["tokens"] > 0
+    assert np.isfinite(state["heldout"])
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
