@@ -1,1 +1,70 @@
-"""genui's engine: DiffusionGemma block diffusion behind a small, typed, streaming interface."""
+"""genui's engine: DiffusionGemma block diffusion behind a small, typed, streaming interface.
+
+The frame types import eagerly; everything that needs torch and transformers imports on first use, so that
+``from engine.frames import ...`` (the web layer's whole view of the engine) does not load a deep-learning stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.frames import (
+    CanvasFrame,
+    DoneFrame,
+    EngineError,
+    EngineOverloaded,
+    Frame,
+    GenerationRequest,
+    StepFrame,
+    TextEngine,
+)
+
+if TYPE_CHECKING:
+    from engine.autoregressive import AutoregressiveEngine
+    from engine.infill import InfillRequest
+    from engine.loading import LoadedModel, ModelLoadError, load_model
+    from engine.scheduler import Scheduler
+
+_LAZY = {
+    "AutoregressiveEngine": "engine.autoregressive",
+    "InfillRequest": "engine.infill",
+    "LoadedModel": "engine.loading",
+    "ModelLoadError": "engine.loading",
+    "load_model": "engine.loading",
+    "Scheduler": "engine.scheduler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")
+
+
+def load_engine(model: str | Path | None = None, device: str | None = None, **scheduler_kwargs: Any) -> Scheduler:
+    """Load a checkpoint (default: the shipped model) and serve it: ``Scheduler(load_model(model, device), ...)``."""
+    from engine.loading import load_model
+    from engine.scheduler import Scheduler
+
+    return Scheduler(load_model(model, device=device), **scheduler_kwargs)
+
+
+__all__ = [
+    "AutoregressiveEngine",
+    "CanvasFrame",
+    "DoneFrame",
+    "EngineError",
+    "EngineOverloaded",
+    "Frame",
+    "GenerationRequest",
+    "InfillRequest",
+    "LoadedModel",
+    "ModelLoadError",
+    "Scheduler",
+    "StepFrame",
+    "TextEngine",
+    "load_engine",
+    "load_model",
+]

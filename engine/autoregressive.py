@@ -1,0 +1,173 @@
+"""The autoregressive baseline: the same DiffusionGemma weights decoding one token at a time.
+
+DiffusionGemma's encoder is trained with a causal next-token loss over the clean sequence, so run on its own it
+is a causal language model with the same weights as the diffusion decoder. This module decodes with it through a
+KV cache (transformers' DynamicCache), the way DiffusionGemmaForBlockDiffusion.forward turns hidden states into
+logits (lm_head, then tanh softcapping), and streams the same frames as the diffusion engine: a StepFrame every
+``step_every`` tokens, a CanvasFrame per canvas_length tokens, a DoneFrame at the end. It exists for benchmarks
+and comparisons; it does not batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import aclosing
+
+import torch
+from transformers import DynamicCache
+
+from engine.channel import FrameChannel
+from engine.config import EOS_ID
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
+from engine.generation import check_length, encode_prompt, generate_options
+from engine.loading import LoadedModel
+from engine.streaming import GenerationCancelled
+
+# generate()'s default final temperature; the baseline samples at the temperature diffusion ends its canvases with.
+DEFAULT_TEMPERATURE = 0.4
+
+
+def generate_autoregressive(
+    loaded: LoadedModel,
+    request: GenerationRequest,
+    emit: Callable[[Frame], None],
+    cancelled: Callable[[], bool] = lambda: False,
+    step_every: int = 8,
+    started: float | None = None,
+) -> list[int]:
+    """Decode ``request`` token by token in the calling thread, emitting frames; returns the new token ids.
+
+    Samples at ``t_min`` (or the checkpoint's, else 0.4) from a generator seeded with ``request.seed``; a
+    temperature of 0 decodes greedily. Raises GenerationCancelled once ``cancelled()`` turns true.
+    """
+    started = time.perf_counter() if started is None else started
+    generate_options(request, loaded.canvas_length)  # the same validation as the diffusion engine
+    model, tokenizer, length = loaded.model, loaded.tokenizer, loaded.canvas_length
+    temperature = request.t_min if request.t_min is not None else model.generation_config.t_min
+    temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
+    softcap = model.config.text_config.final_logit_softcapping
+    generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
+
+    prompt = encode_prompt(tokenizer, request.prompt)
+    max_new = request.max_canvases * length
+    check_length(loaded, len(prompt), max_new)
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    next_input = torch.tensor([prompt], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)
+
+    tokens: list[int] = []
+    canvas: list[int] = []  # tokens of the canvas being written
+    canvases: list[CanvasFrame] = []
+    entropies: list[float] = []  # since the last StepFrame
+    step = 0
+    canvas_started = time.perf_counter()
+    first_frame: float | None = None
+
+    def show(frame: Frame) -> None:
+        nonlocal first_frame
+        first_frame = first_frame or time.perf_counter()
+        emit(frame)
+
+    def end_canvas() -> None:
+        nonlocal canvas, step, canvas_started
+        text = tokenizer.decode(canvas, skip_special_tokens=True)
+        frame = CanvasFrame(len(canvases), len(canvas), text, len(canvas), time.perf_counter() - canvas_started)
+        canvases.append(frame)
+        show(frame)
+        canvas, step, canvas_started = [], 0, time.perf_counter()
+
+    with torch.inference_mode():
+        for _ in range(max_new):
+            if cancelled():
+                raise GenerationCancelled
+            hidden = model.model.encoder(input_ids=next_input, past_key_values=cache, use_cache=True)
+            logits = model.lm_head(hidden.last_hidden_state[:, -1]).float()  # (1, V)
+            if softcap is not None:
+                logits = torch.tanh(logits / softcap) * softcap
+            if temperature > 0:
+                logits = logits / temperature
+                next_input = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (1, 1)
+            else:
+                next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
+            entropies.append(float(torch.distributions.Categorical(logits=logits).entropy()))
+            token = int(next_input)
+            if request.stop_at_eos and token == EOS_ID:
+                break
+            tokens.append(token)
+            canvas.append(token)
+            if len(canvas) % step_every == 0 or len(canvas) == length:
+                step += 1
+                text = tokenizer.decode(canvas, skip_special_tokens=True)
+                show(StepFrame(len(canvases), step, text, len(entropies), sum(entropies) / len(entropies)))
+                entropies = []
+            if len(canvas) == length:
+                end_canvas()
+    if canvas or not canvases:  # the EOS ended a canvas early (or came first)
+        end_canvas()
+    now = time.perf_counter()
+    show(
+        DoneFrame(
+            text=tokenizer.decode(tokens, skip_special_tokens=True),
+            canvases=tuple(canvases),
+            tokens_per_forward=1.0,
+            ttff_s=(first_frame or now) - started,
+            seconds=now - started,
+            stats={"tokens": float(len(tokens)), "forwards": float(len(tokens))},
+        )
+    )
+    return tokens
+
+
+class AutoregressiveEngine:
+    """A TextEngine that decodes token by token with the loaded model's encoder; one request at a time."""
+
+    def __init__(self, loaded: LoadedModel, step_every: int = 8) -> None:
+        self.loaded = loaded
+        self.step_every = step_every
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genui-autoregressive")
+        self._open: set[FrameChannel] = set()
+        self._closed = False
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.loaded.model_id}/autoregressive"  # same weights, different text: keep caches apart
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        return self._frames(request)
+
+    async def close(self) -> None:
+        """Fail the streams still open, stop decoding, and wait for the worker thread."""
+        self._closed = True
+        for channel in list(self._open):
+            channel.fail(EngineError("the engine has closed"))
+            channel.cancel()
+        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+
+    async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        if self._closed:
+            raise EngineError("the engine has closed")
+        generate_options(request, self.loaded.canvas_length)
+        channel = FrameChannel()
+        started = time.perf_counter()
+        asyncio.get_running_loop().run_in_executor(self._executor, self._run, request, channel, started)
+        self._open.add(channel)
+        try:
+            async with aclosing(channel.frames()) as frames:
+                async for frame in frames:
+                    yield frame
+        finally:
+            self._open.discard(channel)
+
+    def _run(self, request: GenerationRequest, channel: FrameChannel, started: float) -> None:
+        try:
+            generate_autoregressive(
+                self.loaded, request, channel.send, channel.is_cancelled, self.step_every, started=started
+            )
+        except GenerationCancelled:
+            pass
+        except Exception as exc:
+            channel.fail(exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}"))
+        finally:
+            channel.close()

@@ -1,0 +1,59 @@
+"""Frames crossing from the model's worker thread to one asyncio consumer, and cancellation crossing back."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator
+
+from engine.frames import EngineError, Frame
+
+_CLOSED = object()
+
+
+class FrameChannel:
+    """A one-way queue of frames into the event loop that created it, plus a cancel flag the worker can poll.
+
+    Create it inside the consumer's event loop; ``send``, ``fail`` and ``close`` may be called from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._cancelled = threading.Event()
+
+    def send(self, frame: Frame) -> None:
+        self._put(frame)
+
+    def fail(self, error: EngineError) -> None:
+        self._put(error)
+
+    def close(self) -> None:
+        self._put(_CLOSED)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    async def frames(self) -> AsyncGenerator[Frame, None]:
+        """Frames until the worker closes the channel; a failure is raised. Leaving early cancels the work."""
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _CLOSED:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+        finally:
+            self.cancel()
+
+    def _put(self, item: object) -> None:
+        if self._cancelled.is_set():
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the consumer's event loop has closed: nobody is listening
+            self._cancelled.set()

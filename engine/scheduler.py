@@ -1,0 +1,223 @@
+"""The engine as a service: one worker thread owns the model; requests queue, micro-batch, stream and cancel.
+
+Requests wait in a bounded queue (a full queue refuses at once with EngineOverloaded). The worker takes the oldest
+request and, after a short window, every queued request with the same generation settings, up to ``max_batch``
+rows, and runs them as one generate() call. Frames flow back per request through a FrameChannel. A consumer that
+stops iterating cancels its request; a generate() call whose rows are all cancelled or finished is abandoned within
+one denoising step. A failing request raises EngineError from its own stream and the worker carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Hashable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from engine.channel import FrameChannel
+from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
+from engine.generation import Plan, batch_key, generate_options, plan_batch, run_plan
+from engine.infill import InfillRequest, plan_infill
+from engine.loading import LoadedModel
+from engine.streaming import GenerationCancelled, Row
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Job:
+    """One caller's request: one row per entry of ``requests`` (variations repeat the request)."""
+
+    requests: list[GenerationRequest]
+    key: Hashable | None  # jobs with equal keys may share one generate() call; None runs alone
+    channel: FrameChannel
+    infill: InfillRequest | None = None
+    submitted: float = field(default_factory=time.perf_counter)
+
+    def rows(self) -> list[Row]:
+        return [
+            Row(emit=self.channel.send, cancelled=self.channel.is_cancelled, variant=index, started=self.submitted)
+            for index in range(len(self.requests))
+        ]
+
+
+class Scheduler:
+    """A TextEngine over one loaded model: queueing, micro-batching, streaming, cancellation."""
+
+    def __init__(
+        self, loaded: LoadedModel, max_queue: int = 8, max_batch: int = 4, batch_window_s: float = 0.01
+    ) -> None:
+        if max_queue < 1 or max_batch < 1 or batch_window_s < 0:
+            raise ValueError("max_queue and max_batch must be >= 1 and batch_window_s >= 0")
+        self.loaded = loaded
+        self.max_queue = max_queue
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_s
+        self._pending: deque[_Job] = deque()
+        self._running: list[_Job] = []
+        self._closed = False
+        self._lock = threading.Condition()
+        self._batch_s = 1.0  # moving average of one generate() call, for retry_after
+        self._worker = threading.Thread(target=self._work, name="genui-engine", daemon=True)
+        self._worker.start()
+
+    @property
+    def model_id(self) -> str:
+        return self.loaded.model_id
+
+    @property
+    def canvas_length(self) -> int:
+        return self.loaded.canvas_length
+
+    # -- the caller's side (event loop) -------------------------------------------------------------------------
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        """Frames for one request: StepFrames and a CanvasFrame per canvas, then one DoneFrame."""
+        return self._frames([request], key=batch_key(request))
+
+    def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
+        """``n`` variants of one prompt from one batched generate() call; frames carry ``variant`` 0..n-1.
+
+        Reproducible per (prompt, n, seed); a variant is not the same text as a lone request with that seed.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        return self._frames([request] * n, key=None)
+
+    def infill(self, request: InfillRequest) -> AsyncIterator[Frame]:
+        """Frames of an in-place edit: drafts of the region, then a DoneFrame with before + region + after."""
+        return self._frames([request.generation], key=None, infill=request)
+
+    async def close(self) -> None:
+        """Refuse new requests, fail queued ones, abandon the running batch and wait for the worker to stop."""
+        with self._lock:
+            self._closed = True
+            for job in [*self._pending, *self._running]:
+                job.channel.fail(EngineError("the engine has closed"))
+                job.channel.cancel()
+            self._pending.clear()
+            self._lock.notify_all()
+        await asyncio.to_thread(self._worker.join)
+
+    async def __aenter__(self) -> Scheduler:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _frames(
+        self, requests: list[GenerationRequest], key: Hashable | None, infill: InfillRequest | None = None
+    ) -> AsyncIterator[Frame]:
+        settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1)
+        generate_options(settings, self.loaded.canvas_length)  # a bad setting fails here, before it queues
+        job = _Job(requests=requests, key=key, channel=FrameChannel(), infill=infill)
+        self._submit(job)
+        async with aclosing(job.channel.frames()) as frames:
+            async for frame in frames:
+                yield frame
+
+    def _submit(self, job: _Job) -> None:
+        with self._lock:
+            if self._closed:
+                raise EngineError("the engine has closed")
+            self._drop_cancelled()
+            if len(self._pending) >= self.max_queue:
+                waits = 1 + len(self._pending) / self.max_batch
+                raise EngineOverloaded(retry_after=max(1.0, self._batch_s * waits))
+            self._pending.append(job)
+            self._lock.notify_all()
+
+    # -- the worker's side (its own thread) ---------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            started = time.perf_counter()
+            try:
+                self._run(batch)
+            except Exception:  # the worker must outlive any request; _run already told the callers
+                logger.exception("engine batch failed")
+            finally:
+                with self._lock:
+                    self._running = []
+            self._batch_s = 0.8 * self._batch_s + 0.2 * (time.perf_counter() - started)
+
+    def _next_batch(self) -> list[_Job] | None:
+        with self._lock:
+            windowed = False
+            while True:
+                self._drop_cancelled()
+                if self._closed:
+                    return None
+                if not self._pending:
+                    self._lock.wait()
+                    continue
+                first = self._pending[0]
+                if first.key is None or self.max_batch == 1 or windowed:
+                    break
+                # Requests that arrive together (a burst of clicks, a page of fragments) share one call.
+                windowed = True
+                deadline = time.perf_counter() + self.batch_window_s
+                while not self._closed and self._rows_like(first) < self.max_batch:
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0:
+                        break
+                    self._lock.wait(remaining)
+            batch = [self._pending.popleft()]
+            rows = len(first.requests)
+            if first.key is not None:
+                for job in list(self._pending):
+                    if job.key == first.key and rows + len(job.requests) <= self.max_batch:
+                        self._pending.remove(job)
+                        batch.append(job)
+                        rows += len(job.requests)
+            self._running = batch
+            return batch
+
+    def _rows_like(self, first: _Job) -> int:
+        return sum(len(job.requests) for job in self._pending if job.key == first.key)
+
+    def _drop_cancelled(self) -> None:
+        for job in [job for job in self._pending if job.channel.is_cancelled()]:
+            self._pending.remove(job)
+
+    def _run(self, batch: list[_Job]) -> None:
+        jobs = [job for job in batch if not job.channel.is_cancelled()]
+        if len(jobs) > 1:
+            jobs = [job for job in jobs if self._plans_alone(job)]  # a request that cannot be planned fails alone
+        if not jobs:
+            return
+        try:
+            run_plan(self.loaded, self._plan(jobs))
+        except GenerationCancelled:
+            pass
+        except Exception as exc:
+            logger.exception("generation failed for %d request(s)", len(jobs))
+            error = exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}")
+            for job in jobs:
+                job.channel.fail(error)
+        finally:
+            for job in jobs:
+                job.channel.close()
+
+    def _plans_alone(self, job: _Job) -> bool:
+        try:
+            self._plan([job])
+        except Exception as exc:
+            job.channel.fail(exc if isinstance(exc, EngineError) else EngineError(str(exc)))
+            job.channel.close()
+            return False
+        return True
+
+    def _plan(self, jobs: list[_Job]) -> Plan:
+        rows = [row for job in jobs for row in job.rows()]
+        if jobs[0].infill is not None:
+            return plan_infill(self.loaded, jobs[0].infill, rows[0])
+        return plan_batch(self.loaded, [request for job in jobs for request in job.requests], rows)

@@ -1,0 +1,135 @@
+"""The genui web app: one or more sites behind a Starlette app.
+
+Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
+genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live stream, regenerate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.frames import TextEngine
+from genui.pages import Pages, SiteRuntime
+from genui.security import security_headers
+from genui.shell import Shell
+from genui.sites import Site, load_sites
+from genui.store import Store
+from genui.stream import Stream
+from genui.views import REGENERATE_PATH, WS_PATH, Views
+
+ROOT = Path(__file__).resolve().parent.parent
+SITES_DIR = ROOT / "sites"
+STATIC_DIR = ROOT / "static"
+DEFAULT_DB = ROOT / "var" / "genui.sqlite3"
+log = logging.getLogger("genui")
+
+
+class SecurityHeaders:
+    """Adds genui.security's headers (CSP and friends) to every HTTP response that does not set its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in security_headers().items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def create_app(
+    sites: list[Site] | None = None, engine: TextEngine | None = None, db_path: Path | str = DEFAULT_DB
+) -> Starlette:
+    """The app serving ``sites`` (default: every site under sites/) with ``engine``.
+
+    Without an engine the app loads the default one (engine.load_engine()) at start-up and closes it at shutdown;
+    an engine passed in belongs to the caller.
+    """
+    sites = load_sites(SITES_DIR) if sites is None else sites
+    if not sites:
+        raise ValueError("no sites to serve")
+    single = len(sites) == 1
+    runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
+    store = Store(db_path)
+    pages = Pages(runtimes, store, engine)
+    views = Views(pages, Shell(), index_url=None if single else "/")
+
+    async def index(request: Request) -> Response:
+        context = {"sites": sites, "document_title": "genui", "heading": "", "message": ""}
+        return views.shell.response(request, "index.html", context)
+
+    async def to_site(request: Request) -> Response:
+        runtime = pages.sites.get(request.path_params["site"])
+        return RedirectResponse(runtime.url("/")) if runtime else views.not_found(request, None)
+
+    async def stylesheet(request: Request) -> Response:
+        runtime = pages.sites.get(request.path_params["site"])
+        path = runtime.site.stylesheet_path() if runtime else None
+        return FileResponse(path, media_type="text/css") if path else views.not_found(request, None)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        phrase = http.HTTPStatus(exc.status_code).phrase
+        return views.error(request, None, exc.status_code, phrase, exc.detail, headers=exc.headers)
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # Runs outside the middleware stack, so it adds the security headers itself.
+        return views.error(request, None, 500, "Server error", "Something broke.", headers=security_headers())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = None
+        if pages.engine is None:
+            from engine import load_engine  # imports torch: only when the app has to load a model itself
+
+            owned = pages.engine = load_engine()
+        try:
+            yield
+        finally:
+            if owned is not None:
+                await owned.close()
+            store.close()
+
+    routes: list[BaseRoute] = [
+        Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
+        Route("/_genui/css/{site}.css", stylesheet),
+        Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
+        WebSocketRoute(WS_PATH, Stream(views).serve),
+    ]
+    if single:
+        routes.append(Route("/{path:path}", views.page, methods=["GET", "POST"]))
+    else:
+        routes += [
+            Route("/", index),
+            Route("/{site}", to_site),
+            Route("/{site}/{path:path}", views.page, methods=["GET", "POST"]),
+        ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        lifespan=lifespan,
+    )
+    app.add_middleware(SecurityHeaders)
+    app.state.pages = pages
+    return app

@@ -1,0 +1,233 @@
+"""The ``genui`` command: serve sites, render one page, scaffold a site, list sites, benchmark the engine.
+
+Errors a user can fix (a bad site config, a model that will not load, an unknown site or path) print one line to
+stderr and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from engine.frames import DoneFrame, EngineError, TextEngine
+from genui.app import DEFAULT_DB, SITES_DIR, create_app
+from genui.pages import SiteRuntime
+from genui.routing import BadRequest
+from genui.scaffold import DEFAULT_DESCRIPTION, create_site
+from genui.sites import Site, SiteConfigError, load_site, load_sites
+
+USAGE_ERROR = 2
+
+
+class ClosableEngine(TextEngine, Protocol):
+    async def close(self) -> None: ...
+
+
+EngineLoader = Callable[[str | None, str | None], ClosableEngine]  # (model, device) -> a started engine
+
+
+class UsageError(Exception):
+    """Something the user can fix; the message is the one line genui prints."""
+
+
+def _default_loader(model: str | None, device: str | None) -> ClosableEngine:
+    from engine import load_engine  # imports torch: only for the commands that need a model
+
+    engine: ClosableEngine = load_engine(model=model, device=device)
+    return engine
+
+
+# -- commands ---------------------------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
+    import uvicorn
+
+    sites = _sites(Path(args.sites_dir), args.site)
+
+    async def serve() -> None:
+        engine = loader(args.model, args.device)
+        try:
+            app = create_app(sites, engine, db_path=args.db)
+            # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
+            config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio")
+            await uvicorn.Server(config).serve()
+        finally:
+            await engine.close()
+
+    asyncio.run(serve())
+    return 0
+
+
+def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
+    site = _site(args.site, Path(args.sites_dir))
+    runtime = SiteRuntime.build(site, "")
+    try:
+        location = runtime.locate(args.path)
+    except BadRequest as err:
+        raise UsageError(f"bad path {args.path!r}: {err}") from None
+    if location is None:
+        patterns = ", ".join(route.pattern for route in site.routes)
+        raise UsageError(f"no route of site {site.name!r} matches {args.path!r} (routes: {patterns})")
+    prompt = runtime.prompts.render(location.route, location.params, location.query)
+
+    async def generate() -> DoneFrame:
+        engine = loader(args.model, args.device)
+        try:
+            async for frame in engine.stream(runtime.request(prompt, args.seed)):
+                if isinstance(frame, DoneFrame):
+                    return frame
+            raise EngineError("the engine ended without a final frame")
+        finally:
+            await engine.close()
+
+    done = asyncio.run(generate())
+    html = runtime.render(done.text)
+    if args.json:
+        canvases = [{"steps": c.steps, "tokens": c.tokens, "seconds": round(c.seconds, 4)} for c in done.canvases]
+        print(json.dumps({"html": html, "canvases": canvases, "seconds": round(done.seconds, 4)}))
+    else:
+        print(html)
+    return 0
+
+
+def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
+    try:
+        site = create_site(args.name, args.description, args.dir)
+    except FileExistsError as err:
+        raise UsageError(str(err)) from None
+    print(f"created {site.root}: site.toml, prompts/ ({len(site.routes)} routes), {site.stylesheet}")
+    print(f"serve it with: genui serve --site {site.name} --sites-dir {Path(args.dir)}")
+    return 0
+
+
+def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
+    sites = load_sites(args.sites_dir)
+    if not sites:
+        raise UsageError(
+            f"no sites under {args.sites_dir} (a site is a folder with site.toml; genui new NAME writes one)"
+        )
+    for site in sites:
+        print(f"{site.name}  {site.title}  ({site.root})")
+        for route in site.routes:
+            query = "?" + "&".join(route.query) if route.query else ""
+            flags = [f"context: {', '.join(route.context)}"]
+            if route.cache != "forever":
+                flags.append(f"cache: {route.cache}")
+            if route.posts:
+                flags.append("readers may post")
+            print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
+    return 0
+
+
+def _bench(argv: list[str]) -> int:
+    from engine.bench import main as bench_main
+
+    return bench_main(argv)
+
+
+# -- plumbing ---------------------------------------------------------------------------------------------------
+
+
+def _sites(directory: Path, names: list[str] | None) -> list[Site]:
+    sites = load_sites(directory)
+    if not sites:
+        raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+    if not names:
+        return sites
+    by_name = {site.name: site for site in sites}
+    for name in names:
+        if name not in by_name:
+            raise UsageError(f"no site named {name!r} under {directory} (have: {', '.join(sorted(by_name))})")
+    return [by_name[name] for name in dict.fromkeys(names)]
+
+
+def _site(name_or_folder: str, directory: Path) -> Site:
+    folder = Path(name_or_folder)
+    if (folder / "site.toml").is_file():
+        return load_site(folder)
+    return _sites(directory, [name_or_folder])[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="genui", description="Generative UI: web sites whose pages are written on the fly by a diffusion model."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def model_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-small)")
+        command.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve sites over HTTP",
+        description="Serve sites: all of them under /NAME/ behind an index page, or a single one at /.",
+    )
+    serve.add_argument("--site", action="append", metavar="NAME", help="serve only this site (repeatable)")
+    serve.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
+    model_options(serve)
+    serve.set_defaults(run=_serve)
+
+    render = commands.add_parser(
+        "render",
+        help="write one page and print its final sanitised HTML",
+        description="Write one page of a site and print its final sanitised HTML (no cache, no server).",
+    )
+    render.add_argument("site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    render.add_argument("path", metavar="PATH", help="site-relative URL, e.g. /wiki/Hash_table or '/search?q=lisp'")
+    render.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    render.add_argument(
+        "--json", action="store_true", help='print {"html", "canvases": [{steps, tokens, seconds}], "seconds"}'
+    )
+    render.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
+    model_options(render)
+    render.set_defaults(run=_render)
+
+    new = commands.add_parser(
+        "new",
+        help="scaffold a new site folder",
+        description="Write a working site folder (site.toml, prompts, stylesheet) from a one-line description.",
+    )
+    new.add_argument("name", metavar="NAME", help="site name: lower case letters, digits, - or _")
+    new.add_argument("--description", default=DEFAULT_DESCRIPTION, help="one line about the site: the prompts' brief")
+    new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
+    new.set_defaults(run=_new)
+
+    listing = commands.add_parser(
+        "sites", help="list sites and their routes", description="List sites and their routes."
+    )
+    listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
+    listing.set_defaults(run=_list)
+
+    # Listed for --help only; main() hands everything after "bench" to engine.bench untouched.
+    commands.add_parser("bench", help="benchmark the engine (genui bench --help for its options)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = None) -> int:
+    """Run the genui command. ``load_engine`` replaces the default model loader (tests pass a fake)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        return _bench(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.run(args, load_engine or _default_loader)
+    except (UsageError, SiteConfigError, EngineError) as err:
+        print(f"genui {args.command}: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Links in sanitised model output: internal ones become htmx navigation, everything else becomes plain text.
+
+The model writes site-relative links (``/wiki/Foo``). genui serves a site under a mount point (``/wiki`` when several
+sites share one server), so each internal link is prefixed and given the htmx attributes that fetch the page into
+``#genui-main`` and push its URL. Only this module adds ``hx-*`` attributes; the sanitiser has already removed any the
+model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
+its text: generated pages never send a visitor off the site.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import MutableMapping
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from bleach.linkifier import Linker
+
+MAIN_TARGET = "#genui-main"  # the element every navigation swaps (the page shell keeps the rest)
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+Attrs = MutableMapping[Any, str]
+
+
+def navigation_attrs(url: str) -> dict[str, str]:
+    """The htmx attributes genui puts on a link to one of its own pages."""
+    return {"hx-get": url, "hx-target": MAIN_TARGET, "hx-push-url": "true", "hx-swap": "innerHTML show:window:top"}
+
+
+def internal_url(mount: str, href: str) -> str | None:
+    """The served URL of a site-relative ``href`` (``/wiki/Foo`` -> ``{mount}/wiki/Foo``), or None if not internal."""
+    if not href.startswith("/") or href.startswith("//"):
+        return None
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc:
+        return None
+    url = mount + quote(parts.path, safe=_PATH_SAFE)
+    if parts.query:
+        url += "?" + quote(parts.query, safe=_QUERY_SAFE)
+    if parts.fragment:
+        url += "#" + quote(parts.fragment, safe=_QUERY_SAFE)
+    return url
+
+
+class LinkRewriter:
+    """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
+
+    def __init__(self, mount: str) -> None:
+        self.mount = mount
+        # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
+        self._linker = Linker(callbacks=[self._rewrite], parse_email=False)
+
+    def __call__(self, sanitised_html: str) -> str:
+        return str(self._linker.linkify(sanitised_html))
+
+    def _rewrite(self, attrs: Attrs, new: bool = False) -> Attrs | None:
+        if new:
+            return None
+        raw = attrs.get((None, "href"))
+        if raw is None:
+            return attrs
+        # bleach hands attribute values over still entity-encoded; its serialiser encodes them again on the way out.
+        href = html.unescape(raw).strip()
+        if href.startswith("#"):
+            return attrs
+        url = internal_url(self.mount, href)
+        if url is None:
+            return None
+        attrs[(None, "href")] = url
+        for name, value in navigation_attrs(url).items():
+            attrs[(None, name)] = value
+        return attrs

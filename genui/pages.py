@@ -1,0 +1,288 @@
+"""The generation pipeline: URL -> prompt -> page cache -> engine -> sanitise -> links, one run per page version.
+
+A ``Job`` is one page of one site, with everything its cache key and prompt depend on. ``Pages.generation`` joins
+the run already writing that page version or starts one; whoever watches a ``Generation`` sees sanitised snapshots
+of the page as it denoises. When the last watcher leaves before the end, the run is cancelled, and the engine's
+stream is closed with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, replace
+from html.parser import HTMLParser
+from urllib.parse import parse_qsl
+
+from engine.frames import CanvasFrame, DoneFrame, EngineError, GenerationRequest, StepFrame, TextEngine
+from genui.links import LinkRewriter
+from genui.prompts import Parent, Post, PromptRenderer
+from genui.routing import BadRequest, Location, SiteRouter
+from genui.sanitize import sanitize_html
+from genui.sites import Site
+from genui.store import PageKey, Store, StoredPage, StoredPost
+
+POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
+log = logging.getLogger("genui")
+
+
+def first_heading(html: str) -> str:
+    """The text of the first ``<h1>`` in ``html`` ("" when there is none): the page's title."""
+    finder = _HeadingFinder()
+    finder.feed(html)
+    finder.close()
+    return " ".join("".join(finder.text).split())
+
+
+class _HeadingFinder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self._state = "before"  # before -> inside -> after
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "h1" and self._state == "before":
+            self._state = "inside"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h1" and self._state == "inside":
+            self._state = "after"
+
+    def handle_data(self, data: str) -> None:
+        if self._state == "inside":
+            self.text.append(data)
+
+
+@dataclass(frozen=True, slots=True)
+class SiteRuntime:
+    """A site as served: its config, router, prompt renderer and the mount point its links are rewritten for."""
+
+    site: Site
+    mount: str  # "" when the site is served at /, else "/name"
+    router: SiteRouter
+    prompts: PromptRenderer
+    links: LinkRewriter
+
+    @classmethod
+    def build(cls, site: Site, mount: str) -> SiteRuntime:
+        return cls(site, mount, SiteRouter(site), PromptRenderer(site), LinkRewriter(mount))
+
+    def locate(self, site_url: str) -> Location | None:
+        """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
+        path, _, query = site_url.partition("?")
+        return self.router.resolve(path, parse_qsl(query, keep_blank_values=True))
+
+    def url(self, site_url: str) -> str:
+        """The served URL of a site-relative URL."""
+        return self.mount + site_url
+
+    def request(self, prompt: str, seed: int) -> GenerationRequest:
+        """What the engine is asked for one page of this site."""
+        model = self.site.model
+        return GenerationRequest(prompt=prompt, max_canvases=model.canvases, max_steps=model.steps, seed=seed)
+
+    def render(self, text: str, *, draft: bool = False) -> str:
+        """Model text -> HTML fit for the page: sanitised, then links rewritten."""
+        if draft:
+            return sanitize_html(text, draft=True)  # drafts keep no link targets, so there is nothing to rewrite
+        return self.links(sanitize_html(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One page of one site, with everything its cache key and its prompt depend on."""
+
+    runtime: SiteRuntime
+    location: Location
+    key: PageKey
+    prompt: str
+    posts: tuple[StoredPost, ...]
+    parent: Parent | None
+
+    @property
+    def cached(self) -> bool:
+        return self.location.route.cache != "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a watcher sees of a generation: the page so far, sanitised; ``page`` or ``error`` once it has ended."""
+
+    html: str = ""
+    canvas: int = 1  # 1-based canvas being written
+    step: int = 0  # denoising step within it; 0 before the first
+    canvases: int = 1  # canvases the site asks for (the model may stop sooner)
+    page: StoredPage | None = None
+    error: EngineError | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.page is not None or self.error is not None
+
+
+class Generation:
+    """One engine run for one page version, shared by everyone watching it."""
+
+    def __init__(
+        self, job: Job, version: int, engine: TextEngine, store: Store, on_end: Callable[[Generation], None]
+    ) -> None:
+        self.job, self.version = job, version
+        self._engine, self._store, self._on_end = engine, store, on_end
+        self._snapshot = Snapshot(canvases=job.runtime.site.model.canvases)
+        self._changed = asyncio.Event()
+        self._watchers = 0
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @property
+    def seed(self) -> int:
+        return self.version - 1  # version 1 is seed 0; each regeneration the next seed
+
+    async def watch(self) -> AsyncGenerator[Snapshot, None]:
+        """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early."""
+        self._watchers += 1
+        try:
+            seen: Snapshot | None = None
+            while True:
+                snapshot, changed = self._snapshot, self._changed
+                if snapshot is not seen:
+                    seen = snapshot
+                    yield snapshot
+                if snapshot.finished:
+                    return
+                if snapshot is self._snapshot:
+                    await changed.wait()
+        finally:
+            self._watchers -= 1
+            if self._watchers == 0 and not self._snapshot.finished:
+                self._on_end(self)  # at once: a visitor arriving while the task winds down must start a fresh run
+                self._task.cancel()
+
+    async def result(self) -> StoredPage:
+        """Watch to the end: the stored page, or the engine's error raised."""
+        async with contextlib.aclosing(self.watch()) as snapshots:
+            async for snapshot in snapshots:
+                if snapshot.error is not None:
+                    raise snapshot.error
+                if snapshot.page is not None:
+                    return snapshot.page
+        raise EngineError("the generation ended without a page")  # pragma: no cover - watch() always ends finished
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _run(self) -> None:
+        job = self.job
+        request = job.runtime.request(job.prompt, self.seed)
+        finished: dict[int, str] = {}  # canvas index -> final text
+        frames = self._engine.stream(request)
+        try:
+            async for frame in frames:
+                if isinstance(frame, StepFrame):
+                    stable = "".join(text for index, text in sorted(finished.items()) if index < frame.canvas)
+                    html = job.runtime.render(stable + frame.text, draft=True)
+                    self._publish(replace(self._snapshot, html=html, canvas=frame.canvas + 1, step=frame.step))
+                elif isinstance(frame, CanvasFrame):
+                    finished[frame.canvas] = frame.text
+                    html = job.runtime.render("".join(text for _, text in sorted(finished.items())), draft=True)
+                    self._publish(replace(self._snapshot, html=html, canvas=frame.canvas + 1, step=frame.steps))
+                elif isinstance(frame, DoneFrame):
+                    self._publish(replace(self._snapshot, page=self._finish(frame)))
+                    return
+            raise EngineError("the engine's stream ended without a final frame")
+        except EngineError as err:
+            self._publish(replace(self._snapshot, error=err))
+        except asyncio.CancelledError:
+            self._publish(replace(self._snapshot, error=EngineError("the generation was cancelled")))
+            raise
+        except Exception as err:  # an engine bug must still end every watcher's wait
+            log.exception("generation of %s failed", job.location.url)
+            self._publish(replace(self._snapshot, error=EngineError(f"generation failed: {err}")))
+        finally:
+            close = getattr(frames, "aclose", None)
+            if close is not None:
+                await close()  # stops the engine's own loop within one step when we were cancelled
+            self._on_end(self)
+
+    def _finish(self, done: DoneFrame) -> StoredPage:
+        html = self.job.runtime.render(done.text)
+        title = first_heading(html)
+        if not self.job.cached:
+            return StoredPage(self.job.key, self.version, self.seed, title, html, done.seconds, time.time())
+        return self._store.save_page(self.job.key, self.version, self.seed, title, html, done.seconds)
+
+
+class Pages:
+    """Everything between a routed URL and a finished page: jobs, the cache, and the generations under way."""
+
+    def __init__(self, runtimes: list[SiteRuntime], store: Store, engine: TextEngine | None = None) -> None:
+        self.sites = {runtime.site.name: runtime for runtime in runtimes}
+        self.store = store
+        self.engine = engine  # set at start-up when the app loads the default engine itself
+        self._running: dict[tuple[PageKey, int], Generation] = {}
+
+    def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
+        """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from."""
+        if self.engine is None:
+            raise EngineError("no engine is loaded")
+        site, route = runtime.site, location.route
+        posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
+        parent = self._parent(runtime, parent_url, location) if "parent" in route.context else None
+        key = PageKey(
+            site=site.name,
+            path=location.path,
+            query=location.query_string,
+            model=self.engine.model_id,
+            template=runtime.prompts.version(route),
+            posts=posts[-1].id if posts else 0,
+        )
+        prompt = runtime.prompts.render(
+            route,
+            location.params,
+            location.query,
+            parent=parent,
+            posts=[Post(p.user, p.text) for p in posts[-POSTS_IN_PROMPT:]],
+        )
+        return Job(runtime, location, key, prompt, posts, parent)
+
+    def page(self, job: Job, version: int | None = None) -> StoredPage | None:
+        """The cached page (its newest version when ``version`` is None)."""
+        return self.store.page(job.key, version) if job.cached else None
+
+    def versions(self, job: Job) -> int:
+        return self.store.versions(job.key) if job.cached else 0
+
+    def generation(self, job: Job, version: int) -> Generation:
+        """The run writing ``version`` of the page: the one under way, or a new one."""
+        assert self.engine is not None
+        slot = (job.key, version)
+        running = self._running.get(slot)
+        if running is None:
+            running = Generation(job, version, self.engine, self.store, self._ended)
+            self._running[slot] = running
+        return running
+
+    def running(self, job: Job, version: int) -> Generation | None:
+        """The run writing ``version`` of the page, if one is under way."""
+        return self._running.get((job.key, version))
+
+    def _ended(self, generation: Generation) -> None:
+        slot = (generation.job.key, generation.version)
+        if self._running.get(slot) is generation:
+            del self._running[slot]
+
+    def _parent(self, runtime: SiteRuntime, parent_url: str | None, here: Location) -> Parent | None:
+        if not parent_url:
+            return None
+        try:
+            location = runtime.locate(parent_url)
+        except BadRequest:
+            return None
+        if location is None or location.url == here.url:
+            return None
+        title = self.store.title(runtime.site.name, location.path, location.query_string)
+        return Parent(location.url, title) if title else None

@@ -1,0 +1,284 @@
+"""The one gate between model output and a browser.
+
+Every byte the model writes, drafts included, passes `sanitize_html` before it is sent. The model is an untrusted
+author: prompt injection through a forum post or a URL can make it write anything, so the policy is an allowlist
+(bleach) of plain document markup with no way to run script, load another origin, or issue an htmx request.
+genui adds its own htmx attributes to internal links *after* this step (see genui/links.py).
+
+Decisions worth knowing (docs/security.md has the full reasoning):
+
+- Every URL must be same-site and relative (`/wiki/X`, `X`, `?q`, `#h`). Absolute URLs, protocol-relative ones and
+  every scheme (`https:`, `javascript:`, `data:`, `mailto:`) lose the attribute; a foreign link becomes plain text.
+- No `style` attribute or element: the CSP's `style-src 'self'` would refuse inline styles anyway.
+- No forms, inputs, `data-*`, `hx-*`, `ws-*`, `sse-*` or event handlers; `<button>` is always `type="button"`.
+- Ids (and `label for`, and `#fragment` links) get the prefix `ID_PREFIX`, so model markup can never collide with
+  the ids genui's own page uses as htmx swap targets. genui's own ids must therefore never start with it.
+- Elements whose content is code or foreign markup (`script`, `style`, `template`, `svg`, ...) are dropped with
+  their content; any other disallowed tag is unwrapped and its text kept.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from typing import Any
+
+from bleach.html5lib_shim import BleachHTMLParser, Filter
+from bleach.sanitizer import BleachSanitizerFilter, Cleaner
+
+__all__ = ["ID_PREFIX", "sanitize_html"]
+
+ID_PREFIX = "gen-"
+
+ALLOWED_TAGS = frozenset(
+    {
+        # sections and grouping
+        "address", "article", "aside", "blockquote", "details", "div", "figcaption", "figure", "footer", "header",
+        "hgroup", "hr", "main", "nav", "p", "pre", "section", "summary",
+        "h1", "h2", "h3", "h4", "h5", "h6",
+        # lists
+        "dd", "dl", "dt", "li", "menu", "ol", "ul",
+        # text
+        "a", "abbr", "b", "bdi", "bdo", "br", "cite", "code", "del", "dfn", "em", "i", "ins", "kbd", "mark", "q",
+        "rp", "rt", "ruby", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var", "wbr",
+        # tables
+        "caption", "col", "colgroup", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
+        # app windows: inert controls (no form to submit, no script to listen)
+        "button", "label",
+        "img",
+    }
+)  # fmt: skip
+
+# Unwrapping these would leave their content behind as visible text (`alert(1)`) or as markup the browser would
+# have parsed differently (SVG/MathML namespaces are where mutation XSS lives), so they go whole.
+DROPPED_WITH_CONTENT = frozenset(
+    {
+        "applet", "embed", "iframe", "math", "noembed", "noframes", "noscript", "object", "script", "select", "style",
+        "svg", "template", "textarea", "title",
+    }
+)  # fmt: skip
+
+GLOBAL_ATTRIBUTES = frozenset({"aria-hidden", "aria-label", "class", "dir", "id", "lang", "role", "title"})
+
+TAG_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "a": frozenset({"href"}),
+    "img": frozenset({"alt", "height", "src", "width"}),
+    "td": frozenset({"colspan", "rowspan"}),
+    "th": frozenset({"colspan", "rowspan", "scope"}),
+    "col": frozenset({"span"}),
+    "colgroup": frozenset({"span"}),
+    "ol": frozenset({"reversed", "start", "type"}),
+    "li": frozenset({"value"}),
+    "time": frozenset({"datetime"}),
+    "del": frozenset({"datetime"}),
+    "ins": frozenset({"datetime"}),
+    "details": frozenset({"open"}),
+    "button": frozenset({"type"}),
+    "label": frozenset({"for"}),
+}
+
+# Classes genui's page and htmx itself give meaning to; model markup must not borrow them (an `htmx-indicator`,
+# or a genui overlay class used to dress a fake login box as the site's own chrome).
+RESERVED_CLASS_PREFIXES = ("htmx-", "genui-")
+
+_URL_ATTRIBUTES = frozenset({"href", "src"})
+_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+_C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x20\x7f]+")
+_SCRIPT_SCHEMES = ("javascript:", "vbscript:", "data:")
+_SCHEME_END = re.compile(r"[/?#\\]")
+_MAX_PASSES = 4
+# A fragment marker that is not the `#` of a numeric character reference (`&#35;`).
+_FRAGMENT = re.compile(r"(?<!&)#")
+
+
+def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = False) -> str:
+    """Return `html_text` reduced to genui's allowlist: safe to put in a page as is.
+
+    allow_images: keep `<img>` (same-site `src` only). Off for sites that have no images to serve.
+    draft: the text is a denoising intermediate, not the final page. Images and link targets are dropped, because
+        a draft's URLs are still noise and each one would otherwise fire (or invite) a request per step.
+
+    A trailing tag cut off mid-way (`<a href="/wi`) is removed and open tags are closed, so a draft frame renders
+    as the text so far. The function is idempotent: sanitising its own output changes nothing.
+    """
+    if not html_text:
+        return ""
+    cleaner = _cleaner(allow_images and not draft, draft)
+    cleaned = cleaner.clean(_drop_partial_tag(html_text))
+    # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
+    # inside an <h1> by the adoption agency algorithm), so clean until the output is its own fixed point.
+    for _ in range(_MAX_PASSES):
+        again = cleaner.clean(cleaned)
+        if again == cleaned:
+            break
+        cleaned = again
+    return cleaned
+
+
+def _drop_partial_tag(text: str) -> str:
+    # The stdlib tokenizer holds back whatever it cannot finish yet: a tag (or a lone `<`) cut off by the end of a
+    # draft. bleach would escape it into visible text (`&lt;a href="/wi`); the next frame will carry it whole.
+    tokenizer = HTMLParser(convert_charrefs=True)
+    try:
+        tokenizer.feed(text)
+    except AssertionError:
+        # Python < 3.13 gives up on some malformed `<![` sections this way; html5lib copes, so clean it as it is.
+        return text
+    pending: str = tokenizer.rawdata
+    if pending.startswith("<") and not pending.startswith("<!"):
+        return text[: len(text) - len(pending)]
+    return text
+
+
+def _is_same_site(value: str) -> bool:
+    # Normalise the way a browser's URL parser does before deciding: entities decoded, tabs and newlines removed
+    # anywhere, C0 controls and spaces trimmed, and `\` read as `/` (so `/\evil.example` is protocol-relative).
+    url = _TAB_OR_NEWLINE.sub("", html.unescape(value)).strip(_C0_OR_SPACE)
+    if not url:
+        return False
+    if url[0] in "/\\":
+        return len(url) == 1 or url[1] not in "/\\"
+    # Anything with a colon before the first `/?#` has a scheme, or would be read as one.
+    return ":" not in _SCHEME_END.split(url, maxsplit=1)[0]
+
+
+def _looks_like_script_url(value: str) -> bool:
+    squashed = _SPACE_OR_CONTROL.sub("", html.unescape(value)).lower()
+    return squashed.startswith(_SCRIPT_SCHEMES)
+
+
+class _Policy:
+    """The attribute allowlist as bleach's callable: (tag, attribute, value) -> keep?"""
+
+    def __init__(self, *, links: bool) -> None:
+        self.links = links
+
+    def __call__(self, tag: str, name: str, value: str) -> bool:
+        if name not in GLOBAL_ATTRIBUTES and name not in TAG_ATTRIBUTES.get(tag, ()):
+            return False
+        if name in _URL_ATTRIBUTES:
+            return (self.links or tag != "a") and _is_same_site(value)
+        if name == "id":
+            return bool(value.strip())
+        # Text attributes are never read as URLs, but nothing downstream should ever meet one that looks like it.
+        return not _looks_like_script_url(value)
+
+
+class _DropWithContent(Filter):  # type: ignore[misc]
+    """Removes the elements in DROPPED_WITH_CONTENT together with everything inside them."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        depth = 0
+        for token in super().__iter__():
+            kind = token["type"]
+            if depth:
+                if kind == "StartTag":
+                    depth += 1
+                elif kind == "EndTag":
+                    depth -= 1
+                continue
+            if kind in ("StartTag", "EmptyTag") and token["name"] in DROPPED_WITH_CONTENT:
+                depth = 1 if kind == "StartTag" else 0
+                continue
+            yield token
+
+
+class _Namespace(Filter):  # type: ignore[misc]
+    """Rewrites the attributes bleach kept so model markup cannot reach into genui's page."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        after_pre = False
+        for token in super().__iter__():
+            kind = token["type"]
+            if kind in ("StartTag", "EmptyTag"):
+                attrs: dict[tuple[str | None, str], str] = token["data"]
+                _rewrite(token["name"], attrs)
+            elif kind in ("Characters", "SpaceCharacters") and after_pre and token["data"].startswith("\n"):
+                # The parser eats one newline right after <pre>; give it one to eat, or each pass loses a line.
+                token = {**token, "data": "\n" + token["data"]}
+            after_pre = kind == "StartTag" and token["name"] == "pre"
+            yield token
+
+
+def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
+    for key, value in attrs.items():
+        # bleach quotes a value holding `"` with `'` and then escapes its `&lt;` once more on every pass; as an
+        # entity the quote keeps the value's meaning and the output stable.
+        attrs[key] = value.replace('"', "&quot;")
+    for key in ((None, "id"), (None, "for")):
+        if key in attrs:
+            attrs[key] = _prefixed(attrs[key].strip())
+    if (None, "href") in attrs:
+        # In-page links (`#History`) must follow the ids they point at.
+        path, hash_, fragment = _split_fragment(attrs[(None, "href")])
+        attrs[(None, "href")] = path + hash_ + (_prefixed(fragment) if fragment else "")
+    if (None, "class") in attrs:
+        kept = [c for c in attrs[(None, "class")].split() if not c.lower().startswith(RESERVED_CLASS_PREFIXES)]
+        if kept:
+            attrs[(None, "class")] = " ".join(kept)
+        else:
+            del attrs[(None, "class")]
+    if tag == "button":
+        # Without a type a button submits the nearest form, and genui's page has forms of its own.
+        attrs[(None, "type")] = "button"
+
+
+def _split_fragment(url: str) -> tuple[str, str, str]:
+    match = _FRAGMENT.search(url)
+    if match is None:
+        return url, "", ""
+    return url[: match.start()], "#", url[match.end() :]
+
+
+def _prefixed(name: str) -> str:
+    return name if name.startswith(ID_PREFIX) else ID_PREFIX + name
+
+
+class _Cleaner(Cleaner):  # type: ignore[misc]
+    """bleach's Cleaner with two extra stages around its sanitizer filter."""
+
+    def __init__(self, *, images: bool, draft: bool) -> None:
+        tags = ALLOWED_TAGS if images else ALLOWED_TAGS - {"img"}
+        super().__init__(
+            tags=tags,
+            attributes=_Policy(links=not draft),
+            # bleach only lets relative URLs through when http(s) is allowed; _Policy has already refused every
+            # absolute one, so these never survive as schemes.
+            protocols={"http", "https"},
+            strip=True,
+            strip_comments=True,
+        )
+        # bleach's tokenizer unwraps tags it does not know before the tree is built, which would parse a script's
+        # body as markup; the tree has to see these elements to drop them whole.
+        self.parser = BleachHTMLParser(
+            tags=tags | DROPPED_WITH_CONTENT, strip=True, consume_entities=False, namespaceHTMLElements=False
+        )
+
+    def clean(self, text: str) -> str:
+        dom = self.parser.parseFragment(text)
+        filtered = BleachSanitizerFilter(
+            source=_DropWithContent(self.walker(dom)),
+            allowed_tags=self.tags,
+            attributes=self.attributes,
+            strip_disallowed_tags=True,
+            strip_html_comments=True,
+            allowed_protocols=self.protocols,
+        )
+        result: str = self.serializer.render(_Namespace(filtered))
+        return result
+
+
+# bleach's parser keeps state between calls, so each thread gets its own cleaners.
+_local = threading.local()
+
+
+def _cleaner(images: bool, draft: bool) -> _Cleaner:
+    cache: dict[tuple[bool, bool], _Cleaner] = _local.__dict__.setdefault("cleaners", {})
+    key = (images, draft)
+    if key not in cache:
+        cache[key] = _Cleaner(images=images, draft=draft)
+    return cache[key]

@@ -1,0 +1,106 @@
+"""``genui new``: a working site folder from a name and a one-line description.
+
+The routes and prompt shapes mirror the wiki's (home, article, search), because those are the pages the default
+model has learned to write and the links it has learned to make; a site trained into its own model can rename them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from genui.sites import Site, SiteConfigError, load_site
+
+DEFAULT_DESCRIPTION = "A small web site whose pages are written on the fly."
+
+_SITE_TOML = """\
+# {title}: every page is written by the model the first time someone asks for it.
+# The keys are documented in docs/sites.md.
+name = {name}
+title = {title_toml}
+brief = {brief}
+stylesheet = {stylesheet}
+
+[model]
+canvases = 2   # pages of up to 2 x 256 tokens
+steps = 24     # most canvases stop earlier (adaptive stopping)
+
+[[routes]]
+pattern = "/"
+template = "home.j2"
+context = ["brief"]
+
+[[routes]]
+pattern = "/wiki/{{title}}"
+template = "article.j2"
+context = ["brief", "parent"]
+
+[[routes]]
+pattern = "/search"
+template = "search.j2"
+query = ["q"]
+context = ["brief"]
+"""
+
+_PROMPTS = {
+    "home.j2": "<site>{{ site.title }}: {{ site.brief }}</site>\n<page>home</page>\n",
+    "article.j2": (
+        "<site>{{ site.title }}: {{ site.brief }}</site>\n<page>article</page>\n"
+        '<title>{{ params.title | replace("_", " ") }}</title>\n'
+        "{% if parent %}<from>{{ parent.title }}</from>\n{% endif %}"
+    ),
+    "search.j2": "<site>{{ site.title }}: {{ site.brief }}</site>\n<page>search</page>\n<query>{{ query.q }}</query>\n",
+}
+
+_CSS = """\
+/* {title}: the look of the generated pages. genui.css styles the bar and the chrome around them. */
+.genui-page {{ background: #fff; border: 1px solid #d8dde5; border-radius: 8px; padding: 1.25rem 1.75rem; }}
+.genui-page h1 {{ margin-top: 0; font-size: 1.9rem; }}
+.genui-page h2 {{ margin-top: 1.5rem; font-size: 1.25rem; }}
+.genui-page p {{ max-width: 42rem; }}
+.genui-page a {{ color: #2b4c7e; }}
+"""
+
+
+def title_from_name(name: str) -> str:
+    return " ".join(part.capitalize() for part in name.replace("_", "-").split("-") if part) or name
+
+
+def create_site(name: str, description: str = DEFAULT_DESCRIPTION, directory: Path | str = "sites") -> Site:
+    """Write ``directory/name`` (site.toml, prompts/, name.css) and return it loaded. Nothing is left on failure."""
+    directory = Path(directory)
+    target = directory / name
+    if not name or Path(name).name != name or name.startswith("."):
+        fix = "use lower case letters, digits, - or _"
+        raise SiteConfigError(target / "site.toml", "name", f"{name!r} is not a valid site name", fix)
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; pick another name or remove it")
+    directory.mkdir(parents=True, exist_ok=True)
+    brief = " ".join("".join(ch if ch.isprintable() else " " for ch in description).split()) or DEFAULT_DESCRIPTION
+    title = title_from_name(name)
+    draft = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory))
+    try:
+        (draft / "prompts").mkdir()
+        for file, text in _PROMPTS.items():
+            (draft / "prompts" / file).write_text(text, encoding="utf-8")
+        (draft / f"{name}.css").write_text(_CSS.format(title=title), encoding="utf-8")
+        # json.dumps writes a valid TOML basic string for printable text (the brief has no control characters left).
+        toml = _SITE_TOML.format(
+            name=json.dumps(name),
+            title=title,
+            title_toml=json.dumps(title, ensure_ascii=False),
+            brief=json.dumps(brief, ensure_ascii=False),
+            stylesheet=json.dumps(f"{name}.css"),
+        )
+        (draft / "site.toml").write_text(toml, encoding="utf-8")
+        try:
+            load_site(draft)
+        except SiteConfigError as err:  # say it about the folder the user asked for, not the draft
+            raise SiteConfigError(target / "site.toml", err.key, err.problem, err.fix) from None
+        draft.rename(target)
+    except BaseException:
+        shutil.rmtree(draft, ignore_errors=True)
+        raise
+    return load_site(target)

@@ -1,0 +1,64 @@
+"""genui's own templates (templates/): the page shell, its fragments, and the pieces the stream sends.
+
+One template serves both the full page and the htmx fragment: a request with ``HX-Request`` gets block ``main``
+rendered alone, anything else the whole document, and both carry ``Vary: HX-Request`` so no cache mixes them up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from starlette.requests import HTTPConnection
+from starlette.responses import HTMLResponse
+
+from genui.links import navigation_attrs
+from genui.security import htmx_config_meta
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+FRAGMENT_BLOCK = "main"
+
+
+def is_htmx(request: HTTPConnection) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+class Shell:
+    """Renders templates/ for responses and for stream messages."""
+
+    def __init__(self, directory: Path = TEMPLATES_DIR) -> None:
+        self.env = Environment(
+            loader=FileSystemLoader(directory),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.globals.update({"nav": navigation_attrs, "htmx_config": htmx_config_meta()})
+
+    def response(
+        self,
+        request: HTTPConnection,
+        template: str,
+        context: Mapping[str, Any],
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+    ) -> HTMLResponse:
+        """The full page, or block ``main`` alone for htmx; always with ``Vary: HX-Request``."""
+        fragment = is_htmx(request)
+        compiled = self.env.get_template(template)
+        variables = {**context, "fragment": fragment}
+        if fragment:
+            body = "".join(compiled.blocks[FRAGMENT_BLOCK](compiled.new_context(variables)))
+        else:
+            body = compiled.render(variables)
+        response = HTMLResponse(body, status_code=status_code, headers=dict(headers or {}))
+        response.headers["Vary"] = "HX-Request"
+        return response
+
+    def part(self, name: str, *args: Any) -> str:
+        """One macro of parts.html, rendered on its own (a stream message, or a piece of one)."""
+        macro = getattr(self.env.get_template("parts.html").module, name)
+        return str(macro(*args))

@@ -1,0 +1,200 @@
+"""The page cache with its history of versions, and user posts: one SQLite file in WAL mode.
+
+Every write is one transaction, so a crash leaves either the whole page (or post) or nothing. Calls are short and
+synchronous on purpose: the app checks the cache and joins or starts a generation without yielding to the event loop
+in between, so two clients asking at once can never both start the same generation.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_USER = 32  # characters of a user name
+MAX_POST = 2000  # characters of one post
+_USER = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_USER}}}$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (
+    site TEXT NOT NULL,
+    path TEXT NOT NULL,
+    query TEXT NOT NULL,
+    model TEXT NOT NULL,
+    template TEXT NOT NULL,
+    posts INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    html TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (site, path, query, model, template, posts, version)
+);
+CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
+CREATE TABLE IF NOT EXISTS posts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    site TEXT NOT NULL,
+    path TEXT NOT NULL,
+    user TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
+"""
+
+
+class PostRejected(ValueError):
+    """A post breaks the rules (name, length); ``str(error)`` says which, in words fit for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class PageKey:
+    """Everything a cached page depends on. A change to any field is a different page."""
+
+    site: str
+    path: str  # canonical site-relative path
+    query: str  # canonical query string ("" when none)
+    model: str  # the engine's model id
+    template: str  # the prompt template's version (a hash of its source)
+    posts: int = 0  # id of the newest user post the page was written with; 0 when none
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    key: PageKey
+    version: int  # 1, 2, ... per key; each "regenerate" adds one
+    seed: int
+    title: str  # text of the page's first <h1>, "" when it has none
+    html: str  # final, sanitised, links rewritten
+    seconds: float  # generation time
+    created: float  # unix time
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPost:
+    id: int
+    user: str
+    text: str
+    created: float
+
+
+def check_post(user: str, text: str) -> tuple[str, str]:
+    """The post as it will be stored (text stripped), or PostRejected."""
+    if not _USER.match(user):
+        raise PostRejected(f"name must be 1 to {MAX_USER} letters, digits, - or _")
+    text = text.strip()
+    if not text:
+        raise PostRejected("the post is empty")
+    if len(text) > MAX_POST:
+        raise PostRejected(f"the post is longer than {MAX_POST} characters")
+    return user, text
+
+
+class Store:
+    """One SQLite database. Safe to share between threads; keep one per process."""
+
+    def __init__(self, path: Path | str) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are explicit (see _transaction), never opened behind our back.
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash of the process
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- pages -------------------------------------------------------------------------------------------------
+
+    def page(self, key: PageKey, version: int | None = None) -> StoredPage | None:
+        """Version ``version`` of the page, or its newest version when None."""
+        sql = "SELECT version, seed, title, html, seconds, created FROM pages WHERE " + _KEY_WHERE
+        args: tuple[object, ...] = _key_args(key)
+        if version is None:
+            sql += " ORDER BY version DESC LIMIT 1"
+        else:
+            sql += " AND version = ?"
+            args += (version,)
+        with self._lock:
+            row = self._db.execute(sql, args).fetchone()
+        return None if row is None else StoredPage(key, *row)
+
+    def versions(self, key: PageKey) -> int:
+        """How many versions of the page exist (they are numbered 1..n)."""
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM pages WHERE " + _KEY_WHERE, _key_args(key)).fetchone()
+        return int(count)
+
+    def save_page(self, key: PageKey, version: int, seed: int, title: str, html: str, seconds: float) -> StoredPage:
+        """Store a finished page. If that version was stored meanwhile (another process), the stored one wins."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*_key_args(key), version, seed, title, html, seconds, time.time()),
+            )
+            row = db.execute(
+                "SELECT version, seed, title, html, seconds, created FROM pages WHERE "
+                + _KEY_WHERE
+                + " AND version = ?",
+                (*_key_args(key), version),
+            ).fetchone()
+        return StoredPage(key, *row)
+
+    def title(self, site: str, path: str, query: str = "") -> str | None:
+        """The title of the newest stored page at this URL, whatever model or template wrote it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT title FROM pages WHERE site = ? AND path = ? AND query = ? AND title != ''"
+                " ORDER BY created DESC LIMIT 1",
+                (site, path, query),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- posts -------------------------------------------------------------------------------------------------
+
+    def add_post(self, site: str, path: str, user: str, text: str) -> StoredPost:
+        """Store a post (checked with check_post); it is committed when this returns."""
+        user, text = check_post(user, text)
+        created = time.time()
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO posts (site, path, user, text, created) VALUES (?, ?, ?, ?, ?)",
+                (site, path, user, text, created),
+            )
+        assert cursor.lastrowid is not None
+        return StoredPost(cursor.lastrowid, user, text, created)
+
+    def posts(self, site: str, path: str) -> list[StoredPost]:
+        """The thread's posts, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, user, text, created FROM posts WHERE site = ? AND path = ? ORDER BY id", (site, path)
+            ).fetchall()
+        return [StoredPost(*row) for row in rows]
+
+
+_KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
+
+
+def _key_args(key: PageKey) -> tuple[object, ...]:
+    return (key.site, key.path, key.query, key.model, key.template, key.posts)

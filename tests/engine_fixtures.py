@@ -1,0 +1,59 @@
+"""A tiny random DiffusionGemma checkpoint for engine tests: built in a second, saved like a real one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import DiffusionGemmaForBlockDiffusion, PreTrainedTokenizerFast
+
+from engine.config import SPECIAL_TOKENS, TINY, make_config
+from engine.frames import Frame
+from engine.loading import LoadedModel, load_model
+
+SENTENCES = [
+    "<html><body><h1>Hash table</h1><p>A hash table maps keys to values.</p></body></html>",
+    '<ul><li><a href="/wiki/Array">Array</a></li><li>Linked list</li></ul>',
+    "The quick brown fox jumps over the lazy dog. Pages are written on the fly.",
+]
+
+
+def build_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
+    """Write a random TINY-shaped model and a byte-level BPE tokenizer into ``folder``; return it."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TINY.vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),  # first, so their ids are engine.config's
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(SENTENCES * 4, trainer)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
+    ).save_pretrained(folder)
+    torch.manual_seed(seed)
+    DiffusionGemmaForBlockDiffusion(make_config(TINY)).save_pretrained(folder)
+    return folder
+
+
+async def collect(frames: AsyncIterator[Frame]) -> list[Frame]:
+    return [frame async for frame in frames]
+
+
+@contextmanager
+def tiny_model(folder: Path) -> Iterator[LoadedModel]:
+    """Build and load a tiny checkpoint, on one CPU thread while it is in use.
+
+    A tiny model gains nothing from intra-op threads, and on a CPU shared with other work spinning OpenMP threads
+    turn milliseconds into seconds.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield load_model(build_tiny_checkpoint(folder), device="cpu")
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,97 @@
+"""What the web tests share: a scripted TextEngine (frames shaped like the real engine's, no model, no torch),
+the example sites' folder, and the type of the ``client_factory`` fixture."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
+
+SITES_DIR = Path(__file__).resolve().parent.parent / "sites"
+ClientFactory = Callable[..., TestClient]  # client_factory(sites, engine=FakeEngine(), **TestClient options)
+Writer = Callable[[str, int], str]  # (prompt, seed) -> the page's final text
+
+
+def wiki_writer(prompt: str, seed: int) -> str:
+    """A wiki page in the corpus's vocabulary: the article named in the prompt, linking to two more."""
+    match = re.search(r"<title>(.*?)</title>", prompt)
+    title = match.group(1) if match else "Genpedia"
+    slug = title.replace(" ", "_")
+    return (
+        f'<article class="wiki"><h1>{title}</h1>'
+        f"<p>{title} is a topic in computing, written with seed {seed}.</p>"
+        f'<h2>See also</h2><ul><li><a href="/wiki/{slug}_tree">{title} tree</a></li>'
+        f'<li><a href="/wiki/{slug}_map">{title} map</a></li></ul></article>'
+    )
+
+
+class FakeEngine:
+    """Writes ``writer(prompt, seed)`` in canvases of ``canvas_chars`` characters, ``steps`` draft frames each.
+
+    Drafts reveal the final text left to right with noise after it, plus ``draft_extra`` (to test that drafts are
+    sanitised). ``delay`` seconds pass after every frame. Records every request and every cancelled stream.
+    """
+
+    def __init__(
+        self,
+        writer: Writer = wiki_writer,
+        *,
+        canvas_chars: int = 160,
+        steps: int = 3,
+        delay: float = 0.0,
+        model_id: str = "fake-model",
+        overloaded: float | None = None,
+        draft_extra: str = "",
+    ) -> None:
+        self.writer, self.canvas_chars, self.steps, self.delay = writer, canvas_chars, steps, delay
+        self.overloaded, self.draft_extra = overloaded, draft_extra
+        self._model_id = model_id
+        self.calls: list[GenerationRequest] = []
+        self.cancelled = 0
+        self.finished = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    async def close(self) -> None:
+        pass
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        return self._frames(request)
+
+    async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        self.calls.append(request)
+        if self.overloaded is not None:
+            raise EngineOverloaded(self.overloaded)
+        started = time.perf_counter()
+        text = self.writer(request.prompt, request.seed)
+        size = self.canvas_chars
+        canvases = [text[i : i + size] for i in range(0, len(text), size)][: request.max_canvases]
+        noise = random.Random(request.seed)
+        finished: list[CanvasFrame] = []
+        try:
+            for index, final in enumerate(canvases):
+                for step in range(1, self.steps + 1):
+                    shown = len(final) * step // (self.steps + 1)
+                    tail = "".join(noise.choice("abcdefghij ") for _ in range(len(final) - shown))
+                    draft = final[:shown] + self.draft_extra + tail
+                    yield StepFrame(canvas=index, step=step, text=draft, accepted=shown, entropy=1.0 / step)
+                    await asyncio.sleep(self.delay)
+                frame = CanvasFrame(index, self.steps, final, tokens=len(final.split()), seconds=0.01)
+                finished.append(frame)
+                yield frame
+                await asyncio.sleep(self.delay)
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+        self.finished += 1
+        seconds = time.perf_counter() - started
+        yield DoneFrame("".join(canvases), tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds)

@@ -1,0 +1,267 @@
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, ClientFactory, FakeEngine
+
+from genui.security import security_headers
+from genui.sites import Site, load_site
+
+HTMX = {"HX-Request": "true"}
+
+
+def test_index_lists_every_site(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).get("/")
+    assert response.status_code == 200
+    for site in all_sites:
+        assert f'href="/{site.name}/"' in response.text and site.title in response.text
+
+
+def test_a_site_name_without_slash_redirects_to_its_home(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).get("/wiki", follow_redirects=False)
+    assert response.status_code == 307 and response.headers["location"] == "/wiki/"
+
+
+def test_plain_get_serves_the_finished_full_page(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    response = client_factory(all_sites, engine).get("/wiki/wiki/Hash_table")
+    assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
+    assert response.text.startswith("<!doctype html>")
+    assert "<h1>Hash table</h1>" in response.text and "<title>Hash table — Genpedia</title>" in response.text
+    assert 'href="/wiki/wiki/Hash_table_tree"' in response.text  # model links are mounted under the site
+    assert "ws-connect" not in response.text and len(engine.calls) == 1
+
+
+def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites)
+    client.get("/wiki/wiki/Hash_table")
+    response = client.get("/wiki/wiki/Hash_table", headers=HTMX)
+    assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
+    assert "<html" not in response.text and "<header" not in response.text
+    assert response.text.startswith("<title>Hash table — Genpedia</title>")
+    assert '<div id="genui-content"' in response.text and "<h1>Hash table</h1>" in response.text
+
+
+def test_htmx_request_on_a_miss_gets_a_live_placeholder_without_generating(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    response = client_factory(all_sites, engine).get("/wiki/wiki/Lisp", headers=HTMX)
+    assert response.status_code == 200
+    assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2Fwiki%2FLisp&amp;v=1"' in response.text
+    assert engine.calls == []
+
+
+def test_a_second_get_is_served_from_the_cache(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = client.get("/wiki/wiki/Lisp").text
+    assert client.get("/wiki/wiki/Lisp").text == first and len(engine.calls) == 1
+
+
+def test_a_single_site_is_served_at_the_root(client_factory: ClientFactory, wiki: Site) -> None:
+    client = client_factory([wiki])
+    response = client.get("/wiki/Lisp")
+    assert response.status_code == 200 and 'href="/wiki/Lisp_tree"' in response.text
+    assert "all sites" not in response.text
+
+
+def test_query_routes_become_forms_in_the_site_bar(client_factory: ClientFactory, wiki: Site) -> None:
+    text = client_factory([wiki]).get("/").text
+    assert re.search(r'<form class="genui-query" role="search" method="get" action="/search"', text)
+    assert 'name="q"' in text
+
+
+def test_search_query_reaches_the_prompt(client_factory: ClientFactory, wiki: Site) -> None:
+    engine = FakeEngine()
+    client_factory([wiki], engine).get("/search", params={"q": "lambda calculus", "junk": "x"})
+    assert "<query>lambda calculus</query>" in engine.calls[0].prompt and "junk" not in engine.calls[0].prompt
+
+
+@pytest.mark.parametrize("path", ["/wiki/nowhere", "/wiki/wiki/a/b", "/nosite/wiki/X", "/_genui/static/nothing.js"])
+def test_unknown_routes_get_a_404_page(client_factory: ClientFactory, all_sites: list[Site], path: str) -> None:
+    response = client_factory(all_sites).get(path)
+    assert response.status_code == 404 and "Not Found" in response.text.title()
+    assert response.headers["content-type"].startswith("text/html")
+
+
+def test_a_404_inside_a_site_keeps_the_site_shell(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).get("/wiki/nowhere")
+    assert 'class="genui-brand" href="/wiki/"' in response.text and response.headers["vary"] == "HX-Request"
+
+
+@pytest.mark.parametrize(
+    "url", ["/wiki/wiki/Lisp?v=abc", "/wiki/wiki/Lisp?v=0", "/wiki/wiki/%2E%2E/x", "/wiki/wiki/a%00b"]
+)
+def test_malformed_requests_get_a_400(client_factory: ClientFactory, all_sites: list[Site], url: str) -> None:
+    engine = FakeEngine()
+    assert client_factory(all_sites, engine).get(url).status_code == 400
+    assert engine.calls == []
+
+
+def test_engine_overload_answers_503_with_retry_after(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites, FakeEngine(overloaded=2.2)).get("/wiki/wiki/Lisp")
+    assert response.status_code == 503 and response.headers["retry-after"] == "3"
+    assert "busy" in response.text
+
+
+def test_security_headers_on_every_kind_of_response(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites)
+    expected = security_headers()
+    for path in ["/", "/wiki/", "/wiki/nowhere", "/_genui/static/genui.js", "/_genui/css/wiki.css"]:
+        response = client.get(path)
+        for name, value in expected.items():
+            assert response.headers.get(name) == value, (path, name)
+
+
+def test_a_server_error_is_a_500_page_with_security_headers(client_factory: ClientFactory, tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    (root / "prompts" / "home.j2").write_text("{{ params.missing }}", encoding="utf-8")
+    response = client_factory([load_site(root)], raise_server_exceptions=False).get("/")
+    assert response.status_code == 500 and "Server error" in response.text
+    assert response.headers["content-security-policy"] == security_headers()["Content-Security-Policy"]
+
+
+def test_pages_load_htmx_config_from_a_meta_tag_and_no_inline_script(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    text = client_factory(all_sites).get("/wiki/").text
+    assert '<meta name="htmx-config"' in text and "&#34;allowEval&#34;:false" in text
+    assert re.findall(r"<script[^>]*>", text) == [
+        '<script src="/_genui/static/htmx.min.js" defer>',
+        '<script src="/_genui/static/ws.js" defer>',
+        '<script src="/_genui/static/genui.js" defer>',
+    ]
+    assert not re.search(r"<[^>]*\son[a-z]+=", text)  # no inline event handlers either
+
+
+def test_site_stylesheet_is_served_as_css(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).get("/_genui/css/wiki.css")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/css")
+
+
+# -- parent context ---------------------------------------------------------------------------------------------
+
+
+def test_a_click_from_a_cached_page_passes_its_title_as_parent(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    client.get("/wiki/wiki/Hash_table")
+    headers = {**HTMX, "HX-Current-URL": "http://testserver/wiki/wiki/Hash_table"}
+    placeholder = client.get("/wiki/wiki/Hash_table_tree", headers=headers).text
+    assert "from=%2Fwiki%2FHash_table" in placeholder
+    client.get("/wiki/wiki/Hash_table_tree", headers={"Referer": "http://testserver/wiki/wiki/Hash_table"})
+    assert "<from>Hash table</from>" in engine.calls[-1].prompt
+
+
+def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    client.get("/forum/")
+    client.get("/wiki/wiki/Lisp", headers={"Referer": "http://testserver/forum/"})
+    assert "<from>" not in engine.calls[-1].prompt
+
+
+# -- versions ---------------------------------------------------------------------------------------------------
+
+
+def test_regenerate_adds_a_version_and_keeps_the_first(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    client.get("/wiki/wiki/Lisp")
+    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/wiki/Lisp"}, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/wiki/wiki/Lisp?v=2"
+    assert [call.seed for call in engine.calls] == [0, 1]
+    first, second = client.get("/wiki/wiki/Lisp?v=1").text, client.get("/wiki/wiki/Lisp?v=2").text
+    assert "seed 0" in first and "seed 1" in second
+    assert "seed 1" in client.get("/wiki/wiki/Lisp").text  # the newest is the default
+    assert 'href="/wiki/wiki/Lisp?v=1"' in second and 'aria-current="page">2</a>' in second
+
+
+def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites)
+    client.get("/wiki/wiki/Lisp")
+    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/wiki/Lisp"}, headers=HTMX)
+    assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/wiki/Lisp?v=2"
+    assert "url=%2Fwiki%2FLisp&amp;v=2" in response.text
+
+
+def test_a_version_that_does_not_exist_is_a_404(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    assert client_factory(all_sites, engine).get("/wiki/wiki/Lisp?v=2").status_code == 404
+    assert engine.calls == []
+
+
+def test_a_cross_site_regenerate_is_refused(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).post(
+        "/_genui/regenerate", data={"site": "wiki", "url": "/"}, headers={"Origin": "http://evil.example"}
+    )
+    assert response.status_code == 403
+
+
+# -- posts ------------------------------------------------------------------------------------------------------
+
+THREAD = "/forum/r/hacking/My_first_lisp"
+
+
+def test_a_reply_is_stored_shown_escaped_and_rewrites_the_thread(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    client.get(THREAD)
+    response = client.post(
+        THREAD, data={"user": "ada", "text": "<script>alert(1)</script> nice"}, follow_redirects=False
+    )
+    assert response.status_code == 303 and response.headers["location"] == THREAD
+    page = client.get(THREAD).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; nice" in page and "<script>alert" not in page
+    assert "<b>ada</b>" in page
+    assert len(engine.calls) == 2  # the new post changed the cache key
+    assert '<reply user="ada"><script>alert(1)</script> nice</reply>' in engine.calls[1].prompt
+
+
+def test_an_htmx_reply_answers_with_the_rewritten_thread(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites)
+    response = client.post(THREAD, data={"user": "ada", "text": "hello"}, headers=HTMX)
+    assert response.status_code == 200 and "ws-connect" in response.text and "hello" in response.text
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"user": "", "text": "hi"},
+        {"user": "a b", "text": "hi"},
+        {"user": "ada", "text": " "},
+        {"user": "ada", "text": "x" * 2001},
+        {"text": "no name"},
+    ],
+)
+def test_bad_replies_are_rejected_with_a_400(
+    client_factory: ClientFactory, all_sites: list[Site], form: dict[str, str]
+) -> None:
+    client = client_factory(all_sites)
+    response = client.post(THREAD, data=form)
+    assert response.status_code == 400 and "Reply not posted" in response.text
+    assert "No replies yet" in response.text
+
+
+def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    assert client_factory(all_sites).post("/wiki/wiki/Lisp", data={"user": "a", "text": "b"}).status_code == 405
+
+
+def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites)
+    response = client.post(THREAD, data={"user": "a", "text": "b"}, headers={"Origin": "http://evil.example"})
+    assert response.status_code == 403 and client.get(THREAD).text.count("genui-post-text") == 0
+
+
+def test_an_oversized_reply_is_413(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    response = client_factory(all_sites).post(THREAD, data={"user": "ada", "text": "x" * 20_000})
+    assert response.status_code == 413

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine
+
+from engine.frames import EngineError
+from genui.cli import main
+from genui.sites import load_site
+
+
+def fake_loader(model: str | None, device: str | None) -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        ([], ["serve", "render", "new", "sites", "bench"]),
+        (["serve"], ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--db", "127.0.0.1", "8000"]),
+        (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device"]),
+        (["new"], ["NAME", "--description", "--dir"]),
+        (["sites"], ["--sites-dir"]),
+    ],
+)
+def test_help_describes_every_option(capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0 and all(word in out for word in words)
+
+
+def test_sites_lists_each_site_and_its_routes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sites"]) == 0
+    out = capsys.readouterr().out
+    assert "wiki  Genpedia" in out and "/wiki/{title}" in out and "/search?q" in out and "readers may post" in out
+
+
+def test_new_writes_a_site_that_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", "garden", "--description", "Plants and how to keep them.", "--dir", str(tmp_path)]) == 0
+    assert load_site(tmp_path / "garden").brief == "Plants and how to keep them."
+    assert "genui serve --site garden" in capsys.readouterr().out
+
+
+def test_render_json_has_html_canvases_and_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "wiki", "/wiki/Hash_table", "--json", "--seed", "3"], load_engine=fake_loader) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"html", "canvases", "seconds"}
+    assert "<h1>Hash table</h1>" in result["html"] and "seed 3" in result["html"]
+    assert 'hx-get="/wiki/Hash_table_tree"' in result["html"]
+    assert result["canvases"] and all(set(c) == {"steps", "tokens", "seconds"} for c in result["canvases"])
+
+
+def test_render_prints_the_sanitised_html(capsys: pytest.CaptureFixture[str]) -> None:
+    def loader(model: str | None, device: str | None) -> FakeEngine:
+        return FakeEngine(lambda prompt, seed: '<h1 onclick="x()">Hi</h1><script>alert(1)</script>')
+
+    assert main(["render", str(SITES_DIR / "wiki"), "/"], load_engine=loader) == 0
+    assert capsys.readouterr().out.strip() == "<h1>Hi</h1>"
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_a_path_no_route_matches_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "wiki", "/nowhere"], load_engine=fake_loader) == 2
+    assert "no route of site 'wiki' matches '/nowhere'" in one_line_error(capsys)
+
+
+def test_a_bad_site_config_is_a_one_line_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "site.toml").write_text('name = "bad"\n', encoding="utf-8")
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert str(tmp_path / "bad" / "site.toml") in err and "key 'title'" in err and "Fix:" in err
+
+
+def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    def loader(model: str | None, device: str | None) -> FakeEngine:
+        raise EngineError(f"cannot read a model config from {model}: no such folder")
+
+    assert main(["render", "wiki", "/", "--model", "/no/such/model"], load_engine=loader) == 2
+    assert "/no/such/model" in one_line_error(capsys)
+
+
+def test_an_unknown_site_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--site", "nope"], load_engine=fake_loader) == 2
+    assert "no site named 'nope'" in one_line_error(capsys)
+
+
+def test_bench_hands_every_argument_to_the_engine_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    bench = types.ModuleType("engine.bench")
+    bench.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "engine.bench", bench)
+    assert main(["bench", "--help", "--canvases", "2"]) == 0
+    assert seen == [["--help", "--canvases", "2"]]

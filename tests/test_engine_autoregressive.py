@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from engine_fixtures import collect, tiny_model
+
+from engine import (
+    AutoregressiveEngine,
+    CanvasFrame,
+    DoneFrame,
+    EngineError,
+    Frame,
+    GenerationRequest,
+    LoadedModel,
+    StepFrame,
+)
+from engine.autoregressive import generate_autoregressive
+from engine.generation import encode_prompt
+from engine.streaming import GenerationCancelled
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
+    with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
+        yield model
+
+
+def decode(loaded: LoadedModel, request: GenerationRequest, step_every: int = 8) -> tuple[list[int], list[Frame]]:
+    frames: list[Frame] = []
+    tokens = generate_autoregressive(loaded, request, frames.append, step_every=step_every)
+    return tokens, frames
+
+
+def test_greedy_decoding_with_the_cache_matches_recomputing_the_sequence(loaded: LoadedModel) -> None:
+    tokens, _ = decode(loaded, GenerationRequest(prompt="Hash table", t_min=0.0, stop_at_eos=False))
+    sequence = encode_prompt(loaded.tokenizer, "Hash table")
+    cap = loaded.model.config.text_config.final_logit_softcapping
+    with torch.no_grad():
+        for _ in range(8):
+            hidden = loaded.model.model.encoder(input_ids=torch.tensor([sequence])).last_hidden_state
+            logits = torch.tanh(loaded.model.lm_head(hidden[0, -1]) / cap) * cap
+            sequence.append(int(logits.argmax()))
+    assert tokens[:8] == sequence[-8:]
+
+
+def test_the_same_seed_decodes_the_same_tokens(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Linked list", seed=9, stop_at_eos=False)
+    assert decode(loaded, request)[0] == decode(loaded, request)[0]
+    assert decode(loaded, request)[0] != decode(loaded, GenerationRequest(prompt="Linked list", seed=10))[0]
+
+
+def test_it_streams_drafts_canvases_and_a_final_text(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Array", max_canvases=2, stop_at_eos=False)
+    tokens, frames = decode(loaded, request, step_every=8)
+    assert len(tokens) == 2 * loaded.canvas_length
+    kinds = [type(frame).__name__ for frame in frames]
+    assert kinds == (["StepFrame"] * 4 + ["CanvasFrame"]) * 2 + ["DoneFrame"]
+    assert [frame.step for frame in frames if isinstance(frame, StepFrame)] == [1, 2, 3, 4] * 2
+    canvases = [frame for frame in frames if isinstance(frame, CanvasFrame)]
+    assert [canvas.tokens for canvas in canvases] == [loaded.canvas_length] * 2
+    done = frames[-1]
+    assert isinstance(done, DoneFrame) and done.tokens_per_forward == 1.0
+    assert done.text == loaded.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def test_cancelling_stops_decoding_before_the_next_token(loaded: LoadedModel) -> None:
+    frames: list[Frame] = []
+    with pytest.raises(GenerationCancelled):
+        generate_autoregressive(
+            loaded, GenerationRequest(prompt="x", max_canvases=4), frames.append, lambda: len(frames) >= 2, 1
+        )
+    assert len(frames) == 2
+
+
+async def test_the_autoregressive_engine_serves_the_same_stream_interface(loaded: LoadedModel) -> None:
+    engine = AutoregressiveEngine(loaded)
+    try:
+        frames = await collect(engine.stream(GenerationRequest(prompt="Hash", seed=2, stop_at_eos=False)))
+        assert isinstance(frames[-1], DoneFrame) and frames[-1].stats["tokens"] == loaded.canvas_length
+        assert engine.model_id != loaded.model_id  # different text from the same weights: caches stay apart
+    finally:
+        await engine.close()
+
+
+async def test_closing_the_autoregressive_engine_fails_open_streams(loaded: LoadedModel) -> None:
+    engine = AutoregressiveEngine(loaded)
+    stream = engine.stream(GenerationRequest(prompt="x", max_canvases=8, stop_at_eos=False))
+    await anext(stream)
+    await engine.close()
+    with pytest.raises(EngineError, match="closed"):
+        await collect(stream)
+    with pytest.raises(EngineError, match="closed"):
+        await anext(engine.stream(GenerationRequest(prompt="x")))

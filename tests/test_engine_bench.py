@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from engine_fixtures import build_tiny_checkpoint
+
+from engine import bench
+from engine.config import TINY, make_config
+from engine.sampler import ObservedDiffusionGemma
+
+COLUMNS = {"engine", "device", "model", "params", "tokens", "steps", "ttff_s", "p50_s", "p95_s", "tokens_per_s"}
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_bench_prints_one_json_object_with_a_row_per_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
+) -> None:
+    checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
+    assert bench.main(["--json", "--model", str(checkpoint), "--runs", "1", "--steps", "2", "--device", "cpu"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive"]
+    for row in report["rows"]:
+        assert set(row) == COLUMNS
+        assert row["device"] == "cpu" and row["tokens"] == 32 and row["params"] > 0
+        assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
+    assert report["rows"][0]["steps"] == 2
+    assert report["rows"][1]["steps"] == 32
+    assert any("need CUDA" in note for note in report["notes"])
+
+
+def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
+    checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
+    assert bench.main(["--model", str(checkpoint), "--runs", "1", "--steps", "1", "--device", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == list(bench.format_table([]).split())
+    assert lines[1].startswith("diffusion") and lines[2].startswith("autoregressive")
+
+
+def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--model", str(tmp_path / "missing"), "--device", "cpu"]) == 2
+    assert "no model folder" in capsys.readouterr().err
+
+
+def test_the_reference_shape_is_diffusiongemma_26b_a4b() -> None:
+    config = bench.reference_config()
+    with torch.device("meta"):  # shapes only: no memory
+        model = ObservedDiffusionGemma._from_config(config, dtype=torch.bfloat16)
+    params = sum(p.numel() for p in model.parameters())
+    assert 25.0e9 < params < 25.5e9  # 26B-A4B: ~25.2B in all, with encoder and decoder sharing their weights
+    active = config.text_config.top_k_experts / config.text_config.num_experts
+    assert active == 8 / 128
+
+
+def test_random_weights_are_materialised_tied_and_finite() -> None:
+    model = bench.build_random(make_config(TINY), torch.device("cpu"), torch.float32)
+    encoder = model.model.encoder.language_model.layers[0].self_attn.q_proj.weight
+    decoder = model.model.decoder.layers[0].self_attn.q_proj.weight
+    assert encoder.data_ptr() == decoder.data_ptr()  # allocated once
+    assert all(torch.isfinite(tensor).all() for tensor in [*model.parameters(), *model.buffers()])

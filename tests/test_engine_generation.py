@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from engine_fixtures import tiny_model
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from engine import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, LoadedModel, StepFrame
+from engine.generation import encode_prompt, generate_options, left_pad, plan_batch, run_plan
+from engine.streaming import Row
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
+    with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
+        yield model
+
+
+def generate(loaded: LoadedModel, *requests: GenerationRequest) -> list[list[Frame]]:
+    """Run requests as one batch; the frames of each row."""
+    frames: list[list[Frame]] = [[] for _ in requests]
+    rows = [Row(emit=received.append) for received in frames]
+    run_plan(loaded, plan_batch(loaded, requests, rows))
+    return frames
+
+
+def done(frames: list[Frame]) -> DoneFrame:
+    assert isinstance(frames[-1], DoneFrame)
+    return frames[-1]
+
+
+def test_same_seed_gives_the_same_text(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Hash table", max_canvases=2, max_steps=4, seed=7, stop_at_eos=False)
+    assert done(generate(loaded, request)[0]).text == done(generate(loaded, request)[0]).text
+
+
+def test_different_seeds_give_different_text(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Hash table", max_steps=4, seed=1, stop_at_eos=False)
+    other = GenerationRequest(prompt="Hash table", max_steps=4, seed=2, stop_at_eos=False)
+    assert done(generate(loaded, request)[0]).text != done(generate(loaded, other)[0]).text
+
+
+def test_seeding_leaves_the_callers_random_state_alone(loaded: LoadedModel) -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    generate(loaded, GenerationRequest(prompt="x", max_steps=2, seed=5))
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_max_canvases_caps_the_tokens(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Linked list", max_canvases=2, max_steps=3, stop_at_eos=False)
+    frames = generate(loaded, request)[0]
+    final = done(frames)
+    assert [canvas.tokens for canvas in final.canvases] == [loaded.canvas_length] * 2
+    assert final.stats["tokens"] == 2 * loaded.canvas_length
+    assert all(canvas.steps <= 3 for canvas in final.canvases)
+
+
+def test_stopping_at_eos_never_exceeds_the_cap(loaded: LoadedModel) -> None:
+    final = done(generate(loaded, GenerationRequest(prompt="Array", max_canvases=3, max_steps=3))[0])
+    assert len(final.canvases) <= 3
+    assert final.stats["tokens"] <= 3 * loaded.canvas_length
+
+
+def test_step_frames_arrive_before_their_canvas_and_the_final_text(loaded: LoadedModel) -> None:
+    frames = generate(loaded, GenerationRequest(prompt="Hash", max_canvases=2, max_steps=3, stop_at_eos=False))[0]
+    kinds = [(type(frame).__name__, getattr(frame, "canvas", None)) for frame in frames]
+    assert kinds == [
+        ("StepFrame", 0), ("StepFrame", 0), ("StepFrame", 0), ("CanvasFrame", 0),
+        ("StepFrame", 1), ("StepFrame", 1), ("StepFrame", 1), ("CanvasFrame", 1),
+        ("DoneFrame", None),
+    ]  # fmt: skip
+    steps = [frame for frame in frames if isinstance(frame, StepFrame)]
+    assert [frame.step for frame in steps] == [1, 2, 3, 1, 2, 3]
+    assert all(frame.accepted >= 1 and frame.entropy > 0 for frame in steps)
+    canvases = [frame for frame in frames if isinstance(frame, CanvasFrame)]
+    assert steps[2].text == canvases[0].text  # the last draft is the canvas
+    assert done(frames).ttff_s <= done(frames).seconds
+
+
+def test_tokens_per_forward_is_tokens_over_denoising_steps(loaded: LoadedModel) -> None:
+    final = done(generate(loaded, GenerationRequest(prompt="x", max_canvases=2, max_steps=4, stop_at_eos=False))[0])
+    assert final.tokens_per_forward == pytest.approx(2 * loaded.canvas_length / 8)
+
+
+def test_invalid_settings_are_engine_errors(loaded: LoadedModel) -> None:
+    with pytest.raises(EngineError, match="t_max"):
+        generate_options(GenerationRequest(prompt="x", t_min=0.9, t_max=0.5), loaded.canvas_length)
+    with pytest.raises(EngineError, match="max_canvases"):
+        generate_options(GenerationRequest(prompt="x", max_canvases=0), loaded.canvas_length)
+
+
+def test_a_prompt_longer_than_the_model_is_an_engine_error(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="hash " * 600)
+    with pytest.raises(EngineError, match="exceeds the model's 512 positions"):
+        plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
+
+
+def test_left_padding_does_not_change_what_a_prompt_sees(loaded: LoadedModel) -> None:
+    """A short prompt batched with a long one gets the logits it gets alone (same starting canvas)."""
+    short = encode_prompt(loaded.tokenizer, "Hash")
+    long = encode_prompt(loaded.tokenizer, "A much longer prompt about linked lists, arrays and hash tables")
+    canvas = torch.randint(0, loaded.model.config.text_config.vocab_size, (1, loaded.canvas_length))
+    seen: list[torch.Tensor] = []
+
+    class Keep(LogitsProcessor):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, cur_step: int) -> torch.Tensor:
+            seen.append(scores.clone())
+            return scores
+
+    for prompts in ([short], [long, short]):
+        input_ids, attention_mask = left_pad(prompts, loaded.device)
+        loaded.model.generate(
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=loaded.canvas_length,
+            max_denoising_steps=1,
+            decoder_input_ids=canvas.expand(len(prompts), -1).clone(),
+            logits_processor=LogitsProcessorList([Keep()]),
+        )
+    alone, batched = seen
+    torch.testing.assert_close(batched[1], alone[0], atol=1e-4, rtol=1e-4)
+
+
+def test_variations_differ_from_each_other(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Hash table", max_steps=4, seed=3, stop_at_eos=False)
+    texts = [done(frames).text for frames in generate(loaded, request, request, request)]
+    assert len(set(texts)) == 3
+
+
+def test_a_batch_is_reproducible_for_its_prompts_and_seed(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="Hash table", max_steps=4, seed=3, stop_at_eos=False)
+    other = GenerationRequest(prompt="Linked list", max_steps=4, seed=3, stop_at_eos=False)
+    first = [done(frames).text for frames in generate(loaded, request, other)]
+    assert [done(frames).text for frames in generate(loaded, request, other)] == first
+
+
+def test_requests_with_different_settings_are_not_batched(loaded: LoadedModel) -> None:
+    rows = [Row(emit=lambda frame: None), Row(emit=lambda frame: None)]
+    requests = [GenerationRequest(prompt="a", max_steps=4), GenerationRequest(prompt="b", max_steps=5)]
+    with pytest.raises(ValueError, match="share their generation settings"):
+        plan_batch(loaded, requests, rows)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from engine_fixtures import tiny_model
+
+from engine import DoneFrame, EngineError, Frame, GenerationRequest, InfillRequest, LoadedModel, StepFrame
+from engine.config import EOS_ID, PAD_ID
+from engine.generation import run_plan
+from engine.infill import plan_infill
+from engine.streaming import Row
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
+    with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
+        yield model
+
+
+BEFORE = '<ul><li><a href="/wiki/Array">Array</a></li><li>'
+AFTER = "</li></ul>\n<p>The quick brown fox.</p>"
+
+
+def edit(loaded: LoadedModel, request: InfillRequest) -> tuple[list[Frame], list[int], int]:
+    """Frames, the returned canvas ids, and the prompt length."""
+    frames: list[Frame] = []
+    plan = plan_infill(loaded, request, Row(emit=frames.append))
+    sequences = run_plan(loaded, plan)
+    prompt_length = plan.input_ids.shape[1]
+    return frames, sequences[0, prompt_length:].tolist(), prompt_length
+
+
+def test_infill_keeps_the_tokens_after_the_region_exactly(loaded: LoadedModel) -> None:
+    request = InfillRequest(GenerationRequest(prompt="Edit the list", max_steps=6, seed=4), BEFORE, AFTER, 8)
+    frames, canvas, _ = edit(loaded, request)
+    after = loaded.tokenizer.encode(AFTER, add_special_tokens=False)
+    assert canvas[8 : 8 + len(after)] == after
+    assert canvas[8 + len(after)] == EOS_ID  # `after` is the end of the text
+    assert set(canvas[9 + len(after) :]) <= {PAD_ID}
+    assert loaded.tokenizer.decode(canvas[8 : 8 + len(after)]) == AFTER
+
+
+def test_infill_returns_the_callers_text_around_the_new_region(loaded: LoadedModel) -> None:
+    request = InfillRequest(GenerationRequest(prompt="", max_steps=4, seed=1), BEFORE, AFTER, 6)
+    frames, canvas, _ = edit(loaded, request)
+    final = frames[-1]
+    assert isinstance(final, DoneFrame)
+    region = canvas[:6][: canvas.index(EOS_ID)] if EOS_ID in canvas[:6] else canvas[:6]
+    assert final.canvases[0].text == loaded.tokenizer.decode(region, skip_special_tokens=True)
+    assert final.text == BEFORE + final.canvases[0].text + AFTER
+    assert all(isinstance(frame, StepFrame) for frame in frames[:-2])
+
+
+def test_infill_writes_new_tokens_into_the_region(loaded: LoadedModel) -> None:
+    texts = {
+        edit(loaded, InfillRequest(GenerationRequest(prompt="", max_steps=4, seed=seed), BEFORE, AFTER, 6))[0][-1].text
+        for seed in range(3)
+    }
+    assert len(texts) > 1  # the region changes with the seed; the sides do not
+    assert all(text.startswith(BEFORE) and text.endswith(AFTER) for text in texts)
+
+
+def test_infill_sees_only_as_much_after_text_as_the_canvas_holds(loaded: LoadedModel) -> None:
+    long_after = " tail" * 100
+    frames, canvas, _ = edit(loaded, InfillRequest(GenerationRequest(prompt="", max_steps=2), BEFORE, long_after, 30))
+    kept = loaded.tokenizer.encode(long_after, add_special_tokens=False)[:2]
+    assert canvas[30:] == kept  # no room for an EOS: the text goes on past the canvas
+    final = frames[-1]
+    assert isinstance(final, DoneFrame) and final.text.endswith(long_after)
+
+
+def test_the_text_before_the_region_is_the_prompts_end(loaded: LoadedModel) -> None:
+    request = InfillRequest(GenerationRequest(prompt="Edit", max_steps=2), BEFORE, AFTER, 4)
+    plan = plan_infill(loaded, request, Row(emit=lambda frame: None))
+    before = loaded.tokenizer.encode(BEFORE, add_special_tokens=False)
+    assert plan.input_ids[0, -len(before) :].tolist() == before
+
+
+@pytest.mark.parametrize("region", [0, 33])
+def test_a_region_must_fit_in_one_canvas(loaded: LoadedModel, region: int) -> None:
+    request = InfillRequest(GenerationRequest(prompt=""), BEFORE, AFTER, region)
+    with pytest.raises(EngineError, match="region_tokens"):
+        plan_infill(loaded, request, Row(emit=lambda frame: None))

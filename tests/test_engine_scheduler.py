@@ -1,0 +1,217 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import torch
+from engine_fixtures import collect, tiny_model
+
+from engine import (
+    DoneFrame,
+    EngineError,
+    EngineOverloaded,
+    GenerationRequest,
+    InfillRequest,
+    LoadedModel,
+    Scheduler,
+    StepFrame,
+    TextEngine,
+)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
+    with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
+        yield model
+
+
+@pytest.fixture
+async def scheduler(loaded: LoadedModel) -> AsyncIterator[Scheduler]:
+    engine = Scheduler(loaded, batch_window_s=0.05)
+    yield engine
+    await engine.close()
+
+
+@pytest.fixture
+def batch_sizes(loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The batch size of every generate() call the model makes during the test."""
+    sizes: list[int] = []
+    generate = loaded.model.generate
+
+    def spy(input_ids: torch.Tensor, **kwargs: Any) -> Any:
+        sizes.append(input_ids.shape[0])
+        return generate(input_ids, **kwargs)
+
+    monkeypatch.setattr(loaded.model, "generate", spy)
+    return sizes
+
+
+@pytest.fixture
+def decoder_passes(loaded: LoadedModel) -> Iterator[list[int]]:
+    """A one-element list counting denoising forward passes as they happen."""
+    count = [0]
+    handle = loaded.model.model.decoder.register_forward_hook(lambda *args: count.__setitem__(0, count[0] + 1))
+    yield count
+    handle.remove()
+
+
+LONG = GenerationRequest(prompt="long", max_canvases=8, max_steps=40, stability_threshold=40, stop_at_eos=False)
+
+
+def final(frames: list[Any]) -> DoneFrame:
+    assert isinstance(frames[-1], DoneFrame)
+    return frames[-1]
+
+
+def test_the_scheduler_is_a_text_engine(scheduler: Scheduler, loaded: LoadedModel) -> None:
+    engine: TextEngine = scheduler
+    assert engine.model_id == loaded.model_id
+
+
+async def test_a_stream_gives_drafts_then_the_final_text(scheduler: Scheduler) -> None:
+    frames = await collect(scheduler.stream(GenerationRequest(prompt="Hash table", max_steps=3, stop_at_eos=False)))
+    assert [type(frame).__name__ for frame in frames] == ["StepFrame"] * 3 + ["CanvasFrame", "DoneFrame"]
+    assert final(frames).text == frames[-2].text
+
+
+async def test_the_same_request_gives_the_same_text(scheduler: Scheduler) -> None:
+    request = GenerationRequest(prompt="Hash table", max_canvases=2, max_steps=3, seed=11, stop_at_eos=False)
+    first = final(await collect(scheduler.stream(request)))
+    assert final(await collect(scheduler.stream(request))).text == first.text
+
+
+async def test_requests_that_arrive_together_share_one_generate_call(
+    scheduler: Scheduler, batch_sizes: list[int]
+) -> None:
+    one = GenerationRequest(prompt="Hash table", max_steps=3, stop_at_eos=False)
+    two = GenerationRequest(prompt="Linked list and array", max_steps=3, stop_at_eos=False)
+    frames = await asyncio.gather(collect(scheduler.stream(one)), collect(scheduler.stream(two)))
+    assert batch_sizes == [2]
+    assert {frame.variant for frame in frames[0] + frames[1]} == {0}  # each caller sees only its own row
+    assert final(frames[0]).text != final(frames[1]).text
+
+
+async def test_requests_with_different_settings_run_separately(scheduler: Scheduler, batch_sizes: list[int]) -> None:
+    await asyncio.gather(
+        collect(scheduler.stream(GenerationRequest(prompt="a", max_steps=2))),
+        collect(scheduler.stream(GenerationRequest(prompt="b", max_steps=3))),
+    )
+    assert batch_sizes == [1, 1]
+
+
+async def test_variants_stream_side_by_side_and_differ(scheduler: Scheduler, batch_sizes: list[int]) -> None:
+    request = GenerationRequest(prompt="Hash table", max_steps=3, seed=5, stop_at_eos=False)
+    frames = await collect(scheduler.stream_variants(request, 3))
+    assert batch_sizes == [3]
+    done = sorted((frame for frame in frames if isinstance(frame, DoneFrame)), key=lambda frame: frame.variant)
+    assert [frame.variant for frame in done] == [0, 1, 2]
+    assert len({frame.text for frame in done}) == 3
+    again = await collect(scheduler.stream_variants(request, 3))
+    assert sorted((frame.variant, frame.text) for frame in again if isinstance(frame, DoneFrame)) == [
+        (frame.variant, frame.text) for frame in done
+    ]
+
+
+async def test_a_single_variant_is_the_plain_request(scheduler: Scheduler) -> None:
+    request = GenerationRequest(prompt="Hash table", max_steps=3, seed=5, stop_at_eos=False)
+    alone = final(await collect(scheduler.stream(request)))
+    assert final(await collect(scheduler.stream_variants(request, 1))).text == alone.text
+
+
+async def test_infill_keeps_both_sides(scheduler: Scheduler) -> None:
+    request = InfillRequest(
+        GenerationRequest(prompt="Edit", max_steps=3), before="<p>Hash ", after=" table</p>", region_tokens=5
+    )
+    done = final(await collect(scheduler.infill(request)))
+    assert done.text.startswith("<p>Hash ") and done.text.endswith(" table</p>")
+
+
+async def test_a_full_queue_refuses_at_once(loaded: LoadedModel) -> None:
+    engine = Scheduler(loaded, max_queue=1, max_batch=1)
+    running = engine.stream(LONG)
+    await anext(running)  # the worker is busy with it
+    queued = asyncio.ensure_future(anext(engine.stream(LONG)))
+    await asyncio.sleep(0)  # now it waits in the queue
+    with pytest.raises(EngineOverloaded) as refused:
+        await anext(engine.stream(LONG))
+    assert refused.value.retry_after >= 1
+    queued.cancel()
+    await running.aclose()
+    await engine.close()
+
+
+async def test_cancelling_a_stream_stops_denoising_within_a_step(
+    scheduler: Scheduler, decoder_passes: list[int]
+) -> None:
+    stream = scheduler.stream(LONG)
+    async for frame in stream:
+        if isinstance(frame, StepFrame) and frame.step == 3:
+            break
+    await stream.aclose()
+    at_cancel = decoder_passes[0]
+    # The worker runs one request at a time: once this one-step request is done, the cancelled one has stopped.
+    await collect(scheduler.stream(GenerationRequest(prompt="next", max_steps=1)))
+    assert decoder_passes[0] - at_cancel <= 1 + 1  # the step in flight at cancel, and the next request's step
+    assert decoder_passes[0] < 8 * 40 / 2
+
+
+async def test_a_cancelled_task_stops_its_request(scheduler: Scheduler, decoder_passes: list[int]) -> None:
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in scheduler.stream(LONG):
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    at_cancel = decoder_passes[0]
+    await collect(scheduler.stream(GenerationRequest(prompt="next", max_steps=1)))
+    assert decoder_passes[0] - at_cancel <= 2
+
+
+async def test_a_failing_request_fails_alone_and_the_worker_lives_on(
+    scheduler: Scheduler, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(loaded.model, "forward", broken)
+    with pytest.raises(EngineError, match="out of memory"):
+        await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))
+    monkeypatch.undo()
+    assert isinstance(final(await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))), DoneFrame)
+
+
+async def test_a_bad_request_in_a_batch_does_not_fail_its_neighbours(scheduler: Scheduler) -> None:
+    good = GenerationRequest(prompt="short", max_steps=2)
+    too_long = GenerationRequest(prompt="hash " * 600, max_steps=2)
+    results = await asyncio.gather(
+        collect(scheduler.stream(good)), collect(scheduler.stream(too_long)), return_exceptions=True
+    )
+    assert isinstance(final(results[0]), DoneFrame)  # type: ignore[arg-type]
+    assert isinstance(results[1], EngineError) and "positions" in str(results[1])
+
+
+async def test_invalid_settings_fail_before_queueing(scheduler: Scheduler) -> None:
+    with pytest.raises(EngineError, match="t_max"):
+        await anext(scheduler.stream(GenerationRequest(prompt="x", t_min=0.9, t_max=0.5)))
+
+
+async def test_closing_fails_waiting_requests_and_refuses_new_ones(loaded: LoadedModel) -> None:
+    engine = Scheduler(loaded, max_batch=1)
+    running = engine.stream(LONG)
+    await anext(running)
+    waiting = asyncio.ensure_future(collect(engine.stream(LONG)))
+    await asyncio.sleep(0)
+    await engine.close()
+    with pytest.raises(EngineError, match="closed"):
+        await waiting
+    with pytest.raises(EngineError, match="closed"):
+        await collect(running)
+    with pytest.raises(EngineError, match="closed"):
+        await anext(engine.stream(LONG))

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from genui.links import MAIN_TARGET, LinkRewriter, internal_url
+from genui.sanitize import sanitize_html
+
+
+def rewrite(html: str, mount: str = "/wiki") -> str:
+    return LinkRewriter(mount)(sanitize_html(html))
+
+
+def test_internal_link_is_prefixed_with_the_mount_and_navigates_with_htmx() -> None:
+    out = rewrite('<a href="/wiki/Hash_table">Hash table</a>')
+    assert 'href="/wiki/wiki/Hash_table"' in out
+    assert 'hx-get="/wiki/wiki/Hash_table"' in out
+    assert f'hx-target="{MAIN_TARGET}"' in out and 'hx-push-url="true"' in out
+    assert ">Hash table</a>" in out
+
+
+def test_a_site_served_at_the_root_keeps_its_links() -> None:
+    out = rewrite('<a href="/wiki/Lisp">Lisp</a>', mount="")
+    assert 'href="/wiki/Lisp"' in out and 'hx-get="/wiki/Lisp"' in out
+
+
+@pytest.mark.parametrize("href", ["https://evil.example/x", "//evil.example/x", "mailto:a@b.c", "Relative_page"])
+def test_links_that_are_not_site_relative_become_plain_text(href: str) -> None:
+    out = LinkRewriter("/wiki")(f'<p>see <a href="{href}">there</a></p>')
+    assert out == "<p>see there</p>"
+
+
+def test_in_page_fragment_links_are_left_alone() -> None:
+    out = rewrite('<a href="#History">History</a>')
+    assert "hx-get" not in out and 'href="#' in out
+
+
+def test_text_that_looks_like_a_url_is_not_turned_into_a_link() -> None:
+    assert rewrite("<p>visit example.com or http://example.com</p>") == "<p>visit example.com or http://example.com</p>"
+
+
+def test_query_is_kept_and_unsafe_characters_are_encoded() -> None:
+    out = rewrite('<a href="/search?q=hash tables&amp;x=1">s</a>')
+    assert 'href="/wiki/search?q=hash%20tables&amp;x=1"' in out
+
+
+def test_a_link_without_href_is_kept_as_is() -> None:
+    assert rewrite("<a>anchor</a>") == "<a>anchor</a>"
+
+
+def test_model_written_htmx_attributes_never_survive_to_the_rewritten_link() -> None:
+    out = rewrite('<a href="/wiki/X" hx-get="/admin" hx-swap-oob="true" hx-target="body">x</a>')
+    assert "/admin" not in out and "hx-swap-oob" not in out and 'hx-target="body"' not in out
+
+
+@pytest.mark.parametrize(
+    ("href", "url"),
+    [("/wiki/A", "/m/wiki/A"), ("/", "/m/"), ("/a b", "/m/a%20b"), ("/a#b", "/m/a#b"), ("https://x/y", None)],
+)
+def test_internal_url(href: str, url: str | None) -> None:
+    assert internal_url("/m", href) == url

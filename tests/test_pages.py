@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine
+
+from engine.frames import EngineError, Frame, GenerationRequest
+from genui.pages import Job, Pages, SiteRuntime, first_heading
+from genui.sites import Site, load_site
+from genui.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "pages.sqlite3")
+    yield store
+    store.close()
+
+
+def make_pages(site: Site, store: Store, engine: object) -> Pages:
+    return Pages([SiteRuntime.build(site, "/wiki")], store, engine)  # type: ignore[arg-type]
+
+
+def job(pages: Pages, url: str = "/wiki/Lisp", parent: str | None = None) -> Job:
+    runtime = pages.sites["wiki"]
+    location = runtime.router.resolve(url)
+    assert location is not None
+    return pages.job(runtime, location, parent)
+
+
+class BrokenEngine(FakeEngine):
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        return self._broken()
+
+    async def _broken(self) -> AsyncIterator[Frame]:
+        raise ZeroDivisionError("engine bug")
+        yield  # pragma: no cover - makes this an async generator
+
+
+@pytest.mark.parametrize(
+    ("html", "title"),
+    [("<article><h1>Hash <b>table</b></h1><h1>Two</h1></article>", "Hash table"), ("<p>none</p>", "")],
+)
+def test_first_heading_is_the_page_title(html: str, title: str) -> None:
+    assert first_heading(html) == title
+
+
+def test_the_cache_key_names_model_template_and_posts(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, FakeEngine(model_id="m1"))
+    key = job(pages).key
+    assert (key.site, key.path, key.query, key.model, key.posts) == ("wiki", "/wiki/Lisp", "", "m1", 0)
+    assert key.template == pages.sites["wiki"].prompts.version(wiki.routes[1])
+
+
+async def test_the_finished_page_is_sanitised_linked_titled_and_stored(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(lambda p, s: '<h1 onclick="x()">Lisp</h1><a href="/wiki/Scheme">Scheme</a><script>1</script>')
+    pages = make_pages(wiki, store, engine)
+    page = await pages.generation(job(pages), 1).result()
+    assert page.html == '<h1>Lisp</h1><a href="/wiki/wiki/Scheme" ' + (
+        'hx-get="/wiki/wiki/Scheme" hx-target="#genui-main" hx-push-url="true" hx-swap="innerHTML show:window:top">'
+        "Scheme</a>"
+    )
+    assert page.title == "Lisp" and store.page(job(pages).key) == page
+
+
+async def test_watchers_of_one_page_version_share_one_run(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.001)
+    pages = make_pages(wiki, store, engine)
+    first, second = pages.generation(job(pages), 1), pages.generation(job(pages), 1)
+    assert first is second
+    results = await asyncio.gather(first.result(), second.result())
+    assert results[0] == results[1] and len(engine.calls) == 1
+    assert pages.running(job(pages), 1) is None  # a finished run leaves the registry
+
+
+async def test_different_versions_are_different_runs_with_their_own_seeds(wiki: Site, store: Store) -> None:
+    engine = FakeEngine()
+    pages = make_pages(wiki, store, engine)
+    one, two = await asyncio.gather(pages.generation(job(pages), 1).result(), pages.generation(job(pages), 2).result())
+    assert (one.seed, two.seed) == (0, 1) and store.versions(job(pages).key) == 2
+
+
+async def test_snapshots_show_drafts_before_the_page(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, FakeEngine(steps=2))
+    seen = [snapshot async for snapshot in pages.generation(job(pages), 1).watch()]
+    drafts = [s for s in seen if not s.finished and s.step]
+    assert drafts and seen[-1].page is not None
+    assert [(s.canvas, s.step) for s in drafts][:2] == [(1, 1), (1, 2)]
+
+
+async def test_when_the_last_watcher_leaves_the_run_is_cancelled(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.01, steps=100)
+    pages = make_pages(wiki, store, engine)
+    generation = pages.generation(job(pages), 1)
+    async with contextlib.aclosing(generation.watch()) as snapshots:
+        async for snapshot in snapshots:
+            if snapshot.step:
+                break
+    # Gone from the registry at once, so a visitor arriving now starts afresh instead of joining a dying run.
+    assert pages.running(job(pages), 1) is None
+    fresh = pages.generation(job(pages), 1)
+    assert fresh is not generation
+    for _ in range(100):
+        if engine.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert engine.cancelled == 1
+    with pytest.raises(EngineError, match="cancelled"):  # a late watcher of the cancelled run is not left waiting
+        await generation.result()
+    engine.delay, engine.steps = 0.0, 1
+    assert (await fresh.result()).html
+
+
+async def test_engine_errors_reach_every_watcher(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, FakeEngine(overloaded=3))
+    generation = pages.generation(job(pages), 1)
+    errors = await asyncio.gather(generation.result(), generation.result(), return_exceptions=True)
+    assert all(isinstance(error, EngineError) for error in errors)
+
+
+async def test_an_engine_bug_ends_the_watch_with_an_engine_error(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, BrokenEngine())
+    with pytest.raises(EngineError, match="engine bug"):
+        await pages.generation(job(pages), 1).result()
+
+
+async def test_uncached_routes_are_never_stored(tmp_path: Path, store: Store) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    site = load_site(root)
+    site = replace(site, routes=tuple(replace(route, cache="none") for route in site.routes))
+    pages = make_pages(site, store, FakeEngine())
+    page = await pages.generation(job(pages), 1).result()
+    assert page.html and store.versions(job(pages).key) == 0 and pages.page(job(pages)) is None
+
+
+async def test_a_stored_parent_gives_its_title_to_the_prompt(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, FakeEngine())
+    await pages.generation(job(pages, "/wiki/Scheme"), 1).result()
+    child = job(pages, "/wiki/Lisp", parent="/wiki/Scheme")
+    assert child.parent is not None and child.parent.title == "Scheme" and "<from>Scheme</from>" in child.prompt
+    assert job(pages, "/wiki/Lisp", parent="/wiki/Unwritten").parent is None
+    assert job(pages, "/wiki/Scheme", parent="/wiki/Scheme").parent is None  # a page is not its own parent

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR
+
+from genui.prompts import Parent, Post, PromptRenderer
+from genui.sites import Site, SiteConfigError, load_site
+
+
+def copy_site(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    shutil.copytree(SITES_DIR / name, root)
+    return root
+
+
+def test_article_prompt_carries_title_and_parent(wiki: Site) -> None:
+    renderer = PromptRenderer(wiki)
+    article = wiki.routes[1]
+    prompt = renderer.render(article, {"title": "Hash_table"}, parent=Parent("/wiki/Lisp", "Lisp"))
+    assert "<title>Hash table</title>" in prompt and "<from>Lisp</from>" in prompt
+    assert prompt.startswith(f"<site>{wiki.title}: {wiki.brief}</site>")
+
+
+def test_parent_and_posts_are_dropped_when_the_route_does_not_ask_for_them(wiki: Site) -> None:
+    renderer = PromptRenderer(wiki)
+    home = wiki.routes[0]
+    prompt = renderer.render(home, {}, parent=Parent("/x", "X"), posts=[Post("ada", "hi")])
+    assert "X" not in prompt and "ada" not in prompt
+
+
+def test_posts_go_into_a_thread_prompt_as_data() -> None:
+    forum = load_site(SITES_DIR / "forum")
+    thread = forum.routes[2]
+    prompt = PromptRenderer(forum).render(
+        thread, {"board": "lisp", "thread": "Macros"}, posts=[Post("ada", "{{ 7*7 }} {% raw %}")]
+    )
+    assert '<reply user="ada">{{ 7*7 }} {% raw %}</reply>' in prompt
+
+
+def test_url_text_is_data_never_template_code(wiki: Site) -> None:
+    prompt = PromptRenderer(wiki).render(wiki.routes[2], {}, {"q": "{{ site.__class__ }}"})
+    assert "<query>{{ site.__class__ }}</query>" in prompt
+
+
+def test_only_declared_query_keys_reach_the_template(wiki: Site) -> None:
+    prompt = PromptRenderer(wiki).render(wiki.routes[2], {}, {"q": "lisp", "other": "secret"})
+    assert "lisp" in prompt and "secret" not in prompt
+
+
+def test_version_changes_when_the_template_source_changes(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    before = PromptRenderer(load_site(root))
+    (root / "prompts" / "article.j2").write_text("<page>article</page>\n{{ params.title }}\n", encoding="utf-8")
+    after = PromptRenderer(load_site(root))
+    site = load_site(root)
+    assert before.version(site.routes[1]) != after.version(site.routes[1])
+    assert before.version(site.routes[0]) == after.version(site.routes[0])
+
+
+def test_a_template_syntax_error_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "home.j2").write_text("{% if %}", encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("home.j2") and caught.value.fix
+
+
+def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "home.j2").write_text("{{ site.__class__.__mro__ }}", encoding="utf-8")
+    site = load_site(root)
+    with pytest.raises(Exception, match="unsafe|undefined"):
+        PromptRenderer(site).render(site.routes[0], {})

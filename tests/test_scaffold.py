@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from genui.prompts import PromptRenderer
+from genui.routing import SiteRouter
+from genui.scaffold import create_site, title_from_name
+from genui.sites import SiteConfigError, load_site
+
+
+def test_a_new_site_loads_and_renders_every_prompt(tmp_path: Path) -> None:
+    site = create_site("recipes", "A cookbook of quick dinners.", tmp_path)
+    assert site == load_site(tmp_path / "recipes")
+    assert (site.title, site.brief, site.stylesheet) == ("Recipes", "A cookbook of quick dinners.", "recipes.css")
+    renderer, router = PromptRenderer(site), SiteRouter(site)
+    for url, query in [("/", []), ("/wiki/Pancakes", []), ("/search", [("q", "soup")])]:
+        location = router.resolve(url, query)
+        assert location is not None
+        prompt = renderer.render(location.route, location.params, location.query)
+        assert prompt.startswith("<site>Recipes: A cookbook of quick dinners.</site>")
+
+
+def test_the_description_survives_quotes_backslashes_and_newlines(tmp_path: Path) -> None:
+    site = create_site("quotes", 'He said "hi" \\o/\n and left\x00.', tmp_path)
+    assert site.brief == 'He said "hi" \\o/ and left .'
+
+
+def test_an_existing_folder_is_never_overwritten(tmp_path: Path) -> None:
+    create_site("twice", "first", tmp_path)
+    with pytest.raises(FileExistsError):
+        create_site("twice", "second", tmp_path)
+    assert load_site(tmp_path / "twice").brief == "first"
+
+
+@pytest.mark.parametrize("name", ["Bad Name", "../escape", ".hidden", ""])
+def test_a_bad_name_is_a_config_error_and_leaves_nothing_behind(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SiteConfigError) as caught:
+        create_site(name, "x", tmp_path / "sites")
+    assert caught.value.key == "name" and caught.value.fix
+    leftovers = list((tmp_path / "sites").glob("*")) if (tmp_path / "sites").exists() else []
+    assert leftovers == []
+    assert not (tmp_path / "escape").exists()
+
+
+def test_title_from_name() -> None:
+    assert title_from_name("my-recipes") == "My Recipes" and title_from_name("x_y") == "X Y"

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR
+
+from genui.sites import ModelSettings, SiteConfigError, load_site, load_sites
+
+GOOD = """\
+name = "demo"
+title = "Demo"
+brief = "A demo site."
+stylesheet = "demo.css"
+
+[model]
+canvases = 3
+steps = 12
+
+[[routes]]
+pattern = "/"
+template = "home.j2"
+
+[[routes]]
+pattern = "/page/{name}"
+template = "page.j2"
+context = ["brief", "parent"]
+
+[[routes]]
+pattern = "/thread/{id}"
+template = "page.j2"
+posts = true
+
+[[routes]]
+pattern = "/find"
+template = "page.j2"
+query = ["q"]
+cache = "none"
+"""
+
+
+def write_site(root: Path, toml: str) -> Path:
+    (root / "prompts").mkdir(parents=True, exist_ok=True)
+    (root / "prompts" / "home.j2").write_text("<page>home</page>\n", encoding="utf-8")
+    (root / "prompts" / "page.j2").write_text("<page>page</page>\n", encoding="utf-8")
+    (root / "demo.css").write_text("", encoding="utf-8")
+    (root / "site.toml").write_text(toml, encoding="utf-8")
+    return root
+
+
+def test_every_example_site_loads() -> None:
+    sites = load_sites(SITES_DIR)
+    assert [site.name for site in sites] == ["forum", "os", "wiki"]
+    assert all(site.stylesheet_path() is not None and site.stylesheet_path().is_file() for site in sites)  # type: ignore[union-attr]
+
+
+def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
+    site = load_site(write_site(tmp_path, GOOD))
+    assert (site.name, site.title, site.brief, site.stylesheet) == ("demo", "Demo", "A demo site.", "demo.css")
+    assert site.model == ModelSettings(canvases=3, steps=12)
+    home, page, thread, find = site.routes
+    assert home.context == ("brief",) and home.cache == "forever" and not home.posts
+    assert page.params == ("name",) and page.context == ("brief", "parent")
+    assert thread.posts and "posts" in thread.context  # posts = true brings its context along
+    assert find.query == ("q",) and find.cache == "none"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ('name = "demo"', 'name = "Demo Site"', "name"),
+        ('name = "demo"\n', "", "name"),
+        ('title = "Demo"', "title = 3", "title"),
+        ('brief = "A demo site."', 'brief = "x"\ncolour = "red"', "colour"),
+        ('stylesheet = "demo.css"', 'stylesheet = "missing.css"', "stylesheet"),
+        ("canvases = 3", "canvases = 0", "model.canvases"),
+        ("steps = 12", "steps = true", "model.steps"),
+        ('pattern = "/"', 'pattern = "no-slash"', "routes[0].pattern"),
+        ('pattern = "/page/{name}"', 'pattern = "/page/{name:int}"', "routes[1].pattern"),
+        ('template = "home.j2"', 'template = "nope.j2"', "routes[0].template"),
+        ('template = "home.j2"', 'template = "../site.toml"', "routes[0].template"),
+        ('context = ["brief", "parent"]', 'context = ["brief", "weather"]', "routes[1].context"),
+        ('cache = "none"', 'cache = "sometimes"', "routes[3].cache"),
+        ("posts = true", 'posts = "yes"', "routes[2].posts"),
+        ('query = ["q"]', 'query = "q"', "routes[3].query"),
+        ('pattern = "/find"', 'pattern = "/"', "routes[3].pattern"),
+        ('title = "Demo"', 'title = "Demo', "-"),
+    ],
+)
+def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: str, key: str) -> None:
+    assert old in GOOD
+    write_site(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    error = caught.value
+    assert error.file == str(tmp_path / "site.toml") and error.key == key and error.fix
+    assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
+
+
+def test_no_routes_is_an_error(tmp_path: Path) -> None:
+    write_site(tmp_path, GOOD.split("[[routes]]")[0])
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes"
+
+
+def test_a_missing_site_toml_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert "genui new" in caught.value.fix

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from genui.store import MAX_POST, MAX_USER, PageKey, PostRejected, Store
+
+KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "pages.sqlite3")
+    yield store
+    store.close()
+
+
+def save(store: Store, key: PageKey = KEY, version: int = 1, html: str = "<h1>Hash table</h1>") -> None:
+    store.save_page(key, version, seed=version - 1, title="Hash table", html=html, seconds=0.5)
+
+
+def test_a_miss_then_a_hit_after_saving(store: Store) -> None:
+    assert store.page(KEY) is None
+    save(store)
+    page = store.page(KEY)
+    assert page is not None and page.html == "<h1>Hash table</h1>" and page.version == 1 and page.seed == 0
+
+
+def test_the_database_runs_in_wal_mode(tmp_path: Path, store: Store) -> None:
+    with closing(sqlite3.connect(tmp_path / "pages.sqlite3")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_pages_survive_reopening(tmp_path: Path) -> None:
+    first = Store(tmp_path / "db.sqlite3")
+    save(first)
+    first.close()
+    second = Store(tmp_path / "db.sqlite3")
+    assert second.page(KEY) is not None
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"model": "model-b"}, {"template": "t2"}, {"query": "q=x"}, {"posts": 7}, {"site": "forum"}, {"path": "/wiki/X"}],
+)
+def test_every_key_field_separates_pages(store: Store, changed: dict[str, object]) -> None:
+    save(store)
+    assert store.page(replace(KEY, **changed)) is None  # type: ignore[arg-type]
+
+
+def test_versions_are_kept_and_the_newest_is_the_default(store: Store) -> None:
+    save(store, version=1, html="first")
+    save(store, version=2, html="second")
+    newest, first = store.page(KEY), store.page(KEY, 1)
+    assert store.versions(KEY) == 2
+    assert newest is not None and newest.html == "second" and newest.version == 2
+    assert first is not None and first.html == "first"
+    assert store.page(KEY, 3) is None
+
+
+def test_saving_a_version_twice_keeps_the_first(store: Store) -> None:
+    save(store, html="first")
+    again = store.save_page(KEY, 1, seed=0, title="", html="second", seconds=0.1)
+    assert again.html == "first" and store.versions(KEY) == 1
+
+
+def test_a_failed_write_leaves_nothing_and_the_store_keeps_working(store: Store) -> None:
+    with pytest.raises(sqlite3.Error):
+        store.save_page(KEY, 1, seed=0, title="x", html=object(), seconds=0.1)  # type: ignore[arg-type]
+    assert store.page(KEY) is None
+    save(store)
+    assert store.page(KEY) is not None
+
+
+def test_title_is_the_newest_page_at_the_url_whatever_the_model(store: Store) -> None:
+    save(store)
+    store.save_page(replace(KEY, model="model-b"), 1, seed=0, title="Hash tables", html="", seconds=0.1)
+    assert store.title("wiki", "/wiki/Hash_table") == "Hash tables"
+    assert store.title("wiki", "/wiki/Elsewhere") is None
+
+
+def test_posts_are_stored_in_order_per_thread(store: Store) -> None:
+    first = store.add_post("forum", "/r/a/T", "ada", "  hello  ")
+    store.add_post("forum", "/r/a/Other", "bob", "elsewhere")
+    second = store.add_post("forum", "/r/a/T", "bob", "<b>hi</b>")
+    posts = store.posts("forum", "/r/a/T")
+    assert [(p.user, p.text) for p in posts] == [("ada", "hello"), ("bob", "<b>hi</b>")]
+    assert first.id < second.id
+
+
+@pytest.mark.parametrize(
+    ("user", "text"),
+    [("", "hi"), ("a b", "hi"), ("x" * (MAX_USER + 1), "hi"), ("ada", "   "), ("ada", "x" * (MAX_POST + 1))],
+)
+def test_bad_posts_are_rejected_and_not_stored(store: Store, user: str, text: str) -> None:
+    with pytest.raises(PostRejected):
+        store.add_post("forum", "/r/a/T", user, text)
+    assert store.posts("forum", "/r/a/T") == []
