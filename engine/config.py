@@ -30,8 +30,21 @@ class ModelShape:
     sliding_window: int = 2048
 
 
-TINY = ModelShape(vocab_size=512, hidden_size=64, layers=2, heads=2, kv_heads=1, head_dim=32, intermediate_size=128,
-                  experts=2, top_k_experts=1, expert_size=64, canvas_length=32, max_positions=512, sliding_window=512)
+TINY = ModelShape(
+    vocab_size=512,
+    hidden_size=64,
+    layers=2,
+    heads=2,
+    kv_heads=1,
+    head_dim=32,
+    intermediate_size=128,
+    experts=2,
+    top_k_experts=1,
+    expert_size=64,
+    canvas_length=32,
+    max_positions=512,
+    sliding_window=512,
+)
 SMALL = ModelShape()
 
 
@@ -58,7 +71,11 @@ def make_config(shape: ModelShape = SMALL) -> DiffusionGemmaConfig:
         bos_token_id=BOS_ID,
     )
     vision = Gemma4VisionConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
         head_dim=16,
     )
     return DiffusionGemmaConfig(

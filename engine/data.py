@@ -13,12 +13,8 @@ from pathlib import Path
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from engine.config import BOS_ID, EOS_ID, RESPONSE_ID
-
-
-def prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
-    """The encoder input for a prompt: <bos> prompt <response>. Generation uses exactly this."""
-    return [BOS_ID, *tokenizer.encode(prompt, add_special_tokens=False), RESPONSE_ID]
+from engine.config import EOS_ID
+from engine.generation import encode_prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +38,29 @@ class Packed:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, prompts=self.prompts, prompt_offsets=self.prompt_offsets, responses=self.responses,
-                            response_offsets=self.response_offsets, groups=self.groups, holdout=self.holdout,
-                            group_names=np.array(self.group_names))
+        np.savez_compressed(
+            path,
+            prompts=self.prompts,
+            prompt_offsets=self.prompt_offsets,
+            responses=self.responses,
+            response_offsets=self.response_offsets,
+            groups=self.groups,
+            holdout=self.holdout,
+            group_names=np.array(self.group_names),
+        )
 
     @classmethod
     def load(cls, path: Path) -> Packed:
         with np.load(path) as z:
-            return cls(z["prompts"], z["prompt_offsets"], z["responses"], z["response_offsets"], z["groups"],
-                       z["holdout"], tuple(str(g) for g in z["group_names"]))
+            return cls(
+                z["prompts"],
+                z["prompt_offsets"],
+                z["responses"],
+                z["response_offsets"],
+                z["groups"],
+                z["holdout"],
+                tuple(str(g) for g in z["group_names"]),
+            )
 
 
 def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, max_response: int) -> Packed:
@@ -63,7 +73,7 @@ def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, 
     with path.open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
-            p = prompt_ids(tokenizer, row["prompt"])
+            p = encode_prompt(tokenizer, row["prompt"])
             r = [*tokenizer.encode(row["html"], add_special_tokens=False), EOS_ID]
             if len(p) > max_prompt or len(r) > max_response:
                 continue
@@ -73,5 +83,12 @@ def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, 
             r_off.append(len(responses))
             groups.append(names.setdefault(row["site"], len(names)))
             held.append(bool(row["holdout"]))
-    return Packed(np.array(prompts, np.uint16), np.array(p_off, np.int64), np.array(responses, np.uint16),
-                  np.array(r_off, np.int64), np.array(groups, np.int16), np.array(held, bool), tuple(names))
+    return Packed(
+        np.array(prompts, np.uint16),
+        np.array(p_off, np.int64),
+        np.array(responses, np.uint16),
+        np.array(r_off, np.int64),
+        np.array(groups, np.int16),
+        np.array(held, bool),
+        tuple(names),
+    )

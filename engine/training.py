@@ -155,8 +155,9 @@ def diffusion_loss(
                 sc_logits = model(decoder_input_ids=noisy, **dec_kwargs).logits.detach()
         else:
             sc_mask = None
-    out = model(decoder_input_ids=noisy, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask,
-                **dec_kwargs)
+    out = model(
+        decoder_input_ids=noisy, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **dec_kwargs
+    )
     dec_loss = F.cross_entropy(out.logits.reshape(-1, vocab), clean.reshape(-1))
     loss = dec_loss + cfg.ar_weight * ar_loss
     return loss, {"loss": loss.item(), "diffusion": dec_loss.item(), "ar": ar_loss.item()}
@@ -202,16 +203,22 @@ def generation_config() -> DiffusionGemmaGenerationConfig:
     )
 
 
-def save_checkpoint(out: Path, model: DiffusionGemmaForBlockDiffusion, tokenizer: PreTrainedTokenizerFast,
-                    optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
-                    state: dict[str, object]) -> None:
+def save_checkpoint(
+    out: Path,
+    model: DiffusionGemmaForBlockDiffusion,
+    tokenizer: PreTrainedTokenizerFast,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    state: dict[str, object],
+) -> None:
     tmp = out.with_name(out.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config()
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **state},
-               tmp / "training_state.pt")
+    torch.save(
+        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **state}, tmp / "training_state.pt"
+    )
     if out.exists():
         old = out.with_name(out.name + ".old")
         out.rename(old)
@@ -261,8 +268,11 @@ def train(args: argparse.Namespace) -> None:
     params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup, cfg.steps)
     if saved is not None:
         optimizer.load_state_dict(saved["optimizer"])
@@ -291,24 +301,51 @@ def train(args: argparse.Namespace) -> None:
         if step % args.log_every == 0:
             now = time.time()
             rate = window_tokens / (now - window_start)
-            print(f"step {step:6d}/{cfg.steps} loss {parts['loss']:.3f} diffusion {np.mean(window):.3f} "
-                  f"ar {parts['ar']:.3f} lr {scheduler.get_last_lr()[0]:.2e} {rate:,.0f} tok/s "
-                  f"{tokens / 1e6:.2f}M tok", flush=True)
+            print(
+                f"step {step:6d}/{cfg.steps} loss {parts['loss']:.3f} diffusion {np.mean(window):.3f} "
+                f"ar {parts['ar']:.3f} lr {scheduler.get_last_lr()[0]:.2e} {rate:,.0f} tok/s "
+                f"{tokens / 1e6:.2f}M tok",
+                flush=True,
+            )
             window, window_tokens, window_start = [], 0, now
         if time.time() - last_save > args.save_minutes * 60:
             seconds += time.time() - last_save
             last_save = time.time()
             held = heldout_loss(model, packed, device)
             print(f"checkpoint step {step}: held-out diffusion loss {held:.3f}", flush=True)
-            save_checkpoint(args.out, model, tokenizer, optimizer, scheduler,
-                            {"step": step, "tokens": tokens, "seconds": seconds, "config": asdict(cfg),
-                             "heldout": held, "device": str(device)})
+            save_checkpoint(
+                args.out,
+                model,
+                tokenizer,
+                optimizer,
+                scheduler,
+                {
+                    "step": step,
+                    "tokens": tokens,
+                    "seconds": seconds,
+                    "config": asdict(cfg),
+                    "heldout": held,
+                    "device": str(device),
+                },
+            )
     seconds += time.time() - last_save
     held = heldout_loss(model, packed, device)
     print(f"final step {step}: held-out diffusion loss {held:.3f}; {tokens / 1e6:.2f}M tokens, {seconds / 3600:.2f} h")
-    save_checkpoint(args.out, model, tokenizer, optimizer, scheduler,
-                    {"step": step, "tokens": tokens, "seconds": seconds, "config": asdict(cfg), "heldout": held,
-                     "device": str(device)})
+    save_checkpoint(
+        args.out,
+        model,
+        tokenizer,
+        optimizer,
+        scheduler,
+        {
+            "step": step,
+            "tokens": tokens,
+            "seconds": seconds,
+            "config": asdict(cfg),
+            "heldout": held,
+            "device": str(device),
+        },
+    )
 
 
 def export(run: Path, dest: Path) -> None:
@@ -321,7 +358,7 @@ def export(run: Path, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.training", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/packed.npz"), help="packed corpus (engine.data)")
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--out", type=Path, default=Path("runs/small"), help="checkpoint folder; resumed if present")

@@ -1,4 +1,5 @@
-"""The ``genui`` command: serve sites, render one page, scaffold a site, list sites, benchmark the engine.
+"""The ``genui`` command: serve sites, render one page, scaffold a site, list sites; and, delegated to their
+modules, benchmark the engine, build the corpus, train a model and report its quality.
 
 Errors a user can fix (a bad site config, a model that will not load, an unknown site or path) print one line to
 stderr and exit with status 2; no traceback.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -125,10 +127,20 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
     return 0
 
 
-def _bench(argv: list[str]) -> int:
-    from engine.bench import main as bench_main
+# Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
+# They are imported only when asked for, since most of them import torch.
+DELEGATED = {
+    "bench": ("engine.bench", "benchmark the engine: diffusion vs autoregressive on one canvas"),
+    "corpus": ("genui.corpus", "build the default model's corpus from Debian's packaged text"),
+    "train": ("engine.training", "train (or resume training) a DiffusionGemma on a packed corpus"),
+    "quality": ("genui.quality", "the default model's quality report on held-out pages"),
+}
 
-    return bench_main(argv)
+
+def _delegate(name: str, argv: list[str]) -> int:
+    module = importlib.import_module(DELEGATED[name][0])
+    code: int = module.main(argv)
+    return code
 
 
 # -- plumbing ---------------------------------------------------------------------------------------------------
@@ -208,16 +220,17 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     listing.set_defaults(run=_list)
 
-    # Listed for --help only; main() hands everything after "bench" to engine.bench untouched.
-    commands.add_parser("bench", help="benchmark the engine (genui bench --help for its options)", add_help=False)
+    # Listed for --help only; main() hands everything after the command's name to its module untouched.
+    for name, (_, summary) in DELEGATED.items():
+        commands.add_parser(name, help=f"{summary} (genui {name} --help)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = None) -> int:
     """Run the genui command. ``load_engine`` replaces the default model loader (tests pass a fake)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        return _bench(argv[1:])
+    if argv[:1] and argv[0] in DELEGATED:
+        return _delegate(argv[0], argv[1:])
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args, load_engine or _default_loader)

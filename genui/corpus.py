@@ -69,7 +69,8 @@ def _b64(s: str) -> int:
 
 def read_dictd(name: str) -> Iterator[str]:
     """Raw entry texts of a dictd database (the .dict.dz file is gzip-compatible)."""
-    data = gzip.open(DICTD / f"{name}.dict.dz").read()
+    with gzip.open(DICTD / f"{name}.dict.dz") as f:
+        data = f.read()
     for line in (DICTD / f"{name}.index").read_text(encoding="utf-8").splitlines():
         word, offset, length = line.split("\t")[:3]
         if word.startswith("00database"):
@@ -101,7 +102,11 @@ def parse_entry(raw: str, jargon: bool) -> Entry | None:
             continue  # dates and citations
         if any(mark in para for mark in ("http", "ftp:", "@", "E-mail", "Address:", "Tel:")):
             continue  # addresses age badly and teach the model foreign URLs
-        if jargon and not paragraphs and (para.endswith((", n.", ", adj.", ", vt.", ", vi.")) or re.fullmatch(r"[a-z. ,]+", para)):
+        if (
+            jargon
+            and not paragraphs
+            and (para.endswith((", n.", ", adj.", ", vt.", ", vi.")) or re.fullmatch(r"[a-z. ,]+", para))
+        ):
             continue  # pronunciation and part of speech
         m = re.match(r"^((?:<[^>]+>\s*)+)", para)
         if m:
@@ -158,8 +163,11 @@ def read_packages(limit: int = 20000) -> list[Package]:
         rest = "\n".join("" if line.strip() == "." else line.strip() for line in rest.split("\n")).strip()
         if len(rest) < 60:
             continue
-        packages.append(Package(fields["Package"], fields.get("Version", "1.0"), fields.get("Section", "misc"),
-                                summary.strip(), rest))
+        packages.append(
+            Package(
+                fields["Package"], fields.get("Version", "1.0"), fields.get("Section", "misc"), summary.strip(), rest
+            )
+        )
         if len(packages) >= limit:
             break
     return packages
@@ -222,17 +230,32 @@ class Builder:
         self.fortunes = read_fortunes()
         self.packages = read_packages()
         self.tree = read_file_tree()
-        self.names = [w for w in Path("/usr/share/dict/words").read_text().split() if w.isalpha() and w.islower()
-                      and 3 <= len(w) <= 7] if Path("/usr/share/dict/words").exists() else ["user"]
+        self.names = (
+            [
+                w
+                for w in Path("/usr/share/dict/words").read_text().split()
+                if w.isalpha() and w.islower() and 3 <= len(w) <= 7
+            ]
+            if Path("/usr/share/dict/words").exists()
+            else ["user"]
+        )
 
     # -- helpers --------------------------------------------------------------------------------------------
 
     def _route(self, site: str, pattern: str) -> Route:
         return next(r for r in self.sites[site].routes if r.pattern == pattern)
 
-    def _example(self, site: str, pattern: str, path: str, params: dict[str, str], body: str,
-                 query: dict[str, str] | None = None, parent: Parent | None = None,
-                 posts: list[Post] | None = None) -> Example:
+    def _example(
+        self,
+        site: str,
+        pattern: str,
+        path: str,
+        params: dict[str, str],
+        body: str,
+        query: dict[str, str] | None = None,
+        parent: Parent | None = None,
+        posts: list[Post] | None = None,
+    ) -> Example:
         prompt = self.renderers[site].render(self._route(site, pattern), params, query, parent, posts)
         return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path))
 
@@ -251,7 +274,8 @@ class Builder:
 
     def _fit(self, head: str, parts: list[str], tail: str) -> str:
         """Whole paragraphs while they fit the character budget (a page is at most two canvases)."""
-        out, size = [], len(head) + len(tail)
+        out: list[str] = []
+        size = len(head) + len(tail)
         for part in parts:
             if size + len(part) > self.budget and out:
                 break
@@ -294,10 +318,14 @@ class Builder:
         items = []
         for e in hits:
             first = re.split(r"(?<=[.!?]) ", e.paragraphs[0])[0][:160]
-            items.append(f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a>'
-                         f"<p>{self._plain(first)}</p></li>\n")
-        body = self._fit(f'<div class="search">\n<h1>Search results for “{html.escape(query)}”</h1>\n<ul class="results">\n',
-                         items, "</ul>\n</div>")
+            items.append(
+                f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a><p>{self._plain(first)}</p></li>\n'
+            )
+        body = self._fit(
+            f'<div class="search">\n<h1>Search results for “{html.escape(query)}”</h1>\n<ul class="results">\n',
+            items,
+            "</ul>\n</div>",
+        )
         return self._example("wiki", "/search", f"/search?q={quote(query)}", {}, body, query={"q": query})
 
     def wiki_home(self) -> Example:
@@ -305,9 +333,11 @@ class Builder:
         others = self.rng.sample(list(self.entries.values()), 5)
         items = "".join(f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a></li>' for e in others)
         site = self.sites["wiki"]
-        body = (f'<div class="home">\n<h1>Welcome to {html.escape(site.title)}</h1>\n<p>{html.escape(site.brief)}</p>\n'
-                f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{html.escape(featured.title)}</a></h2>\n'
-                f"<p>{self._linkify(featured.paragraphs[0][:600])}</p>\n<h2>Other articles</h2>\n<ul>{items}</ul>\n</div>")
+        body = (
+            f'<div class="home">\n<h1>Welcome to {html.escape(site.title)}</h1>\n<p>{html.escape(site.brief)}</p>\n'
+            f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{html.escape(featured.title)}</a></h2>\n'
+            f"<p>{self._linkify(featured.paragraphs[0][:600])}</p>\n<h2>Other articles</h2>\n<ul>{items}</ul>\n</div>"
+        )
         return self._example("wiki", "/", "/", {}, body)
 
     # -- forum ------------------------------------------------------------------------------------------------
@@ -321,10 +351,14 @@ class Builder:
         if rng.random() < 0.35:
             entry = rng.choice(list(self.entries.values()))
             title = f"What is {entry.title}?"
-            post = rng.choice(["Someone at work keeps saying it. What does it mean?",
-                               "I saw this in an old manual. Can anyone explain?",
-                               "Heard it on a mailing list today. Is it still used?",
-                               "New here. What does it mean and where does it come from?"])
+            post = rng.choice(
+                [
+                    "Someone at work keeps saying it. What does it mean?",
+                    "I saw this in an old manual. Can anyone explain?",
+                    "Heard it on a mailing list today. Is it still used?",
+                    "New here. What does it mean and where does it come from?",
+                ]
+            )
             answers = [self._plain(entry.paragraphs[0][:350])] + [html.escape(rng.choice(pool)) for _ in range(3)]
         else:
             text = rng.choice(pool)
@@ -344,16 +378,21 @@ class Builder:
         for i, answer in enumerate(answers[: rng.randint(2, 4)]):
             reply = f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 40))}<p>{answer}</p>'
             if i == 0 and rng.random() < 0.5:
-                reply += (f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 9))}'
-                          f"<p>{html.escape(rng.choice(pool))}</p></div>")
+                reply += (
+                    f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 9))}'
+                    f"<p>{html.escape(rng.choice(pool))}</p></div>"
+                )
             replies.append(reply + "</div>\n")
-        head = (f'<div class="thread">\n<h1>{html.escape(title)}</h1>\n<div class="post"><p class="meta">posted by '
-                f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {rng.randint(1, 99)} points</p><p>{post}</p></div>\n'
-                f'<div class="replies">\n')
+        head = (
+            f'<div class="thread">\n<h1>{html.escape(title)}</h1>\n<div class="post"><p class="meta">posted by '
+            f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {rng.randint(1, 99)} points</p><p>{post}</p></div>\n'
+            f'<div class="replies">\n'
+        )
         body = self._fit(head, replies, "</div>\n</div>")
         s = slug(title)
-        return self._example("forum", "/r/{board}/{thread}", f"/r/{board}/{s}", {"board": board, "thread": s}, body,
-                             posts=posts)
+        return self._example(
+            "forum", "/r/{board}/{thread}", f"/r/{board}/{s}", {"board": board, "thread": s}, body, posts=posts
+        )
 
     def _thread_list(self, boards: list[str], n: int) -> str:
         rng = self.rng
@@ -362,38 +401,53 @@ class Builder:
             board = rng.choice(boards)
             text = rng.choice(self.fortunes[board])
             title = " ".join(re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]) or "Hello"
-            items.append(f'<li><a href="/r/{board}/{slug(title)}">{html.escape(title)}</a> <span class="meta">by '
-                         f"{username(rng, self.names)} in {board} · {rng.randint(1, 99)} points · "
-                         f"{rng.randint(0, 30)} replies</span></li>\n")
+            items.append(
+                f'<li><a href="/r/{board}/{slug(title)}">{html.escape(title)}</a> <span class="meta">by '
+                f"{username(rng, self.names)} in {board} · {rng.randint(1, 99)} points · "
+                f"{rng.randint(0, 30)} replies</span></li>\n"
+            )
         return "".join(items)
 
     def forum_board(self, board: str) -> Example:
-        body = (f'<div class="board">\n<h1>r/{board}</h1>\n<ul class="threads">\n{self._thread_list([board], 6)}</ul>\n'
-                "</div>")
+        body = (
+            f'<div class="board">\n<h1>r/{board}</h1>\n<ul class="threads">\n{self._thread_list([board], 6)}</ul>\n'
+            "</div>"
+        )
         return self._example("forum", "/r/{board}", f"/r/{board}", {"board": board}, body)
 
     def forum_front(self) -> Example:
         boards = sorted(self.fortunes)
         shown = self.rng.sample(boards, min(6, len(boards)))
         links = "".join(f'<li><a href="/r/{b}">{b}</a></li>' for b in shown)
-        body = (f'<div class="front">\n<h1>{html.escape(self.sites["forum"].title)}</h1>\n<ul class="threads">\n'
-                f"{self._thread_list(boards, 5)}</ul>\n<h2>Boards</h2>\n<ul class=\"boards\">{links}</ul>\n</div>")
+        body = (
+            f'<div class="front">\n<h1>{html.escape(self.sites["forum"].title)}</h1>\n<ul class="threads">\n'
+            f'{self._thread_list(boards, 5)}</ul>\n<h2>Boards</h2>\n<ul class="boards">{links}</ul>\n</div>'
+        )
         return self._example("forum", "/", "/", {}, body)
 
     # -- os -----------------------------------------------------------------------------------------------------
 
     def _window(self, title: str, inner: str) -> str:
-        return f'<div class="window">\n<div class="titlebar">{html.escape(title)}</div>\n<div class="body">\n{inner}\n</div>\n</div>'
+        bar = f'<div class="titlebar">{html.escape(title)}</div>'
+        return f'<div class="window">\n{bar}\n<div class="body">\n{inner}\n</div>\n</div>'
 
     def os_desktop(self) -> Example:
         rng = self.rng
-        icons = [("Home", "/files/home/user"), ("Documents", "/files/usr/share/doc"), ("Terminal", "/terminal?cmd=ls"),
-                 ("Settings", "/settings/display"), ("Browser", "/browser?url=genpedia.org/wiki/Unix"),
-                 ("Programs", "/files/usr/bin"), ("Notes", "/view/home/user/notes.txt")]
+        icons = [
+            ("Home", "/files/home/user"),
+            ("Documents", "/files/usr/share/doc"),
+            ("Terminal", "/terminal?cmd=ls"),
+            ("Settings", "/settings/display"),
+            ("Browser", "/browser?url=genpedia.org/wiki/Unix"),
+            ("Programs", "/files/usr/bin"),
+            ("Notes", "/view/home/user/notes.txt"),
+        ]
         rng.shuffle(icons)
         links = "".join(f'<a class="icon" href="{href}">{name}</a>' for name, href in icons[: rng.randint(4, 7)])
         note = html.escape(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
-        body = f'<div class="desktop">\n<div class="icons">{links}</div>\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
+        body = (
+            f'<div class="desktop">\n<div class="icons">{links}</div>\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
+        )
         return self._example("os", "/", "/", {}, body)
 
     def os_files(self, directory: str) -> Example:
@@ -406,8 +460,11 @@ class Builder:
             else:
                 items.append(f'<li class="file"><a href="/view{full}">{name}</a></li>')
         up = directory.rsplit("/", 1)[0] or "/"
-        inner = f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {directory}</p>\n<ul class="files">' \
-                + "\n".join(items) + "</ul>"
+        inner = (
+            f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {directory}</p>\n<ul class="files">'
+            + "\n".join(items)
+            + "</ul>"
+        )
         body = self._window(f"Files — {directory}", inner)
         path = directory.lstrip("/")
         return self._example("os", "/files/{path:path}", f"/files/{path}", {"path": path}, body)
@@ -426,8 +483,10 @@ class Builder:
             pkg = rng.choice(self.packages)
             cmd = f"apt show {pkg.name}"
             desc = "\n ".join(pkg.description.split("\n"))[:700]
-            out = (f"Package: {pkg.name}\nVersion: {pkg.version}\nSection: {pkg.section}\n"
-                   f"Description: {pkg.summary}\n {desc}")
+            out = (
+                f"Package: {pkg.name}\nVersion: {pkg.version}\nSection: {pkg.section}\n"
+                f"Description: {pkg.summary}\n {desc}"
+            )
         elif kind < 0.8:
             directory = rng.choice([d for d in self.tree if len(self.tree[d]) > 2])
             cmd = f"ls {directory}"
@@ -440,20 +499,45 @@ class Builder:
         return self._example("os", "/terminal", f"/terminal?cmd={quote(cmd)}", {}, body, query={"cmd": cmd})
 
     SETTINGS = {
-        "display": [("Resolution", ["1920 × 1080", "1280 × 800", "2560 × 1440"]), ("Scale", ["100%", "125%", "200%"]),
-                    ("Night light", ["On", "Off"]), ("Refresh rate", ["60 Hz", "75 Hz", "144 Hz"])],
-        "network": [("Wi-Fi", ["Connected", "Off"]), ("Network", ["home", "office", "cafe"]),
-                    ("IP address", ["192.168.1.23", "10.0.0.7"]), ("Proxy", ["None", "Automatic"])],
-        "sound": [("Output", ["Speakers", "Headphones"]), ("Volume", ["40%", "75%", "100%"]),
-                  ("Input", ["Internal microphone", "Headset"]), ("Alert sound", ["Bark", "Drip", "Glass"])],
-        "keyboard": [("Layout", ["English (US)", "German", "French"]), ("Repeat delay", ["Short", "Long"]),
-                     ("Caps Lock", ["Caps Lock", "Ctrl"])],
-        "users": [("Name", ["user", "guest", "admin"]), ("Account type", ["Standard", "Administrator"]),
-                  ("Automatic login", ["On", "Off"])],
-        "about": [("Operating system", ["GenOS 1.0"]), ("Memory", ["4 GiB", "8 GiB", "16 GiB"]),
-                  ("Processor", ["2 cores", "4 cores"]), ("Disk", ["64 GB", "256 GB"])],
-        "appearance": [("Style", ["Light", "Dark"]), ("Accent colour", ["Blue", "Green", "Orange"]),
-                       ("Icon size", ["Small", "Large"])],
+        "display": [
+            ("Resolution", ["1920 × 1080", "1280 × 800", "2560 × 1440"]),
+            ("Scale", ["100%", "125%", "200%"]),
+            ("Night light", ["On", "Off"]),
+            ("Refresh rate", ["60 Hz", "75 Hz", "144 Hz"]),
+        ],
+        "network": [
+            ("Wi-Fi", ["Connected", "Off"]),
+            ("Network", ["home", "office", "cafe"]),
+            ("IP address", ["192.168.1.23", "10.0.0.7"]),
+            ("Proxy", ["None", "Automatic"]),
+        ],
+        "sound": [
+            ("Output", ["Speakers", "Headphones"]),
+            ("Volume", ["40%", "75%", "100%"]),
+            ("Input", ["Internal microphone", "Headset"]),
+            ("Alert sound", ["Bark", "Drip", "Glass"]),
+        ],
+        "keyboard": [
+            ("Layout", ["English (US)", "German", "French"]),
+            ("Repeat delay", ["Short", "Long"]),
+            ("Caps Lock", ["Caps Lock", "Ctrl"]),
+        ],
+        "users": [
+            ("Name", ["user", "guest", "admin"]),
+            ("Account type", ["Standard", "Administrator"]),
+            ("Automatic login", ["On", "Off"]),
+        ],
+        "about": [
+            ("Operating system", ["GenOS 1.0"]),
+            ("Memory", ["4 GiB", "8 GiB", "16 GiB"]),
+            ("Processor", ["2 cores", "4 cores"]),
+            ("Disk", ["64 GB", "256 GB"]),
+        ],
+        "appearance": [
+            ("Style", ["Light", "Dark"]),
+            ("Accent colour", ["Blue", "Green", "Orange"]),
+            ("Icon size", ["Small", "Large"]),
+        ],
     }
 
     def os_settings(self, panel: str) -> Example:
@@ -467,7 +551,9 @@ class Builder:
     def os_browser(self, entry: Entry) -> Example:
         url = f"genpedia.org/wiki/{slug(entry.title)}"
         paras = [f"<p>{self._plain(p)}</p>\n" for p in entry.paragraphs]
-        inner = self._fit(f'<p class="address">{html.escape(url)}</p>\n<h1>{html.escape(entry.title)}</h1>\n', paras, "")
+        inner = self._fit(
+            f'<p class="address">{html.escape(url)}</p>\n<h1>{html.escape(entry.title)}</h1>\n', paras, ""
+        )
         body = self._window(f"Browser — {entry.title}", inner)
         return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
 
@@ -506,10 +592,16 @@ class Builder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m genui.corpus", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui corpus", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/corpus.jsonl"), help="JSONL file to write")
     parser.add_argument("--sites-dir", type=Path, default=Path(__file__).resolve().parents[1] / "sites")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"), help="where to save the new BPE")
+    parser.add_argument("--vocab", type=int, default=4096, help="BPE vocabulary size (default: %(default)s)")
+    parser.add_argument("--packed", type=Path, default=Path("data/packed.npz"), help="packed token ids for training")
+    parser.add_argument("--max-prompt", type=int, default=96, help="longest prompt kept, in tokens")
+    parser.add_argument("--max-response", type=int, default=512, help="longest page kept, in tokens (2 canvases)")
+    parser.add_argument("--text-only", action="store_true", help="write the JSONL only: no tokenizer, no packing")
     args = parser.parse_args(argv)
     sites = {s.name: s for s in load_sites(args.sites_dir) if s.name in ("wiki", "forum", "os")}
     builder = Builder(sites, seed=args.seed)
@@ -521,12 +613,38 @@ def main(argv: list[str] | None = None) -> int:
             if (ex.site, ex.path) in seen:
                 continue
             seen.add((ex.site, ex.path))
-            f.write(json.dumps({"site": ex.site, "path": ex.path, "prompt": ex.prompt, "html": ex.html,
-                                "holdout": ex.holdout}, ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {"site": ex.site, "path": ex.path, "prompt": ex.prompt, "html": ex.html, "holdout": ex.holdout},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
             counts[(ex.site, ex.holdout)] = counts.get((ex.site, ex.holdout), 0) + 1
     for (site, held), n in sorted(counts.items()):
         print(f"{site:6} {'holdout' if held else 'train':8} {n:7d}", file=sys.stderr)
+    if not args.text_only:
+        pack(args.out, args.tokenizer, args.vocab, args.packed, args.max_prompt, args.max_response)
     return 0
+
+
+def pack(corpus: Path, tokenizer_dir: Path, vocab: int, packed_path: Path, max_prompt: int, max_response: int) -> None:
+    """Train the byte-level BPE on the corpus and write the packed token ids that training reads."""
+    from engine.data import pack_jsonl  # torch and transformers only for this step
+    from engine.tokenizer import train_tokenizer
+
+    def texts() -> Iterator[str]:
+        with corpus.open(encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                yield row["prompt"]
+                yield row["html"]
+
+    tokenizer = train_tokenizer(texts(), vocab_size=vocab)
+    tokenizer.save_pretrained(tokenizer_dir)
+    packed = pack_jsonl(corpus, tokenizer, max_prompt=max_prompt, max_response=max_response)
+    packed.save(packed_path)
+    print(f"{len(packed)} pages packed ({len(packed.responses)} response tokens) into {packed_path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

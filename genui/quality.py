@@ -21,8 +21,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from engine.frames import DoneFrame, GenerationRequest, TextEngine
-from genui.prompts import PromptRenderer
+from engine.frames import DoneFrame, TextEngine
+from genui.pages import SiteRuntime
 from genui.routing import BadRequest, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
@@ -150,27 +150,28 @@ class PageResult:
     seconds: float
 
 
-async def generate_pages(engine: TextEngine, sites: dict[str, Site], pages: list[tuple[str, str]], seed: int,
-                         progress: Callable[[str], None] | None = None) -> list[PageResult]:
-    routers = {name: SiteRouter(site) for name, site in sites.items()}
-    renderers = {name: PromptRenderer(site) for name, site in sites.items()}
+async def generate_pages(
+    engine: TextEngine,
+    sites: dict[str, Site],
+    pages: list[tuple[str, str]],
+    seed: int,
+    progress: Callable[[str], None] | None = None,
+) -> list[PageResult]:
+    """Generate each page exactly as the app would (same route, prompt and request), sanitised."""
+    runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
     results = []
     for name, url in pages:
-        parts = urlsplit(url)
-        location = routers[name].resolve(parts.path, parse_qsl(parts.query))
+        runtime = runtimes[name]
+        location = runtime.locate(url)
         if location is None:
             raise ValueError(f"held-out page {name}{url} matches no route")
-        prompt = renderers[name].render(location.route, location.params, location.query)
-        site = sites[name]
-        request = GenerationRequest(prompt=prompt, max_canvases=site.model.canvases, max_steps=site.model.steps,
-                                    seed=seed)
+        prompt = runtime.prompts.render(location.route, location.params, location.query)
         done = None
-        async for frame in engine.stream(request):
+        async for frame in engine.stream(runtime.request(prompt, seed)):
             if isinstance(frame, DoneFrame):
                 done = frame
         assert done is not None
-        results.append(PageResult(name, url, sanitize_html(done.text), [c.steps for c in done.canvases],
-                                  done.seconds))
+        results.append(PageResult(name, url, sanitize_html(done.text), [c.steps for c in done.canvases], done.seconds))
         if progress:
             progress(f"{name}{url}: {done.seconds:.1f}s")
     return results
@@ -185,17 +186,19 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
         hrefs = [h for s in shapes for h in s.hrefs]
         steps = [n for r in rows for n in r.steps]
-        out.append(SiteReport(
-            site=name,
-            pages=len(rows),
-            skeleton=sum(skeleton_ok(name, r.path, r.html) for r in rows) / len(rows),
-            dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
-            valid_links=sum(link_valid(router, h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
-            links=len(hrefs),
-            distinct_2=distinct_2(" ".join(s.text) for s in shapes),
-            steps_per_canvas=sum(steps) / len(steps) if steps else 0.0,
-            seconds_per_page=sum(r.seconds for r in rows) / len(rows),
-        ))
+        out.append(
+            SiteReport(
+                site=name,
+                pages=len(rows),
+                skeleton=sum(skeleton_ok(name, r.path, r.html) for r in rows) / len(rows),
+                dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
+                valid_links=sum(link_valid(router, h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
+                links=len(hrefs),
+                distinct_2=distinct_2(" ".join(s.text) for s in shapes),
+                steps_per_canvas=sum(steps) / len(steps) if steps else 0.0,
+                seconds_per_page=sum(r.seconds for r in rows) / len(rows),
+            )
+        )
     return out
 
 
@@ -216,18 +219,29 @@ def heldout_pages(corpus: Path, per_site: int) -> list[tuple[str, str]]:
 
 
 def print_table(rows: list[SiteReport]) -> None:
-    head = ("site", "pages", "skeleton", "dict words", "valid links", "distinct-2", "steps/canvas", "s/page",
-            "held-out loss")
+    head = (
+        "site",
+        "pages",
+        "skeleton",
+        "dict words",
+        "valid links",
+        "distinct-2",
+        "steps/canvas",
+        "s/page",
+        "held-out loss",
+    )
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for r in rows:
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
-        print(f"{r.site} | {r.pages} | {r.skeleton:.1%} | {r.dictionary_words:.1%} | {r.valid_links:.1%} ({r.links}) | "
-              f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss}")
+        print(
+            f"{r.site} | {r.pages} | {r.skeleton:.1%} | {r.dictionary_words:.1%} | {r.valid_links:.1%} ({r.links}) | "
+            f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m genui.quality", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: CUDA when there is one)")
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by genui.corpus")
@@ -251,8 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     sites = {s.name: s for s in load_sites(args.sites_dir)}
     dictionary = load_dictionary()
     engine = load_engine(args.model, device=args.device)
-    results = asyncio.run(generate_pages(engine, sites, pages, args.seed,
-                                         progress=None if args.json else lambda m: print(m, file=sys.stderr)))
+    results = asyncio.run(
+        generate_pages(
+            engine, sites, pages, args.seed, progress=None if args.json else lambda m: print(m, file=sys.stderr)
+        )
+    )
     rows = report(results, sites, dictionary)
     if args.packed:
         from engine.data import Packed
@@ -264,8 +281,15 @@ def main(argv: list[str] | None = None) -> int:
             if row.site in packed.group_names:
                 group = packed.group_names.index(row.site)
                 keep = packed.holdout & (packed.groups == group)
-                only = Packed(packed.prompts, packed.prompt_offsets, packed.responses, packed.response_offsets,
-                              packed.groups, keep, packed.group_names)
+                only = Packed(
+                    packed.prompts,
+                    packed.prompt_offsets,
+                    packed.responses,
+                    packed.response_offsets,
+                    packed.groups,
+                    keep,
+                    packed.group_names,
+                )
                 row.heldout_loss = heldout_loss(model, only, engine.loaded.device)
     if args.json:
         print(json.dumps({"model": engine.model_id, "seed": args.seed, "sites": [asdict(r) for r in rows]}, indent=1))

@@ -100,7 +100,9 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         )
     template = _expect(file, data, "template", str, 'add template = "page.j2" (a file in prompts/)', where=where)
     if "/" in template or "\\" in template or template.startswith("."):
-        raise SiteConfigError(file, f"{where}template", f"{template!r} is not a plain file name", "name a file in prompts/")
+        raise SiteConfigError(
+            file, f"{where}template", f"{template!r} is not a plain file name", "name a file in prompts/"
+        )
     if not (root / "prompts" / template).is_file():
         raise SiteConfigError(
             file, f"{where}template", f"{root / 'prompts' / template} does not exist", "create it or fix the name"
@@ -108,7 +110,9 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     context = _string_list(file, data, "context", where, ("brief",))
     for kind in context:
         if kind not in CONTEXT_KINDS:
-            raise SiteConfigError(file, f"{where}context", f"unknown context {kind!r}", f"use some of {list(CONTEXT_KINDS)}")
+            raise SiteConfigError(
+                file, f"{where}context", f"unknown context {kind!r}", f"use some of {list(CONTEXT_KINDS)}"
+            )
     query = _string_list(file, data, "query", where, ())
     cache = data.get("cache", "forever")
     if cache not in CACHE_POLICIES:
@@ -137,13 +141,18 @@ def load_site(root: Path | str) -> Site:
             raise SiteConfigError(file, key, "unknown key", f"remove it; top-level keys are {sorted(known)}")
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
     if not _NAME.match(name):
-        raise SiteConfigError(file, "name", f"{name!r} is not a valid site name", "use lower case letters, digits, - or _")
+        raise SiteConfigError(
+            file, "name", f"{name!r} is not a valid site name", "use lower case letters, digits, - or _"
+        )
     title = _expect(file, data, "title", str, 'add title = "My Site"')
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     stylesheet = data.get("stylesheet")
-    if stylesheet is not None:
-        if not isinstance(stylesheet, str) or "/" in stylesheet or not (root / stylesheet).is_file():
-            raise SiteConfigError(file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder")
+    if stylesheet is not None and (
+        not isinstance(stylesheet, str) or "/" in stylesheet or not (root / stylesheet).is_file()
+    ):
+        raise SiteConfigError(
+            file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder"
+        )
     model = ModelSettings()
     if "model" in data:
         table = data["model"]
@@ -156,11 +165,15 @@ def load_site(root: Path | str) -> Site:
         steps = table.get("steps", model.steps)
         for key, value, top in (("canvases", canvases, 16), ("steps", steps, 256)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise SiteConfigError(file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}")
+                raise SiteConfigError(
+                    file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}"
+                )
         model = ModelSettings(canvases=canvases, steps=steps)
     raw_routes = data.get("routes")
     if not isinstance(raw_routes, list) or not raw_routes:
-        raise SiteConfigError(file, "routes", "no routes", 'add at least one [[routes]] table with pattern and template')
+        raise SiteConfigError(
+            file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"
+        )
     routes = tuple(_load_route(file, root, i, r) for i, r in enumerate(raw_routes))
     seen: set[str] = set()
     for i, route in enumerate(routes):

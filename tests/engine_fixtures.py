@@ -7,12 +7,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import DiffusionGemmaForBlockDiffusion, PreTrainedTokenizerFast
+from transformers import DiffusionGemmaForBlockDiffusion
 
-from engine.config import SPECIAL_TOKENS, TINY, make_config
+from engine.config import TINY, make_config
 from engine.frames import Frame
 from engine.loading import LoadedModel, load_model
+from engine.tokenizer import train_tokenizer
 
 SENTENCES = [
     "<html><body><h1>Hash table</h1><p>A hash table maps keys to values.</p></body></html>",
@@ -23,18 +23,7 @@ SENTENCES = [
 
 def build_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
     """Write a random TINY-shaped model and a byte-level BPE tokenizer into ``folder``; return it."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=TINY.vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),  # first, so their ids are engine.config's
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(SENTENCES * 4, trainer)
-    PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
-    ).save_pretrained(folder)
+    train_tokenizer(SENTENCES * 4, vocab_size=TINY.vocab_size).save_pretrained(folder)
     torch.manual_seed(seed)
     DiffusionGemmaForBlockDiffusion(make_config(TINY)).save_pretrained(folder)
     return folder

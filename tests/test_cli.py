@@ -20,7 +20,7 @@ def fake_loader(model: str | None, device: str | None) -> FakeEngine:
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        ([], ["serve", "render", "new", "sites", "bench"]),
+        ([], ["serve", "render", "new", "sites", "bench", "corpus", "train", "quality"]),
         (["serve"], ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--db", "127.0.0.1", "8000"]),
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device"]),
         (["new"], ["NAME", "--description", "--dir"]),

@@ -9,7 +9,9 @@ from genui.routing import SiteRouter
 from genui.sites import load_sites
 
 SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
-ARTICLE = '<article class="wiki"><h1>Hash table</h1><p>A table.</p><p>See <a href="/wiki/Array">array</a>.</p></article>'
+ARTICLE = (
+    '<article class="wiki"><h1>Hash table</h1><p>A table.</p><p>See <a href="/wiki/Array">array</a>.</p></article>'
+)
 
 
 def test_wiki_article_needs_its_title_in_h1_and_two_paragraphs() -> None:
@@ -25,8 +27,10 @@ def test_unbalanced_html_is_not_well_formed() -> None:
 
 
 def test_forum_thread_needs_a_post_and_two_replies() -> None:
-    page = ('<div class="thread"><h1>t</h1><div class="post"><p>x</p></div><div class="replies">'
-            '<div class="reply"><p>a</p></div><div class="reply"><p>b</p></div></div></div>')
+    page = (
+        '<div class="thread"><h1>t</h1><div class="post"><p>x</p></div><div class="replies">'
+        '<div class="reply"><p>a</p></div><div class="reply"><p>b</p></div></div></div>'
+    )
     assert skeleton_ok("forum", "/r/computers/Hello", page)
     assert not skeleton_ok("forum", "/r/computers/Hello", page.replace('class="reply"', 'class="x"', 1))
 

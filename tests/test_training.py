@@ -11,7 +11,8 @@ import torch
 from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
 
 from engine.config import EOS_ID, PAD_ID, TINY, make_config
-from engine.data import Packed, pack_jsonl, prompt_ids
+from engine.data import Packed, pack_jsonl
+from engine.generation import encode_prompt
 from engine.tokenizer import train_tokenizer
 from engine.training import Batch, TrainConfig, _masks, diffusion_loss, main, make_batch
 
@@ -33,11 +34,19 @@ def test_one_pass_over_all_canvases_matches_one_decoder_call_per_canvas() -> Non
     text_config = model.config.get_text_config()
     with torch.no_grad():
         cache = DynamicCache(config=text_config)
-        model.model.encoder(input_ids=ids, attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
-                            past_key_values=cache, position_ids=torch.arange(ids.shape[1])[None], use_cache=True)
-        together = model(decoder_input_ids=noisy, past_key_values=cache,
-                         decoder_attention_mask={"full_attention": dec_mask, "sliding_attention": dec_mask},
-                         decoder_position_ids=torch.arange(prompt_len, prompt_len + k * c)[None]).logits
+        model.model.encoder(
+            input_ids=ids,
+            attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
+            past_key_values=cache,
+            position_ids=torch.arange(ids.shape[1])[None],
+            use_cache=True,
+        )
+        together = model(
+            decoder_input_ids=noisy,
+            past_key_values=cache,
+            decoder_attention_mask={"full_attention": dec_mask, "sliding_attention": dec_mask},
+            decoder_position_ids=torch.arange(prompt_len, prompt_len + k * c)[None],
+        ).logits
         for canvas in range(k):
             alone = DynamicCache(config=text_config)
             model.model.encoder(input_ids=ids[:1, : prompt_len + canvas * c], past_key_values=alone, use_cache=True)
@@ -62,8 +71,16 @@ def test_decoder_mask_hides_the_clean_copy_of_its_own_and_later_canvases() -> No
 
 
 def _corpus(tmp_path: Path) -> tuple[Path, Path]:
-    rows = [{"site": "wiki" if i % 2 else "forum", "path": f"/p{i}", "prompt": f"<page>{i}</page>",
-             "html": f"<p>page number {i} says hello</p>", "holdout": i < 2} for i in range(24)]
+    rows = [
+        {
+            "site": "wiki" if i % 2 else "forum",
+            "path": f"/p{i}",
+            "prompt": f"<page>{i}</page>",
+            "html": f"<p>page number {i} says hello</p>",
+            "holdout": i < 2,
+        }
+        for i in range(24)
+    ]
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tok = train_tokenizer((t for r in rows for t in (r["prompt"], r["html"])), vocab_size=TINY.vocab_size)
@@ -83,7 +100,7 @@ def test_packed_corpus_round_trips_and_ends_every_response_with_eos(tmp_path: Pa
     from engine.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tok_path)
-    assert list(packed.prompt(3)) == prompt_ids(tok, "<page>3</page>")
+    assert list(packed.prompt(3)) == encode_prompt(tok, "<page>3</page>")
 
 
 def test_loss_goes_down_when_the_model_sees_the_same_batch_again(tmp_path: Path) -> None:
@@ -105,8 +122,24 @@ def test_loss_goes_down_when_the_model_sees_the_same_batch_again(tmp_path: Path)
 def test_training_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     packed, tok = _corpus(tmp_path)
     out = tmp_path / "run"
-    args = ["--data", str(packed), "--tokenizer", str(tok), "--out", str(out), "--device", "cpu", "--steps", "6",
-            "--canvas-tokens", "64", "--shape", "tiny", "--log-every", "1"]
+    args = [
+        "--data",
+        str(packed),
+        "--tokenizer",
+        str(tok),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--steps",
+        "6",
+        "--canvas-tokens",
+        "64",
+        "--shape",
+        "tiny",
+        "--log-every",
+        "1",
+    ]
     assert main([*args, "--minutes", "0.0001"]) == 0
     first = torch.load(out / "training_state.pt", weights_only=False)["step"]
     assert 1 <= first < 6
