@@ -252,13 +252,18 @@ def train(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     packed = Packed.load(args.data)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(args.tokenizer))
-    cfg = TrainConfig(steps=args.steps, lr=args.lr, canvas_tokens=args.canvas_tokens)
+    cfg = TrainConfig(steps=args.steps or TrainConfig.steps, lr=args.lr, canvas_tokens=args.canvas_tokens)
     state_file = args.out / "training_state.pt"
     if state_file.exists():
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.out, dtype=torch.float32)
         saved = torch.load(state_file, map_location="cpu", weights_only=False)
         step, tokens, seconds = saved["step"], saved["tokens"], saved["seconds"]
         cfg = TrainConfig(**saved["config"])
+        if args.steps and args.steps != cfg.steps:
+            # A new length re-shapes the rest of the cosine schedule from the current step on (e.g. to anneal a
+            # CPU run early, or to continue it for longer on a GPU).
+            print(f"schedule length {cfg.steps} -> {args.steps} steps")
+            cfg.steps = args.steps
         print(f"resuming {args.out} at step {step} ({tokens / 1e6:.1f}M canvas tokens, {seconds / 3600:.2f} h)")
     else:
         torch.manual_seed(cfg.seed)
@@ -363,7 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--out", type=Path, default=Path("runs/small"), help="checkpoint folder; resumed if present")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="total steps of the run (new runs)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help=f"total steps of the run's schedule (new runs: {TrainConfig.steps}; a resumed run "
+        "keeps its own unless given)",
+    )
     parser.add_argument("--lr", type=float, default=TrainConfig.lr)
     parser.add_argument("--canvas-tokens", type=int, default=TrainConfig.canvas_tokens)
     parser.add_argument("--minutes", type=float, default=60.0, help="stop this invocation after so many minutes")

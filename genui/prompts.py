@@ -47,6 +47,10 @@ class PromptRenderer:
                 raise SiteConfigError(
                     site.prompts_dir / route.template, "template", f"Jinja2 error: {err}", "fix the template syntax"
                 ) from None
+            except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
+                raise SiteConfigError(
+                    site.prompts_dir / route.template, "template", f"not UTF-8 ({err})", "save the file as UTF-8"
+                ) from None
             source = (site.prompts_dir / route.template).read_bytes()
             self._versions[route.template] = hashlib.sha256(source).hexdigest()[:16]
 

@@ -135,6 +135,8 @@ def load_site(root: Path | str) -> Site:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise SiteConfigError(file, "-", f"not valid TOML ({err})", "fix the syntax at the position given") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise SiteConfigError(file, "-", "arrays or tables nested too deeply", "flatten the nesting") from None
     known = {"name", "title", "brief", "stylesheet", "model", "routes"}
     for key in data:
         if key not in known:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -25,9 +26,11 @@ from engine.frames import EngineError, EngineOverloaded
 from genui.pages import Job
 from genui.routing import VERSION_KEY, BadRequest
 from genui.store import StoredPage
-from genui.views import Views, same_origin
+from genui.views import Views, is_number, same_origin
 
 POLICY_VIOLATION = 1008  # WebSocket close code: refused before the handshake (another site's page)
+INTERNAL_ERROR = 1011  # WebSocket close code: the server hit a bug
+log = logging.getLogger("genui")
 
 
 class Stream:
@@ -50,11 +53,15 @@ class Stream:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        finished = pump.done() and not pump.cancelled() and pump.exception() is None
-        if finished and gone.cancelled():  # cancelled above: the client was still there when the page was done
+        ended = pump.done() and not pump.cancelled()
+        error = pump.exception() if ended else None
+        if error is not None and not isinstance(error, WebSocketDisconnect | OSError):  # OSError: uvicorn's disconnect
+            # A bug: log it, and close rather than leave the client waiting on an open socket for ever.
+            log.error("stream %s failed", websocket.url.query, exc_info=error)
+        if ended and gone.cancelled():  # cancelled above: the client was still there when the pump ended
             # It closes its side as soon as the final page lands, so it may be gone by now all the same.
-            with contextlib.suppress(WebSocketDisconnect):
-                await websocket.close()
+            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
+                await websocket.close(code=1000 if error is None else INTERNAL_ERROR)
 
     async def _pump(self, websocket: WebSocket) -> None:
         views, pages = self.views, self.views.pages
@@ -69,7 +76,7 @@ class Stream:
         except BadRequest as err:
             await websocket.send_text(views.shell.part("failed", str(err), None))
             return
-        if location is None or (raw_version and not raw_version.isdigit()):
+        if location is None or (raw_version and not is_number(raw_version, 7)):
             await websocket.send_text(views.shell.part("failed", "No page lives at this address.", None))
             return
         job = pages.job(runtime, location, params.get("from"))

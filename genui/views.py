@@ -31,7 +31,18 @@ REGENERATE_PATH = "/_genui/regenerate"
 def same_origin(connection: HTTPConnection) -> bool:
     """False for a browser request made by another site's page (browsers send Origin with every POST and WebSocket)."""
     origin = connection.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == connection.headers.get("host")
+    if origin is None:
+        return True
+    try:
+        return urlsplit(origin).netloc == connection.headers.get("host")
+    except ValueError:  # not a URL at all ("http://["): no page of this site sent it
+        return False
+
+
+def is_number(raw: str, digits: int) -> bool:
+    """``raw`` is 1 to ``digits`` ASCII digits. (str.isdigit() also takes "²", which int() refuses, and int() refuses
+    more than 4,300 digits.)"""
+    return raw.isascii() and raw.isdigit() and len(raw) <= digits
 
 
 def versioned(url: str, version: int) -> str:
@@ -256,7 +267,10 @@ class Views:
         raw = request.headers.get("hx-current-url") or request.headers.get("referer")
         if not raw:
             return None
-        parts = urlsplit(raw)
+        try:
+            parts = urlsplit(raw)
+        except ValueError:  # "http://[": not a URL, so no page of this site
+            return None
         path = unquote(parts.path)
         if runtime.mount:
             if path != runtime.mount and not path.startswith(runtime.mount + "/"):
@@ -273,18 +287,19 @@ def _version(request: Request) -> int | None:
     raw = request.query_params.get(VERSION_KEY)
     if raw is None:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+    if not is_number(raw, 7) or not 1 <= int(raw) <= 1_000_000:
         raise BadRequest(f"?{VERSION_KEY}= takes a version number")
     return int(raw)
 
 
 async def _small_form(request: Request) -> FormData | Response:
     length = request.headers.get("content-length", "")
-    if not length.isdigit():
+    if not is_number(length, 20):
         return Response("A form needs a Content-Length.", status_code=411)
     if int(length) > MAX_FORM_BYTES:
         return Response("That form is too large.", status_code=413)
-    return await request.form()
+    # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
+    return await request.form(max_files=0)
 
 
 async def _disconnected(request: Request) -> None:
