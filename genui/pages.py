@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from html.parser import HTMLParser
 from urllib.parse import parse_qsl
 
@@ -107,11 +109,12 @@ class Job:
         return self.location.route.cache != "none"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Snapshot:
     """What a watcher sees of a generation: the page so far, sanitised; ``page`` or ``error`` once it has ended."""
 
-    html: str = ""
+    text: str = ""  # the model's text so far; sanitised into ``html`` only if a watcher shows it
+    render: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
     canvas: int = 1  # 1-based canvas being written
     step: int = 0  # denoising step within it; 0 before the first
     canvases: int = 1  # canvases the site asks for (the model may stop sooner)
@@ -122,6 +125,11 @@ class Snapshot:
     def finished(self) -> bool:
         return self.page is not None or self.error is not None
 
+    @cached_property
+    def html(self) -> str:
+        # Lazy: a plain GET waits only for the final page, so its drafts are never sanitised at all.
+        return self.render(self.text) if self.render is not None and self.text else ""
+
 
 class Generation:
     """One engine run for one page version, shared by everyone watching it."""
@@ -131,7 +139,9 @@ class Generation:
     ) -> None:
         self.job, self.version = job, version
         self._engine, self._store, self._on_end = engine, store, on_end
-        self._snapshot = Snapshot(canvases=job.runtime.site.model.canvases)
+        self._snapshot = Snapshot(
+            canvases=job.runtime.site.model.canvases, render=functools.partial(job.runtime.render, draft=True)
+        )
         self._changed = asyncio.Event()
         self._watchers = 0
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -184,12 +194,12 @@ class Generation:
             async for frame in frames:
                 if isinstance(frame, StepFrame):
                     stable = "".join(text for index, text in sorted(finished.items()) if index < frame.canvas)
-                    html = job.runtime.render(stable + frame.text, draft=True)
-                    self._publish(replace(self._snapshot, html=html, canvas=frame.canvas + 1, step=frame.step))
+                    text = stable + frame.text
+                    self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.step))
                 elif isinstance(frame, CanvasFrame):
                     finished[frame.canvas] = frame.text
-                    html = job.runtime.render("".join(text for _, text in sorted(finished.items())), draft=True)
-                    self._publish(replace(self._snapshot, html=html, canvas=frame.canvas + 1, step=frame.steps))
+                    text = "".join(text for _, text in sorted(finished.items()))
+                    self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
                 elif isinstance(frame, DoneFrame):
                     self._publish(replace(self._snapshot, page=self._finish(frame)))
                     return
