@@ -88,9 +88,11 @@ class SiteRuntime:
 
     def render(self, text: str, *, draft: bool = False) -> str:
         """Model text -> HTML fit for the page: sanitised, then links rewritten."""
+        # No images from the model: a same-site <img src> is a GET the browser sends by itself, and every GET of a
+        # site route may start a generation; nothing in the example sites needs one.
         if draft:
-            return sanitize_html(text, draft=True)  # drafts keep no link targets, so there is nothing to rewrite
-        return self.links(sanitize_html(text))
+            return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
+        return self.links(sanitize_html(text, allow_images=False))
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,9 @@ CONTROL_WITHOUT_CSP = '<img src="/missing.png" onerror="alert(1)"><img src="http
 # Installed before any page script: replaces the dialogs with recorders and listens for CSP reports and for htmx
 # requests. `current` names the payload being swapped, so every finding can be traced to its payload.
 RECORDER_JS = """
-window.__xss = {current: null, calls: [], violations: [], htmxRequests: [], offsite: [], errors: [], swaps: 0};
+window.__xss = {
+  current: null, calls: [], violations: [], htmxRequests: [], offsite: [], errors: [], stalled: [], swaps: 0,
+};
 for (const name of ['alert', 'confirm', 'prompt', 'print']) {
   window[name] = function (...args) {
     window.__xss.calls.push({name, args: args.map(String), current: window.__xss.current});
@@ -102,7 +104,10 @@ async (urls) => {
                   'animationstart', 'transitionend', 'load', 'error', 'toggle', 'pointerdown'];
   for (const [label, url] of urls) {
     window.__xss.current = label;
-    await htmx.ajax('GET', url, {target: '#target', swap: 'innerHTML swap:0ms settle:0ms'});
+    // A swap that never settles must not hang the run: it is a finding of its own.
+    const swapped = htmx.ajax('GET', url, {target: '#target', swap: 'innerHTML swap:0ms settle:0ms'});
+    const stalled = new Promise((resolve) => setTimeout(() => resolve('stalled'), 5000));
+    if (await Promise.race([swapped, stalled]) === 'stalled') window.__xss.stalled.push(label);
     for (const el of target.querySelectorAll('*')) {
       for (const type of events) el.dispatchEvent(new Event(type, {bubbles: true, cancelable: true}));
       if (typeof el.focus === 'function') el.focus();
@@ -237,6 +242,7 @@ class Findings:
     image_requests: list[str]
     canary_hits: list[str]
     swaps: int
+    stalled: list[str]
 
     @property
     def executions(self) -> int:
@@ -259,7 +265,11 @@ def swap_in(
         page.wait_for_function("() => window.htmx && htmx.config.allowEval === false")
         mode = "raw" if raw else "clean"
         urls = [[f"{name}#{i}", f"/payload/{mode}/{name}/{i}"] for i in indices]
-        recorded = page.evaluate(SWAP_ALL_JS, urls)
+        # Started, not awaited: a payload that wedged the page's script would hang an awaited evaluate forever,
+        # whereas waiting for the result has a deadline the driver enforces.
+        page.evaluate(f"(urls) => {{ ({SWAP_ALL_JS})(urls).then((r) => {{ window.__done = r; }}); }}", urls)
+        done = page.wait_for_function("() => window.__done", polling=100, timeout=30_000 + 200 * len(urls))
+        recorded = done.json_value()
     finally:
         context.close()
 
@@ -285,6 +295,7 @@ def swap_in(
         image_requests=images,
         canary_hits=server.canary_hits[hits_before:],
         swaps=recorded["swaps"],
+        stalled=recorded["stalled"],
     )
 
 
@@ -297,6 +308,7 @@ def assert_nothing_happened(findings: Findings) -> None:
     assert findings.foreign_requests == []
     assert findings.unexpected_requests == []
     assert findings.canary_hits == []
+    assert findings.stalled == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
