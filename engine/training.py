@@ -354,8 +354,10 @@ def train(args: argparse.Namespace) -> None:
 
 
 def export(run: Path, dest: Path) -> None:
-    """Copy a run's checkpoint to a shippable folder: no optimiser state."""
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(run, dtype=torch.float32)
+    """Copy a run's checkpoint to a shippable folder: no optimiser state, weights in bfloat16.
+
+    bfloat16 halves what every shipped copy adds to git history for good; the engine loads it as float32 on a CPU."""
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(run, dtype=torch.bfloat16)
     model.generation_config = generation_config()
     dest.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(dest)

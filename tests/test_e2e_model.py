@@ -1,0 +1,64 @@
+"""End to end on the shipped model: `genui render` as a user runs it, through the real engine and checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from genui.quality import shape, skeleton_ok
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "models" / "genui-small"
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def hash_table() -> dict[str, object]:
+    assert (MODEL / "model.safetensors").is_file(), f"the default model is missing from {MODEL}"
+    result = subprocess.run(
+        [sys.executable, "-m", "genui.cli", "render", "wiki", "/wiki/Hash_table", "--json", "--device", "cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},  # offline: the model is a local folder
+    )
+    assert result.returncode == 0, result.stderr
+    data: dict[str, object] = json.loads(result.stdout)
+    return data
+
+
+def test_render_reports_canvases_within_the_sites_budget(hash_table: dict[str, object]) -> None:
+    canvases = hash_table["canvases"]
+    assert isinstance(canvases, list) and 1 <= len(canvases) <= 2  # sites/wiki/site.toml: canvases = 2
+    for canvas in canvases:
+        assert 1 <= canvas["steps"] <= 24 and 0 <= canvas["tokens"] <= 256 and canvas["seconds"] > 0
+    assert isinstance(hash_table["seconds"], float) and hash_table["seconds"] > 0
+
+
+def test_rendered_page_is_sanitised_and_links_only_within_the_site(hash_table: dict[str, object]) -> None:
+    html = hash_table["html"]
+    assert isinstance(html, str) and html.strip()
+    page = shape(html)
+    assert page.balanced  # the sanitiser's output always closes what it opens
+    assert not any(tag in ("script", "iframe", "object", "embed", "form", "img", "style") for tag, _ in page.tags)
+    assert not re.search(r"\son[a-z]+\s*=", html)
+    assert all(href.startswith("/") and not href.startswith("//") for href in page.hrefs)
+    for attribute in re.findall(r'\s(hx-[a-z-]+)="', html):  # only genui's own navigation attributes
+        assert attribute in ("hx-get", "hx-target", "hx-push-url", "hx-swap")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the shipped CPU-trained model has not learned the wiki skeleton yet (docs/model.md, Quality); "
+    "strict: this fails as soon as a retrained model passes, so the marker must then go",
+)
+def test_rendered_page_has_the_wiki_skeleton(hash_table: dict[str, object]) -> None:
+    assert skeleton_ok("wiki", "/wiki/Hash_table", str(hash_table["html"]))
