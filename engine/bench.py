@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig, Gemma4VisionConfig
+from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
 
 from engine.autoregressive import generate_autoregressive
+from engine.config import tiny_vision_config
 from engine.frames import CanvasFrame, Frame, GenerationRequest, StepFrame
 from engine.generation import plan_batch, run_plan
 from engine.loading import LoadedModel, ModelLoadError, load_model
@@ -53,14 +54,7 @@ def reference_config() -> DiffusionGemmaConfig:
         top_k_experts=8,
         moe_intermediate_size=704,
     )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-    )
+    vision = tiny_vision_config()
     return DiffusionGemmaConfig(text_config=text.to_dict(), vision_config=vision.to_dict())
 
 

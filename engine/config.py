@@ -48,6 +48,19 @@ TINY = ModelShape(
 SMALL = ModelShape()
 
 
+def tiny_vision_config() -> Gemma4VisionConfig:
+    """DiffusionGemma's encoder always builds a vision tower; genui's text-only models give it a token-sized one
+    (the default tower alone would add ~167M parameters)."""
+    return Gemma4VisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=16,
+    )
+
+
 def make_config(shape: ModelShape = SMALL) -> DiffusionGemmaConfig:
     """A DiffusionGemma config of the given shape, with a token-sized vision tower (the encoder always builds one)."""
     layer_types = ["sliding_attention"] * (shape.layers - 1) + ["full_attention"]
@@ -70,14 +83,7 @@ def make_config(shape: ModelShape = SMALL) -> DiffusionGemmaConfig:
         eos_token_id=EOS_ID,
         bos_token_id=BOS_ID,
     )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-    )
+    vision = tiny_vision_config()
     return DiffusionGemmaConfig(
         text_config=text.to_dict(),
         vision_config=vision.to_dict(),

@@ -286,6 +286,17 @@ def train(args: argparse.Namespace) -> None:
     generator = torch.Generator(device=device).manual_seed(cfg.seed * 7919 + step)
     print(f"{params / 1e6:.2f}M parameters on {device}; {len(packed)} pages, step {step}/{cfg.steps}")
 
+    def checkpoint(held: float) -> None:
+        state = {
+            "step": step,
+            "tokens": tokens,
+            "seconds": seconds,
+            "config": asdict(cfg),
+            "heldout": held,
+            "device": str(device),
+        }
+        save_checkpoint(args.out, model, tokenizer, optimizer, scheduler, state)
+
     started = time.time()
     last_save = started
     window: list[float] = []
@@ -318,39 +329,11 @@ def train(args: argparse.Namespace) -> None:
             last_save = time.time()
             held = heldout_loss(model, packed, device)
             print(f"checkpoint step {step}: held-out diffusion loss {held:.3f}", flush=True)
-            save_checkpoint(
-                args.out,
-                model,
-                tokenizer,
-                optimizer,
-                scheduler,
-                {
-                    "step": step,
-                    "tokens": tokens,
-                    "seconds": seconds,
-                    "config": asdict(cfg),
-                    "heldout": held,
-                    "device": str(device),
-                },
-            )
+            checkpoint(held)
     seconds += time.time() - last_save
     held = heldout_loss(model, packed, device)
     print(f"final step {step}: held-out diffusion loss {held:.3f}; {tokens / 1e6:.2f}M tokens, {seconds / 3600:.2f} h")
-    save_checkpoint(
-        args.out,
-        model,
-        tokenizer,
-        optimizer,
-        scheduler,
-        {
-            "step": step,
-            "tokens": tokens,
-            "seconds": seconds,
-            "config": asdict(cfg),
-            "heldout": held,
-            "device": str(device),
-        },
-    )
+    checkpoint(held)
 
 
 def export(run: Path, dest: Path) -> None:

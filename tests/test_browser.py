@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from chromium import CHROMIUM, CHROMIUM_ARGS
 from fakes import SITES_DIR, FakeEngine, wiki_writer
 
 from genui.app import create_app
@@ -23,15 +24,6 @@ from genui.sites import load_sites
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 # Runs before any page script, on every document: CSP violations become console errors, which the test collects.
 REPORT_CSP = """
 document.addEventListener('securitypolicyviolation', (e) => {

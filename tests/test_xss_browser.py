@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
+from chromium import CHROMIUM, CHROMIUM_ARGS
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
@@ -47,15 +48,6 @@ CORPUS_FILES = [
     "h5sc_payloads.json",
 ]
 HTMX_PAYLOADS = Path(__file__).with_name("xss_payloads_htmx.json")
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 # Raw (unsanitised) markup for the positive controls. Under the CSP nothing in it may run, but the blocked image,
 # the blocked inline handler and htmx's request to /canary must all be seen.
