@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
 
@@ -95,3 +96,15 @@ class FakeEngine:
         self.finished += 1
         seconds = time.perf_counter() - started
         yield DoneFrame("".join(canvases), tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds)
+
+
+def ws_messages(client: TestClient, url: str) -> list[str]:
+    """Every WebSocket message the server sends before it closes the socket normally."""
+    received: list[str] = []
+    with client.websocket_connect(url) as socket:
+        while True:
+            try:
+                received.append(socket.receive_text())
+            except WebSocketDisconnect as closed:
+                assert closed.code == 1000
+                return received

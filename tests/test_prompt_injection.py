@@ -20,9 +20,8 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import markupsafe
 import pytest
-from fakes import SITES_DIR, FakeEngine
+from fakes import SITES_DIR, FakeEngine, ws_messages
 from starlette.testclient import TestClient
-from starlette.websockets import WebSocketDisconnect
 
 from genui.app import create_app
 from genui.links import navigation_attrs
@@ -187,18 +186,6 @@ def assert_safe(html: str, what: str) -> Audit:
     return auditor
 
 
-def stream(client: TestClient, url: str) -> list[str]:
-    """Every WebSocket message until the server closes."""
-    received: list[str] = []
-    with client.websocket_connect(url) as socket:
-        while True:
-            try:
-                received.append(socket.receive_text())
-            except WebSocketDisconnect as closed:
-                assert closed.code == 1000
-                return received
-
-
 @pytest.fixture
 def forum(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine]]:
     engine = obedient_engine(steps=4)
@@ -241,7 +228,7 @@ def test_an_obeyed_injection_is_safe_in_every_stream_frame(forum: tuple[TestClie
     assert_safe(reply.text, "htmx reply")
     live = re.search(r'ws-connect="([^"]+)"', reply.text)
     assert live is not None
-    frames = stream(client, live.group(1).replace("&amp;", "&"))
+    frames = ws_messages(client, live.group(1).replace("&amp;", "&"))
     assert len(frames) > 4 and "<h1>Obeyed</h1>" in frames[-1]
     for number, frame in enumerate(frames):
         assert_safe(frame, f"frame {number}")
@@ -268,7 +255,7 @@ def test_an_obeyed_injection_in_the_url_reaches_no_browser_surface(
     assert_safe(placeholder.text, "placeholder")  # the guessed title comes from the URL
     live = re.search(r'ws-connect="([^"]+)"', placeholder.text)
     assert live is not None
-    for number, frame in enumerate(stream(client, live.group(1).replace("&amp;", "&"))):
+    for number, frame in enumerate(ws_messages(client, live.group(1).replace("&amp;", "&"))):
         assert_safe(frame, f"frame {number}")
     full = client.get(url)
     assert full.status_code == 200 and "<h1>Obeyed</h1>" in full.text and len(engine.calls) == 1

@@ -11,23 +11,15 @@ import html
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from xss_corpus import CORPUS_DIR, CORPUS_FILES, HTMX_PAYLOADS
 
 from genui.sanitize import ALLOWED_TAGS, GLOBAL_ATTRIBUTES, ID_PREFIX, TAG_ATTRIBUTES, sanitize_html
 
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "security" / "xss"
-CORPUS_FILES = [
-    "bleach_payloads.json",
-    "dompurify_payloads.json",
-    "dompurify_xss_exec_payloads.json",
-    "h5sc_payloads.json",
-]
-HTMX_PAYLOADS = Path(__file__).with_name("xss_payloads_htmx.json")
 OPTIONS = [{}, {"draft": True}, {"allow_images": False}]
 
 BASE = "https://genui.test/wiki/Page"

@@ -4,25 +4,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from fakes import ClientFactory, FakeEngine
-from starlette.testclient import TestClient
+from fakes import ClientFactory, FakeEngine, ws_messages
 from starlette.websockets import WebSocketDisconnect
 
 from genui.sites import Site
 
 LISP = "/_genui/ws?site=wiki&url=/wiki/Lisp&v=1"
-
-
-def messages(client: TestClient, url: str) -> list[str]:
-    """Every message the server sends before it closes the socket."""
-    received: list[str] = []
-    with client.websocket_connect(url) as socket:
-        while True:
-            try:
-                received.append(socket.receive_text())
-            except WebSocketDisconnect as closed:
-                assert closed.code == 1000
-                return received
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -34,7 +21,7 @@ def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 
 def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki: Site) -> None:
     engine = FakeEngine(steps=3, canvas_chars=120)
-    received = messages(client_factory([wiki], engine), LISP)
+    received = ws_messages(client_factory([wiki], engine), LISP)
     *frames, final = received
     assert len(frames) >= 6  # two canvases of three draft steps each, plus each canvas's final text
     assert all('<div id="genui-draft"' in frame and '<p id="genui-progress"' in frame for frame in frames)
@@ -46,7 +33,7 @@ def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki
 
 def test_drafts_are_sanitised(client_factory: ClientFactory, wiki: Site) -> None:
     evil = '<script>alert(1)</script><img src=x onerror=alert(2)><a href="/x" hx-get="/evil" hx-swap-oob="true">o</a>'
-    received = messages(client_factory([wiki], FakeEngine(draft_extra=evil)), LISP)
+    received = ws_messages(client_factory([wiki], FakeEngine(draft_extra=evil)), LISP)
     for message in received:
         # (A draft cut inside a tag can turn the script's body into plain text, as a browser would; never into code.)
         assert "<script" not in message and "onerror" not in message and "alert(2)" not in message
@@ -56,9 +43,9 @@ def test_drafts_are_sanitised(client_factory: ClientFactory, wiki: Site) -> None
 def test_the_final_page_is_cached(client_factory: ClientFactory, wiki: Site) -> None:
     engine = FakeEngine()
     client = client_factory([wiki], engine)
-    messages(client, LISP)
+    ws_messages(client, LISP)
     assert "<h1>Lisp</h1>" in client.get("/wiki/Lisp").text
-    assert len(messages(client, LISP)) == 1 and len(engine.calls) == 1  # a cached page comes as one final message
+    assert len(ws_messages(client, LISP)) == 1 and len(engine.calls) == 1  # a cached page comes as one final message
 
 
 def test_two_watchers_share_one_generation(client_factory: ClientFactory, wiki: Site) -> None:
@@ -82,11 +69,11 @@ def test_the_generation_is_cancelled_when_the_client_goes_away(client_factory: C
     assert engine.finished == 0
     # A later visitor starts afresh rather than joining the cancelled run.
     engine.delay, engine.steps = 0.0, 2
-    assert "<h1>Lisp</h1>" in messages(client, LISP)[-1] and len(engine.calls) == 2
+    assert "<h1>Lisp</h1>" in ws_messages(client, LISP)[-1] and len(engine.calls) == 2
 
 
 def test_engine_overload_is_reported_in_the_page(client_factory: ClientFactory, wiki: Site) -> None:
-    received = messages(client_factory([wiki], FakeEngine(overloaded=4)), LISP)
+    received = ws_messages(client_factory([wiki], FakeEngine(overloaded=4)), LISP)
     assert len(received) == 1 and "busy" in received[0] and "4 s" in received[0]
     assert received[0].startswith('<div id="genui-content"') and 'href="/wiki/Lisp"' in received[0]
 
@@ -104,15 +91,15 @@ def test_bad_stream_requests_get_one_failure_message(
     client_factory: ClientFactory, wiki: Site, url: str, reason: str
 ) -> None:
     engine = FakeEngine()
-    received = messages(client_factory([wiki], engine), url)
+    received = ws_messages(client_factory([wiki], engine), url)
     assert len(received) == 1 and reason in received[0] and engine.calls == []
 
 
 def test_the_next_version_is_written_with_the_next_seed(client_factory: ClientFactory, wiki: Site) -> None:
     engine = FakeEngine()
     client = client_factory([wiki], engine)
-    messages(client, LISP)
-    final = messages(client, "/_genui/ws?site=wiki&url=/wiki/Lisp&v=2")[-1]
+    ws_messages(client, LISP)
+    final = ws_messages(client, "/_genui/ws?site=wiki&url=/wiki/Lisp&v=2")[-1]
     assert "seed 1" in final and 'aria-current="page">2</a>' in final
     assert [call.seed for call in engine.calls] == [0, 1]
 

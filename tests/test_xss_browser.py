@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
+from xss_corpus import CORPUS_DIR, CORPUS_FILES, HTMX_PAYLOADS
 
 from genui.sanitize import sanitize_html
 from genui.security import CONTENT_SECURITY_POLICY, HTMX_CONFIG, htmx_config_meta, security_headers
@@ -40,14 +41,6 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
 HTMX_JS = REPO / "static" / "htmx.min.js"
-CORPUS_DIR = REPO.parent / "shared" / "security" / "xss"
-CORPUS_FILES = [
-    "bleach_payloads.json",
-    "dompurify_payloads.json",
-    "dompurify_xss_exec_payloads.json",
-    "h5sc_payloads.json",
-]
-HTMX_PAYLOADS = Path(__file__).with_name("xss_payloads_htmx.json")
 
 # Raw (unsanitised) markup for the positive controls. Under the CSP nothing in it may run, but the blocked image,
 # the blocked inline handler and htmx's request to /canary must all be seen.
