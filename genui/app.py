@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
 from genui.pages import Pages, SiteRuntime
+from genui.resources import bundled, data_dir
 from genui.security import security_headers
 from genui.shell import Shell
 from genui.sites import Site, load_sites
@@ -30,10 +31,9 @@ from genui.store import Store
 from genui.stream import Stream
 from genui.views import REGENERATE_PATH, WS_PATH, Views
 
-ROOT = Path(__file__).resolve().parent.parent
-SITES_DIR = ROOT / "sites"
-STATIC_DIR = ROOT / "static"
-DEFAULT_DB = ROOT / "var" / "genui.sqlite3"
+SITES_DIR = bundled("sites")
+STATIC_DIR = bundled("static")
+DEFAULT_DB = data_dir() / "genui.sqlite3"
 log = logging.getLogger("genui")
 
 
@@ -59,12 +59,16 @@ class SecurityHeaders:
 
 
 def create_app(
-    sites: list[Site] | None = None, engine: TextEngine | None = None, db_path: Path | str = DEFAULT_DB
+    sites: list[Site] | None = None,
+    engine: TextEngine | None = None,
+    db_path: Path | str = DEFAULT_DB,
+    draft_interval: float = 0.1,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
     Without an engine the app loads the default one (engine.load_engine()) at start-up and closes it at shutdown;
-    an engine passed in belongs to the caller.
+    an engine passed in belongs to the caller. A live stream sends a draft at most every ``draft_interval``
+    seconds (the final page at once).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -115,7 +119,7 @@ def create_app(
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
-        WebSocketRoute(WS_PATH, Stream(views).serve),
+        WebSocketRoute(WS_PATH, Stream(views, draft_interval).serve),
     ]
     if single:
         routes.append(Route("/{path:path}", views.page, methods=["GET", "POST"]))

@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from genui.prompts import Parent, Post, PromptRenderer
+from genui.resources import bundled
 from genui.sites import Route, Site, load_sites
 
 DICTD = Path("/usr/share/dictd")
@@ -594,7 +595,7 @@ class Builder:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui corpus", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/corpus.jsonl"), help="JSONL file to write")
-    parser.add_argument("--sites-dir", type=Path, default=Path(__file__).resolve().parents[1] / "sites")
+    parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"), help="where to save the new BPE")
     parser.add_argument("--vocab", type=int, default=4096, help="BPE vocabulary size (default: %(default)s)")

@@ -145,6 +145,7 @@ class Generation:
             canvases=job.runtime.site.model.canvases, render=functools.partial(job.runtime.render, draft=True)
         )
         self._changed = asyncio.Event()
+        self._ended = asyncio.Event()
         self._watchers = 0
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -152,8 +153,13 @@ class Generation:
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 
-    async def watch(self) -> AsyncGenerator[Snapshot, None]:
-        """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early."""
+    async def watch(self, interval: float = 0.0) -> AsyncGenerator[Snapshot, None]:
+        """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early.
+
+        ``interval`` seconds at least pass between two unfinished snapshots (the ones between are skipped), but the
+        last one comes as soon as it is there: every shown draft costs a sanitiser pass and a browser swap, and a
+        fast engine makes far more of them than anyone can watch.
+        """
         self._watchers += 1
         try:
             seen: Snapshot | None = None
@@ -162,6 +168,10 @@ class Generation:
                 if snapshot is not seen:
                     seen = snapshot
                     yield snapshot
+                    if interval > 0 and not snapshot.finished and (snapshot.step or snapshot.text):
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._ended.wait(), interval)
+                        continue
                 if snapshot.finished:
                     return
                 if snapshot is self._snapshot:
@@ -186,6 +196,8 @@ class Generation:
         self._snapshot = snapshot
         self._changed.set()
         self._changed = asyncio.Event()
+        if snapshot.finished:
+            self._ended.set()
 
     async def _run(self) -> None:
         job = self.job

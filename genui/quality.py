@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from engine.frames import DoneFrame, TextEngine
 from genui.pages import SiteRuntime
+from genui.resources import bundled
 from genui.routing import BadRequest, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packed", type=Path, help="packed corpus (engine.data) for the held-out loss column")
     parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sites-dir", type=Path, default=Path(__file__).resolve().parents[1] / "sites")
+    parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--list", action="store_true", help="only list the held-out pages")
     args = parser.parse_args(argv)

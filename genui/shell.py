@@ -15,9 +15,10 @@ from starlette.requests import HTTPConnection
 from starlette.responses import HTMLResponse
 
 from genui.links import navigation_attrs
+from genui.resources import bundled
 from genui.security import htmx_config_meta
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES_DIR = bundled("templates")
 FRAGMENT_BLOCK = "main"
 
 

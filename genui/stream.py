@@ -36,8 +36,9 @@ log = logging.getLogger("genui")
 class Stream:
     """The WebSocket endpoint (``serve``)."""
 
-    def __init__(self, views: Views) -> None:
+    def __init__(self, views: Views, draft_interval: float = 0.1) -> None:
         self.views = views
+        self.draft_interval = draft_interval  # seconds between two drafts sent to one socket
 
     async def serve(self, websocket: WebSocket) -> None:
         if not same_origin(websocket):
@@ -97,7 +98,7 @@ class Stream:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
         shell = self.views.shell
         generation = self.views.pages.generation(job, version)
-        async with contextlib.aclosing(generation.watch()) as snapshots:
+        async with contextlib.aclosing(generation.watch(self.draft_interval)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
                     return snapshot.page

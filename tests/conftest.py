@@ -23,11 +23,17 @@ def all_sites() -> list[Site]:
 
 @pytest.fixture
 def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
-    """make(sites, engine=FakeEngine()) -> a started TestClient on a fresh database."""
+    """make(sites, engine=FakeEngine()) -> a started TestClient on a fresh database.
+
+    Its live stream sends every draft (``draft_interval=0``) unless told otherwise, so tests can count them.
+    """
     clients: list[TestClient] = []
 
-    def make(sites: list[Site], engine: FakeEngine | None = None, **kwargs: object) -> TestClient:
-        app = create_app(sites, engine or FakeEngine(), db_path=tmp_path / f"db{len(clients)}.sqlite3")
+    def make(
+        sites: list[Site], engine: FakeEngine | None = None, draft_interval: float = 0.0, **kwargs: object
+    ) -> TestClient:
+        db = tmp_path / f"db{len(clients)}.sqlite3"
+        app = create_app(sites, engine or FakeEngine(), db_path=db, draft_interval=draft_interval)
         client = TestClient(app, **kwargs)  # type: ignore[arg-type]
         client.__enter__()
         clients.append(client)

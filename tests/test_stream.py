@@ -31,6 +31,19 @@ def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki
     assert "ws-connect" not in final  # the placeholder holding the socket is replaced
 
 
+def test_a_fast_engine_sends_a_draft_at_most_every_interval_and_the_page_at_once(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    engine = FakeEngine(steps=40, delay=0.005, canvas_chars=120)  # 80 drafts over about 0.45 s
+    client = client_factory([wiki], engine, draft_interval=0.1)
+    started = time.monotonic()
+    *frames, final = ws_messages(client, LISP)
+    seconds = time.monotonic() - started
+    assert 2 <= len(frames) <= seconds / 0.1 + 1
+    assert "canvas 1 of 2, step 1" in frames[0]  # the first draft is not held back
+    assert "<h1>Lisp</h1>" in final and seconds < 2.0
+
+
 def test_drafts_are_sanitised(client_factory: ClientFactory, wiki: Site) -> None:
     evil = '<script>alert(1)</script><img src=x onerror=alert(2)><a href="/x" hx-get="/evil" hx-swap-oob="true">o</a>'
     received = ws_messages(client_factory([wiki], FakeEngine(draft_extra=evil)), LISP)
