@@ -41,8 +41,9 @@ class RecordingSampler(EntropyBoundSampler):
     ) -> torch.LongTensor:
         accepted_canvas = super().accept_canvas(current_canvas, denoiser_canvas, logits, cur_step)
         self.accepted = self.accepted_token_mask.sum(dim=-1)
-        # Same definition of entropy as the sampler and the confidence criterion use.
-        self.entropy = torch.distributions.Categorical(logits=logits).entropy().mean(dim=-1)
+        # The entropy the sampler and the confidence criterion use, in one softmax: torch.distributions takes three
+        # times as long, and this runs every denoising step. entr(0) = 0 keeps pinned (-inf) logits finite.
+        self.entropy = torch.special.entr(torch.softmax(logits.float(), dim=-1)).sum(dim=-1).mean(dim=-1)
         return accepted_canvas
 
 
