@@ -246,6 +246,10 @@ def heldout_loss(model: DiffusionGemmaForBlockDiffusion, packed: Packed, device:
     return float(np.mean(losses))
 
 
+FIT_AFTER_STEPS = 20  # steps timed before --fit-schedule sets the schedule's length
+FIT_SHARE = 0.92  # of --minutes, for the steps; the rest is left for checkpoints and held-out evaluation
+
+
 def train(args: argparse.Namespace) -> None:
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cpu" and args.threads:
@@ -254,6 +258,8 @@ def train(args: argparse.Namespace) -> None:
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(args.tokenizer))
     cfg = TrainConfig(steps=args.steps or TrainConfig.steps, lr=args.lr, canvas_tokens=args.canvas_tokens)
     state_file = args.out / "training_state.pt"
+    if state_file.exists() and args.init:
+        raise SystemExit(f"{args.out} already holds a run; --init only starts a new one (pick another --out)")
     if state_file.exists():
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.out, dtype=torch.float32)
         saved = torch.load(state_file, map_location="cpu", weights_only=False)
@@ -265,6 +271,12 @@ def train(args: argparse.Namespace) -> None:
             print(f"schedule length {cfg.steps} -> {args.steps} steps")
             cfg.steps = args.steps
         print(f"resuming {args.out} at step {step} ({tokens / 1e6:.1f}M canvas tokens, {seconds / 3600:.2f} h)")
+    elif args.init:
+        # A new run (fresh optimiser, warm-up and schedule) from another checkpoint's weights: how a run moves to a
+        # machine that can only take the weights along (a lent GPU takes 64 MiB of files, not the optimiser state).
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.init, dtype=torch.float32)
+        saved, step, tokens, seconds = None, 0, 0, 0.0
+        print(f"new run from the weights of {args.init}")
     else:
         torch.manual_seed(cfg.seed)
         model = DiffusionGemmaForBlockDiffusion(make_config(TINY if args.shape == "tiny" else SMALL))
@@ -284,7 +296,10 @@ def train(args: argparse.Namespace) -> None:
         scheduler.load_state_dict(saved["scheduler"])
     batcher = Batcher(packed, model.config.canvas_length, cfg.canvas_tokens, seed=cfg.seed + step)
     generator = torch.Generator(device=device).manual_seed(cfg.seed * 7919 + step)
-    print(f"{params / 1e6:.2f}M parameters on {device}; {len(packed)} pages, step {step}/{cfg.steps}")
+    # bfloat16 autocast where the hardware has fast bf16 matrix units (CUDA); float32 master weights either way.
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and device.type == "cuda")
+    precision = "bf16 autocast" if bf16 else "float32"
+    print(f"{params / 1e6:.2f}M parameters on {device} ({precision}); {len(packed)} pages, step {step}/{cfg.steps}")
 
     def checkpoint(held: float) -> None:
         state = {
@@ -299,17 +314,28 @@ def train(args: argparse.Namespace) -> None:
 
     started = time.time()
     last_save = started
+    # --fit-schedule: after a few steps, set the schedule's length from the measured speed so that the cosine
+    # decay ends (annealed) when --minutes run out; a lent GPU's few minutes then give a finished model.
+    fit_at = step + FIT_AFTER_STEPS if args.fit_schedule else None
+    first_step = step
     window: list[float] = []
     window_tokens, window_start = 0, time.time()
     while step < cfg.steps and (time.time() - started) < args.minutes * 60:
         batch = make_batch(packed, batcher.next(), model.config.canvas_length, device)
-        loss, parts = diffusion_loss(model, batch, cfg, generator)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss, parts = diffusion_loss(model, batch, cfg, generator)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         optimizer.step()
         scheduler.step()
         step += 1
+        if step == fit_at:
+            elapsed = time.time() - started
+            left = args.minutes * 60 * FIT_SHARE - elapsed
+            cfg.steps = step + max(1, int(left / (elapsed / (step - first_step))))
+            scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup, cfg.steps, last_epoch=step - 1)
+            print(f"schedule fitted to {args.minutes:g} minutes: {cfg.steps} steps", flush=True)
         n = batch.input_ids.shape[0] * batch.canvases * model.config.canvas_length
         tokens += n
         window_tokens += n
@@ -366,6 +392,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     parser.add_argument("--shape", choices=("small", "tiny"), default="small", help="model shape of a new run")
+    parser.add_argument("--init", type=Path, help="start a new run from this checkpoint folder's weights")
+    parser.add_argument(
+        "--fit-schedule",
+        action="store_true",
+        help=f"after {FIT_AFTER_STEPS} steps, set the schedule's length so that it ends when --minutes run out",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="bf16: bfloat16 autocast (auto: on CUDA only); weights and optimiser stay float32",
+    )
     parser.add_argument("--export", type=Path, help="only export --out to this folder (no optimiser state)")
     args = parser.parse_args(argv)
     if args.export:

@@ -148,3 +148,38 @@ def test_training_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert state["step"] == 6 and state["tokens"] > 0
     assert np.isfinite(state["heldout"])
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+
+
+@pytest.mark.slow
+def test_a_new_run_starts_from_another_checkpoints_weights_in_bf16_autocast(tmp_path: Path) -> None:
+    packed, tok = _corpus(tmp_path)
+    common = ["--data", str(packed), "--tokenizer", str(tok), "--device", "cpu", "--canvas-tokens", "64"]
+    first = tmp_path / "first"
+    assert main([*common, "--out", str(first), "--steps", "2", "--shape", "tiny"]) == 0
+    # Mark the first run's weights so that starting from them cannot be mistaken for a fresh initialisation.
+    marked = DiffusionGemmaForBlockDiffusion.from_pretrained(first)
+    embedding = marked.get_input_embeddings().weight
+    with torch.no_grad():
+        embedding.fill_(0.37)
+    marked.save_pretrained(first)
+    second = tmp_path / "second"
+    assert main([*common, "--out", str(second), "--steps", "3", "--init", str(first), "--precision", "bf16"]) == 0
+    state = torch.load(second / "training_state.pt", weights_only=False)
+    assert state["step"] == 3 and np.isfinite(state["heldout"])  # its own schedule, from step 0
+    trained = DiffusionGemmaForBlockDiffusion.from_pretrained(second).get_input_embeddings().weight
+    assert not torch.equal(trained, embedding)  # it trained on from there
+    assert (trained - 0.37).abs().max().item() < 0.05
+    with pytest.raises(SystemExit, match="already holds a run"):
+        main([*common, "--out", str(second), "--init", str(first)])
+
+
+@pytest.mark.slow
+def test_a_fitted_schedule_ends_annealed_within_the_time_given(tmp_path: Path) -> None:
+    packed, tok = _corpus(tmp_path)
+    out = tmp_path / "run"
+    argv = ["--data", str(packed), "--tokenizer", str(tok), "--out", str(out), "--device", "cpu", "--shape", "tiny"]
+    argv += ["--canvas-tokens", "64", "--steps", "100000", "--minutes", "0.15", "--fit-schedule"]
+    assert main(argv) == 0
+    state = torch.load(out / "training_state.pt", weights_only=False)
+    assert 20 < state["step"] == state["config"]["steps"] < 100000  # it ended by its schedule, not by the clock
+    assert state["scheduler"]["_last_lr"][0] < 0.05 * TrainConfig.lr
