@@ -36,6 +36,22 @@ class Packed:
     def response(self, i: int) -> np.ndarray:
         return self.responses[self.response_offsets[i] : self.response_offsets[i + 1]]
 
+    def subset(self, rows: list[int], prompts_from: list[int] | None = None) -> Packed:
+        """The given rows, all held out; with ``prompts_from``, row k gets the prompt of row ``prompts_from[k]``
+        (a shuffled pairing measures how much the model reads its prompt)."""
+        sources = rows if prompts_from is None else prompts_from
+        prompts = [self.prompt(i) for i in sources]
+        responses = [self.response(i) for i in rows]
+        return Packed(
+            np.concatenate(prompts),
+            np.cumsum([0, *map(len, prompts)]),
+            np.concatenate(responses),
+            np.cumsum([0, *map(len, responses)]),
+            self.groups[rows],
+            np.ones(len(rows), bool),
+            self.group_names,
+        )
+
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(

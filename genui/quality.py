@@ -29,6 +29,7 @@ from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
 
 WORDS = Path("/usr/share/dict/american-english")
+HELDOUT_LOSS_PAGES = 48  # held-out pages per site in the loss columns
 VOID = {"br", "hr", "img", "wbr", "input", "meta", "link", "area", "base", "col", "source", "track", "embed"}
 
 
@@ -140,6 +141,7 @@ class SiteReport:
     steps_per_canvas: float
     seconds_per_page: float
     heldout_loss: float | None = None
+    prompt_gain: float | None = None  # held-out loss under another page's prompt minus under its own
 
 
 @dataclass
@@ -230,14 +232,16 @@ def print_table(rows: list[SiteReport]) -> None:
         "steps/canvas",
         "s/page",
         "held-out loss",
+        "prompt gain",
     )
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for r in rows:
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
+        gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
         print(
             f"{r.site} | {r.pages} | {r.skeleton:.1%} | {r.dictionary_words:.1%} | {r.valid_links:.1%} ({r.links}) | "
-            f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss}"
+            f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss} | {gain}"
         )
 
 
@@ -273,25 +277,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = report(results, sites, dictionary)
     if args.packed:
+        import numpy as np
+
         from engine.data import Packed
         from engine.training import heldout_loss
 
         packed = Packed.load(args.packed)
-        model = engine.loaded.model
+        model, device = engine.loaded.model, engine.loaded.device
         for row in rows:
             if row.site in packed.group_names:
                 group = packed.group_names.index(row.site)
-                keep = packed.holdout & (packed.groups == group)
-                only = Packed(
-                    packed.prompts,
-                    packed.prompt_offsets,
-                    packed.responses,
-                    packed.response_offsets,
-                    packed.groups,
-                    keep,
-                    packed.group_names,
+                held = [int(i) for i in np.flatnonzero(packed.holdout & (packed.groups == group))[:HELDOUT_LOSS_PAGES]]
+                row.heldout_loss = heldout_loss(model, packed.subset(held), device)
+                # The same pages under each other's prompts (rotated by one): the loss the prompt saves.
+                rotated = held[1:] + held[:1]
+                row.prompt_gain = (
+                    heldout_loss(model, packed.subset(held, prompts_from=rotated), device) - row.heldout_loss
                 )
-                row.heldout_loss = heldout_loss(model, only, engine.loaded.device)
     if args.json:
         print(json.dumps({"model": engine.model_id, "seed": args.seed, "sites": [asdict(r) for r in rows]}, indent=1))
     else:

@@ -183,3 +183,14 @@ def test_a_fitted_schedule_ends_annealed_within_the_time_given(tmp_path: Path) -
     state = torch.load(out / "training_state.pt", weights_only=False)
     assert 20 < state["step"] == state["config"]["steps"] < 100000  # it ended by its schedule, not by the clock
     assert state["scheduler"]["_last_lr"][0] < 0.05 * TrainConfig.lr
+
+
+def test_a_subset_can_pair_each_response_with_another_rows_prompt(tmp_path: Path) -> None:
+    packed = Packed.load(_corpus(tmp_path)[0])
+    rows, others = [3, 5, 7], [5, 7, 3]
+    same, swapped = packed.subset(rows), packed.subset(rows, prompts_from=others)
+    assert len(same) == 3 and same.holdout.all() and list(same.groups) == list(packed.groups[rows])
+    for k, (row, other) in enumerate(zip(rows, others, strict=True)):
+        assert list(same.prompt(k)) == list(packed.prompt(row))
+        assert list(swapped.prompt(k)) == list(packed.prompt(other))
+        assert list(swapped.response(k)) == list(packed.response(row))
