@@ -189,7 +189,8 @@ def assert_safe(html: str, what: str) -> Audit:
 @pytest.fixture
 def forum(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine]]:
     engine = obedient_engine(steps=4)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3")
+    # Every draft is sent (no throttle), so that every one of them is audited.
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", draft_interval=0.0)
     with TestClient(app, follow_redirects=False) as client:
         yield client, engine
 
