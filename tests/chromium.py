@@ -1,8 +1,18 @@
-"""Debian's Chromium as every browser test launches it (never a downloaded browser)."""
+"""Debian's Chromium as every browser test launches it (never a downloaded browser), and genui served to it."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless as root, and nothing that phones home: the machines' network is closed beyond the package registries.
@@ -14,3 +24,57 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
+
+# Runs before any page script, on every document: CSP violations become console errors, which tests collect.
+REPORT_CSP = """
+document.addEventListener('securitypolicyviolation', (e) => {
+  console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI);
+}, true);
+"""
+
+
+@contextlib.contextmanager
+def served(app: Starlette, start_seconds: float = 10.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free local port (lifespan included); yields its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", ws="websockets-sansio", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_seconds
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+
+
+@contextlib.contextmanager
+def browser_page() -> Iterator[Any]:
+    """A fresh Chromium page that reports CSP violations as console errors; skips without Debian's chromium."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (./dev setup installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context()
+        context.add_init_script(REPORT_CSP)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def collect_problems(page: Any) -> list[str]:
+    """Console errors (CSP violations included) and uncaught page errors, as they happen."""
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    return problems

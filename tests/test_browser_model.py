@@ -1,0 +1,56 @@
+"""The README's main job in a real browser: the example sites on the shipped model, a click, a live stream, back.
+
+Everything is real here: the checkpoint in models/, the engine's scheduler, uvicorn, the vendored htmx and its
+WebSocket extension, Debian's Chromium. On a 2-core CPU a page takes seconds, so the waits are long.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from chromium import browser_page, collect_problems, served
+from fakes import SITES_DIR
+
+from genui.app import create_app
+from genui.sites import load_sites
+
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
+
+ARTICLE = re.compile(r"^/wiki/wiki/[^/?#]+$")  # an article of the wiki, mounted at /wiki/ beside the other sites
+WAIT_MS = 240_000
+
+
+def test_browse_the_generated_wiki_on_the_shipped_model(tmp_path: Path) -> None:
+    app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "pages.sqlite3")  # the default model, loaded at start
+    with served(app, start_seconds=120) as url, browser_page() as page:
+        page.set_default_timeout(WAIT_MS)
+        problems = collect_problems(page)
+        page.goto(url + "/")
+        page.click("text=Genpedia")  # a plain visit: the server answers with the finished page
+        page.wait_for_url(url + "/wiki/")
+        home = page.inner_html(".genui-page")
+        links = [
+            link
+            for link in page.query_selector_all(".genui-page a[hx-get]")
+            if ARTICLE.match(link.get_attribute("hx-get") or "") and link.is_visible()
+        ]
+        assert links, "the generated home page links to no article"
+        target = links[0].get_attribute("href")
+        assert target == links[0].get_attribute("hx-get")
+
+        links[0].click()
+        page.wait_for_selector("#genui-draft[data-step]")  # a denoising frame on screen
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page")  # then the finished page
+        assert page.url == url + target
+        assert page.query_selector("[ws-connect]") is None
+        article = page.inner_html(".genui-page")
+        assert article != home
+
+        page.go_back()
+        page.wait_for_url(url + "/wiki/")
+        page.wait_for_function("html => document.querySelector('.genui-page')?.innerHTML === html", arg=home)
+        page.go_forward()
+        page.wait_for_function("html => document.querySelector('.genui-page')?.innerHTML === html", arg=article)
+        assert problems == []
