@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
+import pytest
+
+from engine.config import TINY
+from engine.data import pack_jsonl
+from engine.tokenizer import train_tokenizer
+from engine.training import main as train_main
+from genui import quality
 from genui.quality import PageResult, distinct_2, link_valid, report, shape, skeleton_ok
 from genui.routing import SiteRouter
 from genui.sites import load_sites
@@ -60,3 +69,35 @@ def test_report_measures_dictionary_words_per_site() -> None:
     assert row.dictionary_words == 1.0
     assert row.valid_links == 1.0 and row.links == 1
     assert row.steps_per_canvas == 11.0
+
+
+@pytest.mark.slow
+def test_the_report_runs_end_to_end_on_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`genui quality --packed` on a tiny trained checkpoint: every column, the loss ones included."""
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"page", "wiki", "forum"})  # no wamerican needed
+    rows = [
+        {"site": site, "path": "/", "prompt": f"<page>{site} {i}</page>", "html": f"<p>{site} page {i}</p>"}
+        for i in range(12)
+        for site in ("wiki", "forum")
+    ]
+    for i, row in enumerate(rows):
+        row["holdout"] = i < 8
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tokenizer = train_tokenizer((t for r in rows for t in (r["prompt"], r["html"])), vocab_size=TINY.vocab_size)
+    tokenizer.save_pretrained(tmp_path / "tok")
+    pack_jsonl(corpus, tokenizer, max_prompt=32, max_response=64).save(tmp_path / "packed.npz")
+    run = tmp_path / "run"
+    common = ["--data", str(tmp_path / "packed.npz"), "--tokenizer", str(tmp_path / "tok"), "--device", "cpu"]
+    assert train_main([*common, "--out", str(run), "--steps", "2", "--shape", "tiny", "--canvas-tokens", "64"]) == 0
+    capsys.readouterr()
+
+    argv = ["--model", str(run), "--corpus", str(corpus), "--packed", str(tmp_path / "packed.npz"), "--per-site", "2"]
+    assert quality.main([*argv, "--device", "cpu", "--json"]) == 0
+    sites = {row["site"]: row for row in json.loads(capsys.readouterr().out)["sites"]}
+    assert set(sites) == {"wiki", "forum"}
+    for row in sites.values():
+        assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 24
+        assert math.isfinite(row["heldout_loss"]) and math.isfinite(row["prompt_gain"])
