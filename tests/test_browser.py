@@ -62,13 +62,13 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     assert page.query_selector("[ws-connect]") is None and len(server.engine.calls) == 2
 
     page.go_back()
-    page.wait_for_function(
-        "document.querySelector('.genui-page h1')?.textContent === 'Genpedia (topic)'", timeout=10_000
-    )
+    # Selectors, not wait_for_function: Playwright may compile a function's source with eval in the page, which
+    # the page's CSP reports as a violation (a test artefact the problems list would catch).
+    page.wait_for_selector(".genui-page h1:text-is('Genpedia (topic)')", timeout=10_000)
     assert page.url == server.url + "/wiki/"
     assert len(server.engine.calls) == 2  # the earlier page came back from the cache
 
     page.go_forward()
-    page.wait_for_function("document.querySelector('.genui-page h1')?.textContent === 'Genpedia tree (topic)'")
+    page.wait_for_selector(".genui-page h1:text-is('Genpedia tree (topic)')")
     assert len(server.engine.calls) == 2
     assert problems == []
