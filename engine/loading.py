@@ -16,7 +16,7 @@ from engine.frames import EngineError
 from engine.sampler import ObservedDiffusionGemma
 
 # The shipped model: a save_pretrained folder committed next to the engine package (models/ in a checkout), which
-# a wheel carries inside the package (engine/_bundle/models, mapped in by pyproject.toml).
+# a wheel carries inside the package (engine/_bundle/models, mapped in by setup.py).
 _INSTALLED_MODELS = Path(__file__).resolve().parent / "_bundle" / "models"
 _MODELS = _INSTALLED_MODELS if _INSTALLED_MODELS.is_dir() else Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = _MODELS / "genui-small"

@@ -1,7 +1,7 @@
 """Where genui's own files live: beside the packages in a source checkout, inside the package once installed.
 
 A checkout keeps ``templates/``, ``static/`` and ``sites/`` at the repository root, next to ``genui/``; a wheel
-carries the same folders as ``genui/_bundle/*`` (pyproject.toml maps them in), so ``pip install .`` gives a
+carries the same folders as ``genui/_bundle/*`` (setup.py maps them in), so ``pip install .`` gives a
 working ``genui serve`` too. Every default path goes through ``bundled``.
 """
 
@@ -20,13 +20,9 @@ def bundled(name: str) -> Path:
     return installed if installed.is_dir() else CHECKOUT / name
 
 
-def is_checkout() -> bool:
-    return not (PACKAGE / "_bundle").is_dir()
-
-
 def data_dir() -> Path:
     """Where the page cache goes by default: ``var/`` in a checkout, the user's data folder once installed."""
-    if is_checkout():
+    if not (PACKAGE / "_bundle").is_dir():  # a checkout
         return CHECKOUT / "var"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "genui"
