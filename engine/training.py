@@ -49,6 +49,7 @@ class TrainConfig:
     eps: float = 1e-3  # lowest corruption level
     ar_weight: float = 0.5  # weight of the encoder's next-token loss
     self_conditioning: float = 0.5  # share of examples trained with self-conditioning
+    grounded_weight: float = 1.0  # loss weight of response tokens that only the page's own prompt predicts
     seed: int = 0
 
 
@@ -61,18 +62,36 @@ class Batch:
     input_ids: torch.Tensor  # (B, L) clean sequence: left-padded prompt, then K canvases
     prompt_len: int  # P: length of the (padded) prompt part
     canvases: int  # K
+    grounded: torch.Tensor | None = None  # (B, L) bool: response tokens found in the row's own prompt, rare ones
 
 
-def make_batch(packed: Packed, rows: list[int], canvas_length: int, device: torch.device) -> Batch:
+def common_prompt_tokens(packed: Packed, share: float = 0.02) -> np.ndarray:
+    """Token ids found in more than ``share`` of all prompts: template text and the site briefs, which a page
+    can copy from any prompt, so they say nothing about whether the model reads its own."""
+    seen = np.concatenate([np.unique(packed.prompt(i)) for i in range(len(packed))])
+    counts = np.bincount(seen.astype(np.int64))
+    return np.flatnonzero(counts > share * len(packed))
+
+
+def make_batch(
+    packed: Packed, rows: list[int], canvas_length: int, device: torch.device, common: np.ndarray | None = None
+) -> Batch:
+    """With ``common`` (see common_prompt_tokens), also mark the grounded response tokens: those that occur in
+    the row's own prompt and are not common to prompts (a wiki title in its <h1>, a thread's subject)."""
     prompts = [packed.prompt(i) for i in rows]
     responses = [packed.response(i) for i in rows]
     k = max(math.ceil(len(r) / canvas_length) for r in responses)
     p = max(len(x) for x in prompts)
     seq = np.full((len(rows), p + k * canvas_length), PAD_ID, dtype=np.int64)
+    grounded = np.zeros(seq.shape, dtype=bool)
     for b, (pr, re) in enumerate(zip(prompts, responses, strict=True)):
         seq[b, p - len(pr) : p] = pr
         seq[b, p : p + len(re)] = re
-    return Batch(torch.from_numpy(seq).to(device), p, k)
+        if common is not None:
+            grounded[b, p : p + len(re)] = np.isin(re, np.setdiff1d(pr, common))
+    return Batch(
+        torch.from_numpy(seq).to(device), p, k, torch.from_numpy(grounded).to(device) if common is not None else None
+    )
 
 
 def _masks(batch: Batch, canvas_length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +152,8 @@ def diffusion_loss(
     after_eos = (ids[:, batch.prompt_len :] == EOS_ID).cumsum(-1) > 0
     after_eos &= ids[:, batch.prompt_len :] != EOS_ID  # padding after <eos>: no next-token target
     targets[:, batch.prompt_len - 1 :][after_eos] = -100
-    ar_loss = F.cross_entropy(enc_logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=-100)
+    ar_each = F.cross_entropy(enc_logits.transpose(1, 2), targets, ignore_index=-100, reduction="none")  # (B, L-1)
+    ar_weights = (targets != -100).float()
 
     # 2. Corrupt every canvas at a per-example level t and denoise all canvases in one decoder call.
     clean = ids[:, batch.prompt_len :]  # (B, K*C)
@@ -158,8 +178,17 @@ def diffusion_loss(
     out = model(
         decoder_input_ids=noisy, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **dec_kwargs
     )
-    dec_loss = F.cross_entropy(out.logits.reshape(-1, vocab), clean.reshape(-1))
-    loss = dec_loss + cfg.ar_weight * ar_loss
+    dec_each = F.cross_entropy(out.logits.transpose(1, 2), clean, reduction="none")  # (B, K*C)
+    dec_loss, ar_loss = dec_each.mean(), (ar_each * ar_weights).sum() / ar_weights.sum()
+    if batch.grounded is not None and cfg.grounded_weight != 1.0:
+        # Tokens only the prompt can predict are ~1% of a page, too few for the gradient to teach a small model to
+        # read its prompt; weighting them up does (the held-out "prompt gain" measures it, docs/model.md).
+        weights = 1.0 + (cfg.grounded_weight - 1.0) * batch.grounded.float()
+        dec_weights, ar_weights = weights[:, batch.prompt_len :], ar_weights * weights[:, 1:]
+        loss = (dec_each * dec_weights).sum() / dec_weights.sum()
+        loss = loss + cfg.ar_weight * (ar_each * ar_weights).sum() / ar_weights.sum()
+    else:
+        loss = dec_loss + cfg.ar_weight * ar_loss
     return loss, {"loss": loss.item(), "diffusion": dec_loss.item(), "ar": ar_loss.item()}
 
 
@@ -257,7 +286,12 @@ def train(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     packed = Packed.load(args.data)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(args.tokenizer))
-    cfg = TrainConfig(steps=args.steps or TrainConfig.steps, lr=args.lr, canvas_tokens=args.canvas_tokens)
+    cfg = TrainConfig(
+        steps=args.steps or TrainConfig.steps,
+        lr=args.lr,
+        canvas_tokens=args.canvas_tokens,
+        grounded_weight=args.grounded_weight,
+    )
     state_file = args.out / "training_state.pt"
     if state_file.exists() and args.init:
         raise SystemExit(f"{args.out} already holds a run; --init only starts a new one (pick another --out)")
@@ -296,6 +330,7 @@ def train(args: argparse.Namespace) -> None:
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
     batcher = Batcher(packed, model.config.canvas_length, cfg.canvas_tokens, seed=cfg.seed + step)
+    common = common_prompt_tokens(packed) if cfg.grounded_weight != 1.0 else None
     generator = torch.Generator(device=device).manual_seed(cfg.seed * 7919 + step)
     # bfloat16 autocast where the hardware has fast bf16 matrix units (CUDA); float32 master weights either way.
     bf16 = args.precision == "bf16" or (args.precision == "auto" and device.type == "cuda")
@@ -322,7 +357,7 @@ def train(args: argparse.Namespace) -> None:
     window: list[float] = []
     window_tokens, window_start = 0, clock()
     while step < cfg.steps and (clock() - started) < args.minutes * 60:
-        batch = make_batch(packed, batcher.next(), model.config.canvas_length, device)
+        batch = make_batch(packed, batcher.next(), model.config.canvas_length, device, common)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss, parts = diffusion_loss(model, batch, cfg, generator)
         optimizer.zero_grad(set_to_none=True)
@@ -389,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lr", type=float, default=TrainConfig.lr)
     parser.add_argument("--canvas-tokens", type=int, default=TrainConfig.canvas_tokens)
+    parser.add_argument(
+        "--grounded-weight",
+        type=float,
+        default=TrainConfig.grounded_weight,
+        help="loss weight of response tokens found only in the page's own prompt (new runs; 1 = plain loss)",
+    )
     parser.add_argument("--minutes", type=float, default=60.0, help="stop this invocation after so many minutes")
     parser.add_argument("--save-minutes", type=float, default=10.0)
     parser.add_argument("--log-every", type=int, default=10)

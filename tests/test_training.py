@@ -198,3 +198,50 @@ def test_a_subset_can_pair_each_response_with_another_rows_prompt(tmp_path: Path
         assert list(same.prompt(k)) == list(packed.prompt(row))
         assert list(swapped.prompt(k)) == list(packed.prompt(other))
         assert list(swapped.response(k)) == list(packed.response(row))
+
+
+def _copying(n: int = 8) -> Packed:
+    """Pages that copy their prompt's token 11+i twice between fixed tokens; token 10 is in every prompt."""
+    prompts = [[2, 10, 11 + i, 6] for i in range(n)]
+    responses = [[20, 11 + i, 21, 11 + i, 10, EOS_ID] for i in range(n)]
+    return Packed(
+        np.concatenate(prompts).astype(np.uint16),
+        np.cumsum([0, *map(len, prompts)]),
+        np.concatenate(responses).astype(np.uint16),
+        np.cumsum([0, *map(len, responses)]),
+        np.zeros(n, np.int16),
+        np.zeros(n, bool),
+        ("copy",),
+    )
+
+
+def test_grounded_tokens_are_the_responses_rare_tokens_from_its_own_prompt() -> None:
+    packed = _copying()
+    common = training.common_prompt_tokens(packed, share=0.5)
+    assert sorted(common.tolist()) == [2, 6, 10]
+    batch = make_batch(packed, [3, 5], 4, torch.device("cpu"), common)
+    assert batch.grounded is not None
+    expected = [False] * batch.prompt_len + [False, True, False, True, False, False, False, False]
+    assert batch.grounded.tolist() == [expected, expected]  # token 10 is in the page too, but common
+    assert make_batch(packed, [3, 5], 4, torch.device("cpu")).grounded is None
+
+
+def test_the_grounded_weight_changes_the_loss_but_not_the_reported_parts() -> None:
+    packed = _copying()
+    model = _tiny()
+    c = model.config.canvas_length
+    plain = make_batch(packed, list(range(8)), c, torch.device("cpu"))
+    marked = make_batch(packed, list(range(8)), c, torch.device("cpu"), training.common_prompt_tokens(packed, 0.5))
+
+    def run(batch: Batch, weight: float) -> tuple[float, dict[str, float]]:
+        cfg = TrainConfig(grounded_weight=weight)
+        loss, parts = diffusion_loss(model, batch, cfg, torch.Generator().manual_seed(0), self_conditioning=False)
+        return loss.item(), parts
+
+    base, base_parts = run(plain, 5.0)  # no grounded marks: the weight has nothing to act on
+    same, _ = run(marked, 1.0)
+    weighted, weighted_parts = run(marked, 5.0)
+    assert same == pytest.approx(base, rel=1e-6)
+    assert weighted != pytest.approx(base, rel=1e-3)
+    assert weighted_parts["diffusion"] == pytest.approx(base_parts["diffusion"], rel=1e-6)
+    assert weighted_parts["ar"] == pytest.approx(base_parts["ar"], rel=1e-6)
