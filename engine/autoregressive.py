@@ -22,7 +22,7 @@ from transformers import DynamicCache
 from engine.channel import FrameChannel
 from engine.config import EOS_ID
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import check_length, encode_prompt, generate_options
+from engine.generation import check_length, encode_opening, encode_prompt, generate_options
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
@@ -52,13 +52,14 @@ def generate_autoregressive(
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
 
     prompt = encode_prompt(tokenizer, request.prompt)
+    opening = encode_opening(loaded, request.opening)  # read as given, then continued
     max_new = request.max_canvases * length
     check_length(loaded, len(prompt), max_new)
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-    next_input = torch.tensor([prompt], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)
+    next_input = torch.tensor([prompt + opening], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)
 
-    tokens: list[int] = []
-    canvas: list[int] = []  # tokens of the canvas being written
+    tokens: list[int] = list(opening)
+    canvas: list[int] = list(opening)  # tokens of the canvas being written
     canvases: list[CanvasFrame] = []
     entropies: list[float] = []  # since the last StepFrame
     step = 0
@@ -79,7 +80,7 @@ def generate_autoregressive(
         canvas, step, canvas_started = [], 0, time.perf_counter()
 
     with torch.inference_mode():
-        for _ in range(max_new):
+        for _ in range(max_new - len(opening)):
             if cancelled():
                 raise GenerationCancelled
             hidden = model.model.encoder(input_ids=next_input, past_key_values=cache, use_cache=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import LogitsProcessorList, PreTrainedTokenizerBase
+from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerBase
 from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     DiffusionGemmaGenerationConfig,
     EntropyBoundSamplerConfig,
@@ -37,6 +37,44 @@ class Plan:
     cut_at_eos: bool = True
     decoder_input_ids: torch.Tensor | None = None  # (B, L) starting canvas; None = the sampler's uniform noise
     logits_processor: LogitsProcessorList = field(default_factory=LogitsProcessorList)
+
+
+# Far below any softcapped logit (|logit| <= 30): exp() of it is exactly 0 even after temperature scaling.
+_NEVER = -1.0e4
+
+
+class PinTokens(LogitsProcessor):
+    """Puts all probability of each kept position of the first canvas on that position's token.
+
+    A pinned distribution is one-hot, zero entropy, so the entropy-bound sampler always accepts it and never
+    re-noises it, and the argmax canvas generate() returns holds it unchanged. (A custom sampler alone would not do:
+    generate() returns the argmax of the processed logits, not the accepted canvas.) Later canvases are left alone:
+    generate() calls this with the sequence so far, which is longer than ``width`` once the first canvas is done.
+    """
+
+    def __init__(self, canvas: torch.Tensor, keep: torch.Tensor, width: int) -> None:
+        self.canvas = canvas  # (B, L) token ids; only kept positions matter
+        self.keep = keep  # (B, L) bool
+        self.width = width  # length of the (padded) prompt: the sequence while the first canvas is denoised
+        self._pinned: torch.Tensor | None = None  # (B, L, V) built on first use, when V and dtype are known
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor, cur_step: int) -> torch.Tensor:
+        if input_ids.shape[-1] != self.width:
+            return scores
+        if self._pinned is None or self._pinned.shape != scores.shape or self._pinned.dtype != scores.dtype:
+            self._pinned = torch.full_like(scores, _NEVER).scatter_(-1, self.canvas.unsqueeze(-1), 0.0)
+        return torch.where(self.keep.unsqueeze(-1), self._pinned, scores)
+
+
+def encode_opening(loaded: LoadedModel, opening: str) -> list[int]:
+    """The tokens of a request's opening; it must leave room in the first canvas for the model's own text."""
+    ids = loaded.tokenizer.encode(opening, add_special_tokens=False) if opening else []
+    if len(ids) >= loaded.canvas_length:
+        raise EngineError(
+            f"the opening is {len(ids)} tokens, which leaves no room in a {loaded.canvas_length}-token canvas; "
+            "shorten it"
+        )
+    return ids
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
@@ -119,8 +157,9 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
     prompts = [encode_prompt(loaded.tokenizer, request.prompt) for request in requests]
     for ids in prompts:
         check_length(loaded, len(ids), options["max_new_tokens"])
+    openings = [encode_opening(loaded, request.opening) for request in requests]
     input_ids, attention_mask = left_pad(prompts, loaded.device)
-    return Plan(
+    plan = Plan(
         input_ids=input_ids,
         attention_mask=attention_mask,
         options=options,
@@ -129,6 +168,18 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
         max_canvases=first.max_canvases,
         cut_at_eos=first.stop_at_eos,
     )
+    if any(openings):
+        # The first canvas starts as noise with each row's opening in place, pinned there while the rest denoises.
+        length, vocab = loaded.canvas_length, loaded.model.config.text_config.vocab_size
+        canvas = torch.randint(0, vocab, (len(requests), length), generator=torch.Generator().manual_seed(first.seed))
+        keep = torch.zeros((len(requests), length), dtype=torch.bool)
+        for index, ids in enumerate(openings):
+            canvas[index, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            keep[index, : len(ids)] = True
+        canvas, keep = canvas.to(loaded.device), keep.to(loaded.device)
+        plan.decoder_input_ids = canvas
+        plan.logits_processor = LogitsProcessorList([PinTokens(canvas, keep, width=input_ids.shape[1])])
+    return plan
 
 
 def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:

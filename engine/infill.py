@@ -2,10 +2,8 @@
 
 The text before the region goes into the prompt, where the encoder reads it as a clean causal prefix. The canvas
 starts with the region (noise) followed by the text after it (kept tokens), so the region's bidirectional
-attention sees both sides. A logits processor pins every kept position to its own token: its distribution is
-one-hot, zero entropy, so the entropy-bound sampler always accepts it and the argmax canvas generate() returns
-holds it unchanged. (A custom sampler alone would not do: generate() returns the argmax of the processed logits,
-not the accepted canvas.)
+attention sees both sides. A logits processor (engine.generation.PinTokens) pins every kept position to its
+own token.
 """
 
 from __future__ import annotations
@@ -14,16 +12,13 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessorList
 
 from engine.config import EOS_ID, PAD_ID
 from engine.frames import EngineError, GenerationRequest
-from engine.generation import Plan, check_length, encode_prompt, generate_options
+from engine.generation import PinTokens, Plan, check_length, encode_prompt, generate_options
 from engine.loading import LoadedModel
 from engine.streaming import Row
-
-# Far below any softcapped logit (|logit| <= 30): exp() of it is exactly 0 even after temperature scaling.
-_NEVER = -1.0e4
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +26,10 @@ class InfillRequest:
     """Rewrite the ``region_tokens`` tokens between ``before`` and ``after``."""
 
     generation: GenerationRequest  # its prompt (the instruction, or the prompt the text answers) comes first;
-    # seed, steps, temperatures and thresholds apply; max_canvases and stop_at_eos do not (one canvas, kept text)
+    # seed, steps, temperatures and thresholds apply; max_canvases, stop_at_eos and opening do not (one canvas)
     before: str
     after: str
     region_tokens: int
-
-
-class PinTokens(LogitsProcessor):
-    """Puts all probability of each kept canvas position on that position's token."""
-
-    def __init__(self, canvas: torch.Tensor, keep: torch.Tensor) -> None:
-        self.canvas = canvas  # (B, L) token ids; only kept positions matter
-        self.keep = keep  # (B, L) bool
-        self._pinned: torch.Tensor | None = None  # (B, L, V) built on first use, when V and dtype are known
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor, cur_step: int) -> torch.Tensor:
-        if self._pinned is None or self._pinned.shape != scores.shape or self._pinned.dtype != scores.dtype:
-            self._pinned = torch.full_like(scores, _NEVER).scatter_(-1, self.canvas.unsqueeze(-1), 0.0)
-        return torch.where(self.keep.unsqueeze(-1), self._pinned, scores)
 
 
 def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
@@ -86,5 +67,5 @@ def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
         max_canvases=1,
         cut_at_eos=True,
         decoder_input_ids=canvas,
-        logits_processor=LogitsProcessorList([PinTokens(canvas, keep)]),
+        logits_processor=LogitsProcessorList([PinTokens(canvas, keep, width=len(prompt))]),
     )

@@ -76,12 +76,12 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     if location is None:
         patterns = ", ".join(route.pattern for route in site.routes)
         raise UsageError(f"no route of site {site.name!r} matches {args.path!r} (routes: {patterns})")
-    prompt = runtime.prompts.render(location.route, location.params, location.query)
+    request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
 
     async def generate() -> DoneFrame:
         engine = loader(args.model, args.device)
         try:
-            async for frame in engine.stream(runtime.request(prompt, args.seed)):
+            async for frame in engine.stream(request):
                 if isinstance(frame, DoneFrame):
                     return frame
             raise EngineError("the engine ended without a final frame")
@@ -199,6 +199,11 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     render.add_argument(
         "--json", action="store_true", help='print {"html", "canvases": [{steps, tokens, seconds}], "seconds"}'
+    )
+    render.add_argument(
+        "--no-opening",
+        action="store_true",
+        help="leave out the route's opening (site.toml), so the model writes the whole page",
     )
     render.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     model_options(render)

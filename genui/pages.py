@@ -81,10 +81,19 @@ class SiteRuntime:
         """The served URL of a site-relative URL."""
         return self.mount + site_url
 
-    def request(self, prompt: str, seed: int) -> GenerationRequest:
+    def request(self, prompt: str, seed: int, opening: str = "") -> GenerationRequest:
         """What the engine is asked for one page of this site."""
         model = self.site.model
-        return GenerationRequest(prompt=prompt, max_canvases=model.canvases, max_steps=model.steps, seed=seed)
+        return GenerationRequest(
+            prompt=prompt, max_canvases=model.canvases, max_steps=model.steps, seed=seed, opening=opening
+        )
+
+    def direct_request(self, location: Location, seed: int, opening: bool = True) -> GenerationRequest:
+        """The request for a page opened directly, with no page it came from and no posts (``genui render``, the
+        quality report); ``opening=False`` leaves out the route's opening, so the model writes the whole page."""
+        route, params, query = location.route, location.params, location.query
+        text = self.prompts.opening(route, params, query) if opening else ""
+        return self.request(self.prompts.render(route, params, query), seed, text)
 
     def render(self, text: str, *, draft: bool = False) -> str:
         """Model text -> HTML fit for the page: sanitised, then links rewritten."""
@@ -105,6 +114,7 @@ class Job:
     prompt: str
     posts: tuple[StoredPost, ...]
     parent: Parent | None
+    opening: str = ""  # the route's opening, rendered: the page starts with it
 
     @property
     def cached(self) -> bool:
@@ -201,7 +211,7 @@ class Generation:
 
     async def _run(self) -> None:
         job = self.job
-        request = job.runtime.request(job.prompt, self.seed)
+        request = job.runtime.request(job.prompt, self.seed, job.opening)
         finished: dict[int, str] = {}  # canvas index -> final text
         frames = self._engine.stream(request)
         try:
@@ -264,14 +274,10 @@ class Pages:
             template=runtime.prompts.version(route),
             posts=posts[-1].id if posts else 0,
         )
-        prompt = runtime.prompts.render(
-            route,
-            location.params,
-            location.query,
-            parent=parent,
-            posts=[Post(p.user, p.text) for p in posts[-POSTS_IN_PROMPT:]],
-        )
-        return Job(runtime, location, key, prompt, posts, parent)
+        seen = [Post(p.user, p.text) for p in posts[-POSTS_IN_PROMPT:]]
+        prompt = runtime.prompts.render(route, location.params, location.query, parent=parent, posts=seen)
+        opening = runtime.prompts.opening(route, location.params, location.query, parent=parent, posts=seen)
+        return Job(runtime, location, key, prompt, posts, parent, opening)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
         """The cached page (its newest version when ``version`` is None)."""

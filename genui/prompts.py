@@ -28,35 +28,43 @@ class Post:
     text: str
 
 
+def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
+    return ImmutableSandboxedEnvironment(
+        loader=FileSystemLoader(site.prompts_dir),
+        undefined=StrictUndefined,
+        autoescape=autoescape,
+        keep_trailing_newline=True,
+    )
+
+
 class PromptRenderer:
     """Renders one site's prompt templates."""
 
     def __init__(self, site: Site) -> None:
         self.site = site
-        self._env = ImmutableSandboxedEnvironment(
-            loader=FileSystemLoader(site.prompts_dir),
-            undefined=StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=True,
-        )
-        self._versions: dict[str, str] = {}
+        self._env = _sandbox(site, autoescape=False)  # prompts: plain text for the model
+        self._html = _sandbox(site, autoescape=True)  # openings: HTML for the page, so values are escaped
+        self._versions: dict[Route, str] = {}
         for route in site.routes:
-            try:
-                self._env.get_template(route.template)
-            except TemplateError as err:
-                raise SiteConfigError(
-                    site.prompts_dir / route.template, "template", f"Jinja2 error: {err}", "fix the template syntax"
-                ) from None
-            except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
-                raise SiteConfigError(
-                    site.prompts_dir / route.template, "template", f"not UTF-8 ({err})", "save the file as UTF-8"
-                ) from None
-            source = (site.prompts_dir / route.template).read_bytes()
-            self._versions[route.template] = hashlib.sha256(source).hexdigest()[:16]
+            self._check(route.template, self._env)
+            digest = hashlib.sha256((site.prompts_dir / route.template).read_bytes())
+            if route.opening is not None:
+                self._check(route.opening, self._html)
+                digest.update(b"\0" + (site.prompts_dir / route.opening).read_bytes())
+            self._versions[route] = digest.hexdigest()[:16]  # unchanged for a route without an opening
+
+    def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:
+        file = self.site.prompts_dir / name
+        try:
+            env.get_template(name)
+        except TemplateError as err:
+            raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
+        except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
+            raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
 
     def version(self, route: Route) -> str:
-        """A short hash of the template source: part of every page-cache key."""
-        return self._versions[route.template]
+        """A short hash of the route's template sources (prompt and opening): part of every page-cache key."""
+        return self._versions[route]
 
     def render(
         self,
@@ -66,6 +74,30 @@ class PromptRenderer:
         parent: Parent | None = None,
         posts: list[Post] | None = None,
     ) -> str:
+        """The route's prompt."""
+        return self._env.get_template(route.template).render(self._variables(route, params, query, parent, posts))
+
+    def opening(
+        self,
+        route: Route,
+        params: dict[str, str],
+        query: dict[str, str] | None = None,
+        parent: Parent | None = None,
+        posts: list[Post] | None = None,
+    ) -> str:
+        """The HTML the route's pages start with ("" if it has none); the template sees what the prompt sees."""
+        if route.opening is None:
+            return ""
+        return self._html.get_template(route.opening).render(self._variables(route, params, query, parent, posts))
+
+    def _variables(
+        self,
+        route: Route,
+        params: dict[str, str],
+        query: dict[str, str] | None,
+        parent: Parent | None,
+        posts: list[Post] | None,
+    ) -> dict[str, Any]:
         variables: dict[str, Any] = {
             "site": {"name": self.site.name, "title": self.site.title, "brief": self.site.brief},
             "params": dict(params),
@@ -75,4 +107,4 @@ class PromptRenderer:
         }
         if "brief" not in route.context:
             variables["site"]["brief"] = ""
-        return self._env.get_template(route.template).render(variables)
+        return variables

@@ -44,7 +44,9 @@ class _Shape(HTMLParser):
         self.hrefs: list[str] = []
         self.text: list[str] = []
         self.h1: list[str] = []
+        self.paragraphs: list[str] = []  # the text of each <p>
         self._in_h1 = False
+        self._in_p = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -54,6 +56,9 @@ class _Shape(HTMLParser):
         if tag == "h1":
             self._in_h1 = True
             self.h1.append("")
+        if tag == "p":
+            self._in_p += 1
+            self.paragraphs.append("")
         if tag not in VOID:
             self.stack.append(tag)
 
@@ -69,11 +74,15 @@ class _Shape(HTMLParser):
         self.stack.pop()
         if tag == "h1":
             self._in_h1 = False
+        if tag == "p":
+            self._in_p -= 1
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
         if self._in_h1 and self.h1:
             self.h1[-1] += data
+        if self._in_p and self.paragraphs:
+            self.paragraphs[-1] += data
 
 
 def shape(html_text: str) -> _Shape:
@@ -97,7 +106,7 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
     if site == "wiki":
         if path.startswith("/wiki/"):
             title = urlsplit(path).path.removeprefix("/wiki/").replace("_", " ").strip().lower()
-            return any(h.strip().lower() == title for h in s.h1) and _count(s, "p") >= 2
+            return any(h.strip().lower() == title for h in s.h1) and sum(bool(p.strip()) for p in s.paragraphs) >= 2
         if path.startswith("/search"):
             return bool(s.h1) and _count(s, "li") >= 1
         return bool(s.h1) and _count(s, "p") >= 1
@@ -159,8 +168,11 @@ async def generate_pages(
     pages: list[tuple[str, str]],
     seed: int,
     progress: Callable[[str], None] | None = None,
+    openings: bool = True,
 ) -> list[PageResult]:
-    """Generate each page exactly as the app would (same route, prompt and request), sanitised."""
+    """Generate each page exactly as the app would (same route, prompt and request), sanitised.
+
+    ``openings=False`` leaves out the routes' openings, so the model alone writes every byte that is measured."""
     runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
     results = []
     for name, url in pages:
@@ -168,9 +180,8 @@ async def generate_pages(
         location = runtime.locate(url)
         if location is None:
             raise ValueError(f"held-out page {name}{url} matches no route")
-        prompt = runtime.prompts.render(location.route, location.params, location.query)
         done = None
-        async for frame in engine.stream(runtime.request(prompt, seed)):
+        async for frame in engine.stream(runtime.direct_request(location, seed, opening=openings)):
             if isinstance(frame, DoneFrame):
                 done = frame
         assert done is not None
@@ -256,6 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--list", action="store_true", help="only list the held-out pages")
+    parser.add_argument(
+        "--no-openings",
+        action="store_true",
+        help="leave out the routes' openings (sites/*/site.toml), so the model writes every byte measured",
+    )
     args = parser.parse_args(argv)
     if not args.corpus.exists():
         print(f"{args.corpus} is missing: build it with `python -m genui.corpus --out {args.corpus}`", file=sys.stderr)
@@ -272,7 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     engine = load_engine(args.model, device=args.device)
     results = asyncio.run(
         generate_pages(
-            engine, sites, pages, args.seed, progress=None if args.json else lambda m: print(m, file=sys.stderr)
+            engine,
+            sites,
+            pages,
+            args.seed,
+            progress=None if args.json else lambda m: print(m, file=sys.stderr),
+            openings=not args.no_openings,
         )
     )
     rows = report(results, sites, dictionary)
@@ -295,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                     heldout_loss(model, packed.subset(held, prompts_from=rotated), device) - row.heldout_loss
                 )
     if args.json:
-        print(json.dumps({"model": engine.model_id, "seed": args.seed, "sites": [asdict(r) for r in rows]}, indent=1))
+        summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings}
+        print(json.dumps({**summary, "sites": [asdict(r) for r in rows]}, indent=1))
     else:
         print_table(rows)
     return 0

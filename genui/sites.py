@@ -36,6 +36,7 @@ class Route:
     pattern: str  # e.g. "/wiki/{title}" or "/files/{path:path}"
     template: str  # file name under prompts/
     context: tuple[str, ...] = ("brief",)
+    opening: str | None = None  # file name under prompts/: HTML every page of the route starts with, word for word
     query: tuple[str, ...] = ()  # query-string keys passed to the prompt
     cache: str = "forever"
     posts: bool = False  # users may post here; their posts are stored and shown
@@ -86,7 +87,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    known = {"pattern", "template", "context", "query", "cache", "posts"}
+    known = {"pattern", "template", "opening", "context", "query", "cache", "posts"}
     for key in data:
         if key not in known:
             raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
@@ -98,15 +99,10 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         raise SiteConfigError(
             file, f"{where}pattern", f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}"
         )
-    template = _expect(file, data, "template", str, 'add template = "page.j2" (a file in prompts/)', where=where)
-    if "/" in template or "\\" in template or template.startswith("."):
-        raise SiteConfigError(
-            file, f"{where}template", f"{template!r} is not a plain file name", "name a file in prompts/"
-        )
-    if not (root / "prompts" / template).is_file():
-        raise SiteConfigError(
-            file, f"{where}template", f"{root / 'prompts' / template} does not exist", "create it or fix the name"
-        )
+    template = _prompt_file(file, root, f"{where}template", data, "template", "page.j2")
+    opening = None
+    if "opening" in data:
+        opening = _prompt_file(file, root, f"{where}opening", data, "opening", "page_opening.j2")
     context = _string_list(file, data, "context", where, ("brief",))
     for kind in context:
         if kind not in CONTEXT_KINDS:
@@ -122,7 +118,22 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         raise SiteConfigError(file, f"{where}posts", "expected true or false", "write posts = true or remove it")
     if posts and "posts" not in context:
         context = (*context, "posts")
-    return Route(pattern=pattern, template=template, context=context, query=query, cache=cache, posts=posts)
+    return Route(
+        pattern=pattern, template=template, context=context, opening=opening, query=query, cache=cache, posts=posts
+    )
+
+
+def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: str, example: str) -> str:
+    """A route key naming a Jinja2 file in the site's prompts/ folder."""
+    name = data.get(key)
+    if not isinstance(name, str):
+        problem = "missing" if name is None else f"expected str, got {type(name).__name__}"
+        raise SiteConfigError(file, full, problem, f'add {key} = "{example}" (a file in prompts/)')
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise SiteConfigError(file, full, f"{name!r} is not a plain file name", "name a file in prompts/")
+    if not (root / "prompts" / name).is_file():
+        raise SiteConfigError(file, full, f"{root / 'prompts' / name} does not exist", "create it or fix the name")
+    return name
 
 
 def load_site(root: Path | str) -> Site:

@@ -73,10 +73,14 @@ def page_problem(page_html: str) -> str | None:
     footer = _FOOTER.search(page_html)
     if footer is None:
         return "no checksum footer (cut short?)"
-    body = page_html[: footer.start()]
+    # What comes before the article is the route's opening (sites/*/site.toml), which the engine pins, unsummed.
+    start = page_html.find('<article class="crash">')
+    if start < 0:
+        return "no article"
+    body = page_html[start : footer.start()]
     if len(body) != int(footer.group(2)) or hashlib.sha256(body.encode()).hexdigest() != footer.group(1):
         return "checksum mismatch"
-    if page_html[footer.end() :].strip():
+    if re.sub(r"</[a-z0-9]+>", "", page_html[footer.end() :]).strip():  # the sanitiser closes what the opening opened
         return "text after the footer"
     return None
 

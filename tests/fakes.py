@@ -26,7 +26,7 @@ def wiki_writer(prompt: str, seed: int) -> str:
     title = match.group(1) if match else "Genpedia"
     slug = title.replace(" ", "_")
     return (
-        f'<article class="wiki"><h1>{title}</h1>'
+        f'<article class="wiki">\n<h1>{title}</h1>\n'
         f"<p>{title} is a topic in computing, written with seed {seed}.</p>"
         f'<h2>See also</h2><ul><li><a href="/wiki/{slug}_tree">{title} tree</a></li>'
         f'<li><a href="/wiki/{slug}_map">{title} map</a></li></ul></article>'
@@ -74,6 +74,8 @@ class FakeEngine:
             raise EngineOverloaded(self.overloaded)
         started = time.perf_counter()
         text = self.writer(request.prompt, request.seed)
+        if not text.startswith(request.opening):  # the engine's contract: the text starts with the opening
+            text = request.opening + text
         size = self.canvas_chars
         canvases = [text[i : i + size] for i in range(0, len(text), size)][: request.max_canvases]
         noise = random.Random(request.seed)

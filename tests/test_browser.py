@@ -29,8 +29,8 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    # Headings the URL does not predict, so the test sees the finished page's own title reach the document.
-    engine = FakeEngine(lambda p, s: wiki_writer(p, s).replace("</h1>", " (topic)</h1>"), delay=0.12, steps=4)
+    # A closing sentence the route does not predict, so the test sees the finished page's own text arrive.
+    engine = FakeEngine(lambda p, s: wiki_writer(p, s).replace("</p>", " Final words.</p>"), delay=0.12, steps=4)
     with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
         yield Server(url, engine)
 
@@ -47,7 +47,7 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     page.goto(server.url + "/")
     page.click("text=Genpedia")
     page.wait_for_url(server.url + "/wiki/")
-    assert page.text_content(".genui-page h1") == "Genpedia (topic)"
+    assert page.text_content(".genui-page h1") == "Genpedia"
     assert len(server.engine.calls) == 1  # a plain visit is served finished
 
     page.click("text=Genpedia tree")
@@ -56,19 +56,20 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     assert "canvas" in (page.text_content("#genui-progress") or "")
     assert page.query_selector("#genui-content:not(.genui-live)") is None  # a draft is on screen, not the final
     page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
-    assert page.text_content(".genui-page h1") == "Genpedia tree (topic)"
+    assert page.text_content(".genui-page h1") == "Genpedia tree"  # the route's opening (sites/wiki/site.toml)
+    assert (page.text_content(".genui-page p") or "").endswith("Final words.")
     assert page.url == server.url + "/wiki/wiki/Genpedia_tree"
-    assert page.title() == "Genpedia tree (topic) — Genpedia"
+    assert page.title() == "Genpedia tree — Genpedia"
     assert page.query_selector("[ws-connect]") is None and len(server.engine.calls) == 2
 
     page.go_back()
     # Selectors, not wait_for_function: Playwright may compile a function's source with eval in the page, which
     # the page's CSP reports as a violation (a test artefact the problems list would catch).
-    page.wait_for_selector(".genui-page h1:text-is('Genpedia (topic)')", timeout=10_000)
+    page.wait_for_selector(".genui-page h1:text-is('Genpedia')", timeout=10_000)
     assert page.url == server.url + "/wiki/"
     assert len(server.engine.calls) == 2  # the earlier page came back from the cache
 
     page.go_forward()
-    page.wait_for_selector(".genui-page h1:text-is('Genpedia tree (topic)')")
+    page.wait_for_selector(".genui-page h1:text-is('Genpedia tree')")
     assert len(server.engine.calls) == 2
     assert problems == []

@@ -93,3 +93,18 @@ async def test_closing_the_autoregressive_engine_fails_open_streams(loaded: Load
         await collect(stream)
     with pytest.raises(EngineError, match="closed"):
         await anext(engine.stream(GenerationRequest(prompt="x")))
+
+
+def test_an_opening_is_read_as_given_and_continued(loaded: LoadedModel) -> None:
+    opening = "<h1>Hash table</h1>"
+    request = GenerationRequest(prompt="Hash table", t_min=0.0, stop_at_eos=False, opening=opening)
+    tokens, frames = decode(loaded, request)
+    ids = loaded.tokenizer.encode(opening, add_special_tokens=False)
+    assert tokens[: len(ids)] == ids and len(tokens) == loaded.canvas_length  # the opening counts in the canvas
+    done = frames[-1]
+    assert isinstance(done, DoneFrame) and done.text.startswith(opening)
+    sequence = encode_prompt(loaded.tokenizer, "Hash table") + ids
+    cap = loaded.model.config.text_config.final_logit_softcapping
+    with torch.no_grad():
+        hidden = loaded.model.model.encoder(input_ids=torch.tensor([sequence])).last_hidden_state
+    assert tokens[len(ids)] == int((torch.tanh(loaded.model.lm_head(hidden[0, -1]) / cap) * cap).argmax())

@@ -143,3 +143,25 @@ def test_requests_with_different_settings_are_not_batched(loaded: LoadedModel) -
     requests = [GenerationRequest(prompt="a", max_steps=4), GenerationRequest(prompt="b", max_steps=5)]
     with pytest.raises(ValueError, match="share their generation settings"):
         plan_batch(loaded, requests, rows)
+
+
+OPENING = "<h1>Hash table</h1>"
+
+
+def test_an_opening_holds_in_every_draft_of_the_first_canvas_and_starts_the_text(loaded: LoadedModel) -> None:
+    opened = GenerationRequest(prompt="Hash table", max_canvases=2, max_steps=4, stop_at_eos=False, opening=OPENING)
+    plain = GenerationRequest(prompt="Linked list", max_canvases=2, max_steps=4, stop_at_eos=False)
+    with_opening, without = generate(loaded, opened, plain)  # one batch: the opening is per row
+    drafts = [f for f in with_opening if isinstance(f, StepFrame) and f.canvas == 0]
+    assert len(drafts) == 4 and all(f.text.startswith(OPENING) for f in drafts)
+    canvases = [f for f in with_opening if isinstance(f, CanvasFrame)]
+    assert canvases[0].text.startswith(OPENING) and not canvases[1].text.startswith(OPENING)  # first canvas only
+    assert done(with_opening).text.startswith(OPENING) and len(done(with_opening).text) > len(OPENING)
+    assert not done(without).text.startswith(OPENING)
+    assert done(generate(loaded, opened, plain)[0]).text == done(with_opening).text  # reproducible
+
+
+def test_an_opening_that_fills_the_canvas_is_an_engine_error(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="x", opening="<p>Hash table</p>" * loaded.canvas_length)
+    with pytest.raises(EngineError, match="opening is .* tokens"):
+        plan_batch(loaded, [request], [Row(emit=lambda frame: None)])

@@ -62,10 +62,10 @@ async def test_the_finished_page_is_sanitised_linked_titled_and_stored(wiki: Sit
     engine = FakeEngine(lambda p, s: '<h1 onclick="x()">Lisp</h1><a href="/wiki/Scheme">Scheme</a><script>1</script>')
     pages = make_pages(wiki, store, engine)
     page = await pages.generation(job(pages), 1).result()
-    assert page.html == '<h1>Lisp</h1><a href="/wiki/wiki/Scheme" ' + (
+    assert page.html == '<article class="wiki">\n<h1>Lisp</h1>\n<h1>Lisp</h1><a href="/wiki/wiki/Scheme" ' + (
         'hx-get="/wiki/wiki/Scheme" hx-target="#genui-main" hx-push-url="true" hx-swap="innerHTML show:window:top">'
-        "Scheme</a>"
-    )
+        "Scheme</a></article>"
+    )  # the route's opening first (sites/wiki/site.toml), then the model's text, sanitised
     assert page.title == "Lisp" and store.page(job(pages).key) == page
 
 

@@ -74,3 +74,30 @@ def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
     site = load_site(root)
     with pytest.raises(Exception, match="unsafe|undefined"):
         PromptRenderer(site).render(site.routes[0], {})
+
+
+def test_an_opening_is_html_with_the_url_text_escaped(wiki: Site) -> None:
+    renderer = PromptRenderer(wiki)
+    article, home = wiki.routes[1], wiki.routes[0]
+    opening = renderer.opening(article, {"title": "AT&T_<b>{{ 7*7 }}"})
+    assert opening == '<article class="wiki">\n<h1>AT&amp;T &lt;b&gt;{{ 7*7 }}</h1>\n'
+    assert renderer.opening(home, {}) == ""  # a route without an opening
+
+
+def test_version_changes_when_the_opening_changes(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    before = PromptRenderer(load_site(root))
+    (root / "prompts" / "article_opening.j2").write_text("<h2>{{ params.title }}</h2>\n", encoding="utf-8")
+    site = load_site(root)
+    after = PromptRenderer(site)
+    assert before.version(site.routes[1]) != after.version(site.routes[1])
+    assert before.version(site.routes[0]) == after.version(site.routes[0])
+    assert after.opening(site.routes[1], {"title": "Lisp"}) == "<h2>Lisp</h2>\n"
+
+
+def test_a_syntax_error_in_an_opening_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article_opening.j2").write_text("<h1>{{ params.title </h1>", encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("article_opening.j2") and caught.value.fix

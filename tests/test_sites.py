@@ -24,6 +24,7 @@ template = "home.j2"
 [[routes]]
 pattern = "/page/{name}"
 template = "page.j2"
+opening = "home.j2"
 context = ["brief", "parent"]
 
 [[routes]]
@@ -60,7 +61,8 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     assert site.model == ModelSettings(canvases=3, steps=12)
     home, page, thread, find = site.routes
     assert home.context == ("brief",) and home.cache == "forever" and not home.posts
-    assert page.params == ("name",) and page.context == ("brief", "parent")
+    assert page.params == ("name",) and page.context == ("brief", "parent") and page.opening == "home.j2"
+    assert home.opening is None
     assert thread.posts and "posts" in thread.context  # posts = true brings its context along
     assert find.query == ("q",) and find.cache == "none"
 
@@ -79,6 +81,8 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('pattern = "/page/{name}"', 'pattern = "/page/{name:int}"', "routes[1].pattern"),
         ('template = "home.j2"', 'template = "nope.j2"', "routes[0].template"),
         ('template = "home.j2"', 'template = "../site.toml"', "routes[0].template"),
+        ('opening = "home.j2"', 'opening = "nope.j2"', "routes[1].opening"),
+        ('opening = "home.j2"', "opening = 3", "routes[1].opening"),
         ('context = ["brief", "parent"]', 'context = ["brief", "weather"]', "routes[1].context"),
         ('cache = "none"', 'cache = "sometimes"', "routes[3].cache"),
         ("posts = true", 'posts = "yes"', "routes[2].posts"),
