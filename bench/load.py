@@ -130,6 +130,9 @@ class QueuedEngine:
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         return self._frames(request)
 
+    def fits(self, request: GenerationRequest) -> bool:
+        return True
+
     async def close(self) -> None:
         self._closed = True
         for job in self._pending:

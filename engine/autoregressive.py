@@ -22,7 +22,7 @@ from transformers import DynamicCache
 from engine.channel import FrameChannel
 from engine.config import EOS_ID
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import check_length, encode_opening, encode_prompt, generate_options
+from engine.generation import check_length, encode_opening, encode_prompt, fits, generate_options
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
@@ -137,6 +137,9 @@ class AutoregressiveEngine:
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         return self._frames(request)
+
+    def fits(self, request: GenerationRequest) -> bool:
+        return fits(self.loaded, request)
 
     async def close(self) -> None:
         """Fail the streams still open, stop decoding, and wait for the worker thread."""

@@ -137,6 +137,15 @@ def left_pad(prompts: Sequence[list[int]], device: torch.device) -> tuple[torch.
     return input_ids.to(device), attention_mask.to(device)
 
 
+def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
+    """Whether ``request`` passes the length checks of plan_batch (its other settings are not checked here)."""
+    tokenizer, length = loaded.tokenizer, loaded.canvas_length
+    if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= length:
+        return False
+    prompt = len(encode_prompt(tokenizer, request.prompt))
+    return prompt + request.max_canvases * length <= loaded.model.config.text_config.max_position_embeddings
+
+
 def check_length(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:
     limit = loaded.model.config.text_config.max_position_embeddings
     if prompt_tokens + new_tokens > limit:

@@ -22,7 +22,7 @@ from types import TracebackType
 
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
-from engine.generation import Plan, batch_key, generate_options, plan_batch, run_plan
+from engine.generation import Plan, batch_key, fits, generate_options, plan_batch, run_plan
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled, Row
@@ -80,6 +80,9 @@ class Scheduler:
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         """Frames for one request: StepFrames and a CanvasFrame per canvas, then one DoneFrame."""
         return self._frames([request], key=batch_key(request))
+
+    def fits(self, request: GenerationRequest) -> bool:
+        return fits(self.loaded, request)
 
     def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
         """``n`` variants of one prompt from one batched generate() call; frames carry ``variant`` 0..n-1.

@@ -274,10 +274,40 @@ class Pages:
             template=runtime.prompts.version(route),
             posts=posts[-1].id if posts else 0,
         )
-        seen = [Post(p.user, p.text) for p in posts[-POSTS_IN_PROMPT:]]
-        prompt = runtime.prompts.render(route, location.params, location.query, parent=parent, posts=seen)
-        opening = runtime.prompts.opening(route, location.params, location.query, parent=parent, posts=seen)
+        prompt, opening = self._fitted(runtime, location, parent, [Post(p.user, p.text) for p in posts])
         return Job(runtime, location, key, prompt, posts, parent, opening)
+
+    def _fitted(
+        self, runtime: SiteRuntime, location: Location, parent: Parent | None, posts: list[Post]
+    ) -> tuple[str, str]:
+        """The prompt and opening, with as many of the newest posts (at most POSTS_IN_PROMPT) as the model can read.
+
+        Long replies must not make a thread unwritable: the oldest posts leave the prompt first (the page still
+        shows them all), then the parent. Raises BadRequest when the URL's own text is already too long.
+        """
+        assert self.engine is not None
+        engine, route, params, query = self.engine, location.route, location.params, location.query
+
+        def texts(count: int, parent: Parent | None) -> tuple[str, str] | None:
+            newest = posts[len(posts) - count :] if count else []
+            prompt = runtime.prompts.render(route, params, query, parent=parent, posts=newest)
+            opening = runtime.prompts.opening(route, params, query, parent=parent, posts=newest)
+            return (prompt, opening) if engine.fits(runtime.request(prompt, 0, opening)) else None
+
+        most = min(len(posts), POSTS_IN_PROMPT)
+        if (whole := texts(most, parent)) is not None:
+            return whole
+        if texts(0, parent) is None:
+            if parent is None or (bare := texts(0, None)) is None:
+                raise BadRequest("this address asks for a page longer than the model can read; shorten it")
+            return bare
+        low, high = 0, most - 1  # texts(low) fits, texts(most) does not: the largest count that fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if texts(middle, parent) is not None else (low, middle - 1)
+        fitted = texts(low, parent)
+        assert fitted is not None
+        return fitted
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
         """The cached page (its newest version when ``version`` is None)."""

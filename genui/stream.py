@@ -80,7 +80,11 @@ class Stream:
         if location is None or (raw_version and not is_number(raw_version, 7)):
             await websocket.send_text(views.shell.part("failed", "No page lives at this address.", None))
             return
-        job = pages.job(runtime, location, params.get("from"))
+        try:
+            job = pages.job(runtime, location, params.get("from"))
+        except BadRequest as err:
+            await websocket.send_text(views.shell.part("failed", str(err), None))
+            return
         retry = runtime.url(location.url)
         version = int(raw_version) if raw_version else None
         page = pages.page(job, version)

@@ -141,7 +141,11 @@ class Views:
             return self.not_found(request, runtime)
         if request.method == "POST":
             return await self._reply(request, runtime, location)
-        return await self._show(request, self.pages.job(runtime, location, self._parent_url(request, runtime)), version)
+        try:
+            job = self.pages.job(runtime, location, self._parent_url(request, runtime))
+        except BadRequest as err:  # the URL's own text is more than the model can read
+            return self.error(request, runtime, 400, "Bad request", str(err))
+        return await self._show(request, job, version)
 
     async def regenerate(self, request: Request) -> Response:
         if not same_origin(request):
@@ -158,7 +162,10 @@ class Views:
             return self.error(request, runtime, 400, "Bad request", str(err))
         if location is None:
             return self.not_found(request, runtime)
-        job = self.pages.job(runtime, location)
+        try:
+            job = self.pages.job(runtime, location)
+        except BadRequest as err:
+            return self.error(request, runtime, 400, "Bad request", str(err))
         version = self.pages.versions(job) + 1
         target = versioned(runtime.url(location.url), version) if job.cached else runtime.url(location.url)
         if is_htmx(request):
@@ -194,6 +201,10 @@ class Views:
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
             return self.error(request, runtime, 400, "Bad request", "A reply is a name and a text.")
+        try:
+            self.pages.job(runtime, location)  # refuse before storing, not after: a page the model cannot write
+        except BadRequest as err:
+            return self.error(request, runtime, 400, "Bad request", str(err))
         try:
             self.pages.store.add_post(runtime.site.name, location.path, user.strip(), text)
         except PostRejected as err:

@@ -50,8 +50,10 @@ class FakeEngine:
         model_id: str = "fake-model",
         overloaded: float | None = None,
         draft_extra: str = "",
+        max_prompt_chars: int | None = None,
     ) -> None:
         self.writer, self.canvas_chars, self.steps, self.delay = writer, canvas_chars, steps, delay
+        self.max_prompt_chars = max_prompt_chars  # fits() refuses longer prompts, as a model's positions would
         self.overloaded, self.draft_extra = overloaded, draft_extra
         self._model_id = model_id
         self.calls: list[GenerationRequest] = []
@@ -67,6 +69,9 @@ class FakeEngine:
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         return self._frames(request)
+
+    def fits(self, request: GenerationRequest) -> bool:
+        return self.max_prompt_chars is None or len(request.prompt) <= self.max_prompt_chars
 
     async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         self.calls.append(request)

@@ -5,10 +5,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine
+from fakes import SITES_DIR, ClientFactory, FakeEngine, ws_messages
 
 from genui.security import security_headers
 from genui.sites import Site, load_site
+from genui.views import WS_PATH
 
 HTMX = {"HX-Request": "true"}
 
@@ -265,3 +266,16 @@ def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites:
 def test_an_oversized_reply_is_413(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     response = client_factory(all_sites).post(THREAD, data={"user": "ada", "text": "x" * 20_000})
     assert response.status_code == 413
+
+
+def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_says_why(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites, FakeEngine(max_prompt_chars=400))
+    long_title = "Very_long_title_" * 20  # under the router's 512 characters, over this engine's prompt
+    for headers in ({}, HTMX):
+        response = client.get(f"/wiki/wiki/{long_title}", headers=headers)
+        assert response.status_code == 400 and "longer than the model can read" in response.text
+    assert client.get("/wiki/wiki/Lisp").status_code == 200
+    messages = ws_messages(client, f"{WS_PATH}?site=wiki&url=/wiki/{long_title}")
+    assert len(messages) == 1 and "longer than the model can read" in messages[0]

@@ -165,3 +165,22 @@ def test_an_opening_that_fills_the_canvas_is_an_engine_error(loaded: LoadedModel
     request = GenerationRequest(prompt="x", opening="<p>Hash table</p>" * loaded.canvas_length)
     with pytest.raises(EngineError, match="opening is .* tokens"):
         plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
+
+
+def test_fits_agrees_with_the_length_checks_of_a_plan(loaded: LoadedModel) -> None:
+    from engine.generation import fits
+
+    positions = loaded.model.config.text_config.max_position_embeddings
+    room = positions - 2 * loaded.canvas_length - 2  # <bos> and <response> take two positions
+    words = ["Hash table " * n for n in (1, room // 4, room, positions)]
+    for text in words:
+        for opening in ("", OPENING, "<p>x</p>" * loaded.canvas_length):
+            request = GenerationRequest(prompt=text, max_canvases=2, opening=opening)
+            planned = True
+            try:
+                plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
+            except EngineError:
+                planned = False
+            assert fits(loaded, request) == planned
+    assert fits(loaded, GenerationRequest(prompt="Hash table", max_canvases=2))
+    assert not fits(loaded, GenerationRequest(prompt="Hash table " * positions, max_canvases=2))

@@ -12,6 +12,7 @@ from fakes import SITES_DIR, FakeEngine
 
 from engine.frames import EngineError, Frame, GenerationRequest
 from genui.pages import Job, Pages, SiteRuntime, first_heading
+from genui.routing import BadRequest
 from genui.sites import Site, load_site
 from genui.store import Store
 
@@ -147,3 +148,32 @@ async def test_a_stored_parent_gives_its_title_to_the_prompt(wiki: Site, store: 
     assert child.parent is not None and child.parent.title == "Scheme" and "<from>Scheme</from>" in child.prompt
     assert job(pages, "/wiki/Lisp", parent="/wiki/Unwritten").parent is None
     assert job(pages, "/wiki/Scheme", parent="/wiki/Scheme").parent is None  # a page is not its own parent
+
+
+def forum_job(pages: Pages, url: str, parent: str | None = None) -> Job:
+    runtime = pages.sites["forum"]
+    location = runtime.router.resolve(url)
+    assert location is not None
+    return pages.job(runtime, location, parent)
+
+
+def test_long_replies_leave_the_prompt_oldest_first_and_the_thread_stays_writable(store: Store) -> None:
+    forum = load_site(SITES_DIR / "forum")
+    pages = Pages([SiteRuntime.build(forum, "")], store, FakeEngine(max_prompt_chars=2500))
+    for n in range(6):
+        store.add_post("forum", "/r/lisp/Macros", f"user{n}", f"reply {n} " + "x" * 900)
+    job = forum_job(pages, "/r/lisp/Macros")
+    assert len(job.posts) == 6  # the page still shows every reply
+    assert len(job.prompt) <= 2500
+    assert "reply 5 " in job.prompt and "reply 4 " in job.prompt and "reply 0 " not in job.prompt  # newest kept
+    assert job.prompt.count("<reply ") == 2  # as many as fit: a third would not
+    unbounded = forum_job(Pages([SiteRuntime.build(forum, "")], store, FakeEngine()), "/r/lisp/Macros")
+    assert unbounded.prompt.count("<reply ") == 6 and unbounded.key == job.key
+
+
+def test_a_url_too_long_for_the_model_is_a_bad_request(store: Store) -> None:
+    forum = load_site(SITES_DIR / "forum")
+    pages = Pages([SiteRuntime.build(forum, "")], store, FakeEngine(max_prompt_chars=400))
+    with pytest.raises(BadRequest, match="longer than the model can read"):
+        forum_job(pages, "/r/lisp/" + "Macros_" * 40)
+    assert "<thread>Macros</thread>" in forum_job(pages, "/r/lisp/Macros").prompt
