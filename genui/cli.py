@@ -119,6 +119,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         for route in site.routes:
             query = "?" + "&".join(route.query) if route.query else ""
             flags = [f"context: {', '.join(route.context)}"]
+            if route.opening:
+                flags.append(f"opens with {route.opening}")
             if route.cache != "forever":
                 flags.append(f"cache: {route.cache}")
             if route.posts:

@@ -35,6 +35,7 @@ context = ["brief"]
 [[routes]]
 pattern = "/wiki/{{title}}"
 template = "article.j2"
+opening = "article_opening.j2"   # every article starts with its title; the model writes the rest
 context = ["brief", "parent"]
 
 [[routes]]
@@ -52,6 +53,7 @@ _PROMPTS = {
         "{% if parent %}<from>{{ parent.title }}</from>\n{% endif %}"
     ),
     "search.j2": "<site>{{ site.title }}: {{ site.brief }}</site>\n<page>search</page>\n<query>{{ query.q }}</query>\n",
+    "article_opening.j2": '<article class="wiki">\n<h1>{{ params.title | replace("_", " ") }}</h1>\n',
 }
 
 _CSS = """\

@@ -20,6 +20,9 @@ def test_a_new_site_loads_and_renders_every_prompt(tmp_path: Path) -> None:
         assert location is not None
         prompt = renderer.render(location.route, location.params, location.query)
         assert prompt.startswith("<site>Recipes: A cookbook of quick dinners.</site>")
+    article = router.resolve("/wiki/Pancakes", [])
+    assert article is not None
+    assert renderer.opening(article.route, article.params) == '<article class="wiki">\n<h1>Pancakes</h1>\n'
 
 
 def test_the_description_survives_quotes_backslashes_and_newlines(tmp_path: Path) -> None:
