@@ -85,7 +85,14 @@ class SiteRuntime:
         """What the engine is asked for one page of this site."""
         model = self.site.model
         return GenerationRequest(
-            prompt=prompt, max_canvases=model.canvases, max_steps=model.steps, seed=seed, opening=opening
+            prompt=prompt,
+            max_canvases=model.canvases,
+            max_steps=model.steps,
+            seed=seed,
+            opening=opening,
+            t_max=model.t_max,
+            t_min=model.t_min,
+            entropy_bound=model.entropy_bound,
         )
 
     def direct_request(self, location: Location, seed: int, opening: bool = True) -> GenerationRequest:

@@ -25,10 +25,17 @@ class SiteConfigError(ValueError):
         super().__init__(f"{file}: key '{key}': {problem}. Fix: {fix}")
 
 
+MODEL_KEYS = ("canvases", "steps", "t_max", "t_min", "entropy_bound")
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
     canvases: int = 2  # canvases of 256 tokens per page
     steps: int = 24  # max denoising steps per canvas
+    # Sampler settings; None keeps the checkpoint's generation_config.json. Names as in DiffusionGemma's config.
+    t_max: float | None = None  # temperature at the first denoising step
+    t_min: float | None = None  # temperature at the last denoising step
+    entropy_bound: float | None = None  # how much token entropy one denoising step may accept
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +177,12 @@ def load_site(root: Path | str) -> Site:
     if "model" in data:
         table = data["model"]
         if not isinstance(table, dict):
-            raise SiteConfigError(file, "model", "expected a table", "write [model] with canvases and steps")
+            raise SiteConfigError(
+                file, "model", "expected a table", "write [model] with keys such as canvases and steps"
+            )
         for key in table:
-            if key not in ("canvases", "steps"):
-                raise SiteConfigError(file, f"model.{key}", "unknown key", "model keys are canvases and steps")
+            if key not in MODEL_KEYS:
+                raise SiteConfigError(file, f"model.{key}", "unknown key", f"model keys are {', '.join(MODEL_KEYS)}")
         canvases = table.get("canvases", model.canvases)
         steps = table.get("steps", model.steps)
         for key, value, top in (("canvases", canvases, 16), ("steps", steps, 256)):
@@ -181,7 +190,32 @@ def load_site(root: Path | str) -> Site:
                 raise SiteConfigError(
                     file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}"
                 )
-        model = ModelSettings(canvases=canvases, steps=steps)
+        sampler: dict[str, float] = {}
+        for key, top in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
+            value = table.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= top:
+                raise SiteConfigError(
+                    file, f"model.{key}", f"{value!r} is out of range", f"use a number above 0, at most {top:g}"
+                )
+            sampler[key] = float(value)
+        if ("t_max" in sampler) != ("t_min" in sampler):
+            given, missing = ("t_max", "t_min") if "t_max" in sampler else ("t_min", "t_max")
+            raise SiteConfigError(
+                file,
+                f"model.{given}",
+                f"{given} without {missing}",
+                f"give both ends of the temperature schedule ({missing} too)",
+            )
+        if "t_max" in sampler and sampler["t_max"] <= sampler["t_min"]:
+            raise SiteConfigError(
+                file,
+                "model.t_min",
+                "t_min is not below t_max",
+                "the temperature falls from t_max to t_min: make t_min lower (DiffusionGemma rejects equal ends)",
+            )
+        model = ModelSettings(canvases=canvases, steps=steps, **sampler)
     raw_routes = data.get("routes")
     if not isinstance(raw_routes, list) or not raw_routes:
         raise SiteConfigError(

@@ -16,6 +16,9 @@ stylesheet = "demo.css"
 [model]
 canvases = 3
 steps = 12
+t_max = 0.6
+t_min = 0.2
+entropy_bound = 8
 
 [[routes]]
 pattern = "/"
@@ -58,7 +61,7 @@ def test_every_example_site_loads() -> None:
 def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     site = load_site(write_site(tmp_path, GOOD))
     assert (site.name, site.title, site.brief, site.stylesheet) == ("demo", "Demo", "A demo site.", "demo.css")
-    assert site.model == ModelSettings(canvases=3, steps=12)
+    assert site.model == ModelSettings(canvases=3, steps=12, t_max=0.6, t_min=0.2, entropy_bound=8.0)
     home, page, thread, find = site.routes
     assert home.context == ("brief",) and home.cache == "forever" and not home.posts
     assert page.params == ("name",) and page.context == ("brief", "parent") and page.opening == "home.j2"
@@ -77,6 +80,12 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('stylesheet = "demo.css"', 'stylesheet = "missing.css"', "stylesheet"),
         ("canvases = 3", "canvases = 0", "model.canvases"),
         ("steps = 12", "steps = true", "model.steps"),
+        ("steps = 12", "steps = 12\ntemperature = 0.5", "model.temperature"),
+        ("entropy_bound = 8", "entropy_bound = 0", "model.entropy_bound"),
+        ("entropy_bound = 8", 'entropy_bound = "high"', "model.entropy_bound"),
+        ("t_max = 0.6", "t_max = inf", "model.t_max"),
+        ("t_min = 0.2", "t_min = 0.6", "model.t_min"),
+        ("t_min = 0.2\n", "", "model.t_max"),
         ('pattern = "/"', 'pattern = "no-slash"', "routes[0].pattern"),
         ('pattern = "/page/{name}"', 'pattern = "/page/{name:int}"', "routes[1].pattern"),
         ('template = "home.j2"', 'template = "nope.j2"', "routes[0].template"),
@@ -112,3 +121,20 @@ def test_a_missing_site_toml_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(SiteConfigError) as caught:
         load_site(tmp_path)
     assert "genui new" in caught.value.fix
+
+
+def test_a_sites_sampler_settings_reach_every_request(tmp_path: Path) -> None:
+    from genui.pages import SiteRuntime
+
+    runtime = SiteRuntime.build(load_site(write_site(tmp_path, GOOD)), "")
+    request = runtime.request("<page>page</page>", seed=3)
+    assert (request.max_canvases, request.max_steps, request.seed) == (3, 12, 3)
+    assert (request.t_max, request.t_min, request.entropy_bound) == (0.6, 0.2, 8.0)
+    plain = SiteRuntime.build(
+        load_site(
+            write_site(tmp_path / "plain", GOOD.split("[model]")[0] + "[[routes]]" + GOOD.split("[[routes]]", 1)[1])
+        ),
+        "",
+    )
+    # Left out, they stay None: the engine then uses the checkpoint's generation_config.json.
+    assert (plain.site.model.t_max, plain.request("x", 0).entropy_bound) == (None, None)
