@@ -4,13 +4,14 @@ The model writes site-relative links (``/wiki/Foo``). genui serves a site under 
 sites share one server), so each internal link is prefixed and given the htmx attributes that fetch the page into
 ``#genui-main`` and push its URL. Only this module adds ``hx-*`` attributes; the sanitiser has already removed any the
 model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
-its text: generated pages never send a visitor off the site.
+its text: generated pages never send a visitor off the site. Given the site's router, so does a site-relative link
+that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page".
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -46,8 +47,9 @@ def internal_url(mount: str, href: str) -> str | None:
 class LinkRewriter:
     """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
 
-    def __init__(self, mount: str) -> None:
+    def __init__(self, mount: str, leads_to_page: Callable[[str], bool] | None = None) -> None:
         self.mount = mount
+        self.leads_to_page = leads_to_page  # site-relative href -> whether a route serves it; None: all do
         # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
         self._linker = Linker(callbacks=[self._rewrite], parse_email=False)
 
@@ -65,7 +67,7 @@ class LinkRewriter:
         if href.startswith("#"):
             return attrs
         url = internal_url(self.mount, href)
-        if url is None:
+        if url is None or (self.leads_to_page is not None and not self.leads_to_page(href)):
             return None
         attrs[(None, "href")] = url
         for name, value in navigation_attrs(url).items():

@@ -70,7 +70,8 @@ class SiteRuntime:
 
     @classmethod
     def build(cls, site: Site, mount: str) -> SiteRuntime:
-        return cls(site, mount, SiteRouter(site), PromptRenderer(site), LinkRewriter(mount))
+        router = SiteRouter(site)
+        return cls(site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.leads_to_page))
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from engine.frames import DoneFrame, TextEngine
 from genui.pages import SiteRuntime
 from genui.resources import bundled
-from genui.routing import BadRequest, SiteRouter
+from genui.routing import SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
 
@@ -128,16 +128,6 @@ def distinct_2(texts: Iterable[str]) -> float:
     return len(set(bigrams)) / len(bigrams) if bigrams else 0.0
 
 
-def link_valid(router: SiteRouter, href: str) -> bool:
-    parts = urlsplit(href)
-    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
-        return False
-    try:
-        return router.resolve(parts.path, parse_qsl(parts.query)) is not None
-    except BadRequest:
-        return False
-
-
 @dataclass
 class SiteReport:
     site: str
@@ -206,7 +196,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 pages=len(rows),
                 skeleton=sum(skeleton_ok(name, r.path, r.html) for r in rows) / len(rows),
                 dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
-                valid_links=sum(link_valid(router, h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
+                valid_links=sum(router.leads_to_page(h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
                 links=len(hrefs),
                 distinct_2=distinct_2(" ".join(s.text) for s in shapes),
                 steps_per_canvas=sum(steps) / len(steps) if steps else 0.0,

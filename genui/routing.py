@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.convertors import Convertor
 from starlette.routing import compile_path
@@ -107,3 +107,13 @@ class SiteRouter:
                 params = {name: str(convertors[name].convert(value)) for name, value in match.groupdict().items()}
                 return Location(route=route, path=candidate, params=params, query=normalise_query(route, pairs))
         return None
+
+    def leads_to_page(self, href: str) -> bool:
+        """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+            return False
+        try:
+            return self.resolve(parts.path, parse_qsl(parts.query)) is not None
+        except BadRequest:
+            return False

@@ -191,13 +191,13 @@ def load_site(root: Path | str) -> Site:
                     file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}"
                 )
         sampler: dict[str, float] = {}
-        for key, top in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
+        for key, bound in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
             value = table.get(key)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= top:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
                 raise SiteConfigError(
-                    file, f"model.{key}", f"{value!r} is out of range", f"use a number above 0, at most {top:g}"
+                    file, f"model.{key}", f"{value!r} is out of range", f"use a number above 0, at most {bound:g}"
                 )
             sampler[key] = float(value)
         if ("t_max" in sampler) != ("t_min" in sampler):

@@ -58,3 +58,20 @@ def test_model_written_htmx_attributes_never_survive_to_the_rewritten_link() -> 
 )
 def test_internal_url(href: str, url: str | None) -> None:
     assert internal_url("/m", href) == url
+
+
+def test_a_site_relative_link_no_route_serves_becomes_plain_text() -> None:
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "/wiki")
+    html = (
+        '<p><a href="/wiki/Lisp">Lisp</a>, <a href="/wikiwiki/Al">Al</a>, <a href="/r/lisp">r/lisp</a>, '
+        '<a href="/search?q=lisp">search</a></p>'
+    )
+    out = runtime.render(html)
+    assert 'href="/wiki/wiki/Lisp"' in out and 'href="/wiki/search?q=lisp"' in out
+    assert "wikiwiki" not in out and "/r/lisp" not in out.replace(">r/lisp<", "")
+    assert ", Al, r/lisp, " in out  # their text stays

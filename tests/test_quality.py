@@ -13,7 +13,7 @@ from engine.data import pack_jsonl
 from engine.tokenizer import train_tokenizer
 from engine.training import main as train_main
 from genui import quality
-from genui.quality import PageResult, distinct_2, link_valid, report, shape, skeleton_ok
+from genui.quality import PageResult, distinct_2, report, shape, skeleton_ok
 from genui.routing import SiteRouter
 from genui.sites import load_sites
 
@@ -51,10 +51,10 @@ def test_os_screen_needs_a_window_with_a_title_bar() -> None:
 
 def test_links_are_valid_only_when_they_hit_a_route_of_the_site() -> None:
     router = SiteRouter(SITES["wiki"])
-    assert link_valid(router, "/wiki/Array")
-    assert link_valid(router, "/search?q=x")
-    assert not link_valid(router, "/r/computers")
-    assert not link_valid(router, "https://example.com/wiki/Array")
+    assert router.leads_to_page("/wiki/Array")
+    assert router.leads_to_page("/search?q=x")
+    assert not router.leads_to_page("/r/computers")
+    assert not router.leads_to_page("https://example.com/wiki/Array")
 
 
 def test_distinct_2_is_one_for_all_new_bigrams_and_lower_for_repeats() -> None:
