@@ -30,6 +30,7 @@ from genui.sites import Site, load_sites
 
 WORDS = Path("/usr/share/dict/american-english")
 HELDOUT_LOSS_PAGES = 48  # held-out pages per site in the loss columns
+_WORD = re.compile(r"[A-Za-z]{2,}")
 VOID = {"br", "hr", "img", "wbr", "input", "meta", "link", "area", "base", "col", "source", "track", "embed"}
 
 
@@ -106,7 +107,10 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
     if site == "wiki":
         if path.startswith("/wiki/"):
             title = urlsplit(path).path.removeprefix("/wiki/").replace("_", " ").strip().lower()
-            return any(h.strip().lower() == title for h in s.h1) and sum(bool(p.strip()) for p in s.paragraphs) >= 2
+            # A paragraph counts when it holds a word: "<p>&gt;</p>" is not one.
+            return (
+                any(h.strip().lower() == title for h in s.h1) and sum(bool(_WORD.search(p)) for p in s.paragraphs) >= 2
+            )
         if path.startswith("/search"):
             return bool(s.h1) and _count(s, "li") >= 1
         return bool(s.h1) and _count(s, "p") >= 1
@@ -258,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--list", action="store_true", help="only list the held-out pages")
     parser.add_argument(
+        "--save-pages", type=Path, metavar="FILE", help="also write every generated page to FILE (JSON lines)"
+    )
+    parser.add_argument(
         "--no-openings",
         action="store_true",
         help="leave out the routes' openings (sites/*/site.toml), so the model writes every byte measured",
@@ -287,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     rows = report(results, sites, dictionary)
+    if args.save_pages:
+        with args.save_pages.open("w", encoding="utf-8") as out:
+            for result in results:
+                out.write(json.dumps(asdict(result)) + "\n")
     if args.packed:
         import numpy as np
 

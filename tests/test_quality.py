@@ -27,6 +27,7 @@ def test_wiki_article_needs_its_title_in_h1_and_two_paragraphs() -> None:
     assert skeleton_ok("wiki", "/wiki/Hash_table", ARTICLE)
     assert not skeleton_ok("wiki", "/wiki/Linked_list", ARTICLE)
     assert not skeleton_ok("wiki", "/wiki/Hash_table", "<h1>Hash table</h1><p>only one</p>")
+    assert not skeleton_ok("wiki", "/wiki/Hash_table", "<h1>Hash table</h1><p>one paragraph</p><p>&gt; 9</p>")
 
 
 def test_unbalanced_html_is_not_well_formed() -> None:
@@ -95,8 +96,12 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     capsys.readouterr()
 
     argv = ["--model", str(run), "--corpus", str(corpus), "--packed", str(tmp_path / "packed.npz"), "--per-site", "2"]
-    assert quality.main([*argv, "--device", "cpu", "--json"]) == 0
+    saved = tmp_path / "pages.jsonl"
+    assert quality.main([*argv, "--device", "cpu", "--json", "--save-pages", str(saved)]) == 0
     sites = {row["site"]: row for row in json.loads(capsys.readouterr().out)["sites"]}
+    pages = [json.loads(line) for line in saved.read_text().splitlines()]  # the pages behind the numbers
+    assert sorted((p["site"], p["path"]) for p in pages) == [("forum", "/")] * 2 + [("wiki", "/")] * 2
+    assert all(isinstance(p["html"], str) and p["steps"] and p["seconds"] > 0 for p in pages)
     assert set(sites) == {"wiki", "forum"}
     for row in sites.values():
         assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 24
