@@ -221,9 +221,9 @@ def generation_config() -> DiffusionGemmaGenerationConfig:
     return DiffusionGemmaGenerationConfig(
         max_new_tokens=512,
         max_denoising_steps=24,
-        sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.5),
-        t_min=0.4,
-        t_max=0.8,
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=8.0),
+        t_min=0.2,
+        t_max=0.5,
         stability_threshold=2,
         confidence_threshold=0.2,
         bos_token_id=2,
