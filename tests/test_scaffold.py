@@ -49,3 +49,15 @@ def test_a_bad_name_is_a_config_error_and_leaves_nothing_behind(tmp_path: Path, 
 
 def test_title_from_name() -> None:
     assert title_from_name("my-recipes") == "My Recipes" and title_from_name("x_y") == "X Y"
+
+
+def test_the_sampler_keys_the_scaffold_comments_out_load_when_uncommented(tmp_path: Path) -> None:
+    create_site("recipes", "A cookbook.", tmp_path)
+    toml = tmp_path / "recipes" / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    for key in ("t_max", "t_min", "entropy_bound"):
+        assert f"# {key} = " in text
+        text = text.replace(f"# {key} = ", f"{key} = ")
+    toml.write_text(text, encoding="utf-8")
+    model = load_site(tmp_path / "recipes").model
+    assert (model.t_max, model.t_min, model.entropy_bound) == (0.5, 0.2, 8.0)
