@@ -116,6 +116,13 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         )
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
+        model = site.model
+        settings = [f"{model.canvases} canvases", f"up to {model.steps} steps"]
+        if model.t_max is not None:
+            settings.append(f"temperature {model.t_max:g} -> {model.t_min:g}")
+        if model.entropy_bound is not None:
+            settings.append(f"entropy bound {model.entropy_bound:g}")
+        print(f"  model: {', '.join(settings)} (the rest from the model's generation_config.json)")
         for route in site.routes:
             query = "?" + "&".join(route.query) if route.query else ""
             flags = [f"context: {', '.join(route.context)}"]
