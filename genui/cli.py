@@ -229,7 +229,9 @@ def _parser() -> argparse.ArgumentParser:
     new.set_defaults(run=_new)
 
     listing = commands.add_parser(
-        "sites", help="list sites and their routes", description="List sites and their routes."
+        "sites",
+        help="list sites, their model settings and routes",
+        description="List sites, their model settings and their routes.",
     )
     listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     listing.set_defaults(run=_list)
