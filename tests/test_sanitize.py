@@ -1,14 +1,13 @@
 """sanitize_html against public XSS corpora, genui's own htmx payloads, drafts and random HTML-ish text.
 
-The corpus lives in the shared folder beside the repository (../shared/security/xss, see SOURCES.md there); the
-htmx payloads are tests/xss_payloads_htmx.json. Output is checked structurally by a second parser (the stdlib's,
-not bleach's html5lib), so a check does not share the sanitiser's view of the markup.
+The public corpora are vendored unchanged in tests/xss/ (see SOURCES.md there); the htmx payloads are
+tests/xss_payloads_htmx.json. Output is checked structurally by a second parser (the stdlib's, not bleach's html5lib),
+so a check does not share the sanitiser's view of the markup.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
@@ -16,22 +15,13 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from xss_corpus import CORPUS_DIR, CORPUS_FILES, HTMX_PAYLOADS
+from xss_corpus import HTMX_PAYLOADS, PAYLOAD_FILES, load_payloads
 
 from genui.sanitize import ALLOWED_TAGS, GLOBAL_ATTRIBUTES, ID_PREFIX, TAG_ATTRIBUTES, sanitize_html
 
 OPTIONS = [{}, {"draft": True}, {"allow_images": False}]
 
 BASE = "https://genui.test/wiki/Page"
-
-
-def load_payloads(name: str) -> list[str]:
-    path = HTMX_PAYLOADS if name == HTMX_PAYLOADS.name else CORPUS_DIR / name
-    if not path.exists():
-        pytest.skip(f"XSS corpus not found at {path}: check out the shared folder beside the repository")
-    payloads = json.loads(path.read_text(encoding="utf-8"))
-    assert isinstance(payloads, list) and all(isinstance(p, str) for p in payloads)
-    return payloads
 
 
 class _Elements(HTMLParser):
@@ -90,7 +80,7 @@ def violations(output: str) -> list[str]:
 # the corpora
 
 
-@pytest.mark.parametrize("name", CORPUS_FILES + [HTMX_PAYLOADS.name])
+@pytest.mark.parametrize("name", PAYLOAD_FILES)
 def test_every_payload_leaves_only_allowed_markup(name: str) -> None:
     failures = {}
     for index, payload in enumerate(load_payloads(name)):
@@ -101,7 +91,7 @@ def test_every_payload_leaves_only_allowed_markup(name: str) -> None:
     assert failures == {}
 
 
-@pytest.mark.parametrize("name", CORPUS_FILES + [HTMX_PAYLOADS.name])
+@pytest.mark.parametrize("name", PAYLOAD_FILES)
 def test_sanitising_a_payloads_output_again_changes_nothing(name: str) -> None:
     unstable = []
     for index, payload in enumerate(load_payloads(name)):
@@ -126,7 +116,7 @@ def test_htmx_payloads_keep_nothing_htmx_or_its_extensions_read() -> None:
 
 def test_every_corpus_file_is_present_and_non_empty() -> None:
     # A missing or emptied corpus file would make the suites above pass vacuously.
-    counts = {name: len(load_payloads(name)) for name in CORPUS_FILES + [HTMX_PAYLOADS.name]}
+    counts = {name: len(load_payloads(name)) for name in PAYLOAD_FILES}
     assert all(count > 100 for count in counts.values()), counts
 
 
@@ -303,8 +293,7 @@ def test_printable_text_without_markup_characters_passes_through(text: str) -> N
 
 
 def _all_payloads() -> list[str]:
-    names = [n for n in CORPUS_FILES if (CORPUS_DIR / n).exists()] + [HTMX_PAYLOADS.name]
-    return [payload for name in names for payload in load_payloads(name)]
+    return [payload for name in PAYLOAD_FILES for payload in load_payloads(name)]
 
 
 @RANDOM

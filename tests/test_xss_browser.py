@@ -14,7 +14,6 @@ Run it with `./dev test tests/test_xss_browser.py` (Debian's /usr/bin/chromium; 
 from __future__ import annotations
 
 import html
-import json
 import shutil
 import threading
 import time
@@ -32,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
-from xss_corpus import CORPUS_DIR, CORPUS_FILES, HTMX_PAYLOADS
+from xss_corpus import PAYLOAD_FILES, load_payloads
 
 from genui.sanitize import sanitize_html
 from genui.security import CONTENT_SECURITY_POLICY, HTMX_CONFIG, htmx_config_meta, security_headers
@@ -111,14 +110,6 @@ async (urls) => {
 """
 
 
-def load_payloads(path: Path) -> list[str]:
-    if not path.exists():
-        pytest.skip(f"XSS payloads not found at {path}: check out the shared folder beside the repository")
-    payloads = json.loads(path.read_text(encoding="utf-8"))
-    assert isinstance(payloads, list) and all(isinstance(p, str) for p in payloads)
-    return payloads
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # the server
 
@@ -179,8 +170,8 @@ def build_app(server: Server) -> Starlette:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     if not HTMX_JS.exists():
-        pytest.skip(f"{HTMX_JS} is missing: the browser suite tests the vendored htmx, so it needs that file")
-    payloads = {path.name: load_payloads(path) for path in [CORPUS_DIR / n for n in CORPUS_FILES] + [HTMX_PAYLOADS]}
+        pytest.fail(f"{HTMX_JS} is missing: the browser suite tests the vendored htmx, restore it from git")
+    payloads = {name: load_payloads(name) for name in PAYLOAD_FILES}
     payloads["controls"] = [CONTROL_UNDER_CSP, CONTROL_WITHOUT_CSP]
     state = Server(origin="", payloads=payloads)
     config = uvicorn.Config(
@@ -300,14 +291,14 @@ def assert_nothing_happened(findings: Findings) -> None:
 # the tests
 
 
-@pytest.mark.parametrize("name", CORPUS_FILES + [HTMX_PAYLOADS.name])
+@pytest.mark.parametrize("name", PAYLOAD_FILES)
 def test_sanitised_payloads_swapped_in_by_htmx_do_nothing(browser: Any, server: Server, name: str) -> None:
     findings = swap_in(browser, server, name, list(range(len(server.payloads[name]))))
     assert findings.swaps == len(server.payloads[name]), "htmx must have swapped every payload in"
     assert_nothing_happened(findings)
 
 
-@pytest.mark.parametrize("name", CORPUS_FILES + [HTMX_PAYLOADS.name])
+@pytest.mark.parametrize("name", PAYLOAD_FILES)
 def test_sanitised_payloads_do_nothing_even_without_the_csp(browser: Any, server: Server, name: str) -> None:
     # The sanitiser must hold on its own; the CSP is the second layer, not the one doing the work.
     findings = swap_in(browser, server, name, list(range(len(server.payloads[name]))), csp=False)
