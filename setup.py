@@ -32,7 +32,7 @@ def bundle_packages() -> dict[str, str]:
 
 bundles = bundle_packages()
 setup(
-    packages=["genui", "engine", *bundles],
+    packages=["genui", "engine", "lab", *bundles],
     package_dir=bundles,
     package_data={name: ["*"] for name in bundles},
 )

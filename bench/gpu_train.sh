@@ -30,11 +30,11 @@ if [ ! -f runs/gpu/training_state.pt ] && [ "$INIT" != none ]; then
     start=(--init "$INIT")
 fi
 # shellcheck disable=SC2086
-python3 -m engine.training --device "$DEVICE" --out runs/gpu "${start[@]}" --minutes "$MINUTES" --fit-schedule \
+python3 -m lab.scratch --device "$DEVICE" --out runs/gpu "${start[@]}" --minutes "$MINUTES" --fit-schedule \
     --steps 1000000 --canvas-tokens 32768 --save-minutes 3 --log-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
-python3 -m engine.training --out runs/gpu --export "$OUT/genui-small"
+python3 -m lab.scratch --out runs/gpu --export "$OUT/genui-small"
 # The held-out report, where genui's web dependencies came along in .whl/ (seconds on a GPU).
-python3 -m genui.quality --model "$OUT/genui-small" --corpus data/heldout.jsonl --packed data/packed.npz \
+python3 -m lab.quality --model "$OUT/genui-small" --corpus data/heldout.jsonl --packed data/packed.npz \
     --per-site "$PER_SITE" --json \
     >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
 ls -la "$OUT" "$OUT/genui-small"

@@ -1,4 +1,4 @@
-"""genui's engine: DiffusionGemma block diffusion behind a small, typed, streaming interface.
+"""genui's engine: block diffusion (DiffusionGemma or an adapted causal LM) behind a small, typed, streaming interface.
 
 The frame types import eagerly; everything that needs torch and transformers imports on first use, so that
 ``from engine.frames import ...`` (the web layer's whole view of the engine) does not load a deep-learning stack.

@@ -1,11 +1,10 @@
-"""The autoregressive baseline: the same DiffusionGemma weights decoding one token at a time.
+"""The autoregressive baseline: the same weights decoding one token at a time.
 
-DiffusionGemma's encoder is trained with a causal next-token loss over the clean sequence, so run on its own it
-is a causal language model with the same weights as the diffusion decoder. This module decodes with it through a
-KV cache (transformers' DynamicCache), the way DiffusionGemmaForBlockDiffusion.forward turns hidden states into
-logits (lm_head, then tanh softcapping), and streams the same frames as the diffusion engine: a StepFrame every
-``step_every`` tokens, a CanvasFrame per canvas_length tokens, a DoneFrame at the end. It exists for benchmarks
-and comparisons; it does not batch.
+Both families are causal language models too: DiffusionGemma's encoder is trained with a next-token loss over the
+clean sequence, and an adapted causal LM keeps its next-token loss during adaptation. Each denoiser offers that
+mode (``next_token_logits`` over a transformers DynamicCache); this module decodes with it and streams the same
+frames as the diffusion engine: a StepFrame every ``step_every`` tokens, a CanvasFrame per canvas_length tokens,
+a DoneFrame at the end. It exists for benchmarks and comparisons; it does not batch.
 """
 
 from __future__ import annotations
@@ -17,12 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 
 import torch
-from transformers import DynamicCache
 
 from engine.channel import FrameChannel
-from engine.config import EOS_ID
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import check_length, encode_opening, encode_prompt, fits, generate_options
+from engine.generation import check_length, encode_opening, fits, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
@@ -44,18 +41,17 @@ def generate_autoregressive(
     temperature of 0 decodes greedily. Raises GenerationCancelled once ``cancelled()`` turns true.
     """
     started = time.perf_counter() if started is None else started
-    generate_options(request, loaded.canvas_length)  # the same validation as the diffusion engine
-    model, tokenizer, length = loaded.model, loaded.tokenizer, loaded.canvas_length
-    temperature = request.t_min if request.t_min is not None else model.generation_config.t_min
+    settings_for(loaded, request)  # the same validation as the diffusion engine
+    denoiser, tokenizer, length = loaded.denoiser, loaded.tokenizer, loaded.canvas_length
+    temperature = request.t_min if request.t_min is not None else loaded.defaults.t_min
     temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-    softcap = model.config.text_config.final_logit_softcapping
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
 
-    prompt = encode_prompt(tokenizer, request.prompt)
+    prompt = denoiser.encode_prompt(request.prompt)
     opening = encode_opening(loaded, request.opening)  # read as given, then continued
     max_new = request.max_canvases * length
     check_length(loaded, len(prompt), max_new)
-    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    cache = denoiser.new_cache()
     next_input = torch.tensor([prompt + opening], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)
 
     tokens: list[int] = list(opening)
@@ -83,18 +79,15 @@ def generate_autoregressive(
         for _ in range(max_new - len(opening)):
             if cancelled():
                 raise GenerationCancelled
-            hidden = model.model.encoder(input_ids=next_input, past_key_values=cache, use_cache=True)
-            logits = model.lm_head(hidden.last_hidden_state[:, -1]).float()  # (1, V)
-            if softcap is not None:
-                logits = torch.tanh(logits / softcap) * softcap
+            logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
             if temperature > 0:
                 logits = logits / temperature
                 next_input = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (1, 1)
             else:
                 next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
-            entropies.append(float(torch.distributions.Categorical(logits=logits).entropy()))
+            entropies.append(float(torch.special.entr(torch.softmax(logits, dim=-1)).sum()))
             token = int(next_input)
-            if request.stop_at_eos and token == EOS_ID:
+            if request.stop_at_eos and token == denoiser.eos_id:
                 break
             tokens.append(token)
             canvas.append(token)
@@ -152,7 +145,7 @@ class AutoregressiveEngine:
     async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         if self._closed:
             raise EngineError("the engine has closed")
-        generate_options(request, self.loaded.canvas_length)
+        settings_for(self.loaded, request)
         channel = FrameChannel()
         started = time.perf_counter()
         asyncio.get_running_loop().run_in_executor(self._executor, self._run, request, channel, started)

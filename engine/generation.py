@@ -1,24 +1,21 @@
-"""Block-diffusion generation: from requests to one ``generate()`` call, and running it with a frame streamer.
+"""From requests to one run of the denoising loop (engine.denoise), with a frame streamer watching it.
 
-A ``Plan`` is one generate() call made ready: the batch's prompt ids (left-padded), the options every row shares,
-the seed, and where each row's frames go. Plans are built from plain requests (``plan_batch``: several prompts
-with the same settings, or n copies of one prompt for variations) or from an in-place edit (engine.infill).
+A ``Plan`` is one batch made ready: the prompts' ids (left-padded), the settings every row shares, the seed, the
+pins of the first canvas, and where each row's frames go. Plans are built from plain requests (``plan_batch``:
+several prompts with the same settings, or n copies of one prompt for variations) or from an in-place edit
+(engine.infill).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerBase
-from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-    DiffusionGemmaGenerationConfig,
-    EntropyBoundSamplerConfig,
-)
 
-from engine.config import BOS_ID, PAD_ID, RESPONSE_ID
+from engine.denoise import DenoiseSettings, Pins, denoise
 from engine.frames import EngineError, GenerationRequest
 from engine.loading import LoadedModel
 from engine.streaming import FrameStreamer, Row
@@ -26,44 +23,15 @@ from engine.streaming import FrameStreamer, Row
 
 @dataclass(eq=False)
 class Plan:
-    """One generate() call, ready to run."""
+    """One batch, ready to run."""
 
-    input_ids: torch.Tensor  # (B, T) prompts, left-padded with PAD
+    input_ids: torch.Tensor  # (B, T) prompts, left-padded
     attention_mask: torch.Tensor  # (B, T) 1 = real token, 0 = padding
-    options: dict[str, Any]  # generate() keyword arguments shared by every row
+    settings: DenoiseSettings
     seed: int
     rows: list[Row]
-    max_canvases: int
-    cut_at_eos: bool = True
-    decoder_input_ids: torch.Tensor | None = None  # (B, L) starting canvas; None = the sampler's uniform noise
-    logits_processor: LogitsProcessorList = field(default_factory=LogitsProcessorList)
-
-
-# Far below any softcapped logit (|logit| <= 30): exp() of it is exactly 0 even after temperature scaling.
-_NEVER = -1.0e4
-
-
-class PinTokens(LogitsProcessor):
-    """Puts all probability of each kept position of the first canvas on that position's token.
-
-    A pinned distribution is one-hot, zero entropy, so the entropy-bound sampler always accepts it and never
-    re-noises it, and the argmax canvas generate() returns holds it unchanged. (A custom sampler alone would not do:
-    generate() returns the argmax of the processed logits, not the accepted canvas.) Later canvases are left alone:
-    generate() calls this with the sequence so far, which is longer than ``width`` once the first canvas is done.
-    """
-
-    def __init__(self, canvas: torch.Tensor, keep: torch.Tensor, width: int) -> None:
-        self.canvas = canvas  # (B, L) token ids; only kept positions matter
-        self.keep = keep  # (B, L) bool
-        self.width = width  # length of the (padded) prompt: the sequence while the first canvas is denoised
-        self._pinned: torch.Tensor | None = None  # (B, L, V) built on first use, when V and dtype are known
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor, cur_step: int) -> torch.Tensor:
-        if input_ids.shape[-1] != self.width:
-            return scores
-        if self._pinned is None or self._pinned.shape != scores.shape or self._pinned.dtype != scores.dtype:
-            self._pinned = torch.full_like(scores, _NEVER).scatter_(-1, self.canvas.unsqueeze(-1), 0.0)
-        return torch.where(self.keep.unsqueeze(-1), self._pinned, scores)
+    pins: Pins | None = None  # the first canvas's starting tokens and which of them stay
+    cut_at_eos: bool | None = None  # a row's text ends at its end-of-text (None: as settings.stop_at_eos)
 
 
 def encode_opening(loaded: LoadedModel, opening: str) -> list[int]:
@@ -77,43 +45,31 @@ def encode_opening(loaded: LoadedModel, opening: str) -> list[int]:
     return ids
 
 
-def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
-    """The encoder input DiffusionGemma was trained on: <bos> prompt <response>."""
-    return [BOS_ID, *tokenizer.encode(prompt, add_special_tokens=False), RESPONSE_ID]
-
-
-def generate_options(request: GenerationRequest, canvas_length: int) -> dict[str, Any]:
-    """generate() keyword arguments for a request; fields left at None fall back to the checkpoint's defaults.
-
-    Raises EngineError for values generate() would reject, so a bad request fails on its own, before any batch.
-    """
-    if not isinstance(request.max_canvases, int) or request.max_canvases < 1:
-        raise EngineError(f"max_canvases must be a positive integer, got {request.max_canvases!r}")
-    options: dict[str, Any] = {"max_new_tokens": request.max_canvases * canvas_length}
-    if request.max_steps is not None:
-        options["max_denoising_steps"] = request.max_steps
-    if request.t_min is not None:
-        options["t_min"] = float(request.t_min)
-    if request.t_max is not None:
-        options["t_max"] = float(request.t_max)
-    if request.entropy_bound is not None:
-        options["sampler_config"] = EntropyBoundSamplerConfig(entropy_bound=float(request.entropy_bound))
-    if request.stability_threshold is not None:
-        options["stability_threshold"] = request.stability_threshold
-    if request.confidence_threshold is not None:
-        options["confidence_threshold"] = float(request.confidence_threshold)
-    if not request.stop_at_eos:
-        # Without an EOS id generate() neither stops at EOS nor pads what follows it.
-        options["eos_token_id"] = None
-    try:
-        DiffusionGemmaGenerationConfig(**options)  # validates ranges and types the way generate() will
-    except ValueError as exc:
-        raise EngineError(f"invalid generation settings: {exc}") from exc
-    return options
+def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSettings:
+    """The request's settings, unset fields taken from the checkpoint's defaults; EngineError names a bad one, so a
+    bad request fails on its own, before any batch."""
+    overrides: dict[str, Any] = {"max_canvases": request.max_canvases, "stop_at_eos": request.stop_at_eos}
+    for name in ("max_steps", "t_min", "t_max", "entropy_bound", "stability_threshold", "confidence_threshold"):
+        value = getattr(request, name)
+        if value is not None:
+            overrides[name] = value
+    for name in ("t_min", "t_max", "entropy_bound", "confidence_threshold"):
+        if name in overrides:
+            try:
+                overrides[name] = float(overrides[name])
+            except (TypeError, ValueError) as exc:
+                raise EngineError(f"{name} must be a number, got {overrides[name]!r}") from exc
+    if ("t_min" in overrides) != ("t_max" in overrides):  # one end given: the other end is the checkpoint's
+        low = overrides.get("t_min", loaded.defaults.t_min)
+        high = overrides.get("t_max", loaded.defaults.t_max)
+        overrides["t_min"], overrides["t_max"] = low, high
+    settings = dataclasses.replace(loaded.defaults, **overrides)
+    settings.check()
+    return settings
 
 
 def batch_key(request: GenerationRequest) -> tuple[Any, ...]:
-    """Requests with equal keys produce the same generate() options and may share one call."""
+    """Requests with equal keys run with the same settings and may share one batch."""
     return (
         request.max_canvases,
         request.max_steps,
@@ -126,10 +82,10 @@ def batch_key(request: GenerationRequest) -> tuple[Any, ...]:
     )
 
 
-def left_pad(prompts: Sequence[list[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(prompts: Sequence[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack prompts of different lengths, padding on the left so every prompt ends where the canvas begins."""
     width = max(len(ids) for ids in prompts)
-    input_ids = torch.full((len(prompts), width), PAD_ID, dtype=torch.long)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for index, ids in enumerate(prompts):
         input_ids[index, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
@@ -142,12 +98,12 @@ def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
     tokenizer, length = loaded.tokenizer, loaded.canvas_length
     if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= length:
         return False
-    prompt = len(encode_prompt(tokenizer, request.prompt))
-    return prompt + request.max_canvases * length <= loaded.model.config.text_config.max_position_embeddings
+    prompt = len(loaded.denoiser.encode_prompt(request.prompt))
+    return bool(prompt + request.max_canvases * length <= loaded.denoiser.max_positions)
 
 
 def check_length(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:
-    limit = loaded.model.config.text_config.max_position_embeddings
+    limit = loaded.denoiser.max_positions
     if prompt_tokens + new_tokens > limit:
         raise EngineError(
             f"prompt of {prompt_tokens} tokens plus {new_tokens} new tokens exceeds the model's {limit} positions; "
@@ -162,55 +118,42 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
     first = requests[0]
     if any(batch_key(request) != batch_key(first) for request in requests):
         raise ValueError("requests in one batch must share their generation settings")
-    options = generate_options(first, loaded.canvas_length)
-    prompts = [encode_prompt(loaded.tokenizer, request.prompt) for request in requests]
+    settings = settings_for(loaded, first)
+    prompts = [loaded.denoiser.encode_prompt(request.prompt) for request in requests]
     for ids in prompts:
-        check_length(loaded, len(ids), options["max_new_tokens"])
+        check_length(loaded, len(ids), settings.max_canvases * loaded.canvas_length)
     openings = [encode_opening(loaded, request.opening) for request in requests]
-    input_ids, attention_mask = left_pad(prompts, loaded.device)
-    plan = Plan(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        options=options,
-        seed=first.seed,
-        rows=list(rows),
-        max_canvases=first.max_canvases,
-        cut_at_eos=first.stop_at_eos,
-    )
+    input_ids, attention_mask = left_pad(prompts, loaded.denoiser.pad_id, loaded.device)
+    plan = Plan(input_ids, attention_mask, settings, first.seed, list(rows))
     if any(openings):
         # The first canvas starts as noise with each row's opening in place, pinned there while the rest denoises.
-        length, vocab = loaded.canvas_length, loaded.model.config.text_config.vocab_size
+        length, vocab = loaded.canvas_length, loaded.denoiser.vocab_size
         canvas = torch.randint(0, vocab, (len(requests), length), generator=torch.Generator().manual_seed(first.seed))
         keep = torch.zeros((len(requests), length), dtype=torch.bool)
         for index, ids in enumerate(openings):
             canvas[index, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             keep[index, : len(ids)] = True
-        canvas, keep = canvas.to(loaded.device), keep.to(loaded.device)
-        plan.decoder_input_ids = canvas
-        plan.logits_processor = LogitsProcessorList([PinTokens(canvas, keep, width=input_ids.shape[1])])
+        plan.pins = Pins(canvas.to(loaded.device), keep.to(loaded.device))
     return plan
 
 
 def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:
-    """Run a plan in the calling thread; frames go to each row's ``emit``. Returns the sequences, (B, T + new).
+    """Run a plan in the calling thread; frames go to each row's ``emit``. Returns the new tokens, (B, K*C).
 
     Raises GenerationCancelled when every row's consumer has gone.
     """
-    streamer = FrameStreamer(loaded.model, loaded.tokenizer, plan.rows, plan.max_canvases, plan.cut_at_eos)
-    extra: dict[str, Any] = {}
-    if plan.decoder_input_ids is not None:
-        extra["decoder_input_ids"] = plan.decoder_input_ids
-    # generate() draws its noise and samples from torch's global generator: seed it here, and fork it so the
-    # seed does not leak into the caller's randomness.
-    devices = [loaded.device] if loaded.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices, device_type=loaded.device.type):
-        torch.manual_seed(plan.seed)
-        output = loaded.model.generate(
-            plan.input_ids,
-            attention_mask=plan.attention_mask,
-            streamer=streamer,
-            logits_processor=LogitsProcessorList(plan.logits_processor),
-            **plan.options,
-            **extra,
-        )
-    return output.sequences
+    cut = plan.settings.stop_at_eos if plan.cut_at_eos is None else plan.cut_at_eos
+    streamer = FrameStreamer(loaded.tokenizer, plan.rows, plan.settings, loaded.denoiser.eos_id, cut)
+    generator = torch.Generator(device=loaded.device).manual_seed(plan.seed)
+    tokens = denoise(
+        loaded.denoiser,
+        plan.input_ids,
+        plan.attention_mask,
+        plan.settings,
+        generator,
+        observer=streamer,
+        pins=plan.pins,
+        cancelled=streamer.abandoned,
+    )
+    streamer.end()
+    return tokens

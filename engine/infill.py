@@ -2,8 +2,7 @@
 
 The text before the region goes into the prompt, where the encoder reads it as a clean causal prefix. The canvas
 starts with the region (noise) followed by the text after it (kept tokens), so the region's bidirectional
-attention sees both sides. A logits processor (engine.generation.PinTokens) pins every kept position to its
-own token.
+attention sees both sides. The loop's pins (engine.denoise.Pins) hold every kept position at its own token.
 """
 
 from __future__ import annotations
@@ -12,11 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessorList
 
-from engine.config import EOS_ID, PAD_ID
+from engine.denoise import Pins
 from engine.frames import EngineError, GenerationRequest
-from engine.generation import PinTokens, Plan, check_length, encode_prompt, generate_options
+from engine.generation import Plan, check_length, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import Row
 
@@ -39,20 +37,18 @@ def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
         raise EngineError(
             f"region_tokens must be between 1 and the canvas length {length}, got {request.region_tokens!r}"
         )
-    # One canvas; no EOS handling in generate(), which would otherwise overwrite kept tokens after an EOS.
-    settings = dataclasses.replace(request.generation, max_canvases=1, stop_at_eos=False)
-    options = generate_options(settings, length)
-    tokenizer = loaded.tokenizer
-    prompt = encode_prompt(tokenizer, settings.prompt) + tokenizer.encode(request.before, add_special_tokens=False)
+    # One canvas; no EOS handling in the loop, which would otherwise overwrite kept tokens after an EOS.
+    generation = dataclasses.replace(request.generation, max_canvases=1, stop_at_eos=False)
+    settings = settings_for(loaded, generation)
+    tokenizer, denoiser = loaded.tokenizer, loaded.denoiser
+    prompt = denoiser.encode_prompt(generation.prompt) + tokenizer.encode(request.before, add_special_tokens=False)
     check_length(loaded, len(prompt), length)
 
     region = request.region_tokens
     after = tokenizer.encode(request.after, add_special_tokens=False)[: length - region]
-    tail = after + [EOS_ID] if region + len(after) < length else after  # the text ends where `after` ends
-    tail += [PAD_ID] * (length - region - len(tail))  # and generate() pads what follows an EOS
-    noise = torch.randint(
-        0, loaded.model.config.text_config.vocab_size, (region,), generator=torch.Generator().manual_seed(settings.seed)
-    )
+    tail = after + [denoiser.eos_id] if region + len(after) < length else after  # the text ends where `after` ends
+    tail += [denoiser.pad_id] * (length - region - len(tail))  # and padding follows an EOS
+    noise = torch.randint(0, denoiser.vocab_size, (region,), generator=torch.Generator().manual_seed(generation.seed))
     canvas = torch.cat([noise, torch.tensor(tail, dtype=torch.long)]).unsqueeze(0).to(loaded.device)  # (1, L)
     keep = torch.zeros((1, length), dtype=torch.bool, device=loaded.device)
     keep[:, region:] = True
@@ -61,11 +57,9 @@ def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
     return Plan(
         input_ids=torch.tensor([prompt], dtype=torch.long, device=loaded.device),
         attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=loaded.device),
-        options=options,
-        seed=settings.seed,
+        settings=settings,
+        seed=generation.seed,
         rows=[edited],
-        max_canvases=1,
-        cut_at_eos=True,
-        decoder_input_ids=canvas,
-        logits_processor=LogitsProcessorList([PinTokens(canvas, keep, width=len(prompt))]),
+        pins=Pins(canvas, keep),
+        cut_at_eos=True,  # the row's text (the region) ends at an EOS the model writes into it
     )

@@ -1,25 +1,38 @@
-"""Loading a DiffusionGemma checkpoint (a folder or a hub id) onto a device, with errors that say what to do."""
+"""Loading a model for the engine: either family, a folder or a hub id, onto a device, with errors that say what
+to do.
+
+- A folder with ``genui.json`` of family ``adapted-causal-lm`` is genui's adapter: a LoRA (peft) on a causal-LM
+  base. The base is the pinned SmolLM2 (engine.base fetches and converts it once) or the folder or hub id that
+  ``genui.json`` or the ``base`` argument names. The LoRA is merged into the base weights for inference.
+- A DiffusionGemma checkpoint (``model_type`` ``diffusion_gemma``) runs as it is.
+- Any other causal LM runs unadapted in the causal layout (engine.causal): useful only as a starting point.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
+from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
-from engine.sampler import ObservedDiffusionGemma
 
-# The shipped model: a save_pretrained folder committed next to the engine package (models/ in a checkout), which
-# a wheel carries inside the package (engine/_bundle/models, mapped in by setup.py).
+# The shipped model: a folder committed next to the engine package (models/ in a checkout), which a wheel carries
+# inside the package (engine/_bundle/models, mapped in by setup.py).
 _INSTALLED_MODELS = Path(__file__).resolve().parent / "_bundle" / "models"
 _MODELS = _INSTALLED_MODELS if _INSTALLED_MODELS.is_dir() else Path(__file__).resolve().parent.parent / "models"
-DEFAULT_MODEL = _MODELS / "genui-small"
+DEFAULT_MODEL = _MODELS / "genui-smollm"
+PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pinned wheel
+ADAPTED = "adapted-causal-lm"
+DEFAULT_CAUSAL_CANVAS = 64
 
 
 class ModelLoadError(EngineError):
@@ -28,13 +41,19 @@ class ModelLoadError(EngineError):
 
 @dataclass(frozen=True, slots=True)
 class LoadedModel:
-    """A model ready to generate: weights on ``device`` in eval mode, and the tokenizer that goes with them."""
+    """A model ready to denoise: weights on ``device`` in eval mode, the tokenizer, and the sampler defaults."""
 
-    model: ObservedDiffusionGemma
+    denoiser: Any  # engine.gemma.GemmaDenoiser or engine.causal.CausalDenoiser
     tokenizer: PreTrainedTokenizerBase
     device: torch.device
     model_id: str  # folder name plus a short fingerprint of its files, or the hub id
     canvas_length: int  # tokens the model denoises at once
+    defaults: DenoiseSettings  # the checkpoint's sampler settings (max_canvases is a placeholder)
+    family: str = "diffusion-gemma"
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.denoiser.model  # type: ignore[no-any-return]
 
     @property
     def params(self) -> int:
@@ -42,40 +61,162 @@ class LoadedModel:
 
 
 def load_model(
-    model: str | Path | None = None, device: str | None = None, dtype: torch.dtype | None = None
+    model: str | Path | None = None,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    base: str | Path | None = None,
 ) -> LoadedModel:
-    """Load a DiffusionGemma checkpoint.
+    """Load a checkpoint of either family (default: the shipped ``models/genui-smollm`` adapter).
 
-    ``model`` is a folder written by ``save_pretrained`` or a hub id (default: the shipped ``models/genui-small``).
-    ``device`` defaults to CUDA when there is one, else CPU; ``dtype`` to bfloat16 on CUDA and float32 elsewhere.
+    ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` defaults to bfloat16, except a DiffusionGemma
+    on the CPU, which runs in float32. ``base`` replaces the base an adapter names (a folder or hub id).
     """
     source, model_id = _resolve(model)
     target = _device(device)
-    if dtype is None:
-        dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+    genui_file = Path(source) / "genui.json"
+    if genui_file.is_file():
+        return _load_adapted(source, model_id, genui_file, target, dtype or torch.bfloat16, base)
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot read a model config from {source}: {_first_line(exc)}") from exc
-    if config.model_type != "diffusion_gemma":
-        raise ModelLoadError(
-            f"{source} holds a {config.model_type!r} checkpoint; genui's engine runs DiffusionGemma "
-            "(model_type 'diffusion_gemma') checkpoints only"
-        )
-    placement: dict[str, Any] = {}
+    if config.model_type == "diffusion_gemma":
+        if dtype is None:
+            dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+        return _load_gemma(source, model_id, config, target, dtype)
+    if any(name.endswith("ForCausalLM") for name in getattr(config, "architectures", None) or []):
+        network, tokenizer = _causal_lm(source, target, dtype or torch.bfloat16)
+        return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, _sampler_defaults(Path(source)))
+    raise ModelLoadError(
+        f"{source} holds a {config.model_type!r} checkpoint; genui runs DiffusionGemma checkpoints, causal LMs, and "
+        "genui adapters (a folder with genui.json)"
+    )
+
+
+def _placement(target: torch.device) -> dict[str, Any]:
     if target.type == "cuda" and importlib.util.find_spec("accelerate") is not None:
-        placement["device_map"] = str(target)  # straight onto the GPU instead of through host memory
+        return {"device_map": str(target)}  # straight onto the GPU instead of through host memory
+    return {}
+
+
+def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, dtype: torch.dtype) -> LoadedModel:
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from engine.gemma import GemmaDenoiser
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        network = ObservedDiffusionGemma.from_pretrained(source, config=config, dtype=dtype, **placement)
+        network = DiffusionGemmaForBlockDiffusion.from_pretrained(
+            source, config=config, dtype=dtype, **_placement(target)
+        )
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the model in {source}: {_first_line(exc)}") from exc
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
-    return LoadedModel(
-        model=network, tokenizer=tokenizer, device=target, model_id=model_id, canvas_length=config.canvas_length
+    # generate()'s own precedence: the checkpoint's generation_config, then DiffusionGemma's global defaults.
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import DiffusionGemmaGenerationConfig
+
+    merged = DiffusionGemmaGenerationConfig._get_default_generation_params()
+    merged.update({k: v for k, v in network.generation_config.to_dict().items() if k in merged and v is not None})
+    sampler = merged["sampler_config"]
+    bound = sampler["entropy_bound"] if isinstance(sampler, dict) else sampler.entropy_bound
+    defaults = DenoiseSettings(
+        max_canvases=1,
+        max_steps=int(merged["max_denoising_steps"]),
+        entropy_bound=float(bound),
+        t_max=merged["t_max"],
+        t_min=merged["t_min"],
+        stability_threshold=merged["stability_threshold"],
+        confidence_threshold=merged["confidence_threshold"],
     )
+    return LoadedModel(GemmaDenoiser(network, tokenizer), tokenizer, target, model_id, config.canvas_length, defaults)
+
+
+def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
+    from transformers import AutoModelForCausalLM
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        network = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_placement(target))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the causal LM in {source}: {_first_line(exc)}") from exc
+    return network, tokenizer
+
+
+def _load_adapted(
+    source: str, model_id: str, genui_file: Path, target: torch.device, dtype: torch.dtype, base: str | Path | None
+) -> LoadedModel:
+    from peft import PeftModel
+
+    try:
+        spec = json.loads(genui_file.read_text(encoding="utf-8"))
+        family, canvas = spec["family"], int(spec["canvas_length"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(
+            f"{genui_file}: needs family = {ADAPTED!r} and an integer canvas_length ({_first_line(exc)})"
+        ) from exc
+    if family != ADAPTED:
+        raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
+    if base is None:
+        base = spec.get("base", PINNED_BASE)
+    if base == PINNED_BASE:
+        from engine.base import ensure_base
+
+        base = ensure_base()
+    network, _ = _causal_lm(base, target, dtype)
+    try:
+        with warnings.catch_warnings():  # peft asks transformers a question it has renamed; harmless
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+            network = PeftModel.from_pretrained(network, source).merge_and_unload()
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the adapter in {source} onto {base}: {_first_line(exc)}") from exc
+    return _causal(network, tokenizer, target, model_id, canvas, _sampler_defaults(Path(source)), family=ADAPTED)
+
+
+def _causal(
+    network: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    target: torch.device,
+    model_id: str,
+    canvas: int,
+    defaults: DenoiseSettings,
+    family: str = "causal-lm",
+) -> LoadedModel:
+    from engine.causal import CausalDenoiser
+
+    if target.type == "cpu":
+        _fit_threads_to_cpus()
+    network.to(target).eval()
+    return LoadedModel(CausalDenoiser(network, tokenizer, canvas), tokenizer, target, model_id, canvas, defaults, family)
+
+
+_SAMPLER_KEYS = {
+    "max_denoising_steps": "max_steps",
+    "entropy_bound": "entropy_bound",
+    "t_max": "t_max",
+    "t_min": "t_min",
+    "stability_threshold": "stability_threshold",
+    "confidence_threshold": "confidence_threshold",
+    "top_k": "top_k",
+}
+
+
+def _sampler_defaults(folder: Path) -> DenoiseSettings:
+    """The sampler settings in a causal checkpoint's generation_config.json (genui's keys), else safe defaults."""
+    values: dict[str, Any] = {"max_canvases": 1, "max_steps": 12, "entropy_bound": 1.0}
+    path = folder / "generation_config.json"
+    if path.is_file():
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        values.update({_SAMPLER_KEYS[k]: v for k, v in raw.items() if k in _SAMPLER_KEYS})
+    known = {f.name for f in fields(DenoiseSettings)}
+    settings = DenoiseSettings(**{k: v for k, v in values.items() if k in known})
+    try:
+        settings.check()
+    except EngineError as exc:
+        raise ModelLoadError(f"{path}: {exc}") from exc
+    return settings
 
 
 def _resolve(model: str | Path | None) -> tuple[str, str]:
@@ -84,8 +225,8 @@ def _resolve(model: str | Path | None) -> tuple[str, str]:
         model = DEFAULT_MODEL
         if not model.is_dir():
             raise ModelLoadError(
-                f"the default model is missing at {model}; train it (see docs/engine.md) or pass --model "
-                "with a checkpoint folder or hub id"
+                f"the default model is missing at {model}; make it with genui adapt (see docs/model.md) or pass "
+                "--model with a checkpoint folder or hub id"
             )
     path = Path(model).expanduser()
     if path.is_dir():
@@ -103,7 +244,7 @@ def _fingerprint(folder: Path) -> str:
     safetensors header and tensor data (retrained weights change both ends).
     """
     digest = hashlib.sha256()
-    for name in ("config.json", "generation_config.json", "tokenizer.json"):
+    for name in ("config.json", "genui.json", "adapter_config.json", "generation_config.json", "tokenizer.json"):
         if (folder / name).is_file():
             digest.update((folder / name).read_bytes())
     for weights in sorted(folder.glob("*.safetensors")):

@@ -22,7 +22,7 @@ from types import TracebackType
 
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
-from engine.generation import Plan, batch_key, fits, generate_options, plan_batch, run_plan
+from engine.generation import Plan, batch_key, fits, plan_batch, run_plan, settings_for
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled, Row
@@ -120,7 +120,7 @@ class Scheduler:
         self, requests: list[GenerationRequest], key: Hashable | None, infill: InfillRequest | None = None
     ) -> AsyncIterator[Frame]:
         settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1)
-        generate_options(settings, self.loaded.canvas_length)  # a bad setting fails here, before it queues
+        settings_for(self.loaded, settings)  # a bad setting fails here, before it queues
         job = _Job(requests=requests, key=key, channel=FrameChannel(), infill=infill)
         self._submit(job)
         async with aclosing(job.channel.frames()) as frames:

@@ -1,8 +1,8 @@
-"""Turning generate()'s streamer calls into frames: a draft per denoising step, a text per canvas, one final text.
+"""Turning the denoising loop's progress into frames: a draft per denoising step, a text per canvas, one final text.
 
-generate() calls ``put`` once with the prompt, then ``put_draft`` after every denoising step with the argmax
-canvas, then ``put`` with each finished canvas, then ``end``. The streamer decodes those ids for every row of the
-batch and hands each row's frames to that row's ``emit``, in the model's worker thread.
+The loop (engine.denoise) calls ``step`` after every denoising step with the argmax canvas and ``canvas`` with each
+finished canvas; the caller calls ``end`` when the loop returns. The streamer decodes those ids for every row of
+the batch and hands each row's frames to that row's ``emit``, in the model's worker thread.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import PreTrainedTokenizerBase
-from transformers.generation.streamers import BaseStreamer
 
-from engine.config import EOS_ID
+from engine.denoise import DenoiseSettings, GenerationCancelled
 from engine.frames import CanvasFrame, DoneFrame, Frame, StepFrame
-from engine.sampler import ObservedDiffusionGemma
 
-
-class GenerationCancelled(Exception):
-    """Raised inside generate() to abandon it: nobody is waiting for its rows any more."""
+__all__ = ["FrameStreamer", "GenerationCancelled", "Row"]
 
 
 @dataclass(eq=False)
@@ -47,40 +43,59 @@ class _RowState:
     done: bool = False
 
 
-class FrameStreamer(BaseStreamer):
-    """A generate() streamer that emits StepFrame, CanvasFrame and DoneFrame for every row of a batch."""
+class FrameStreamer:
+    """An engine.denoise observer that emits StepFrame, CanvasFrame and DoneFrame for every row of a batch."""
 
     def __init__(
         self,
-        model: ObservedDiffusionGemma,
         tokenizer: PreTrainedTokenizerBase,
         rows: list[Row],
-        max_canvases: int,
+        settings: DenoiseSettings,
+        eos_id: int,
         cut_at_eos: bool = True,
     ) -> None:
-        self.model = model
         self.tokenizer = tokenizer
         self.rows = rows
-        self.max_canvases = max_canvases
+        self.max_canvases = settings.max_canvases
         self.cut_at_eos = cut_at_eos
+        self.eos_id = eos_id
         self.states = [_RowState() for _ in rows]
-        self.canvas = -1  # -1 until the prompt has been put
+        self.canvas_index = 0
         self.canvas_started = time.perf_counter()
-        self.stopped_before: list[bool] = [False] * len(rows)  # rows that had stopped denoising before this step
 
-    # -- generate() hooks ---------------------------------------------------------------------------------------
+    # -- the loop's hooks -----------------------------------------------------------------------------------------
 
-    def put(self, value: torch.Tensor) -> None:
-        if self.canvas < 0:  # the first put is the prompt
-            self._begin_canvas()
-            return
-        for row, state, ids in zip(self.rows, self.states, value.tolist(), strict=True):  # (B, L)
+    def abandoned(self) -> bool:
+        """True once every row is finished or its consumer has gone: the loop then stops within one step."""
+        return all(state.done or row.cancelled() for row, state in zip(self.rows, self.states, strict=True))
+
+    def step(self, draft: torch.Tensor, accepted: torch.Tensor, entropy: torch.Tensor, active: torch.Tensor) -> None:
+        if self.abandoned():
+            raise GenerationCancelled  # within one denoising step of the last consumer leaving
+        rows = zip(self.rows, self.states, draft.tolist(), accepted.tolist(), entropy.tolist(), active.tolist())
+        for row, state, ids, taken, spread, moving in rows:
+            if state.done or not moving:
+                continue  # finished rows ride along in the batch; they have nothing new to show
+            state.steps += 1
+            state.forwards += 1
+            frame = StepFrame(
+                canvas=self.canvas_index,
+                step=state.steps,
+                text=self.tokenizer.decode(self._cut(ids[row.span]), skip_special_tokens=True),
+                accepted=int(taken),
+                entropy=float(spread),
+                variant=row.variant,
+            )
+            self._emit(row, state, frame)
+
+    def canvas(self, tokens: torch.Tensor) -> None:
+        for row, state, ids in zip(self.rows, self.states, tokens.tolist(), strict=True):  # (B, C)
             if state.done:
                 continue
             kept = self._cut(ids[row.span])
             state.tokens.extend(kept)
             frame = CanvasFrame(
-                canvas=self.canvas,
+                canvas=self.canvas_index,
                 steps=state.steps,
                 text=self.tokenizer.decode(kept, skip_special_tokens=True),
                 tokens=len(kept),
@@ -89,54 +104,24 @@ class FrameStreamer(BaseStreamer):
             )
             state.canvases.append(frame)
             self._emit(row, state, frame)
-            if self.canvas + 1 >= self.max_canvases or (self.cut_at_eos and EOS_ID in ids[row.span]):
+            if self.canvas_index + 1 >= self.max_canvases or (self.cut_at_eos and self.eos_id in ids[row.span]):
                 self._finish(row, state)
-        self._begin_canvas()
-
-    def put_draft(self, value: torch.Tensor) -> None:
-        if all(state.done or row.cancelled() for row, state in zip(self.rows, self.states, strict=True)):
-            raise GenerationCancelled  # within one denoising step of the last consumer leaving
-        sampler = self.model.sampler
-        stopping = self.model.stopping
-        accepted = sampler.accepted.tolist() if sampler is not None and sampler.accepted is not None else None
-        entropy = sampler.entropy.tolist() if sampler is not None and sampler.entropy is not None else None
-        for index, (row, state, ids) in enumerate(zip(self.rows, self.states, value.tolist(), strict=True)):
-            if state.done or self.stopped_before[index]:
-                continue  # finished rows ride along in the batch; they have nothing new to show
-            state.steps += 1
-            state.forwards += 1
-            draft = self._cut(ids[row.span])
-            frame = StepFrame(
-                canvas=self.canvas,
-                step=state.steps,
-                text=self.tokenizer.decode(draft, skip_special_tokens=True),
-                accepted=int(accepted[index]) if accepted is not None else 0,
-                entropy=float(entropy[index]) if entropy is not None else 0.0,
-                variant=row.variant,
-            )
-            self._emit(row, state, frame)
-        if stopping is not None and stopping.finished is not None:
-            self.stopped_before = stopping.finished.tolist()
+        self.canvas_index += 1
+        self.canvas_started = time.perf_counter()
+        for state in self.states:
+            state.steps = 0
 
     def end(self) -> None:
         for row, state in zip(self.rows, self.states, strict=True):
-            if not state.done:  # generate() ran out of canvases for rows the EOS check never finished
+            if not state.done:  # the loop ran out of canvases for rows the EOS check never finished
                 self._finish(row, state)
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
-    def _begin_canvas(self) -> None:
-        self.canvas += 1
-        self.canvas_started = time.perf_counter()
-        self.stopped_before = [False] * len(self.rows)
-        for state in self.states:
-            state.steps = 0
-
     def _cut(self, ids: list[int]) -> list[int]:
-        if self.cut_at_eos and EOS_ID in ids:
-            return ids[: ids.index(EOS_ID)]
+        if self.cut_at_eos and self.eos_id in ids:
+            return ids[: ids.index(self.eos_id)]
         return ids
-
     def _emit(self, row: Row, state: _RowState, frame: Frame) -> None:
         if state.first_frame is None:
             state.first_frame = time.perf_counter()

@@ -139,10 +139,11 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
 # They are imported only when asked for, since most of them import torch.
 DELEGATED = {
-    "bench": ("engine.bench", "benchmark the engine: diffusion vs autoregressive on one canvas"),
-    "corpus": ("genui.corpus", "build the default model's corpus from Debian's packaged text"),
-    "train": ("engine.training", "train (or resume training) a DiffusionGemma on a packed corpus"),
-    "quality": ("genui.quality", "the default model's quality report on held-out pages"),
+    "bench": ("lab.bench", "benchmark the engine: diffusion vs autoregressive on one canvas"),
+    "corpus": ("lab.corpus", "build the default model's corpus from Debian's packaged text"),
+    "adapt": ("lab.adapt", "adapt a pretrained causal LM into genui's block-diffusion denoiser (the default model)"),
+    "train": ("lab.scratch", "train (or resume training) a DiffusionGemma from scratch on a packed corpus"),
+    "quality": ("lab.quality", "the default model's quality report on held-out pages"),
 }
 
 

@@ -12,7 +12,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from engine.config import TINY, make_config
 from engine.frames import Frame
 from engine.loading import LoadedModel, load_model
-from engine.tokenizer import train_tokenizer
+from lab.tokenizer import train_tokenizer
 
 SENTENCES = [
     "<html><body><h1>Hash table</h1><p>A hash table maps keys to values.</p></body></html>",

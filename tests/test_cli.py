@@ -109,8 +109,8 @@ def test_an_unknown_site_is_a_one_line_error(capsys: pytest.CaptureFixture[str])
 
 def test_bench_hands_every_argument_to_the_engine_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
-    bench = types.ModuleType("engine.bench")
+    bench = types.ModuleType("lab.bench")
     bench.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "engine.bench", bench)
+    monkeypatch.setitem(sys.modules, "lab.bench", bench)
     assert main(["bench", "--help", "--canvases", "2"]) == 0
     assert seen == [["--help", "--canvases", "2"]]

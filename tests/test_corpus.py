@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from genui.corpus import holdout, parse_entry, slug
+from lab.corpus import holdout, parse_entry, slug
 
 FOLDOC = """hash table
 HT

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from genui.quality import shape, skeleton_ok
+from lab.quality import shape, skeleton_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "models" / "genui-small"

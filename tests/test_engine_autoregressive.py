@@ -17,7 +17,7 @@ from engine import (
     StepFrame,
 )
 from engine.autoregressive import generate_autoregressive
-from engine.generation import encode_prompt
+from engine.gemma import encode_prompt
 from engine.streaming import GenerationCancelled
 
 

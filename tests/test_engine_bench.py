@@ -8,7 +8,7 @@ import pytest
 import torch
 from engine_fixtures import build_tiny_checkpoint
 
-from engine import bench
+from lab import bench
 from engine.config import TINY, make_config
 from engine.sampler import ObservedDiffusionGemma
 

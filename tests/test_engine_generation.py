@@ -5,10 +5,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 from engine_fixtures import tiny_model
-from transformers import LogitsProcessor, LogitsProcessorList
 
 from engine import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, LoadedModel, StepFrame
-from engine.generation import encode_prompt, generate_options, left_pad, plan_batch, run_plan
+from engine.generation import left_pad, plan_batch, run_plan, settings_for
 from engine.streaming import Row
 
 
@@ -88,9 +87,11 @@ def test_tokens_per_forward_is_tokens_over_denoising_steps(loaded: LoadedModel) 
 
 def test_invalid_settings_are_engine_errors(loaded: LoadedModel) -> None:
     with pytest.raises(EngineError, match="t_max"):
-        generate_options(GenerationRequest(prompt="x", t_min=0.9, t_max=0.5), loaded.canvas_length)
+        settings_for(loaded, GenerationRequest(prompt="x", t_min=0.9, t_max=0.5))
     with pytest.raises(EngineError, match="max_canvases"):
-        generate_options(GenerationRequest(prompt="x", max_canvases=0), loaded.canvas_length)
+        settings_for(loaded, GenerationRequest(prompt="x", max_canvases=0))
+    with pytest.raises(EngineError, match="t_min must be a number"):
+        settings_for(loaded, GenerationRequest(prompt="x", t_min="cold", t_max=0.5))  # type: ignore[arg-type]
 
 
 def test_a_prompt_longer_than_the_model_is_an_engine_error(loaded: LoadedModel) -> None:
@@ -100,27 +101,17 @@ def test_a_prompt_longer_than_the_model_is_an_engine_error(loaded: LoadedModel) 
 
 
 def test_left_padding_does_not_change_what_a_prompt_sees(loaded: LoadedModel) -> None:
-    """A short prompt batched with a long one gets the logits it gets alone (same starting canvas)."""
-    short = encode_prompt(loaded.tokenizer, "Hash")
-    long = encode_prompt(loaded.tokenizer, "A much longer prompt about linked lists, arrays and hash tables")
-    canvas = torch.randint(0, loaded.model.config.text_config.vocab_size, (1, loaded.canvas_length))
-    seen: list[torch.Tensor] = []
-
-    class Keep(LogitsProcessor):
-        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, cur_step: int) -> torch.Tensor:
-            seen.append(scores.clone())
-            return scores
-
-    for prompts in ([short], [long, short]):
-        input_ids, attention_mask = left_pad(prompts, loaded.device)
-        loaded.model.generate(
-            input_ids,
-            attention_mask=attention_mask,
-            max_new_tokens=loaded.canvas_length,
-            max_denoising_steps=1,
-            decoder_input_ids=canvas.expand(len(prompts), -1).clone(),
-            logits_processor=LogitsProcessorList([Keep()]),
-        )
+    """A short prompt batched with a long one gets the logits it gets alone (same canvas)."""
+    denoiser = loaded.denoiser
+    short = denoiser.encode_prompt("Hash")
+    long = denoiser.encode_prompt("A much longer prompt about linked lists, arrays and hash tables")
+    canvas = torch.randint(0, denoiser.vocab_size, (1, loaded.canvas_length))
+    seen = []
+    with torch.no_grad():
+        for prompts in ([short], [long, short]):
+            input_ids, attention_mask = left_pad(prompts, denoiser.pad_id, loaded.device)
+            prefix = denoiser.prefill(input_ids, attention_mask)
+            seen.append(denoiser.denoise(prefix, canvas.expand(len(prompts), -1), None))
     alone, batched = seen
     torch.testing.assert_close(batched[1], alone[0], atol=1e-4, rtol=1e-4)
 
@@ -170,7 +161,7 @@ def test_an_opening_that_fills_the_canvas_is_an_engine_error(loaded: LoadedModel
 def test_fits_agrees_with_the_length_checks_of_a_plan(loaded: LoadedModel) -> None:
     from engine.generation import fits
 
-    positions = loaded.model.config.text_config.max_position_embeddings
+    positions = loaded.denoiser.max_positions
     room = positions - 2 * loaded.canvas_length - 2  # <bos> and <response> take two positions
     words = ["Hash table " * n for n in (1, room // 4, room, positions)]
     for text in words:

@@ -26,9 +26,8 @@ def edit(loaded: LoadedModel, request: InfillRequest) -> tuple[list[Frame], list
     """Frames, the returned canvas ids, and the prompt length."""
     frames: list[Frame] = []
     plan = plan_infill(loaded, request, Row(emit=frames.append))
-    sequences = run_plan(loaded, plan)
-    prompt_length = plan.input_ids.shape[1]
-    return frames, sequences[0, prompt_length:].tolist(), prompt_length
+    tokens = run_plan(loaded, plan)
+    return frames, tokens[0].tolist(), plan.input_ids.shape[1]
 
 
 def test_infill_keeps_the_tokens_after_the_region_exactly(loaded: LoadedModel) -> None:

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from engine_fixtures import build_tiny_checkpoint
-from transformers import LlamaConfig
+from transformers import AutoTokenizer, BertConfig, LlamaConfig, LlamaForCausalLM
 
 import engine.loading
 from engine import EngineError, ModelLoadError, load_model
@@ -43,12 +44,71 @@ def test_a_missing_default_model_says_how_to_get_one(tmp_path: Path, monkeypatch
         load_model(device="cpu")
 
 
-def test_a_checkpoint_of_another_architecture_is_refused(tmp_path: Path) -> None:
-    LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16).save_pretrained(
+def test_a_checkpoint_that_is_neither_family_is_refused(tmp_path: Path) -> None:
+    BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16).save_pretrained(
         tmp_path
     )
-    with pytest.raises(ModelLoadError, match="'llama' checkpoint.*diffusion_gemma"):
+    with pytest.raises(ModelLoadError, match="'bert' checkpoint.*DiffusionGemma.*causal LMs.*genui adapters"):
         load_model(tmp_path, device="cpu")
+
+
+def _tiny_llama_base(folder: Path) -> Path:
+    """A random tiny Llama with the tiny test tokenizer: a stand-in for SmolLM2 as a base."""
+    build_tiny_checkpoint(folder / "tok")  # only for its tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
+    tokenizer.eos_token = "<eos>"
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512, eos_token_id=1, pad_token_id=0, bos_token_id=2,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder / "base")
+    tokenizer.save_pretrained(folder / "base")
+    return folder / "base"
+
+
+def _adapter(base: Path, folder: Path, canvas: int = 16) -> Path:
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(base), LoraConfig(r=4, target_modules=["q_proj"]))
+    torch.nn.init.normal_(model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    (folder / "genui.json").write_text(json.dumps({"family": "adapted-causal-lm", "base": str(base),
+                                                   "canvas_length": canvas}))
+    (folder / "generation_config.json").write_text(json.dumps({"max_denoising_steps": 5, "t_max": 0.6,
+                                                               "t_min": 0.2, "entropy_bound": 2.0}))
+    return folder
+
+
+def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_path: Path) -> None:
+    base = _tiny_llama_base(tmp_path)
+    adapter = _adapter(base, tmp_path / "adapter")
+    loaded = load_model(adapter, device="cpu")
+    assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
+    assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6
+    assert not any("lora" in name for name, _ in loaded.model.named_parameters())  # merged into the base
+    plain = load_model(base, device="cpu")  # the same base, unadapted
+    assert plain.family == "causal-lm"
+    q_adapted = loaded.model.model.layers[0].self_attn.q_proj.weight
+    assert not torch.equal(q_adapted, plain.model.model.layers[0].self_attn.q_proj.weight)
+
+
+def test_an_adapter_with_a_broken_genui_json_names_file_and_keys(tmp_path: Path) -> None:
+    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    (adapter / "genui.json").write_text('{"family": "adapted-causal-lm"}')
+    with pytest.raises(ModelLoadError, match="genui.json: needs family .* canvas_length"):
+        load_model(adapter, device="cpu")
+    (adapter / "genui.json").write_text('{"family": "mystery", "canvas_length": 8}')
+    with pytest.raises(ModelLoadError, match="family 'mystery'"):
+        load_model(adapter, device="cpu")
+
+
+def test_an_adapters_bad_sampler_setting_names_the_file(tmp_path: Path) -> None:
+    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    (adapter / "generation_config.json").write_text('{"t_max": 0.2, "t_min": 0.5}')
+    with pytest.raises(ModelLoadError, match="generation_config.json: temperatures"):
+        load_model(adapter, device="cpu")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -36,15 +36,15 @@ async def scheduler(loaded: LoadedModel) -> AsyncIterator[Scheduler]:
 
 @pytest.fixture
 def batch_sizes(loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The batch size of every generate() call the model makes during the test."""
+    """The batch size of every run of the denoising loop during the test (each run reads its prompts once)."""
     sizes: list[int] = []
-    generate = loaded.model.generate
+    prefill = loaded.denoiser.prefill
 
-    def spy(input_ids: torch.Tensor, **kwargs: Any) -> Any:
+    def spy(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
         sizes.append(input_ids.shape[0])
-        return generate(input_ids, **kwargs)
+        return prefill(input_ids, attention_mask)
 
-    monkeypatch.setattr(loaded.model, "generate", spy)
+    monkeypatch.setattr(loaded.denoiser, "prefill", spy)
     return sizes
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from engine.config import TINY
-from engine.data import pack_jsonl
-from engine.tokenizer import train_tokenizer
-from engine.training import main as train_main
-from genui import quality
-from genui.quality import PageResult, distinct_2, report, shape, skeleton_ok
+from lab.data import pack_jsonl
+from lab.tokenizer import train_tokenizer
+from lab.scratch import main as train_main
+from lab import quality
+from lab.quality import PageResult, distinct_2, report, shape, skeleton_ok
 from genui.routing import SiteRouter
 from genui.sites import load_sites
 

@@ -10,12 +10,12 @@ import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
 
-from engine import training
+from lab import scratch as training
 from engine.config import EOS_ID, PAD_ID, TINY, make_config
-from engine.data import Packed, pack_jsonl
-from engine.generation import encode_prompt
-from engine.tokenizer import train_tokenizer
-from engine.training import Batch, TrainConfig, _masks, diffusion_loss, main, make_batch
+from lab.data import Packed, pack_jsonl
+from engine.gemma import encode_prompt
+from lab.tokenizer import train_tokenizer
+from lab.scratch import Batch, TrainConfig, _masks, diffusion_loss, main, make_batch
 
 
 def _tiny() -> DiffusionGemmaForBlockDiffusion:
@@ -98,7 +98,7 @@ def test_packed_corpus_round_trips_and_ends_every_response_with_eos(tmp_path: Pa
     assert set(packed.group_names) == {"wiki", "forum"}
     for i in range(len(packed)):
         assert packed.response(i)[-1] == EOS_ID
-    from engine.tokenizer import load_tokenizer
+    from lab.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tok_path)
     assert list(packed.prompt(3)) == encode_prompt(tok, "<page>3</page>")

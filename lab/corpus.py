@@ -631,8 +631,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def pack(corpus: Path, tokenizer_dir: Path, vocab: int, packed_path: Path, max_prompt: int, max_response: int) -> None:
     """Train the byte-level BPE on the corpus and write the packed token ids that training reads."""
-    from engine.data import pack_jsonl  # torch and transformers only for this step
-    from engine.tokenizer import train_tokenizer
+    from lab.data import pack_jsonl  # torch and transformers only for this step
+    from lab.tokenizer import train_tokenizer
 
     def texts() -> Iterator[str]:
         with corpus.open(encoding="utf-8") as f:

@@ -35,7 +35,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from engine.config import EOS_ID, PAD_ID, SMALL, TINY, make_config
-from engine.data import Packed
+from lab.data import Packed
 
 
 @dataclass
@@ -412,7 +412,7 @@ def export(run: Path, dest: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("data/packed.npz"), help="packed corpus (engine.data)")
+    parser.add_argument("--data", type=Path, default=Path("data/packed.npz"), help="packed corpus (lab.data)")
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--out", type=Path, default=Path("runs/small"), help="checkpoint folder; resumed if present")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")

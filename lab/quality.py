@@ -4,8 +4,8 @@ Per site: share of well-formed pages with the site's skeleton, share of English 
 ``wamerican`` list), share of internal links that hit a valid route, distinct-2 diversity, mean denoising steps per
 canvas, and (given the packed corpus) the held-out denoising loss. Prints a table; ``--json`` prints one object.
 
-The held-out pages are fixed: ``genui.corpus`` holds a page out when a hash of its site and path says so, and
-``python -m genui.quality --list`` prints them from a corpus file.
+The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so, and
+``python -m lab.quality --list`` prints them from a corpus file.
 """
 
 from __future__ import annotations
@@ -254,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: CUDA when there is one)")
-    parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by genui.corpus")
-    parser.add_argument("--packed", type=Path, help="packed corpus (engine.data) for the held-out loss column")
+    parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by lab.corpus")
+    parser.add_argument("--packed", type=Path, help="packed corpus (lab.data) for the held-out loss column")
     parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if not args.corpus.exists():
-        print(f"{args.corpus} is missing: build it with `python -m genui.corpus --out {args.corpus}`", file=sys.stderr)
+        print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
         return 2
     pages = heldout_pages(args.corpus, args.per_site)
     if args.list:
@@ -301,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.packed:
         import numpy as np
 
-        from engine.data import Packed
-        from engine.training import heldout_loss
+        from lab.data import Packed
+        from lab.scratch import heldout_loss
 
         packed = Packed.load(args.packed)
         model, device = engine.loaded.model, engine.loaded.device

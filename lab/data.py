@@ -14,7 +14,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from engine.config import EOS_ID
-from engine.generation import encode_prompt
+from engine.gemma import encode_prompt
 
 
 @dataclass(frozen=True, slots=True)

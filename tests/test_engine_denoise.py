@@ -1,0 +1,239 @@
+"""genui's denoising loop against transformers' reference, and the causal layout against its training twin."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from engine_fixtures import tiny_model
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+    EntropyBoundSampler,
+    EntropyBoundSamplerConfig,
+    StableAndConfidentStoppingCriteria,
+)
+
+from engine.causal import CausalDenoiser
+from engine.denoise import DenoiseSettings, Pins, StableAndConfident, denoise, entropy_bound_accept, sample
+from engine.frames import EngineError
+from engine.generation import left_pad
+from lab.adapt import layout_page
+
+SETTINGS = DenoiseSettings(
+    max_canvases=3,
+    max_steps=6,
+    entropy_bound=2.0,
+    t_max=0.9,
+    t_min=0.3,
+    stability_threshold=1,
+    confidence_threshold=6.0,
+)
+
+
+def _reference(loaded, input_ids, attention_mask, settings, seed):  # type: ignore[no-untyped-def]
+    # generate() marks a cudagraph step each denoising step; the first mark imports torch._inductor, which trips a
+    # DeprecationWarning inside torch.jit (not ours to fix) that pytest would turn into an error.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        import torch._inductor.cudagraph_trees  # noqa: F401
+    torch.manual_seed(seed)
+    output = loaded.model.generate(
+        input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=settings.max_canvases * loaded.canvas_length,
+        max_denoising_steps=settings.max_steps,
+        t_min=settings.t_min,
+        t_max=settings.t_max,
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=settings.entropy_bound),
+        stability_threshold=settings.stability_threshold,
+        confidence_threshold=settings.confidence_threshold,
+    )
+    return output.sequences[:, input_ids.shape[1] :]
+
+
+@pytest.mark.parametrize("prompts", [["Hash table"], ["Hash", "A longer prompt about arrays and lists"]])
+def test_the_loop_gives_diffusion_gemma_generates_tokens(tmp_path: Path, prompts: list[str]) -> None:
+    with tiny_model(tmp_path) as loaded:
+        ids = [loaded.denoiser.encode_prompt(p) for p in prompts]
+        input_ids, attention_mask = left_pad(ids, loaded.denoiser.pad_id, loaded.device)
+        expected = _reference(loaded, input_ids, attention_mask, SETTINGS, seed=7)
+        ours = denoise(loaded.denoiser, input_ids, attention_mask, SETTINGS, torch.Generator().manual_seed(7))
+    assert ours.shape == expected.shape
+    assert torch.equal(ours, expected)
+
+
+class _FixedDenoiser:
+    """Logits that ignore the canvas: the argmax holds still from the first step."""
+
+    canvas_length, vocab_size, eos_id, pad_id, max_positions = 6, 11, 1, 0, 100
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.logits = torch.randn(1, 6, 11, generator=torch.Generator().manual_seed(0)) * 4
+
+    def prefill(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+        return None
+
+    def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+        return self.logits.expand(canvas.shape[0], -1, -1)
+
+    def commit(self, prefix, canvas):  # type: ignore[no-untyped-def]
+        self.commits += 1
+
+
+def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> None:
+    steps: list[int] = [0]
+
+    class Count:
+        def step(self, draft, accepted, entropy, active):  # type: ignore[no-untyped-def]
+            steps[-1] += 1
+
+        def canvas(self, tokens):  # type: ignore[no-untyped-def]
+            steps.append(0)
+
+    fixed = _FixedDenoiser()
+    settings = DenoiseSettings(max_canvases=2, max_steps=12, entropy_bound=50.0, stability_threshold=2,
+                               confidence_threshold=100.0, stop_at_eos=False)
+    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator(), Count())
+    assert steps[:2] == [3, 3]  # the argmax equals the two before it at the third step
+    assert fixed.commits == 1  # the first canvas is committed; the last one need not be
+    never = DenoiseSettings(max_canvases=1, max_steps=5, entropy_bound=50.0, stability_threshold=2,
+                            confidence_threshold=1e-6, stop_at_eos=False)
+    steps[:] = [0]
+    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), never, torch.Generator(), Count())
+    assert steps[0] == 5  # stable but not confident: every step runs
+
+
+def test_a_rows_text_ends_at_its_end_of_text() -> None:
+    fixed = _FixedDenoiser()
+    fixed.logits[0, 2, 1] = 100.0  # position 2 is the end-of-text
+    settings = DenoiseSettings(max_canvases=3, max_steps=2, entropy_bound=50.0)
+    tokens = denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator())
+    assert tokens.shape == (1, 6)  # one canvas: the row finished in it
+    assert tokens[0, 2] == 1 and (tokens[0, 3:] == 0).all()
+
+
+def test_entropy_bound_acceptance_is_the_library_samplers() -> None:
+    logits = torch.randn(3, 16, 50) * 3
+    reference = EntropyBoundSampler(EntropyBoundSamplerConfig(entropy_bound=1.5), 16, 50, 8)
+    canvas = torch.zeros(3, 16, dtype=torch.long)
+    reference.accept_canvas(canvas, canvas + 1, logits, 8)
+    entropy = torch.special.entr(torch.softmax(logits, dim=-1)).sum(dim=-1)
+    assert torch.equal(entropy_bound_accept(entropy, 1.5), reference.accepted_token_mask)
+
+
+def test_stopping_is_the_library_criterions() -> None:
+    ours, theirs = StableAndConfident(2, 3.0), StableAndConfidentStoppingCriteria(2, 3.0)
+    generator = torch.Generator().manual_seed(0)
+    for step in range(6):
+        argmax = torch.randint(0, 3, (4, 5), generator=generator) if step < 2 else torch.ones(4, 5, dtype=torch.long)
+        logits = torch.randn(4, 5, 7, generator=generator) * (step + 1)
+        entropy = torch.special.entr(torch.softmax(logits, dim=-1)).sum(dim=-1).mean(dim=-1)
+        assert torch.equal(ours(argmax, entropy), theirs(argmax, logits))
+
+
+def test_top_k_sampling_draws_only_the_likeliest_tokens() -> None:
+    probs = torch.softmax(torch.randn(2, 8, 100), dim=-1)
+    drawn = sample(probs, 5, torch.Generator().manual_seed(0))
+    top = probs.topk(5, dim=-1).indices
+    assert (top == drawn.unsqueeze(-1)).any(dim=-1).all()
+
+
+def test_pinned_positions_come_back_exact_and_the_rest_is_written(tmp_path: Path) -> None:
+    with tiny_model(tmp_path) as loaded:
+        c = loaded.canvas_length
+        input_ids, mask = left_pad([loaded.denoiser.encode_prompt("Hash")], loaded.denoiser.pad_id, loaded.device)
+        start = torch.randint(0, loaded.denoiser.vocab_size, (1, c), generator=torch.Generator().manual_seed(3))
+        keep = torch.zeros(1, c, dtype=torch.bool)
+        keep[:, :5] = True
+        settings = DenoiseSettings(max_canvases=1, max_steps=4, entropy_bound=2.0, stop_at_eos=False)
+        tokens = denoise(loaded.denoiser, input_ids, mask, settings, torch.Generator().manual_seed(1),
+                         pins=Pins(start, keep))
+    assert torch.equal(tokens[:, :5], start[:, :5])
+    assert not torch.equal(tokens[:, 5:], start[:, 5:])
+
+
+def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: Path) -> None:
+    with tiny_model(tmp_path) as loaded:
+        input_ids, mask = left_pad([loaded.denoiser.encode_prompt("Hash")], loaded.denoiser.pad_id, loaded.device)
+
+        def run(seed: int) -> torch.Tensor:
+            return denoise(loaded.denoiser, input_ids, mask, SETTINGS, torch.Generator().manual_seed(seed))
+
+        assert torch.equal(run(1), run(1))
+        assert not torch.equal(run(1), run(2))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"max_steps": 0}, {"entropy_bound": 0.0}, {"t_min": 0.5, "t_max": 0.5}, {"t_min": 0.2, "t_max": None},
+     {"stability_threshold": -1}, {"top_k": -3}, {"max_canvases": 0}],
+)
+def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
+    import dataclasses
+
+    with pytest.raises(EngineError):
+        dataclasses.replace(SETTINGS, **change).check()  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The adapted causal LM: inference's cached steps equal training's one-pass layout
+
+
+def _tiny_llama() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, eos_token_id=1, pad_token_id=1, bos_token_id=0,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+class _Tokens:
+    eos_token_id = 1
+    pad_token_id = 1
+
+
+def test_the_cached_canvas_step_sees_what_training_sees() -> None:
+    model = _tiny_llama()
+    c = 8
+    denoiser = CausalDenoiser(model, _Tokens(), c)  # type: ignore[arg-type]
+    prompt = np.array([5, 6, 7, 8, 9], dtype=np.uint16)
+    response = np.array(list(range(20, 36)), dtype=np.uint16)  # two whole canvases
+    page = layout_page(prompt, response, c, eos=1, vocab=97, t=0.0, generator=torch.Generator())
+    with torch.no_grad():
+        logits = model(input_ids=page.input_ids, attention_mask=page.mask, position_ids=page.position_ids).logits[0]
+        one_pass = logits[-2 * c :]  # (2C, V): both canvases, clean inputs
+        prefix = denoiser.prefill(torch.from_numpy(prompt.astype(np.int64))[None], torch.ones(1, len(prompt)))
+        first = denoiser.denoise(prefix, torch.from_numpy(response[:c].astype(np.int64))[None], None)[0]
+        denoiser.commit(prefix, torch.from_numpy(response[:c].astype(np.int64))[None])
+        second = denoiser.denoise(prefix, torch.from_numpy(response[c:].astype(np.int64))[None], None)[0]
+    torch.testing.assert_close(first, one_pass[:c], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(second, one_pass[c:], atol=1e-4, rtol=1e-4)
+
+
+def test_a_denoising_step_leaves_the_cache_as_it_was() -> None:
+    model = _tiny_llama()
+    denoiser = CausalDenoiser(model, _Tokens(), 8)  # type: ignore[arg-type]
+    with torch.no_grad():
+        prefix = denoiser.prefill(torch.tensor([[5, 6, 7, 8]]), torch.ones(1, 4))
+        before = prefix.cache.get_seq_length()
+        a = denoiser.denoise(prefix, torch.arange(10, 18)[None], None)
+        b = denoiser.denoise(prefix, torch.arange(10, 18)[None], None)
+    assert prefix.cache.get_seq_length() == before
+    assert torch.equal(a, b)
+
+
+def test_left_padding_does_not_change_a_rows_canvas() -> None:
+    model = _tiny_llama()
+    denoiser = CausalDenoiser(model, _Tokens(), 8)  # type: ignore[arg-type]
+    short, long = [5, 6, 7], [9, 10, 11, 12, 13, 14]
+    canvas = torch.arange(30, 38)[None]
+    with torch.no_grad():
+        alone = denoiser.denoise(denoiser.prefill(torch.tensor([short]), torch.ones(1, 3)), canvas, None)
+        input_ids, mask = left_pad([short, long], 1, torch.device("cpu"))
+        both = denoiser.denoise(denoiser.prefill(input_ids, mask), canvas.repeat(2, 1), None)
+    torch.testing.assert_close(both[0], alone[0], atol=1e-4, rtol=1e-4)
