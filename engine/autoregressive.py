@@ -19,6 +19,7 @@ import torch
 
 from engine.channel import FrameChannel
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
+from engine.generation import canvases as canvas_count
 from engine.generation import check_length, encode_opening, fits, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
@@ -49,7 +50,7 @@ def generate_autoregressive(
 
     prompt = denoiser.encode_prompt(request.prompt)
     opening = encode_opening(loaded, request.opening)  # read as given, then continued
-    max_new = request.max_canvases * length
+    max_new = canvas_count(loaded, request) * length
     check_length(loaded, len(prompt), max_new)
     cache = denoiser.new_cache()
     next_input = torch.tensor([prompt + opening], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)

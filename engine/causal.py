@@ -99,7 +99,9 @@ class CausalDenoiser:
             )
         return CausalPrefix(cache, real[:, :-1], input_ids[:, -1], positions[:, -1])
 
-    def denoise(self, prefix: CausalPrefix, canvas: torch.Tensor, self_conditioning: torch.Tensor | None) -> torch.Tensor:
+    def denoise(
+        self, prefix: CausalPrefix, canvas: torch.Tensor, self_conditioning: torch.Tensor | None
+    ) -> torch.Tensor:
         inputs = torch.cat([prefix.last[:, None], canvas[:, :-1]], dim=-1)
         logits = self._forward(prefix, inputs, both_ways=True, logits=True)
         prefix.cache.crop(-self.canvas_length)  # the step reads the cache; what it appended goes

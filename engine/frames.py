@@ -17,6 +17,7 @@ class GenerationRequest:
 
     prompt: str
     max_canvases: int = 1  # new tokens are capped at max_canvases * canvas_length
+    max_tokens: int | None = None  # if set, replaces max_canvases: this many tokens, rounded up to whole canvases
     max_steps: int | None = None  # denoising steps per canvas
     seed: int = 0  # same prompt + seed + model + device -> same text
     t_min: float | None = None  # temperature at the last denoising step

@@ -45,10 +45,19 @@ def encode_opening(loaded: LoadedModel, opening: str) -> list[int]:
     return ids
 
 
+def canvases(loaded: LoadedModel, request: GenerationRequest) -> int:
+    """The canvases a request may fill: ``max_tokens`` rounded up to whole canvases, else ``max_canvases``."""
+    if request.max_tokens is None:
+        return request.max_canvases
+    if not isinstance(request.max_tokens, int) or request.max_tokens < 1:
+        raise EngineError(f"max_tokens must be a positive integer, got {request.max_tokens!r}")
+    return -(-request.max_tokens // loaded.canvas_length)
+
+
 def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSettings:
     """The request's settings, unset fields taken from the checkpoint's defaults; EngineError names a bad one, so a
     bad request fails on its own, before any batch."""
-    overrides: dict[str, Any] = {"max_canvases": request.max_canvases, "stop_at_eos": request.stop_at_eos}
+    overrides: dict[str, Any] = {"max_canvases": canvases(loaded, request), "stop_at_eos": request.stop_at_eos}
     for name in ("max_steps", "t_min", "t_max", "entropy_bound", "stability_threshold", "confidence_threshold"):
         value = getattr(request, name)
         if value is not None:
@@ -72,6 +81,7 @@ def batch_key(request: GenerationRequest) -> tuple[Any, ...]:
     """Requests with equal keys run with the same settings and may share one batch."""
     return (
         request.max_canvases,
+        request.max_tokens,
         request.max_steps,
         request.t_min,
         request.t_max,
@@ -99,7 +109,11 @@ def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
     if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= length:
         return False
     prompt = len(loaded.denoiser.encode_prompt(request.prompt))
-    return bool(prompt + request.max_canvases * length <= loaded.denoiser.max_positions)
+    try:
+        new = canvases(loaded, request) * length
+    except EngineError:
+        return False
+    return bool(prompt + new <= loaded.denoiser.max_positions)
 
 
 def check_length(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:

@@ -38,7 +38,7 @@ def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
             f"region_tokens must be between 1 and the canvas length {length}, got {request.region_tokens!r}"
         )
     # One canvas; no EOS handling in the loop, which would otherwise overwrite kept tokens after an EOS.
-    generation = dataclasses.replace(request.generation, max_canvases=1, stop_at_eos=False)
+    generation = dataclasses.replace(request.generation, max_canvases=1, max_tokens=None, stop_at_eos=False)
     settings = settings_for(loaded, generation)
     tokenizer, denoiser = loaded.tokenizer, loaded.denoiser
     prompt = denoiser.encode_prompt(generation.prompt) + tokenizer.encode(request.before, add_special_tokens=False)

@@ -189,7 +189,9 @@ def _causal(
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
-    return LoadedModel(CausalDenoiser(network, tokenizer, canvas), tokenizer, target, model_id, canvas, defaults, family)
+    return LoadedModel(
+        CausalDenoiser(network, tokenizer, canvas), tokenizer, target, model_id, canvas, defaults, family
+    )
 
 
 _SAMPLER_KEYS = {

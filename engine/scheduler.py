@@ -119,7 +119,7 @@ class Scheduler:
     async def _frames(
         self, requests: list[GenerationRequest], key: Hashable | None, infill: InfillRequest | None = None
     ) -> AsyncIterator[Frame]:
-        settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1)
+        settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1, max_tokens=None)
         settings_for(self.loaded, settings)  # a bad setting fails here, before it queues
         job = _Job(requests=requests, key=key, channel=FrameChannel(), infill=infill)
         self._submit(job)

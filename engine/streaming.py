@@ -72,7 +72,8 @@ class FrameStreamer:
     def step(self, draft: torch.Tensor, accepted: torch.Tensor, entropy: torch.Tensor, active: torch.Tensor) -> None:
         if self.abandoned():
             raise GenerationCancelled  # within one denoising step of the last consumer leaving
-        rows = zip(self.rows, self.states, draft.tolist(), accepted.tolist(), entropy.tolist(), active.tolist())
+        values = (draft.tolist(), accepted.tolist(), entropy.tolist(), active.tolist())
+        rows = zip(self.rows, self.states, *values, strict=True)
         for row, state, ids, taken, spread, moving in rows:
             if state.done or not moving:
                 continue  # finished rows ride along in the batch; they have nothing new to show
@@ -122,6 +123,7 @@ class FrameStreamer:
         if self.cut_at_eos and self.eos_id in ids:
             return ids[: ids.index(self.eos_id)]
         return ids
+
     def _emit(self, row: Row, state: _RowState, frame: Frame) -> None:
         if state.first_frame is None:
             state.first_frame = time.perf_counter()

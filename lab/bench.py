@@ -1,9 +1,10 @@
-"""``genui bench``: diffusion vs autoregressive decoding of one canvas, same weights, same machine, same run.
+"""``genui bench``: diffusion vs autoregressive decoding of one page, same weights, same machine, same run.
 
-Each row times ``--runs`` generations of one canvas (after one untimed warm-up): time to the first frame, p50 and
-p95 of the whole canvas, and tokens per second at p50. The diffusion row denoises with the checkpoint's adaptive
-stopping, or exactly ``--steps`` steps when given; the autoregressive row decodes the same number of tokens with
-the model's causal encoder (engine.autoregressive). On CUDA, rows for a random-weight model of
+Each row times ``--runs`` generations of a ``--tokens``-token page (after one untimed warm-up): time to the first
+frame, p50 and p95 of the whole page, the median denoising steps per canvas, and tokens per second at p50. The
+diffusion row writes the page in canvases with the checkpoint's sampler and adaptive stopping, or exactly
+``--steps`` steps a canvas when given; the autoregressive row decodes the same number of tokens with the same
+weights in their causal mode (engine.autoregressive). On CUDA, rows for a random-weight model of
 DiffusionGemma-26B-A4B's shape follow, at fixed 24 and 48 steps and autoregressively.
 """
 
@@ -19,17 +20,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
+from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DiffusionGemmaTextConfig
 
 from engine.autoregressive import generate_autoregressive
 from engine.config import tiny_vision_config
-from engine.frames import CanvasFrame, Frame, GenerationRequest, StepFrame
+from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, StepFrame
+from engine.gemma import GemmaDenoiser
 from engine.generation import plan_batch, run_plan
 from engine.loading import LoadedModel, ModelLoadError, load_model
-from engine.sampler import ObservedDiffusionGemma
 from engine.streaming import Row
 
-PROMPT = "Write the encyclopedia article 'Hash table' as an HTML fragment."
+# The wiki's article prompt for "Hash table", as genui renders it (sites/wiki/prompts/article.j2).
+PROMPT = (
+    "<site>Genpedia: A free encyclopedia of computing, hacker culture and language. Articles are short, factual and "
+    "link to related articles.</site>\n<page>article</page>\n<title>Hash table</title>\n\n"
+)
 REFERENCE_STEPS = (24, 48)
 REFERENCE_RUNS = 3  # each reference run takes seconds; three give a median without taking all afternoon
 
@@ -58,12 +63,14 @@ def reference_config() -> DiffusionGemmaConfig:
     return DiffusionGemmaConfig(text_config=text.to_dict(), vision_config=vision.to_dict())
 
 
-def build_random(config: DiffusionGemmaConfig, device: torch.device, dtype: torch.dtype) -> ObservedDiffusionGemma:
+def build_random(
+    config: DiffusionGemmaConfig, device: torch.device, dtype: torch.dtype
+) -> DiffusionGemmaForBlockDiffusion:
     """Random weights straight onto ``device``: built on the meta device (encoder and decoder weights tied, so
     allocated once), then materialised and initialised there. Building on the device directly would allocate the
     encoder's and the decoder's copies before tying them: twice the memory."""
     with torch.device("meta"):
-        model = ObservedDiffusionGemma._from_config(config, dtype=dtype)
+        model = DiffusionGemmaForBlockDiffusion._from_config(config, dtype=dtype)
     model.to_empty(device=device)
     model.init_weights()  # also recomputes buffers (rotary frequencies, embedding scale) to_empty left blank
     return model.eval()
@@ -92,12 +99,12 @@ def time_runs(runs: int, once: Callable[[int], tuple[float, float, int, float]])
     }
 
 
-def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None) -> dict[str, Any]:
+def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -> dict[str, Any]:
     def once(seed: int) -> tuple[float, float, int, float]:
         frames: list[tuple[float, Frame]] = []
         request = GenerationRequest(
             prompt=PROMPT,
-            max_canvases=1,
+            max_canvases=math.ceil(tokens / loaded.canvas_length),
             max_steps=steps,
             seed=seed,
             stop_at_eos=False,
@@ -112,10 +119,12 @@ def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None) -> dict[str
     return {"engine": "diffusion", **_describe(loaded), **time_runs(runs, once)}
 
 
-def autoregressive_row(loaded: LoadedModel, runs: int) -> dict[str, Any]:
+def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str, Any]:
     def once(seed: int) -> tuple[float, float, int, float]:
         frames: list[tuple[float, Frame]] = []
-        request = GenerationRequest(prompt=PROMPT, max_canvases=1, seed=seed, stop_at_eos=False)
+        request = GenerationRequest(
+            prompt=PROMPT, max_canvases=math.ceil(tokens / loaded.canvas_length), seed=seed, stop_at_eos=False
+        )
         started = time.perf_counter()
         generate_autoregressive(
             loaded, request, lambda frame: frames.append((time.perf_counter(), frame)), step_every=1, started=started
@@ -126,9 +135,12 @@ def autoregressive_row(loaded: LoadedModel, runs: int) -> dict[str, Any]:
 
 
 def _measure(started: float, frames: list[tuple[float, Frame]]) -> tuple[float, float, int, float]:
+    """(time to the first frame, time to the final frame, tokens, median steps per canvas)."""
     first = next(at for at, frame in frames if isinstance(frame, StepFrame))
-    canvas = next(frame for _, frame in frames if isinstance(frame, CanvasFrame))
-    return first - started, frames[-1][0] - started, canvas.tokens, float(canvas.steps)
+    done = next(frame for _, frame in frames if isinstance(frame, DoneFrame))
+    canvases = [frame for _, frame in frames if isinstance(frame, CanvasFrame)]
+    tokens = sum(canvas.tokens for canvas in canvases)
+    return first - started, frames[-1][0] - started, tokens, statistics.median(c.steps for c in done.canvases)
 
 
 def _describe(loaded: LoadedModel) -> dict[str, Any]:
@@ -139,16 +151,18 @@ def reference_rows(loaded: LoadedModel, runs: int) -> list[dict[str, Any]]:
     """Rows for the 26B-A4B shape on ``loaded``'s CUDA device (prompt tokenised with ``loaded``'s tokenizer)."""
     network = build_random(reference_config(), loaded.device, torch.bfloat16)
     reference = LoadedModel(
-        model=network,
+        denoiser=GemmaDenoiser(network, loaded.tokenizer),
         tokenizer=loaded.tokenizer,
         device=loaded.device,
         model_id="random DiffusionGemma-26B-A4B shape",
         canvas_length=network.config.canvas_length,
+        defaults=loaded.defaults,
     )
     try:
         runs = min(runs, REFERENCE_RUNS)
-        rows = [diffusion_row(reference, runs, steps) for steps in REFERENCE_STEPS]
-        rows.append(autoregressive_row(reference, runs))
+        tokens = reference.canvas_length
+        rows = [diffusion_row(reference, runs, steps, tokens) for steps in REFERENCE_STEPS]
+        rows.append(autoregressive_row(reference, runs, tokens))
         return rows
     finally:
         del network, reference
@@ -171,21 +185,30 @@ def _cell(value: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui bench", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
-    parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-small)")
+    parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-smollm)")
+    parser.add_argument("--tokens", type=int, default=256, help="tokens a page, rounded up to whole canvases")
     parser.add_argument("--json", action="store_true", help='print one JSON object {"rows": [...], "notes": [...]}')
     parser.add_argument("--runs", type=int, default=5, help="timed runs per row, after one warm-up (default 5)")
     parser.add_argument("--steps", type=int, help="fixed denoising steps (default: the checkpoint's adaptive stop)")
     args = parser.parse_args(argv)
-    if args.runs < 1 or (args.steps is not None and args.steps < 1):
-        parser.error("--runs and --steps must be positive")
+    if args.runs < 1 or args.tokens < 1 or (args.steps is not None and args.steps < 1):
+        parser.error("--runs, --tokens and --steps must be positive")
     try:
         loaded = load_model(args.model, device=args.device)
     except ModelLoadError as exc:
         print(f"genui bench: {exc}", file=sys.stderr)
         return 2
 
-    rows = [diffusion_row(loaded, args.runs, args.steps), autoregressive_row(loaded, args.runs)]
-    notes = [f"one canvas of {loaded.canvas_length} tokens per run; prompt: {PROMPT!r}"]
+    rows = [
+        diffusion_row(loaded, args.runs, args.steps, args.tokens),
+        autoregressive_row(loaded, args.runs, args.tokens),
+    ]
+    canvases = math.ceil(args.tokens / loaded.canvas_length)
+    notes = [
+        f"a page of {canvases} canvas(es) of {loaded.canvas_length} tokens per run; prompt: the wiki's 'Hash table'",
+        f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50)",
+        f"torch threads: {torch.get_num_threads()}",
+    ]
     if loaded.device.type == "cuda":
         rows += reference_rows(loaded, args.runs)
         notes.append(f"26B-A4B-shaped rows: random bf16 weights, {min(args.runs, REFERENCE_RUNS)} runs each")

@@ -1,8 +1,10 @@
 """The quality report: generate the held-out pages of each example site and measure what a visitor would notice.
 
-Per site: share of well-formed pages with the site's skeleton, share of English dictionary words (Debian's
-``wamerican`` list), share of internal links that hit a valid route, distinct-2 diversity, mean denoising steps per
-canvas, and (given the packed corpus) the held-out denoising loss. Prints a table; ``--json`` prints one object.
+Per site: share of well-formed pages with the site's skeleton, share of wiki articles whose ``<h1>`` is their title,
+share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
+distinct-2 diversity, the share of a page's five-word phrases found on another page of the site (pages that differ
+with their prompt share few), median denoising steps per canvas, and (given the packed corpus) the held-out
+denoising loss and the prompt gain. Prints a table; ``--json`` prints one object.
 
 The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so, and
 ``python -m lab.quality --list`` prints them from a corpus file.
@@ -14,11 +16,13 @@ import argparse
 import asyncio
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from engine.frames import DoneFrame, TextEngine
@@ -143,6 +147,8 @@ class SiteReport:
     distinct_2: float
     steps_per_canvas: float
     seconds_per_page: float
+    title_h1: float | None = None  # wiki articles whose <h1> is their title
+    shared_phrases: float = 0.0  # five-word phrases of a page also found on another page of the site
     heldout_loss: float | None = None
     prompt_gain: float | None = None  # held-out loss under another page's prompt minus under its own
 
@@ -193,7 +199,8 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         shapes = [shape(r.html) for r in rows]
         all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
         hrefs = [h for s in shapes for h in s.hrefs]
-        steps = [n for r in rows for n in r.steps]
+        steps = sorted(n for r in rows for n in r.steps)
+        articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and "/wiki/" in r.path]
         out.append(
             SiteReport(
                 site=name,
@@ -203,11 +210,30 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 valid_links=sum(router.leads_to_page(h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
                 links=len(hrefs),
                 distinct_2=distinct_2(" ".join(s.text) for s in shapes),
-                steps_per_canvas=sum(steps) / len(steps) if steps else 0.0,
+                steps_per_canvas=float(statistics.median(steps)) if steps else 0.0,
                 seconds_per_page=sum(r.seconds for r in rows) / len(rows),
+                title_h1=sum(_title(r.path) in [h.strip().lower() for h in sh.h1] for r, sh in articles) / len(articles)
+                if articles
+                else None,
+                shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes]),
             )
         )
     return out
+
+
+def _title(path: str) -> str:
+    return urlsplit(path).path.rsplit("/", 1)[-1].replace("_", " ").strip().lower()
+
+
+def shared_phrases(texts: list[str], n: int = 5) -> float:
+    """Mean over pages of the share of their n-word phrases that also occur on another page."""
+    grams = [{tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)} for ws in (words(t.lower()) for t in texts)]
+    shares = []
+    for index, own in enumerate(grams):
+        if own:
+            others = set().union(*(g for j, g in enumerate(grams) if j != index))
+            shares.append(len(own & others) / len(own))
+    return sum(shares) / len(shares) if shares else 0.0
 
 
 def load_dictionary(path: Path = WORDS) -> set[str]:
@@ -231,9 +257,11 @@ def print_table(rows: list[SiteReport]) -> None:
         "site",
         "pages",
         "skeleton",
+        "title h1",
         "dict words",
         "valid links",
         "distinct-2",
+        "shared 5-grams",
         "steps/canvas",
         "s/page",
         "held-out loss",
@@ -244,10 +272,28 @@ def print_table(rows: list[SiteReport]) -> None:
     for r in rows:
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
         gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
+        title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
         print(
-            f"{r.site} | {r.pages} | {r.skeleton:.1%} | {r.dictionary_words:.1%} | {r.valid_links:.1%} ({r.links}) | "
-            f"{r.distinct_2:.3f} | {r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss} | {gain}"
+            f"{r.site} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | "
+            f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | "
+            f"{r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss} | {gain}"
         )
+
+
+def _loss_function(loaded: Any) -> Callable[[Any], float]:
+    """Held-out denoising loss of a packed subset, in the training objective of the model's family (the packed
+    file must be tokenised for that model: lab.corpus for DiffusionGemma, ``genui adapt --pack`` for an adapter)."""
+    if loaded.family == "diffusion-gemma":
+        from lab.scratch import heldout_loss
+
+        return lambda packed: heldout_loss(loaded.model, packed, loaded.device)
+    from engine.causal import end_of_text
+    from lab.adapt import AdaptConfig
+    from lab.adapt import heldout_loss as adapted_loss
+
+    cfg = AdaptConfig(canvas_length=loaded.canvas_length)
+    eos = end_of_text(loaded.tokenizer)
+    return lambda packed: adapted_loss(loaded.model, packed, cfg, eos, n=len(packed))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,20 +348,17 @@ def main(argv: list[str] | None = None) -> int:
         import numpy as np
 
         from lab.data import Packed
-        from lab.scratch import heldout_loss
 
         packed = Packed.load(args.packed)
-        model, device = engine.loaded.model, engine.loaded.device
+        loss = _loss_function(engine.loaded)
         for row in rows:
             if row.site in packed.group_names:
                 group = packed.group_names.index(row.site)
                 held = [int(i) for i in np.flatnonzero(packed.holdout & (packed.groups == group))[:HELDOUT_LOSS_PAGES]]
-                row.heldout_loss = heldout_loss(model, packed.subset(held), device)
+                row.heldout_loss = loss(packed.subset(held))
                 # The same pages under each other's prompts (rotated by one): the loss the prompt saves.
                 rotated = held[1:] + held[:1]
-                row.prompt_gain = (
-                    heldout_loss(model, packed.subset(held, prompts_from=rotated), device) - row.heldout_loss
-                )
+                row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
     if args.json:
         summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings}
         print(json.dumps({**summary, "sites": [asdict(r) for r in rows]}, indent=1))

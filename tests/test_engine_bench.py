@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 from engine_fixtures import build_tiny_checkpoint
+from transformers import DiffusionGemmaForBlockDiffusion
 
-from lab import bench
 from engine.config import TINY, make_config
-from engine.sampler import ObservedDiffusionGemma
+from lab import bench
 
 COLUMNS = {"engine", "device", "model", "params", "tokens", "steps", "ttff_s", "p50_s", "p95_s", "tokens_per_s"}
 
@@ -27,16 +27,18 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
 ) -> None:
     checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
-    assert bench.main(["--json", "--model", str(checkpoint), "--runs", "1", "--steps", "2", "--device", "cpu"]) == 0
+    argv = ["--json", "--model", str(checkpoint), "--runs", "1", "--steps", "2", "--device", "cpu", "--tokens", "40"]
+    assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive"]
     for row in report["rows"]:
         assert set(row) == COLUMNS
-        assert row["device"] == "cpu" and row["tokens"] == 32 and row["params"] > 0
+        assert row["device"] == "cpu" and row["tokens"] == 64 and row["params"] > 0  # 40 tokens: two canvases
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
     assert report["rows"][0]["steps"] == 2
-    assert report["rows"][1]["steps"] == 32
+    assert report["rows"][1]["steps"] == 32  # a token a step
     assert any("need CUDA" in note for note in report["notes"])
+    assert any("x the autoregressive speed" in note for note in report["notes"])
 
 
 def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
@@ -55,7 +57,7 @@ def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.
 def test_the_reference_shape_is_diffusiongemma_26b_a4b() -> None:
     config = bench.reference_config()
     with torch.device("meta"):  # shapes only: no memory
-        model = ObservedDiffusionGemma._from_config(config, dtype=torch.bfloat16)
+        model = DiffusionGemmaForBlockDiffusion._from_config(config, dtype=torch.bfloat16)
     params = sum(p.numel() for p in model.parameters())
     assert 25.0e9 < params < 25.5e9  # 26B-A4B: ~25.2B in all, with encoder and decoder sharing their weights
     active = config.text_config.top_k_experts / config.text_config.num_experts

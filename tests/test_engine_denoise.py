@@ -95,13 +95,25 @@ def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> No
             steps.append(0)
 
     fixed = _FixedDenoiser()
-    settings = DenoiseSettings(max_canvases=2, max_steps=12, entropy_bound=50.0, stability_threshold=2,
-                               confidence_threshold=100.0, stop_at_eos=False)
+    settings = DenoiseSettings(
+        max_canvases=2,
+        max_steps=12,
+        entropy_bound=50.0,
+        stability_threshold=2,
+        confidence_threshold=100.0,
+        stop_at_eos=False,
+    )
     denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator(), Count())
     assert steps[:2] == [3, 3]  # the argmax equals the two before it at the third step
     assert fixed.commits == 1  # the first canvas is committed; the last one need not be
-    never = DenoiseSettings(max_canvases=1, max_steps=5, entropy_bound=50.0, stability_threshold=2,
-                            confidence_threshold=1e-6, stop_at_eos=False)
+    never = DenoiseSettings(
+        max_canvases=1,
+        max_steps=5,
+        entropy_bound=50.0,
+        stability_threshold=2,
+        confidence_threshold=1e-6,
+        stop_at_eos=False,
+    )
     steps[:] = [0]
     denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), never, torch.Generator(), Count())
     assert steps[0] == 5  # stable but not confident: every step runs
@@ -150,8 +162,9 @@ def test_pinned_positions_come_back_exact_and_the_rest_is_written(tmp_path: Path
         keep = torch.zeros(1, c, dtype=torch.bool)
         keep[:, :5] = True
         settings = DenoiseSettings(max_canvases=1, max_steps=4, entropy_bound=2.0, stop_at_eos=False)
-        tokens = denoise(loaded.denoiser, input_ids, mask, settings, torch.Generator().manual_seed(1),
-                         pins=Pins(start, keep))
+        tokens = denoise(
+            loaded.denoiser, input_ids, mask, settings, torch.Generator().manual_seed(1), pins=Pins(start, keep)
+        )
     assert torch.equal(tokens[:, :5], start[:, :5])
     assert not torch.equal(tokens[:, 5:], start[:, 5:])
 
@@ -169,8 +182,15 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
 
 @pytest.mark.parametrize(
     "change",
-    [{"max_steps": 0}, {"entropy_bound": 0.0}, {"t_min": 0.5, "t_max": 0.5}, {"t_min": 0.2, "t_max": None},
-     {"stability_threshold": -1}, {"top_k": -3}, {"max_canvases": 0}],
+    [
+        {"max_steps": 0},
+        {"entropy_bound": 0.0},
+        {"t_min": 0.5, "t_max": 0.5},
+        {"t_min": 0.2, "t_max": None},
+        {"stability_threshold": -1},
+        {"top_k": -3},
+        {"max_canvases": 0},
+    ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
     import dataclasses
@@ -186,8 +206,16 @@ def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, obje
 def _tiny_llama() -> LlamaForCausalLM:
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, eos_token_id=1, pad_token_id=1, bos_token_id=0,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=1,
+        pad_token_id=1,
+        bos_token_id=0,
     )
     return LlamaForCausalLM(config).eval()
 

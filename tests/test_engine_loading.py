@@ -58,8 +58,16 @@ def _tiny_llama_base(folder: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
     tokenizer.eos_token = "<eos>"
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, eos_token_id=1, pad_token_id=0, bos_token_id=2,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=1,
+        pad_token_id=0,
+        bos_token_id=2,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder / "base")
@@ -74,10 +82,12 @@ def _adapter(base: Path, folder: Path, canvas: int = 16) -> Path:
     torch.nn.init.normal_(model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(base).save_pretrained(folder)
-    (folder / "genui.json").write_text(json.dumps({"family": "adapted-causal-lm", "base": str(base),
-                                                   "canvas_length": canvas}))
-    (folder / "generation_config.json").write_text(json.dumps({"max_denoising_steps": 5, "t_max": 0.6,
-                                                               "t_min": 0.2, "entropy_bound": 2.0}))
+    (folder / "genui.json").write_text(
+        json.dumps({"family": "adapted-causal-lm", "base": str(base), "canvas_length": canvas})
+    )
+    (folder / "generation_config.json").write_text(
+        json.dumps({"max_denoising_steps": 5, "t_max": 0.6, "t_min": 0.2, "entropy_bound": 2.0})
+    )
     return folder
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from engine.config import TINY
-from lab.data import pack_jsonl
-from lab.tokenizer import train_tokenizer
-from lab.scratch import main as train_main
-from lab import quality
-from lab.quality import PageResult, distinct_2, report, shape, skeleton_ok
 from genui.routing import SiteRouter
 from genui.sites import load_sites
+from lab import quality
+from lab.data import pack_jsonl
+from lab.quality import PageResult, distinct_2, report, shape, shared_phrases, skeleton_ok
+from lab.scratch import main as train_main
+from lab.tokenizer import train_tokenizer
 
 SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
 ARTICLE = (
@@ -69,7 +69,23 @@ def test_report_measures_dictionary_words_per_site() -> None:
     assert row.skeleton == 1.0
     assert row.dictionary_words == 1.0
     assert row.valid_links == 1.0 and row.links == 1
-    assert row.steps_per_canvas == 11.0
+    assert row.steps_per_canvas == 11.0  # the median
+    assert row.title_h1 == 1.0
+
+
+def test_title_h1_counts_only_articles_whose_heading_is_their_title() -> None:
+    pages = [
+        PageResult("wiki", "/wiki/Hash_table", ARTICLE, [1], 1.0),
+        PageResult("wiki", "/wiki/Linked_list", ARTICLE, [1], 1.0),  # says "Hash table"
+    ]
+    (row,) = report(pages, SITES, dictionary=set())
+    assert row.title_h1 == 0.5
+
+
+def test_shared_phrases_is_high_for_pages_that_repeat_each_other() -> None:
+    same = "the table maps keys to values in a flat array of buckets"
+    assert shared_phrases([same, same]) == 1.0
+    assert shared_phrases([same, "a linked list chains nodes one after another by pointer"]) == 0.0
 
 
 @pytest.mark.slow
