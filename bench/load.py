@@ -319,7 +319,7 @@ async def _client(run: Run, index: int, deadline: float, weights: list[float]) -
                 if kind == "cached":
                     response = await client.get(rng.choice(run.warm))
                 elif kind == "new":
-                    response = await client.get(f"/wiki/wiki/Load_{index}_{n}")
+                    response = await client.get(f"/wiki/Load_{index}_{n}")
                 elif kind == "regenerate":
                     target = rng.choice(run.warm).removeprefix("/wiki")
                     response = await client.post("/_genui/regenerate", data={"site": "wiki", "url": target})
@@ -359,7 +359,7 @@ async def _warm_up(url: str, count: int, timeout: float) -> list[str]:
     """Write ``count`` pages before the clock starts; they are what the "cached" requests ask for."""
     import httpx
 
-    pages = [f"/wiki/wiki/Warm_{n}" for n in range(count)]
+    pages = [f"/wiki/Warm_{n}" for n in range(count)]
     async with httpx.AsyncClient(base_url=url, timeout=timeout) as client:
 
         async def fetch(page: str) -> None:

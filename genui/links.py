@@ -1,11 +1,12 @@
 """Links in sanitised model output: internal ones become htmx navigation, everything else becomes plain text.
 
-The model writes site-relative links (``/wiki/Foo``). genui serves a site under a mount point (``/wiki`` when several
+The model writes site-relative links (``/r/lisp``). genui serves a site under a mount point (``/forum`` when several
 sites share one server), so each internal link is prefixed and given the htmx attributes that fetch the page into
 ``#genui-main`` and push its URL. Only this module adds ``hx-*`` attributes; the sanitiser has already removed any the
 model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
 its text: generated pages never send a visitor off the site. Given the site's router, so does a site-relative link
-that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page".
+that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page"; and a link
+written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki`` + ``/Foo``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def internal_url(mount: str, href: str) -> str | None:
 class LinkRewriter:
     """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
 
-    def __init__(self, mount: str, leads_to_page: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, mount: str, target: Callable[[str], str | None] | None = None) -> None:
         self.mount = mount
-        self.leads_to_page = leads_to_page  # site-relative href -> whether a route serves it; None: all do
+        # site-relative href -> the href the link should carry, None when no route serves it; None: every href as is
+        self.target = target
         # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
         self._linker = Linker(callbacks=[self._rewrite], parse_email=False)
 
@@ -66,8 +68,9 @@ class LinkRewriter:
         href = html.unescape(raw).strip()
         if href.startswith("#"):
             return attrs
-        url = internal_url(self.mount, href)
-        if url is None or (self.leads_to_page is not None and not self.leads_to_page(href)):
+        site_href = href if self.target is None else self.target(href)
+        url = None if site_href is None else internal_url(self.mount, site_href)
+        if url is None:
             return None
         attrs[(None, "href")] = url
         for name, value in navigation_attrs(url).items():

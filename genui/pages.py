@@ -71,7 +71,7 @@ class SiteRuntime:
     @classmethod
     def build(cls, site: Site, mount: str) -> SiteRuntime:
         router = SiteRouter(site)
-        return cls(site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.leads_to_page))
+        return cls(site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.link_target))
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""

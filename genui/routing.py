@@ -1,7 +1,8 @@
 """Routing inside one site: which route a site-relative URL belongs to, and the canonical form the cache keys on.
 
 Patterns compile with Starlette's own ``compile_path``, so ``{name}`` and ``{name:path}`` mean exactly what they mean
-in a Starlette route.
+in a Starlette route. A route's aliases are tried after every pattern, so an alias never shadows a route; a page
+reached through one has the route's own path as its canonical path.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from starlette.convertors import Convertor
-from starlette.routing import compile_path
+from starlette.routing import compile_path, replace_params
 
 from genui.sites import Route, Site, SiteConfigError
 
@@ -32,9 +33,10 @@ class Location:
     """One page of a site: the route it matched, its parameters and the canonical path and query."""
 
     route: Route
-    path: str  # canonical site-relative path, e.g. "/wiki/Hash_table"
+    path: str  # canonical site-relative path, e.g. "/Hash_table"
     params: dict[str, str]
     query: dict[str, str]  # only the route's declared keys with a non-empty value, in declaration order
+    aliased: bool = False  # matched one of the route's aliases: the page lives at ``path``, not where it was asked for
 
     @property
     def query_string(self) -> str:
@@ -73,25 +75,40 @@ def normalise_query(route: Route, items: Iterable[tuple[str, str]]) -> dict[str,
     return {key: values[key] for key in route.query if values.get(key)}
 
 
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    route: Route
+    regex: re.Pattern[str]  # the route's pattern, or one of its aliases
+    convertors: dict[str, Convertor[Any]]  # the same for an alias as for its pattern (sites.py checks that)
+    path_format: str  # the route's own pattern, to build a page's canonical path from its parameters
+
+
 class SiteRouter:
-    """Matches site-relative URLs against one site's routes, first declared route first."""
+    """Matches site-relative URLs against one site's routes, first declared route first, then their aliases."""
 
     def __init__(self, site: Site) -> None:
         self.site = site
-        self._routes: list[tuple[Route, re.Pattern[str], dict[str, Convertor[Any]]]] = []
+        self._routes: list[_Compiled] = []
+        self._aliases: list[_Compiled] = []
         for index, route in enumerate(site.routes):
             where = f"routes[{index}]"
             if VERSION_KEY in route.query:
                 raise SiteConfigError(
                     site.root / "site.toml", f"{where}.query", f"{VERSION_KEY!r} is genui's version switch", "rename it"
                 )
-            try:
-                regex, _, convertors = compile_path(route.pattern)
-            except ValueError as err:
-                raise SiteConfigError(
-                    site.root / "site.toml", f"{where}.pattern", str(err), "give each parameter its own name"
-                ) from None
-            self._routes.append((route, regex, convertors))
+            regex, path_format, convertors = self._compile(route.pattern, f"{where}.pattern")
+            self._routes.append(_Compiled(route, regex, convertors, path_format))
+            for number, alias in enumerate(route.aliases):
+                alias_regex, _, _ = self._compile(alias, f"{where}.aliases[{number}]")
+                self._aliases.append(_Compiled(route, alias_regex, convertors, path_format))
+
+    def _compile(self, pattern: str, key: str) -> tuple[re.Pattern[str], str, dict[str, Convertor[Any]]]:
+        try:
+            return compile_path(pattern)
+        except ValueError as err:
+            raise SiteConfigError(
+                self.site.root / "site.toml", key, str(err), "give each parameter its own name"
+            ) from None
 
     def resolve(self, path: str, query: Iterable[tuple[str, str]] = ()) -> Location | None:
         """The page at ``path`` (site-relative) or None when no route matches. Raises BadRequest on malformed input."""
@@ -99,21 +116,35 @@ class SiteRouter:
         # "/files/" must still reach "/files/{path:path}" although trailing slashes are otherwise dropped.
         candidates = (canonical,) if canonical == "/" else (canonical, canonical + "/")
         pairs = list(query)
-        for candidate in candidates:
-            for route, regex, convertors in self._routes:
-                match = regex.match(candidate)
-                if match is None:
-                    continue
-                params = {name: str(convertors[name].convert(value)) for name, value in match.groupdict().items()}
-                return Location(route=route, path=candidate, params=params, query=normalise_query(route, pairs))
+        for aliased, table in ((False, self._routes), (True, self._aliases)):
+            for candidate in candidates:
+                for compiled in table:
+                    match = compiled.regex.match(candidate)
+                    if match is None:
+                        continue
+                    convertors = compiled.convertors
+                    params = {name: str(convertors[name].convert(value)) for name, value in match.groupdict().items()}
+                    page = replace_params(compiled.path_format, convertors, dict(params))[0] if aliased else candidate
+                    return Location(compiled.route, page, params, normalise_query(compiled.route, pairs), aliased)
         return None
+
+    def link_target(self, href: str) -> str | None:
+        """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
+        href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves."""
+        try:
+            parts = urlsplit(href)
+        except ValueError:  # "//[": not a URL
+            return None
+        if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+            return None
+        try:
+            location = self.resolve(parts.path, parse_qsl(parts.query))
+        except BadRequest:
+            return None
+        if location is None:
+            return None
+        return urlunsplit(("", "", location.path, parts.query, parts.fragment)) if location.aliased else href
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""
-        parts = urlsplit(href)
-        if parts.scheme or parts.netloc or not parts.path.startswith("/"):
-            return False
-        try:
-            return self.resolve(parts.path, parse_qsl(parts.query)) is not None
-        except BadRequest:
-            return False
+        return self.link_target(href) is not None

@@ -37,16 +37,17 @@ template = "home.j2"
 context = ["brief"]
 
 [[routes]]
-pattern = "/wiki/{{title}}"
-template = "article.j2"
-opening = "article_opening.j2"   # every article starts with its title; the model writes the rest
-context = ["brief", "parent"]
-
-[[routes]]
-pattern = "/search"
+pattern = "/search"   # before the articles, which would take it for an article called "search"
 template = "search.j2"
 query = ["q"]
 context = ["brief"]
+
+[[routes]]
+pattern = "/{{title}}"
+aliases = ["/wiki/{{title}}"]   # how the default model writes article links; a request for one is redirected here
+template = "article.j2"
+opening = "article_opening.j2"   # every article starts with its title; the model writes the rest
+context = ["brief", "parent"]
 """
 
 _PROMPTS = {

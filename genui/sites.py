@@ -40,13 +40,14 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    pattern: str  # e.g. "/wiki/{title}" or "/files/{path:path}"
+    pattern: str  # the page's URL under the site's mount, e.g. "/{title}" or "/files/{path:path}"
     template: str  # file name under prompts/
     context: tuple[str, ...] = ("brief",)
     opening: str | None = None  # file name under prompts/: HTML every page of the route starts with, word for word
     query: tuple[str, ...] = ()  # query-string keys passed to the prompt
     cache: str = "forever"
     posts: bool = False  # users may post here; their posts are stored and shown
+    aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -90,22 +91,39 @@ def _string_list(file: Path, data: dict[str, Any], key: str, where: str, default
     return tuple(value)
 
 
+def _check_pattern(file: Path, key: str, pattern: str) -> None:
+    if not pattern.startswith("/") or "//" in pattern or ".." in pattern:
+        raise SiteConfigError(file, key, f"{pattern!r} is not an absolute path", 'start it with "/"')
+    leftover = _PARAM.sub("", pattern)
+    if "{" in leftover or "}" in leftover:
+        raise SiteConfigError(file, key, f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}")
+
+
+def _parameters(pattern: str) -> list[tuple[str, str]]:
+    return sorted((name, kind or "str") for name, kind in _PARAM.findall(pattern))
+
+
 def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    known = {"pattern", "template", "opening", "context", "query", "cache", "posts"}
+    known = {"pattern", "template", "opening", "context", "query", "cache", "posts", "aliases"}
     for key in data:
         if key not in known:
             raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
     pattern = _expect(file, data, "pattern", str, 'add pattern = "/page/{name}"', where=where)
-    if not pattern.startswith("/") or "//" in pattern or ".." in pattern:
-        raise SiteConfigError(file, f"{where}pattern", f"{pattern!r} is not an absolute path", 'start it with "/"')
-    leftover = _PARAM.sub("", pattern)
-    if "{" in leftover or "}" in leftover:
-        raise SiteConfigError(
-            file, f"{where}pattern", f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}"
-        )
+    _check_pattern(file, f"{where}pattern", pattern)
+    aliases = _string_list(file, data, "aliases", where, ())
+    for number, alias in enumerate(aliases):
+        _check_pattern(file, f"{where}aliases[{number}]", alias)
+        # An alias's page is redirected to the pattern's, which is built from the alias's parameters.
+        if _parameters(alias) != _parameters(pattern):
+            raise SiteConfigError(
+                file,
+                f"{where}aliases[{number}]",
+                f"{alias!r} has other parameters than the pattern {pattern!r}",
+                "give it exactly the pattern's parameters",
+            )
     template = _prompt_file(file, root, f"{where}template", data, "template", "page.j2")
     opening = None
     if "opening" in data:
@@ -126,7 +144,14 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     if posts and "posts" not in context:
         context = (*context, "posts")
     return Route(
-        pattern=pattern, template=template, context=context, opening=opening, query=query, cache=cache, posts=posts
+        pattern=pattern,
+        template=template,
+        context=context,
+        opening=opening,
+        query=query,
+        cache=cache,
+        posts=posts,
+        aliases=aliases,
     )
 
 
@@ -224,9 +249,12 @@ def load_site(root: Path | str) -> Site:
     routes = tuple(_load_route(file, root, i, r) for i, r in enumerate(raw_routes))
     seen: set[str] = set()
     for i, route in enumerate(routes):
-        if route.pattern in seen:
-            raise SiteConfigError(file, f"routes[{i}].pattern", f"{route.pattern!r} appears twice", "remove one")
-        seen.add(route.pattern)
+        keys = [(f"routes[{i}].pattern", route.pattern)]
+        keys += [(f"routes[{i}].aliases[{n}]", alias) for n, alias in enumerate(route.aliases)]
+        for key, pattern in keys:
+            if pattern in seen:
+                raise SiteConfigError(file, key, f"{pattern!r} appears twice", "remove one")
+            seen.add(pattern)
     return Site(name=name, title=title, brief=brief, root=root, routes=routes, stylesheet=stylesheet, model=model)
 
 

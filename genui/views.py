@@ -139,6 +139,9 @@ class Views:
             return self.error(request, runtime, 400, "Bad request", str(err))
         if location is None:
             return self.not_found(request, runtime)
+        if location.aliased:  # one URL per page; 308 keeps a reply's POST a POST
+            url = runtime.url(location.url)
+            return RedirectResponse(url if version is None else versioned(url, version), status_code=308)
         if request.method == "POST":
             return await self._reply(request, runtime, location)
         try:

@@ -255,7 +255,7 @@ class GeneratedPages:
                 if n % 3 == 2 and self.acknowledged:
                     url, method = random.choice(sorted(self.acknowledged)), "regenerate"
                 else:
-                    url, method = f"/wiki/Crash_{cycle}_{index}_{n}", "get"
+                    url, method = f"/Crash_{cycle}_{index}_{n}", "get"
                     self.attempted.add(url)
                 try:
                     if method == "get":

@@ -28,18 +28,18 @@ def test_a_site_name_without_slash_redirects_to_its_home(client_factory: ClientF
 
 def test_plain_get_serves_the_finished_full_page(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
-    response = client_factory(all_sites, engine).get("/wiki/wiki/Hash_table")
+    response = client_factory(all_sites, engine).get("/wiki/Hash_table")
     assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
     assert response.text.startswith("<!doctype html>")
     assert "<h1>Hash table</h1>" in response.text and "<title>Hash table — Genpedia</title>" in response.text
-    assert 'href="/wiki/wiki/Hash_table_tree"' in response.text  # model links are mounted under the site
+    assert 'href="/wiki/Hash_table_tree"' in response.text  # the model's /wiki/... links lead to the articles
     assert "ws-connect" not in response.text and len(engine.calls) == 1
 
 
 def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
-    client.get("/wiki/wiki/Hash_table")
-    response = client.get("/wiki/wiki/Hash_table", headers=HTMX)
+    client.get("/wiki/Hash_table")
+    response = client.get("/wiki/Hash_table", headers=HTMX)
     assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
     assert "<html" not in response.text and "<header" not in response.text
     assert response.text.startswith("<title>Hash table — Genpedia</title>")
@@ -50,24 +50,46 @@ def test_htmx_request_on_a_miss_gets_a_live_placeholder_without_generating(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     engine = FakeEngine()
-    response = client_factory(all_sites, engine).get("/wiki/wiki/Lisp", headers=HTMX)
+    response = client_factory(all_sites, engine).get("/wiki/Lisp", headers=HTMX)
     assert response.status_code == 200
-    assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2Fwiki%2FLisp&amp;v=1"' in response.text
+    assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2FLisp&amp;v=1"' in response.text
     assert engine.calls == []
 
 
 def test_a_second_get_is_served_from_the_cache(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    first = client.get("/wiki/wiki/Lisp").text
-    assert client.get("/wiki/wiki/Lisp").text == first and len(engine.calls) == 1
+    first = client.get("/wiki/Lisp").text
+    assert client.get("/wiki/Lisp").text == first and len(engine.calls) == 1
 
 
 def test_a_single_site_is_served_at_the_root(client_factory: ClientFactory, wiki: Site) -> None:
     client = client_factory([wiki])
-    response = client.get("/wiki/Lisp")
-    assert response.status_code == 200 and 'href="/wiki/Lisp_tree"' in response.text
+    response = client.get("/Lisp")
+    assert response.status_code == 200 and 'href="/Lisp_tree"' in response.text
     assert "all sites" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [
+        ("/wiki/wiki/Lisp", "/wiki/Lisp"),
+        ("/wiki/wiki/Lisp?v=2&utm=x", "/wiki/Lisp?v=2"),
+        ("/wiki/wiki/Lisp/", "/wiki/Lisp"),
+    ],
+)
+def test_an_alias_redirects_to_the_pages_own_url(
+    client_factory: ClientFactory, all_sites: list[Site], url: str, location: str
+) -> None:
+    engine = FakeEngine()
+    response = client_factory(all_sites, engine).get(url, follow_redirects=False)
+    assert response.status_code == 308 and response.headers["location"] == location
+    assert engine.calls == []
+
+
+def test_a_single_sites_alias_redirects_under_the_root(client_factory: ClientFactory, wiki: Site) -> None:
+    response = client_factory([wiki]).get("/wiki/Lisp", follow_redirects=False)
+    assert response.status_code == 308 and response.headers["location"] == "/Lisp"
 
 
 def test_query_routes_become_forms_in_the_site_bar(client_factory: ClientFactory, wiki: Site) -> None:
@@ -82,7 +104,7 @@ def test_search_query_reaches_the_prompt(client_factory: ClientFactory, wiki: Si
     assert "<query>lambda calculus</query>" in engine.calls[0].prompt and "junk" not in engine.calls[0].prompt
 
 
-@pytest.mark.parametrize("path", ["/wiki/nowhere", "/wiki/wiki/a/b", "/nosite/wiki/X", "/_genui/static/nothing.js"])
+@pytest.mark.parametrize("path", ["/forum/nowhere", "/wiki/a/b", "/nosite/wiki/X", "/_genui/static/nothing.js"])
 def test_unknown_routes_get_a_404_page(client_factory: ClientFactory, all_sites: list[Site], path: str) -> None:
     response = client_factory(all_sites).get(path)
     assert response.status_code == 404 and "Not Found" in response.text.title()
@@ -90,13 +112,11 @@ def test_unknown_routes_get_a_404_page(client_factory: ClientFactory, all_sites:
 
 
 def test_a_404_inside_a_site_keeps_the_site_shell(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    response = client_factory(all_sites).get("/wiki/nowhere")
+    response = client_factory(all_sites).get("/wiki/no/such/page")
     assert 'class="genui-brand" href="/wiki/"' in response.text and response.headers["vary"] == "HX-Request"
 
 
-@pytest.mark.parametrize(
-    "url", ["/wiki/wiki/Lisp?v=abc", "/wiki/wiki/Lisp?v=0", "/wiki/wiki/%2E%2E/x", "/wiki/wiki/a%00b"]
-)
+@pytest.mark.parametrize("url", ["/wiki/Lisp?v=abc", "/wiki/Lisp?v=0", "/wiki/%2E%2E/x", "/wiki/a%00b"])
 def test_malformed_requests_get_a_400(client_factory: ClientFactory, all_sites: list[Site], url: str) -> None:
     engine = FakeEngine()
     assert client_factory(all_sites, engine).get(url).status_code == 400
@@ -104,7 +124,7 @@ def test_malformed_requests_get_a_400(client_factory: ClientFactory, all_sites: 
 
 
 def test_engine_overload_answers_503_with_retry_after(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    response = client_factory(all_sites, FakeEngine(overloaded=2.2)).get("/wiki/wiki/Lisp")
+    response = client_factory(all_sites, FakeEngine(overloaded=2.2)).get("/wiki/Lisp")
     assert response.status_code == 503 and response.headers["retry-after"] == "3"
     assert "busy" in response.text
 
@@ -112,7 +132,7 @@ def test_engine_overload_answers_503_with_retry_after(client_factory: ClientFact
 def test_security_headers_on_every_kind_of_response(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     expected = security_headers()
-    for path in ["/", "/wiki/", "/wiki/nowhere", "/_genui/static/genui.js", "/_genui/css/wiki.css"]:
+    for path in ["/", "/wiki/", "/wiki/no/such/page", "/_genui/static/genui.js", "/_genui/css/wiki.css"]:
         response = client.get(path)
         for name, value in expected.items():
             assert response.headers.get(name) == value, (path, name)
@@ -153,11 +173,11 @@ def test_a_click_from_a_cached_page_passes_its_title_as_parent(
 ) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get("/wiki/wiki/Hash_table")
-    headers = {**HTMX, "HX-Current-URL": "http://testserver/wiki/wiki/Hash_table"}
-    placeholder = client.get("/wiki/wiki/Hash_table_tree", headers=headers).text
-    assert "from=%2Fwiki%2FHash_table" in placeholder
-    client.get("/wiki/wiki/Hash_table_tree", headers={"Referer": "http://testserver/wiki/wiki/Hash_table"})
+    client.get("/wiki/Hash_table")
+    headers = {**HTMX, "HX-Current-URL": "http://testserver/wiki/Hash_table"}
+    placeholder = client.get("/wiki/Hash_table_tree", headers=headers).text
+    assert "from=%2FHash_table" in placeholder
+    client.get("/wiki/Hash_table_tree", headers={"Referer": "http://testserver/wiki/Hash_table"})
     assert "<from>Hash table</from>" in engine.calls[-1].prompt
 
 
@@ -165,7 +185,7 @@ def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, al
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
     client.get("/forum/")
-    client.get("/wiki/wiki/Lisp", headers={"Referer": "http://testserver/forum/"})
+    client.get("/wiki/Lisp", headers={"Referer": "http://testserver/forum/"})
     assert "<from>" not in engine.calls[-1].prompt
 
 
@@ -175,27 +195,27 @@ def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, al
 def test_regenerate_adds_a_version_and_keeps_the_first(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get("/wiki/wiki/Lisp")
-    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/wiki/Lisp"}, follow_redirects=False)
-    assert response.status_code == 303 and response.headers["location"] == "/wiki/wiki/Lisp?v=2"
+    client.get("/wiki/Lisp")
+    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/wiki/Lisp?v=2"
     assert [call.seed for call in engine.calls] == [0, 1]
-    first, second = client.get("/wiki/wiki/Lisp?v=1").text, client.get("/wiki/wiki/Lisp?v=2").text
+    first, second = client.get("/wiki/Lisp?v=1").text, client.get("/wiki/Lisp?v=2").text
     assert "seed 0" in first and "seed 1" in second
-    assert "seed 1" in client.get("/wiki/wiki/Lisp").text  # the newest is the default
-    assert 'href="/wiki/wiki/Lisp?v=1"' in second and 'aria-current="page">2</a>' in second
+    assert "seed 1" in client.get("/wiki/Lisp").text  # the newest is the default
+    assert 'href="/wiki/Lisp?v=1"' in second and 'aria-current="page">2</a>' in second
 
 
 def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
-    client.get("/wiki/wiki/Lisp")
-    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/wiki/Lisp"}, headers=HTMX)
-    assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/wiki/Lisp?v=2"
-    assert "url=%2Fwiki%2FLisp&amp;v=2" in response.text
+    client.get("/wiki/Lisp")
+    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/Lisp?v=2"
+    assert "url=%2FLisp&amp;v=2" in response.text
 
 
 def test_a_version_that_does_not_exist_is_a_404(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
-    assert client_factory(all_sites, engine).get("/wiki/wiki/Lisp?v=2").status_code == 404
+    assert client_factory(all_sites, engine).get("/wiki/Lisp?v=2").status_code == 404
     assert engine.calls == []
 
 
@@ -254,7 +274,7 @@ def test_bad_replies_are_rejected_with_a_400(
 
 
 def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    assert client_factory(all_sites).post("/wiki/wiki/Lisp", data={"user": "a", "text": "b"}).status_code == 405
+    assert client_factory(all_sites).post("/wiki/Lisp", data={"user": "a", "text": "b"}).status_code == 405
 
 
 def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites: list[Site]) -> None:
@@ -274,8 +294,8 @@ def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_
     client = client_factory(all_sites, FakeEngine(max_prompt_chars=400))
     long_title = "Very_long_title_" * 20  # under the router's 512 characters, over this engine's prompt
     for headers in ({}, HTMX):
-        response = client.get(f"/wiki/wiki/{long_title}", headers=headers)
+        response = client.get(f"/wiki/{long_title}", headers=headers)
         assert response.status_code == 400 and "longer than the model can read" in response.text
-    assert client.get("/wiki/wiki/Lisp").status_code == 200
-    messages = ws_messages(client, f"{WS_PATH}?site=wiki&url=/wiki/{long_title}")
+    assert client.get("/wiki/Lisp").status_code == 200
+    messages = ws_messages(client, f"{WS_PATH}?site=wiki&url=/{long_title}")
     assert len(messages) == 1 and "longer than the model can read" in messages[0]

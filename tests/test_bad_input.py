@@ -156,7 +156,7 @@ queries = st.lists(st.tuples(st.sampled_from(QUERY_KEYS), query_values), max_siz
 
 
 # Pages that exist, so that hostile headers and queries reach the code behind routing too.
-PAGES = ["/wiki/wiki/Lisp", "/wiki/search", "/forum/r/b/t", "/forum/r/b", "/os/files/a/b", "/os/terminal", "/wiki/"]
+PAGES = ["/wiki/Lisp", "/wiki/search", "/forum/r/b/t", "/forum/r/b", "/os/files/a/b", "/os/terminal", "/wiki/"]
 
 
 @st.composite
@@ -174,10 +174,10 @@ def targets(draw: st.DrawFn) -> str:
 
 latin1_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=200)
 HEADER_VALUES = [
-    "true", "TRUE", "false", "", "null", "http://[", "http://[::1", "http://[evil", "http://testserver/wiki/wiki/Lisp",
-    "http://testserver/wiki/wiki/%2e%2e/x", "http://testserver/wiki/wiki/{{7*7}}", "http://testserver/forum/r/b/t",
+    "true", "TRUE", "false", "", "null", "http://[", "http://[::1", "http://[evil", "http://testserver/wiki/Lisp",
+    "http://testserver/wiki/%2e%2e/x", "http://testserver/wiki/{{7*7}}", "http://testserver/forum/r/b/t",
     "http://testserver/wiki/search?q=%00", "http://testserver:99999/", "http://user:pass@testserver/",
-    "//testserver/wiki/", "/wiki/wiki/Lisp", "javascript:alert(1)", "http://evil.example", "testserver",
+    "//testserver/wiki/", "/wiki/Lisp", "javascript:alert(1)", "http://evil.example", "testserver",
     "http://testserver/" + "a/" * 3000, "é" * 2000, "\t", "²",
 ]  # fmt: skip
 header_values = st.one_of(st.sampled_from(HEADER_VALUES), latin1_text)
@@ -195,10 +195,10 @@ def encoded(headers: dict[str, str]) -> dict[bytes, bytes]:
 @FUZZ
 @given(target=targets(), headers=header_sets, method=st.sampled_from(["GET", "GET", "POST", "HEAD", "PUT"]))
 # Each of these was a 500 once (see docs/security.md, Hardening); random search finds them only now and then.
-@example(target="/wiki/wiki/Lisp?v=%C2%B2", headers={}, method="GET")
-@example(target="/wiki/wiki/Lisp?v=" + "1" * 5000, headers={}, method="GET")
-@example(target="/wiki/wiki/Lisp", headers={"HX-Current-URL": "http://["}, method="GET")
-@example(target="/wiki/wiki/Lisp", headers={"Referer": "http://[::1"}, method="GET")
+@example(target="/wiki/Lisp?v=%C2%B2", headers={}, method="GET")
+@example(target="/wiki/Lisp?v=" + "1" * 5000, headers={}, method="GET")
+@example(target="/wiki/Lisp", headers={"HX-Current-URL": "http://["}, method="GET")
+@example(target="/wiki/Lisp", headers={"Referer": "http://[::1"}, method="GET")
 @example(target="/forum/r/b/t", headers={"Origin": "http://["}, method="POST")
 def test_any_path_query_and_headers_get_an_answer_below_500(
     client: TestClient, target: str, headers: dict[str, str], method: str
@@ -282,7 +282,7 @@ BODIES = [b"user=ada&text=hi", b"user=ada&text=%ff%fe%00", b"user=%E2%80%AE&text
 
 @FUZZ
 @given(
-    path=st.sampled_from([THREAD, "/_genui/regenerate", "/wiki/wiki/Lisp", "/forum/r/b/t/"]),
+    path=st.sampled_from([THREAD, "/_genui/regenerate", "/wiki/Lisp", "/forum/r/b/t/"]),
     content_type=st.one_of(st.sampled_from(FORM_TYPES), latin1_text.map(lambda s: s.encode("latin-1"))),
     body=st.one_of(st.sampled_from(BODIES), st.binary(max_size=400)),
     length=st.one_of(
@@ -339,13 +339,13 @@ def test_jinja_in_urls_posts_and_parents_reaches_the_prompt_as_literal_text(tmp_
     engine = FakeEngine()
     app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3")
     with TestClient(app, follow_redirects=False) as client, bounded():
-        article = client.get("/wiki/wiki/" + quote(payload, safe=""))
+        article = client.get("/wiki/" + quote(payload, safe=""))
         client.get("/wiki/search", params={"q": payload})
         client.get("/os/terminal", params={"cmd": payload})
         assert client.post(THREAD, data={"user": "ada", "text": payload}).status_code == 303
         client.get(THREAD)
         # The article's title came from the URL; clicking on from it makes it the next page's parent.
-        client.get("/wiki/wiki/Next", headers={"Referer": "http://testserver/wiki/wiki/" + quote(payload, safe="")})
+        client.get("/wiki/Next", headers={"Referer": "http://testserver/wiki/" + quote(payload, safe="")})
     prompts = [call.prompt for call in engine.calls]
     title = payload.replace("_", " ")  # the article template turns underscores into spaces
     assert f"<title>{title}</title>" in prompts[0]

@@ -58,7 +58,7 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
     assert page.text_content(".genui-page h1") == "Genpedia tree"  # the route's opening (sites/wiki/site.toml)
     assert (page.text_content(".genui-page p") or "").endswith("Final words.")
-    assert page.url == server.url + "/wiki/wiki/Genpedia_tree"
+    assert page.url == server.url + "/wiki/Genpedia_tree"
     assert page.title() == "Genpedia tree — Genpedia"
     assert page.query_selector("[ws-connect]") is None and len(server.engine.calls) == 2
 

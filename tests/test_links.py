@@ -6,26 +6,26 @@ from genui.links import MAIN_TARGET, LinkRewriter, internal_url
 from genui.sanitize import sanitize_html
 
 
-def rewrite(html: str, mount: str = "/wiki") -> str:
+def rewrite(html: str, mount: str = "/forum") -> str:
     return LinkRewriter(mount)(sanitize_html(html))
 
 
 def test_internal_link_is_prefixed_with_the_mount_and_navigates_with_htmx() -> None:
-    out = rewrite('<a href="/wiki/Hash_table">Hash table</a>')
-    assert 'href="/wiki/wiki/Hash_table"' in out
-    assert 'hx-get="/wiki/wiki/Hash_table"' in out
+    out = rewrite('<a href="/r/lisp">Lisp</a>')
+    assert 'href="/forum/r/lisp"' in out
+    assert 'hx-get="/forum/r/lisp"' in out
     assert f'hx-target="{MAIN_TARGET}"' in out and 'hx-push-url="true"' in out
-    assert ">Hash table</a>" in out
+    assert ">Lisp</a>" in out
 
 
 def test_a_site_served_at_the_root_keeps_its_links() -> None:
-    out = rewrite('<a href="/wiki/Lisp">Lisp</a>', mount="")
-    assert 'href="/wiki/Lisp"' in out and 'hx-get="/wiki/Lisp"' in out
+    out = rewrite('<a href="/r/lisp">Lisp</a>', mount="")
+    assert 'href="/r/lisp"' in out and 'hx-get="/r/lisp"' in out
 
 
 @pytest.mark.parametrize("href", ["https://evil.example/x", "//evil.example/x", "mailto:a@b.c", "Relative_page"])
 def test_links_that_are_not_site_relative_become_plain_text(href: str) -> None:
-    out = LinkRewriter("/wiki")(f'<p>see <a href="{href}">there</a></p>')
+    out = LinkRewriter("/forum")(f'<p>see <a href="{href}">there</a></p>')
     assert out == "<p>see there</p>"
 
 
@@ -40,7 +40,7 @@ def test_text_that_looks_like_a_url_is_not_turned_into_a_link() -> None:
 
 def test_query_is_kept_and_unsafe_characters_are_encoded() -> None:
     out = rewrite('<a href="/search?q=hash tables&amp;x=1">s</a>')
-    assert 'href="/wiki/search?q=hash%20tables&amp;x=1"' in out
+    assert 'href="/forum/search?q=hash%20tables&amp;x=1"' in out
 
 
 def test_a_link_without_href_is_kept_as_is() -> None:
@@ -48,7 +48,7 @@ def test_a_link_without_href_is_kept_as_is() -> None:
 
 
 def test_model_written_htmx_attributes_never_survive_to_the_rewritten_link() -> None:
-    out = rewrite('<a href="/wiki/X" hx-get="/admin" hx-swap-oob="true" hx-target="body">x</a>')
+    out = rewrite('<a href="/r/x" hx-get="/admin" hx-swap-oob="true" hx-target="body">x</a>')
     assert "/admin" not in out and "hx-swap-oob" not in out and 'hx-target="body"' not in out
 
 
@@ -72,6 +72,19 @@ def test_a_site_relative_link_no_route_serves_becomes_plain_text() -> None:
         '<a href="/search?q=lisp">search</a></p>'
     )
     out = runtime.render(html)
-    assert 'href="/wiki/wiki/Lisp"' in out and 'href="/wiki/search?q=lisp"' in out
+    assert 'href="/wiki/Lisp"' in out and 'href="/wiki/search?q=lisp"' in out
     assert "wikiwiki" not in out and "/r/lisp" not in out.replace(">r/lisp<", "")
     assert ", Al, r/lisp, " in out  # their text stays
+
+
+@pytest.mark.parametrize(("mount", "url"), [("/wiki", "/wiki/Lisp"), ("", "/Lisp")])
+def test_a_link_written_as_an_alias_leads_to_the_pages_own_url(mount: str, url: str) -> None:
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "wiki"), mount)
+    out = runtime.render('<p><a href="/wiki/Lisp#History">Lisp</a> and <a href="/Lisp">Lisp</a></p>')
+    assert f'href="{url}#gen-History"' in out  # the sanitiser prefixes ids, and the fragments aimed at them
+    assert out.count(f'href="{url}"') == 1 and out.count(f'hx-get="{url}"') == 1

@@ -28,7 +28,7 @@ def make_pages(site: Site, store: Store, engine: object) -> Pages:
     return Pages([SiteRuntime.build(site, "/wiki")], store, engine)  # type: ignore[arg-type]
 
 
-def job(pages: Pages, url: str = "/wiki/Lisp", parent: str | None = None) -> Job:
+def job(pages: Pages, url: str = "/Lisp", parent: str | None = None) -> Job:
     runtime = pages.sites["wiki"]
     location = runtime.router.resolve(url)
     assert location is not None
@@ -55,16 +55,16 @@ def test_first_heading_is_the_page_title(html: str, title: str) -> None:
 def test_the_cache_key_names_model_template_and_posts(wiki: Site, store: Store) -> None:
     pages = make_pages(wiki, store, FakeEngine(model_id="m1"))
     key = job(pages).key
-    assert (key.site, key.path, key.query, key.model, key.posts) == ("wiki", "/wiki/Lisp", "", "m1", 0)
-    assert key.template == pages.sites["wiki"].prompts.version(wiki.routes[1])
+    assert (key.site, key.path, key.query, key.model, key.posts) == ("wiki", "/Lisp", "", "m1", 0)
+    assert key.template == pages.sites["wiki"].prompts.version(wiki.routes[2])
 
 
 async def test_the_finished_page_is_sanitised_linked_titled_and_stored(wiki: Site, store: Store) -> None:
     engine = FakeEngine(lambda p, s: '<h1 onclick="x()">Lisp</h1><a href="/wiki/Scheme">Scheme</a><script>1</script>')
     pages = make_pages(wiki, store, engine)
     page = await pages.generation(job(pages), 1).result()
-    assert page.html == '<article class="wiki">\n<h1>Lisp</h1>\n<h1>Lisp</h1><a href="/wiki/wiki/Scheme" ' + (
-        'hx-get="/wiki/wiki/Scheme" hx-target="#genui-main" hx-push-url="true" hx-swap="innerHTML show:window:top">'
+    assert page.html == '<article class="wiki">\n<h1>Lisp</h1>\n<h1>Lisp</h1><a href="/wiki/Scheme" ' + (
+        'hx-get="/wiki/Scheme" hx-target="#genui-main" hx-push-url="true" hx-swap="innerHTML show:window:top">'
         "Scheme</a></article>"
     )  # the route's opening first (sites/wiki/site.toml), then the model's text, sanitised
     assert page.title == "Lisp" and store.page(job(pages).key) == page
@@ -143,11 +143,11 @@ async def test_uncached_routes_are_never_stored(tmp_path: Path, store: Store) ->
 
 async def test_a_stored_parent_gives_its_title_to_the_prompt(wiki: Site, store: Store) -> None:
     pages = make_pages(wiki, store, FakeEngine())
-    await pages.generation(job(pages, "/wiki/Scheme"), 1).result()
-    child = job(pages, "/wiki/Lisp", parent="/wiki/Scheme")
+    await pages.generation(job(pages, "/Scheme"), 1).result()
+    child = job(pages, "/Lisp", parent="/Scheme")
     assert child.parent is not None and child.parent.title == "Scheme" and "<from>Scheme</from>" in child.prompt
-    assert job(pages, "/wiki/Lisp", parent="/wiki/Unwritten").parent is None
-    assert job(pages, "/wiki/Scheme", parent="/wiki/Scheme").parent is None  # a page is not its own parent
+    assert job(pages, "/Lisp", parent="/Unwritten").parent is None
+    assert job(pages, "/Scheme", parent="/Scheme").parent is None  # a page is not its own parent
 
 
 def forum_job(pages: Pages, url: str, parent: str | None = None) -> Job:

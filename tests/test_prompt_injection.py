@@ -240,7 +240,7 @@ def test_an_obeyed_injection_is_safe_in_every_stream_frame(forum: tuple[TestClie
     "url",
     [
         # (No "/" or "\\" in a title: an encoded slash is still a slash, and routing refuses backslashes.)
-        "/wiki/wiki/" + quote('<script>alert(1)<script><a href="https:evil.example" hx-swap-oob=true>x', safe=""),
+        "/wiki/" + quote('<script>alert(1)<script><a href="https:evil.example" hx-swap-oob=true>x', safe=""),
         "/wiki/search?q=" + quote('<img src=x onerror=alert(1)> <a hx-get="https://evil.example" hx-trigger=load>'),
         "/os/browser?url=" + quote("https://evil.example/?q=<script>alert(1)</script>"),
         "/os/terminal?cmd=" + quote('echo "<div hx-swap-oob=true id=genui-toolbar>pwned</div>"'),

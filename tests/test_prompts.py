@@ -18,7 +18,7 @@ def copy_site(tmp_path: Path, name: str) -> Path:
 
 def test_article_prompt_carries_title_and_parent(wiki: Site) -> None:
     renderer = PromptRenderer(wiki)
-    article = wiki.routes[1]
+    article = wiki.routes[2]
     prompt = renderer.render(article, {"title": "Hash_table"}, parent=Parent("/wiki/Lisp", "Lisp"))
     assert "<title>Hash table</title>" in prompt and "<from>Lisp</from>" in prompt
     assert prompt.startswith(f"<site>{wiki.title}: {wiki.brief}</site>")
@@ -41,12 +41,12 @@ def test_posts_go_into_a_thread_prompt_as_data() -> None:
 
 
 def test_url_text_is_data_never_template_code(wiki: Site) -> None:
-    prompt = PromptRenderer(wiki).render(wiki.routes[2], {}, {"q": "{{ site.__class__ }}"})
+    prompt = PromptRenderer(wiki).render(wiki.routes[1], {}, {"q": "{{ site.__class__ }}"})
     assert "<query>{{ site.__class__ }}</query>" in prompt
 
 
 def test_only_declared_query_keys_reach_the_template(wiki: Site) -> None:
-    prompt = PromptRenderer(wiki).render(wiki.routes[2], {}, {"q": "lisp", "other": "secret"})
+    prompt = PromptRenderer(wiki).render(wiki.routes[1], {}, {"q": "lisp", "other": "secret"})
     assert "lisp" in prompt and "secret" not in prompt
 
 
@@ -56,7 +56,7 @@ def test_version_changes_when_the_template_source_changes(tmp_path: Path) -> Non
     (root / "prompts" / "article.j2").write_text("<page>article</page>\n{{ params.title }}\n", encoding="utf-8")
     after = PromptRenderer(load_site(root))
     site = load_site(root)
-    assert before.version(site.routes[1]) != after.version(site.routes[1])
+    assert before.version(site.routes[2]) != after.version(site.routes[2])
     assert before.version(site.routes[0]) == after.version(site.routes[0])
 
 
@@ -78,7 +78,7 @@ def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
 
 def test_an_opening_is_html_with_the_url_text_escaped(wiki: Site) -> None:
     renderer = PromptRenderer(wiki)
-    article, home = wiki.routes[1], wiki.routes[0]
+    article, home = wiki.routes[2], wiki.routes[0]
     opening = renderer.opening(article, {"title": "AT&T_<b>{{ 7*7 }}"})
     assert opening == '<article class="wiki">\n<h1>AT&amp;T &lt;b&gt;{{ 7*7 }}</h1>\n'
     assert renderer.opening(home, {}) == ""  # a route without an opening
@@ -90,9 +90,9 @@ def test_version_changes_when_the_opening_changes(tmp_path: Path) -> None:
     (root / "prompts" / "article_opening.j2").write_text("<h2>{{ params.title }}</h2>\n", encoding="utf-8")
     site = load_site(root)
     after = PromptRenderer(site)
-    assert before.version(site.routes[1]) != after.version(site.routes[1])
+    assert before.version(site.routes[2]) != after.version(site.routes[2])
     assert before.version(site.routes[0]) == after.version(site.routes[0])
-    assert after.opening(site.routes[1], {"title": "Lisp"}) == "<h2>Lisp</h2>\n"
+    assert after.opening(site.routes[2], {"title": "Lisp"}) == "<h2>Lisp</h2>\n"
 
 
 def test_a_syntax_error_in_an_opening_is_a_config_error_naming_the_file(tmp_path: Path) -> None:

@@ -25,14 +25,47 @@ def wiki_router() -> SiteRouter:
 
 def test_literal_and_parameter_patterns_match(wiki_router: SiteRouter) -> None:
     home = wiki_router.resolve("/")
-    article = wiki_router.resolve("/wiki/Hash_table")
+    article = wiki_router.resolve("/Hash_table")
     assert home is not None and home.route.template == "home.j2" and home.params == {}
-    assert article is not None and article.route.template == "article.j2"
-    assert article.params == {"title": "Hash_table"}
+    assert article is not None and article.route.template == "article.j2" and not article.aliased
+    assert article.params == {"title": "Hash_table"} and article.path == "/Hash_table"
+
+
+def test_a_literal_pattern_declared_first_wins_over_a_parameter(wiki_router: SiteRouter) -> None:
+    search = wiki_router.resolve("/search")
+    assert search is not None and search.route.template == "search.j2"
 
 
 def test_plain_parameter_does_not_span_slashes(wiki_router: SiteRouter) -> None:
-    assert wiki_router.resolve("/wiki/a/b") is None
+    assert wiki_router.resolve("/a/b") is None and wiki_router.resolve("/wiki/a/b") is None
+
+
+def test_an_alias_reaches_the_page_at_its_routes_own_path(wiki_router: SiteRouter) -> None:
+    location = wiki_router.resolve("/wiki/Hash_table")
+    assert location is not None and location.aliased and location.route.template == "article.j2"
+    assert location.path == "/Hash_table" and location.params == {"title": "Hash_table"}
+
+
+def test_an_alias_never_shadows_a_pattern(wiki_router: SiteRouter) -> None:
+    location = wiki_router.resolve("/wiki")  # the article called "wiki", not the alias /wiki/{title}
+    assert location is not None and not location.aliased and location.path == "/wiki"
+
+
+@pytest.mark.parametrize(
+    ("href", "target"),
+    [
+        ("/Lisp", "/Lisp"),
+        ("/wiki/Lisp", "/Lisp"),
+        ("/wiki/Lisp#History", "/Lisp#History"),
+        ("/search?q=lisp", "/search?q=lisp"),
+        ("/wiki/a/b", None),
+        ("https://example.com/wiki/Lisp", None),
+        ("//[", None),
+    ],
+)
+def test_a_link_target_is_the_pages_own_path(wiki_router: SiteRouter, href: str, target: str | None) -> None:
+    assert wiki_router.link_target(href) == target
+    assert wiki_router.leads_to_page(href) == (target is not None)
 
 
 def test_path_parameter_spans_slashes(os_router: SiteRouter) -> None:
@@ -41,8 +74,8 @@ def test_path_parameter_spans_slashes(os_router: SiteRouter) -> None:
 
 
 def test_repeated_and_trailing_slashes_are_canonicalised(wiki_router: SiteRouter) -> None:
-    location = wiki_router.resolve("//wiki///Hash_table/")
-    assert location is not None and location.path == "/wiki/Hash_table"
+    location = wiki_router.resolve("//Hash_table/")
+    assert location is not None and location.path == "/Hash_table"
 
 
 def test_trailing_slash_still_reaches_an_empty_path_parameter(os_router: SiteRouter) -> None:
@@ -50,8 +83,8 @@ def test_trailing_slash_still_reaches_an_empty_path_parameter(os_router: SiteRou
     assert location is not None and location.path == "/files/" and location.params == {"path": ""}
 
 
-def test_unknown_path_matches_nothing(wiki_router: SiteRouter) -> None:
-    assert wiki_router.resolve("/nowhere") is None
+def test_unknown_path_matches_nothing(os_router: SiteRouter) -> None:
+    assert os_router.resolve("/nowhere") is None
 
 
 @pytest.mark.parametrize("path", ["/wiki/..", "/wiki/./x", "/wiki/a\x00b", "/wiki/a\\b", "/" + "a" * MAX_PATH])

@@ -15,14 +15,22 @@ def test_a_new_site_loads_and_renders_every_prompt(tmp_path: Path) -> None:
     assert site == load_site(tmp_path / "recipes")
     assert (site.title, site.brief, site.stylesheet) == ("Recipes", "A cookbook of quick dinners.", "recipes.css")
     renderer, router = PromptRenderer(site), SiteRouter(site)
-    for url, query in [("/", []), ("/wiki/Pancakes", []), ("/search", [("q", "soup")])]:
+    for url, query in [("/", []), ("/Pancakes", []), ("/search", [("q", "soup")])]:
         location = router.resolve(url, query)
         assert location is not None
         prompt = renderer.render(location.route, location.params, location.query)
         assert prompt.startswith("<site>Recipes: A cookbook of quick dinners.</site>")
-    article = router.resolve("/wiki/Pancakes", [])
+    article = router.resolve("/Pancakes", [])
     assert article is not None
     assert renderer.opening(article.route, article.params) == '<article class="wiki">\n<h1>Pancakes</h1>\n'
+
+
+def test_a_new_sites_pages_are_its_urls_and_the_models_article_links_lead_to_them(tmp_path: Path) -> None:
+    # The default model writes article links the way the wiki's corpus has them: /wiki/Title.
+    router = SiteRouter(create_site("recipes", "A cookbook.", tmp_path))
+    search = router.resolve("/search", [("q", "soup")])
+    assert search is not None and search.route.template == "search.j2"
+    assert router.link_target("/wiki/Pancakes") == "/Pancakes"
 
 
 def test_the_description_survives_quotes_backslashes_and_newlines(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ template = "home.j2"
 
 [[routes]]
 pattern = "/page/{name}"
+aliases = ["/p/{name}"]
 template = "page.j2"
 opening = "home.j2"
 context = ["brief", "parent"]
@@ -65,7 +66,7 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     home, page, thread, find = site.routes
     assert home.context == ("brief",) and home.cache == "forever" and not home.posts
     assert page.params == ("name",) and page.context == ("brief", "parent") and page.opening == "home.j2"
-    assert home.opening is None
+    assert home.opening is None and home.aliases == () and page.aliases == ("/p/{name}",)
     assert thread.posts and "posts" in thread.context  # posts = true brings its context along
     assert find.query == ("q",) and find.cache == "none"
 
@@ -88,6 +89,11 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ("t_min = 0.2\n", "", "model.t_max"),
         ('pattern = "/"', 'pattern = "no-slash"', "routes[0].pattern"),
         ('pattern = "/page/{name}"', 'pattern = "/page/{name:int}"', "routes[1].pattern"),
+        ('aliases = ["/p/{name}"]', 'aliases = "/p/{name}"', "routes[1].aliases"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["p/{name}"]', "routes[1].aliases[0]"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{title}"]', "routes[1].aliases[0]"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name:path}"]', "routes[1].aliases[0]"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}", "/page/{name}"]', "routes[1].aliases[1]"),
         ('template = "home.j2"', 'template = "nope.j2"', "routes[0].template"),
         ('template = "home.j2"', 'template = "../site.toml"', "routes[0].template"),
         ('opening = "home.j2"', 'opening = "nope.j2"', "routes[1].opening"),

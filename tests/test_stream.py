@@ -9,7 +9,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from genui.sites import Site
 
-LISP = "/_genui/ws?site=wiki&url=/wiki/Lisp&v=1"
+LISP = "/_genui/ws?site=wiki&url=/Lisp&v=1"
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -27,7 +27,7 @@ def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki
     assert all('<div id="genui-draft"' in frame and '<p id="genui-progress"' in frame for frame in frames)
     assert "canvas 1 of 2, step 1" in frames[0] and "canvas 2 of 2" in frames[-1]
     assert final.startswith('<nav id="genui-toolbar"') and '<div id="genui-content"' in final
-    assert "<h1>Lisp</h1>" in final and 'hx-get="/wiki/Lisp_tree"' in final
+    assert "<h1>Lisp</h1>" in final and 'hx-get="/Lisp_tree"' in final
     assert "ws-connect" not in final  # the placeholder holding the socket is replaced
 
 
@@ -57,7 +57,7 @@ def test_the_final_page_is_cached(client_factory: ClientFactory, wiki: Site) -> 
     engine = FakeEngine()
     client = client_factory([wiki], engine)
     ws_messages(client, LISP)
-    assert "<h1>Lisp</h1>" in client.get("/wiki/Lisp").text
+    assert "<h1>Lisp</h1>" in client.get("/Lisp").text
     assert len(ws_messages(client, LISP)) == 1 and len(engine.calls) == 1  # a cached page comes as one final message
 
 
@@ -88,16 +88,16 @@ def test_the_generation_is_cancelled_when_the_client_goes_away(client_factory: C
 def test_engine_overload_is_reported_in_the_page(client_factory: ClientFactory, wiki: Site) -> None:
     received = ws_messages(client_factory([wiki], FakeEngine(overloaded=4)), LISP)
     assert len(received) == 1 and "busy" in received[0] and "4 s" in received[0]
-    assert received[0].startswith('<div id="genui-content"') and 'href="/wiki/Lisp"' in received[0]
+    assert received[0].startswith('<div id="genui-content"') and 'href="/Lisp"' in received[0]
 
 
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
         ("/_genui/ws?site=nope&url=/", "does not exist"),
-        ("/_genui/ws?site=wiki&url=/nowhere", "No page"),
-        ("/_genui/ws?site=wiki&url=/wiki/..", "dot segment"),
-        ("/_genui/ws?site=wiki&url=/wiki/Lisp&v=7", "no version 7"),
+        ("/_genui/ws?site=wiki&url=/no/such/page", "No page"),
+        ("/_genui/ws?site=wiki&url=/..", "dot segment"),
+        ("/_genui/ws?site=wiki&url=/Lisp&v=7", "no version 7"),
     ],
 )
 def test_bad_stream_requests_get_one_failure_message(
@@ -112,7 +112,7 @@ def test_the_next_version_is_written_with_the_next_seed(client_factory: ClientFa
     engine = FakeEngine()
     client = client_factory([wiki], engine)
     ws_messages(client, LISP)
-    final = ws_messages(client, "/_genui/ws?site=wiki&url=/wiki/Lisp&v=2")[-1]
+    final = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=2")[-1]
     assert "seed 1" in final and 'aria-current="page">2</a>' in final
     assert [call.seed for call in engine.calls] == [0, 1]
 
