@@ -325,7 +325,11 @@ def export(run: Path, dest: Path) -> None:
     model = add_adapter(load_base(state["base"], torch.device("cpu")), cfg)
     set_peft_model_state_dict(model, state["adapter"])
     dest.mkdir(parents=True, exist_ok=True)
+    for parameter in model.parameters():  # the adapter ships in bf16: half the bytes, and what the CPU runs
+        if parameter.requires_grad:
+            parameter.data = parameter.data.to(torch.bfloat16)
     model.save_pretrained(dest)  # adapter_config.json + adapter_model.safetensors, nothing of the base
+    (dest / "README.md").unlink(missing_ok=True)  # peft's model-card template; docs/model.md is the card
     config = json.loads((dest / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))

@@ -308,7 +308,7 @@ class Builder:
             p = self.rng.choice(sources)
             parent = Parent(path=f"/wiki/{slug(p)}", title=p)
         s = slug(entry.title)
-        return self._example("wiki", "/wiki/{title}", f"/wiki/{s}", {"title": s}, body, parent=parent)
+        return self._example("wiki", "/{title}", f"/wiki/{s}", {"title": s}, body, parent=parent)
 
     def wiki_search(self, query: str) -> Example | None:
         q = query.lower()

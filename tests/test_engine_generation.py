@@ -178,8 +178,9 @@ def test_fits_agrees_with_the_length_checks_of_a_plan(loaded: LoadedModel) -> No
 
 
 def test_max_tokens_rounds_up_to_whole_canvases_and_replaces_max_canvases(loaded: LoadedModel) -> None:
-    request = GenerationRequest(prompt="x", max_canvases=5, max_tokens=loaded.canvas_length + 1, max_steps=2,
-                                stop_at_eos=False)
+    request = GenerationRequest(
+        prompt="x", max_canvases=5, max_tokens=loaded.canvas_length + 1, max_steps=2, stop_at_eos=False
+    )
     final = done(generate(loaded, request)[0])
     assert len(final.canvases) == 2
     with pytest.raises(EngineError, match="max_tokens"):

@@ -10,12 +10,12 @@ import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
 
-from lab import scratch as training
 from engine.config import EOS_ID, PAD_ID, TINY, make_config
-from lab.data import Packed, pack_jsonl
 from engine.gemma import encode_prompt
-from lab.tokenizer import train_tokenizer
+from lab import scratch as training
+from lab.data import Packed, pack_jsonl
 from lab.scratch import Batch, TrainConfig, _masks, diffusion_loss, main, make_batch
+from lab.tokenizer import train_tokenizer
 
 
 def _tiny() -> DiffusionGemmaForBlockDiffusion:
