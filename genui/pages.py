@@ -87,7 +87,7 @@ class SiteRuntime:
         model = self.site.model
         return GenerationRequest(
             prompt=prompt,
-            max_canvases=model.canvases,
+            max_tokens=model.tokens,
             max_steps=model.steps,
             seed=seed,
             opening=opening,
@@ -137,7 +137,7 @@ class Snapshot:
     render: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
     canvas: int = 1  # 1-based canvas being written
     step: int = 0  # denoising step within it; 0 before the first
-    canvases: int = 1  # canvases the site asks for (the model may stop sooner)
+    canvases: int | None = None  # canvases the page may take, when the engine says its canvas length
     page: StoredPage | None = None
     error: EngineError | None = None
 
@@ -159,8 +159,11 @@ class Generation:
     ) -> None:
         self.job, self.version = job, version
         self._engine, self._store, self._on_end = engine, store, on_end
+        length = getattr(engine, "canvas_length", None)  # engines that say it let the progress line say "of N"
+        budget = job.runtime.site.model.tokens
         self._snapshot = Snapshot(
-            canvases=job.runtime.site.model.canvases, render=functools.partial(job.runtime.render, draft=True)
+            canvases=-(-budget // length) if isinstance(length, int) and length > 0 else None,
+            render=functools.partial(job.runtime.render, draft=True),
         )
         self._changed = asyncio.Event()
         self._ended = asyncio.Event()

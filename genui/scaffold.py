@@ -24,8 +24,8 @@ brief = {brief}
 stylesheet = {stylesheet}
 
 [model]
-canvases = 2   # pages of up to 2 x 256 tokens
-steps = 24     # most canvases stop earlier (adaptive stopping)
+tokens = 512   # the most tokens a page may take; most stop earlier (end of text)
+steps = 24     # the most denoising steps a canvas may take; most stop earlier (adaptive stopping)
 # The sampler, when this site wants other than the model's generation_config.json (docs/sites.md):
 # t_max = 0.5          # temperature at the first denoising step ...
 # t_min = 0.2          # ... falling to this at the last (lower: tidier, fewer steps)

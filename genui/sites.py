@@ -25,12 +25,12 @@ class SiteConfigError(ValueError):
         super().__init__(f"{file}: key '{key}': {problem}. Fix: {fix}")
 
 
-MODEL_KEYS = ("canvases", "steps", "t_max", "t_min", "entropy_bound")
+MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    canvases: int = 2  # canvases of 256 tokens per page
+    tokens: int = 512  # the most tokens one page may take (the engine rounds up to its model's canvases)
     steps: int = 24  # max denoising steps per canvas
     # Sampler settings; None keeps the checkpoint's generation_config.json. Names as in DiffusionGemma's config.
     t_max: float | None = None  # temperature at the first denoising step
@@ -202,18 +202,23 @@ def load_site(root: Path | str) -> Site:
     if "model" in data:
         table = data["model"]
         if not isinstance(table, dict):
-            raise SiteConfigError(
-                file, "model", "expected a table", "write [model] with keys such as canvases and steps"
-            )
+            raise SiteConfigError(file, "model", "expected a table", "write [model] with keys such as tokens and steps")
         for key in table:
+            if key == "canvases":
+                raise SiteConfigError(
+                    file,
+                    "model.canvases",
+                    "pages are budgeted in tokens now, whatever the model's canvas length",
+                    "write tokens = N instead (canvases = 2 was tokens = 512)",
+                )
             if key not in MODEL_KEYS:
                 raise SiteConfigError(file, f"model.{key}", "unknown key", f"model keys are {', '.join(MODEL_KEYS)}")
-        canvases = table.get("canvases", model.canvases)
+        tokens = table.get("tokens", model.tokens)
         steps = table.get("steps", model.steps)
-        for key, value, top in (("canvases", canvases, 16), ("steps", steps, 256)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        for key, value, low, top in (("tokens", tokens, 16, 4096), ("steps", steps, 1, 256)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
                 raise SiteConfigError(
-                    file, f"model.{key}", f"{value!r} is out of range", f"use an integer from 1 to {top}"
+                    file, f"model.{key}", f"{value!r} is out of range", f"use an integer from {low} to {top}"
                 )
         sampler: dict[str, float] = {}
         for key, bound in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
@@ -238,9 +243,9 @@ def load_site(root: Path | str) -> Site:
                 file,
                 "model.t_min",
                 "t_min is not below t_max",
-                "the temperature falls from t_max to t_min: make t_min lower (DiffusionGemma rejects equal ends)",
+                "the temperature falls from t_max to t_min: make t_min lower (equal ends are rejected)",
             )
-        model = ModelSettings(canvases=canvases, steps=steps, **sampler)
+        model = ModelSettings(tokens=tokens, steps=steps, **sampler)
     raw_routes = data.get("routes")
     if not isinstance(raw_routes, list) or not raw_routes:
         raise SiteConfigError(

@@ -56,6 +56,7 @@ class FakeEngine:
         self.max_prompt_chars = max_prompt_chars  # fits() refuses longer prompts, as a model's positions would
         self.overloaded, self.draft_extra = overloaded, draft_extra
         self._model_id = model_id
+        self.canvas_length = 256  # tokens a canvas, as the real engine says it (the progress line counts canvases)
         self.calls: list[GenerationRequest] = []
         self.cancelled = 0
         self.finished = 0
@@ -82,7 +83,8 @@ class FakeEngine:
         if not text.startswith(request.opening):  # the engine's contract: the text starts with the opening
             text = request.opening + text
         size = self.canvas_chars
-        canvases = [text[i : i + size] for i in range(0, len(text), size)][: request.max_canvases]
+        most = request.max_canvases if request.max_tokens is None else -(-request.max_tokens // self.canvas_length)
+        canvases = [text[i : i + size] for i in range(0, len(text), size)][:most]
         noise = random.Random(request.seed)
         finished: list[CanvasFrame] = []
         try:

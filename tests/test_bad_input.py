@@ -365,7 +365,7 @@ GOOD_SITE: dict[str, Any] = {
     "title": "Demo",
     "brief": "A demo site.",
     "stylesheet": "demo.css",
-    "model": {"canvases": 2, "steps": 12},
+    "model": {"tokens": 512, "steps": 12},
     "routes": [
         {"pattern": "/", "template": "home.j2"},
         {"pattern": "/page/{name}", "template": "page.j2", "context": ["brief", "parent"]},
@@ -483,7 +483,7 @@ def broken_sites(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, bytes], str
         return data, templates, where + key, "site.toml"
     if kind in ("unknown", "route-unknown", "model-unknown"):
         key = draw(st.text(min_size=1, max_size=12).filter(lambda k: k not in TOP_TYPES and k not in ROUTE_TYPES))
-        key = key if key not in ("canvases", "steps") else key + "_"
+        key = key if key not in ("tokens", "steps") else key + "_"
         value = draw(st.one_of(st.integers(), st.text(max_size=5), st.booleans()))
         if kind == "unknown":
             data[key] = value
@@ -522,8 +522,8 @@ def broken_sites(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, bytes], str
         data["routes"][route]["query"] = ["q", "v"]
         return data, templates, where + "query", "site.toml"
     if kind == "model-range":
-        key = draw(st.sampled_from(["canvases", "steps"]))
-        data["model"][key] = draw(st.one_of(st.integers(-5, 0), st.integers(257, 2**63 - 1), st.booleans(), st.text()))
+        key = draw(st.sampled_from(["tokens", "steps"]))
+        data["model"][key] = draw(st.one_of(st.integers(-5, 0), st.integers(4097, 2**63 - 1), st.booleans(), st.text()))
         return data, templates, f"model.{key}", "site.toml"
     data["name"] = draw(st.text(max_size=40).filter(lambda n: not n.isascii() or not n[:1].islower() or " " in n))
     return data, templates, "name", "site.toml"

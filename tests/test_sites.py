@@ -14,7 +14,7 @@ brief = "A demo site."
 stylesheet = "demo.css"
 
 [model]
-canvases = 3
+tokens = 700
 steps = 12
 t_max = 0.6
 t_min = 0.2
@@ -62,7 +62,7 @@ def test_every_example_site_loads() -> None:
 def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     site = load_site(write_site(tmp_path, GOOD))
     assert (site.name, site.title, site.brief, site.stylesheet) == ("demo", "Demo", "A demo site.", "demo.css")
-    assert site.model == ModelSettings(canvases=3, steps=12, t_max=0.6, t_min=0.2, entropy_bound=8.0)
+    assert site.model == ModelSettings(tokens=700, steps=12, t_max=0.6, t_min=0.2, entropy_bound=8.0)
     home, page, thread, find = site.routes
     assert home.context == ("brief",) and home.cache == "forever" and not home.posts
     assert page.params == ("name",) and page.context == ("brief", "parent") and page.opening == "home.j2"
@@ -79,7 +79,7 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('title = "Demo"', "title = 3", "title"),
         ('brief = "A demo site."', 'brief = "x"\ncolour = "red"', "colour"),
         ('stylesheet = "demo.css"', 'stylesheet = "missing.css"', "stylesheet"),
-        ("canvases = 3", "canvases = 0", "model.canvases"),
+        ("tokens = 700", "tokens = 0", "model.tokens"),
         ("steps = 12", "steps = true", "model.steps"),
         ("steps = 12", "steps = 12\ntemperature = 0.5", "model.temperature"),
         ("entropy_bound = 8", "entropy_bound = 0", "model.entropy_bound"),
@@ -134,7 +134,7 @@ def test_a_sites_sampler_settings_reach_every_request(tmp_path: Path) -> None:
 
     runtime = SiteRuntime.build(load_site(write_site(tmp_path, GOOD)), "")
     request = runtime.request("<page>page</page>", seed=3)
-    assert (request.max_canvases, request.max_steps, request.seed) == (3, 12, 3)
+    assert (request.max_tokens, request.max_steps, request.seed) == (700, 12, 3)
     assert (request.t_max, request.t_min, request.entropy_bound) == (0.6, 0.2, 8.0)
     plain = SiteRuntime.build(
         load_site(
@@ -144,3 +144,15 @@ def test_a_sites_sampler_settings_reach_every_request(tmp_path: Path) -> None:
     )
     # Left out, they stay None: the engine then uses the checkpoint's generation_config.json.
     assert (plain.site.model.t_max, plain.request("x", 0).entropy_bound) == (None, None)
+
+
+def test_the_old_canvases_key_is_refused_with_the_tokens_fix(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "page.j2").write_text("{{ title }}")
+    (folder / "site.toml").write_text(
+        'name = "old"\ntitle = "Old"\nbrief = "b"\n[model]\ncanvases = 2\n'
+        '[[routes]]\npattern = "/"\ntemplate = "page.j2"\n'
+    )
+    with pytest.raises(SiteConfigError, match=r"key 'model.canvases'.*Fix: write tokens = N instead"):
+        load_site(folder)
