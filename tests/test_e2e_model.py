@@ -14,13 +14,13 @@ import pytest
 from lab.quality import shape, skeleton_ok
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "models" / "genui-small"
+MODEL = ROOT / "models" / "genui-smollm"
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 def render(*options: str) -> dict[str, object]:
-    assert (MODEL / "model.safetensors").is_file(), f"the default model is missing from {MODEL}"
+    assert (MODEL / "adapter_model.safetensors").is_file(), f"the default model is missing from {MODEL}"
     result = subprocess.run(
         [
             sys.executable,
@@ -38,7 +38,8 @@ def render(*options: str) -> dict[str, object]:
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},  # offline: the model is a local folder
+        # Offline for the hub: the adapter is a local folder and its base comes from PyPI (engine.base), once.
+        env={**os.environ, "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 0, result.stderr
     data: dict[str, object] = json.loads(result.stdout)
@@ -59,9 +60,10 @@ def model_alone() -> dict[str, object]:
 
 def test_render_reports_canvases_within_the_sites_budget(hash_table: dict[str, object]) -> None:
     canvases = hash_table["canvases"]
-    assert isinstance(canvases, list) and 1 <= len(canvases) <= 2  # sites/wiki/site.toml: canvases = 2
+    # sites/wiki/site.toml: tokens = 384, six of the shipped model's 64-token canvases; steps = 24
+    assert isinstance(canvases, list) and 1 <= len(canvases) <= 6
     for canvas in canvases:
-        assert 1 <= canvas["steps"] <= 24 and 0 <= canvas["tokens"] <= 256 and canvas["seconds"] > 0
+        assert 1 <= canvas["steps"] <= 24 and 0 <= canvas["tokens"] <= 64 and canvas["seconds"] > 0
     assert isinstance(hash_table["seconds"], float) and hash_table["seconds"] > 0
 
 

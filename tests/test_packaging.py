@@ -64,7 +64,8 @@ def test_a_wheel_installed_elsewhere_serves_the_sites_and_finds_the_model(tmp_pa
     assert found["index"] == [200, True]
     assert found["htmx"][0] == 200 and found["htmx"][1] > 10_000
     assert found["css"] == 200
-    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= set(found["model"])
+    shipped = {"genui.json", "adapter_config.json", "adapter_model.safetensors", "generation_config.json"}
+    assert shipped | {"tokenizer.json"} <= set(found["model"])
 
 
 def test_a_checkout_uses_its_own_folders() -> None:
@@ -72,4 +73,4 @@ def test_a_checkout_uses_its_own_folders() -> None:
     from genui.app import DEFAULT_DB, SITES_DIR, STATIC_DIR
 
     assert (SITES_DIR, STATIC_DIR) == (ROOT / "sites", ROOT / "static")
-    assert DEFAULT_DB == ROOT / "var" / "genui.sqlite3" and DEFAULT_MODEL == ROOT / "models" / "genui-small"
+    assert DEFAULT_DB == ROOT / "var" / "genui.sqlite3" and DEFAULT_MODEL == ROOT / "models" / "genui-smollm"

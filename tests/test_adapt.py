@@ -1,0 +1,100 @@
+"""Adaptation training (lab.adapt) on a tiny random Llama: the page layout, a run that resumes, and its export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from engine_fixtures import build_tiny_checkpoint
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from engine import load_model
+from engine.denoise import DenoiseSettings, denoise
+from engine.generation import left_pad
+from lab.adapt import layout_page, main
+
+
+def test_a_canvas_sees_the_clean_prefix_before_it_and_all_of_itself() -> None:
+    prompt = np.arange(100, 105, dtype=np.uint16)  # P = 5
+    response = np.arange(200, 210, dtype=np.uint16)  # R = 10: two canvases of 8, the second padded
+    page = layout_page(prompt, response, canvas=8, eos=1, vocab=300, t=0.0, generator=torch.Generator())
+    n = 5 + 16
+    assert page.input_ids.shape == (1, n + 16)
+    mask = page.mask[0, 0]
+    second = slice(n + 8, n + 16)  # canvas 1 covers positions 13..20; its inputs are positions 12..19
+    assert mask[second, :12].all() and not mask[second, 12:n].any()  # the prefix up to, not including, x[12]
+    assert mask[second, second].all() and not mask[second, n : n + 8].any()  # itself, both ways; not canvas 0
+    assert page.position_ids[0, n + 8 :].tolist() == list(range(12, 20))
+    assert page.input_ids[0, n + 8 :].tolist() == [int(page.input_ids[0, 12]), *range(208, 210), *[1] * 5]
+    assert page.canvas_targets.tolist() == [*range(200, 210), *[1] * 6]  # the response, then end-of-text
+    assert page.ar_targets.tolist() == list(range(200, 210))
+
+
+def test_noise_replaces_canvas_tokens_but_never_the_token_before_the_canvas() -> None:
+    prompt = np.arange(100, 105, dtype=np.uint16)
+    response = np.arange(200, 216, dtype=np.uint16)
+    page = layout_page(prompt, response, canvas=8, eos=1, vocab=50, t=1.0, generator=torch.Generator().manual_seed(0))
+    canvases = page.input_ids[0, -16:].view(2, 8)
+    clean = page.input_ids[0, :21]
+    assert canvases[0, 0] == clean[4] and canvases[1, 0] == clean[12]
+    assert (canvases[:, 1:] < 50).all()  # every other input is noise at t = 1 (noise ids are below vocab=50)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("base")
+    build_tiny_checkpoint(folder / "tok")
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
+    tokenizer.eos_token = "<eos>"
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=1,
+        pad_token_id=0,
+        bos_token_id=2,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder / "model")
+    tokenizer.save_pretrained(folder / "model")
+    return folder / "model"
+
+
+def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"site": "wiki", "path": f"/wiki/{n}", "prompt": f"<title>{n}</title>", "html": f"<h1>{n}</h1><p>x</p>"}
+        for n in ("Hash", "Array", "List", "Tree", "Heap", "Queue")
+    ]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
+    assert main([*common, "--pack", str(corpus)]) == 0
+    settings = ["--canvas-length", "8", "--canvas-tokens", "16", "--frozen-layers", "0", "--rank", "4"]
+    assert main([*common, *settings, "--max-steps", "2", "--eval-every", "2", "--save-every", "1"]) == 0
+    log = json.loads((tmp_path / "run" / "log.json").read_text())
+    assert [entry["step"] for entry in log] == [0, 1, 2] and "heldout" in log[-1]
+    export = tmp_path / "export"
+    assert main([*common, "--max-steps", "3", "--export", str(export)]) == 0  # resumes at step 2
+    log = json.loads((tmp_path / "run" / "log.json").read_text())
+    assert [entry["step"] for entry in log] == [0, 1, 2, 3]
+    assert json.loads((export / "genui.json").read_text())["canvas_length"] == 8
+
+    loaded = load_model(export, device="cpu", base=tiny_base)
+    assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 8
+    input_ids, mask = left_pad([loaded.denoiser.encode_prompt("<title>Hash</title>")], 0, loaded.device)
+    tokens = denoise(
+        loaded.denoiser,
+        input_ids,
+        mask,
+        DenoiseSettings(max_canvases=2, max_steps=3, entropy_bound=2.0),
+        torch.Generator().manual_seed(0),
+    )
+    assert tokens.shape[1] in (8, 16)
