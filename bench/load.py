@@ -13,7 +13,8 @@ with equal settings, a Retry-After estimate from the recent batch time) that sle
 Clients loop, each request a weighted choice of four kinds:
 
 - cached:     GET a page written during warm-up (the whole document, from the page cache);
-- new:        GET a page nobody has asked for (a plain GET waits for the whole page);
+- new:        GET a page nobody has asked for, as a browser without scripts does: the shell comes at once, and its
+              <noscript> refresh leads to a URL that answers with a 303 to the page once it is written;
 - regenerate: POST /_genui/regenerate for a warm page (waits for the new version, then 303);
 - post:       POST a reply to a forum thread (303 once committed; no generation).
 
@@ -44,6 +45,7 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.frames import (
     CanvasFrame,
@@ -55,11 +57,15 @@ from engine.frames import (
     StepFrame,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 KINDS = ("cached", "new", "regenerate", "post")
 DEFAULT_MIX = "cached=50,new=20,regenerate=10,post=20"
 START_TIMEOUT_S = 300.0  # a real model may take minutes to load on a busy CPU
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 _POST = re.compile(r'<p class="genui-post-text">(.*?)</p></li>', re.S)
+_WAIT = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
 _PROGRESS = re.compile(r".*: +\d+%\|")  # a progress bar (transformers loading a checkpoint's weights)
 # uvicorn's start-up and shutdown lines: the only lines a healthy server's log has with the access log off.
 _LIFECYCLE = re.compile(
@@ -303,6 +309,13 @@ class Run:
     probes: list[float | None] = field(default_factory=list)  # seconds per probe, None when it failed
 
 
+async def _written(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    """GET ``url`` and, when the page is still being written, its wait URL: the answer once the page is finished."""
+    response = await client.get(url)
+    wait = _WAIT.search(response.text) if response.status_code == 200 else None
+    return await client.get(html.unescape(wait.group(1))) if wait else response
+
+
 async def _client(run: Run, index: int, deadline: float, weights: list[float]) -> None:
     import httpx
 
@@ -319,7 +332,7 @@ async def _client(run: Run, index: int, deadline: float, weights: list[float]) -
                 if kind == "cached":
                     response = await client.get(rng.choice(run.warm))
                 elif kind == "new":
-                    response = await client.get(f"/wiki/Load_{index}_{n}")
+                    response = await _written(client, f"/wiki/Load_{index}_{n}")
                 elif kind == "regenerate":
                     target = rng.choice(run.warm).removeprefix("/wiki")
                     response = await client.post("/_genui/regenerate", data={"site": "wiki", "url": target})
@@ -360,10 +373,10 @@ async def _warm_up(url: str, count: int, timeout: float) -> list[str]:
     import httpx
 
     pages = [f"/wiki/Warm_{n}" for n in range(count)]
-    async with httpx.AsyncClient(base_url=url, timeout=timeout) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, follow_redirects=True) as client:
 
         async def fetch(page: str) -> None:
-            while (response := await client.get(page)).status_code == 503:
+            while (response := await _written(client, page)).status_code == 503:
                 await asyncio.sleep(float(response.headers.get("retry-after", "1")))
             response.raise_for_status()
 

@@ -1,35 +1,35 @@
 """The genui web app: one or more sites behind a Starlette app.
 
 Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
-genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live stream, regenerate).
+genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live stream, the wait for a
+finished page, regenerate).
 """
 
 from __future__ import annotations
 
 import contextlib
-import http
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
-from genui.pages import Pages, SiteRuntime
+from genui.errors import exception_handlers
+from genui.pages import UNCLAIMED_S, Pages
 from genui.resources import bundled, data_dir
+from genui.runtime import SiteRuntime
+from genui.screens import REGENERATE_PATH, WAIT_PATH, WS_PATH, Screens
 from genui.security import security_headers
 from genui.shell import Shell
 from genui.sites import Site, load_sites
 from genui.store import Store
 from genui.stream import Stream
-from genui.views import REGENERATE_PATH, WS_PATH, Views
+from genui.views import Views
 
 SITES_DIR = bundled("sites")
 STATIC_DIR = bundled("static")
@@ -63,12 +63,13 @@ def create_app(
     engine: TextEngine | None = None,
     db_path: Path | str = DEFAULT_DB,
     draft_interval: float = 0.1,
+    unclaimed_s: float = UNCLAIMED_S,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
     Without an engine the app loads the default one (engine.load_engine()) at start-up and closes it at shutdown;
     an engine passed in belongs to the caller. A live stream sends a draft at most every ``draft_interval``
-    seconds (the final page at once).
+    seconds (the final page at once). A page's run that nobody comes to watch stops after ``unclaimed_s`` seconds.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -76,30 +77,9 @@ def create_app(
     single = len(sites) == 1
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
-    pages = Pages(runtimes, store, engine)
-    views = Views(pages, Shell(), index_url=None if single else "/")
-
-    async def index(request: Request) -> Response:
-        context = {"sites": sites, "document_title": "genui", "heading": "", "message": ""}
-        return views.shell.response(request, "index.html", context)
-
-    async def to_site(request: Request) -> Response:
-        runtime = pages.sites.get(request.path_params["site"])
-        return RedirectResponse(runtime.url("/")) if runtime else views.not_found(request, None)
-
-    async def stylesheet(request: Request) -> Response:
-        runtime = pages.sites.get(request.path_params["site"])
-        path = runtime.site.stylesheet_path() if runtime else None
-        return FileResponse(path, media_type="text/css") if path else views.not_found(request, None)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        phrase = http.HTTPStatus(exc.status_code).phrase
-        return views.error(request, None, exc.status_code, phrase, exc.detail, headers=exc.headers)
-
-    async def server_error(request: Request, exc: Exception) -> Response:
-        # Runs outside the middleware stack, so it adds the security headers itself.
-        return views.error(request, None, 500, "Server error", "Something broke.", headers=security_headers())
+    pages = Pages(runtimes, store, engine, unclaimed_s)
+    screens = Screens(Shell(), pages, index_url=None if single else "/")
+    views = Views(pages, screens)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -111,29 +91,27 @@ def create_app(
         try:
             yield
         finally:
+            await pages.close()
             if owned is not None:
                 await owned.close()
             store.close()
 
     routes: list[BaseRoute] = [
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
-        Route("/_genui/css/{site}.css", stylesheet),
+        Route("/_genui/css/{site}.css", views.stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
-        WebSocketRoute(WS_PATH, Stream(views, draft_interval).serve),
+        Route(WAIT_PATH, views.wait),
+        WebSocketRoute(WS_PATH, Stream(pages, screens, draft_interval).serve),
     ]
     if single:
         routes.append(Route("/{path:path}", views.page, methods=["GET", "POST"]))
     else:
         routes += [
-            Route("/", index),
-            Route("/{site}", to_site),
+            Route("/", views.index),
+            Route("/{site}", views.to_site),
             Route("/{site}/{path:path}", views.page, methods=["GET", "POST"]),
         ]
-    app = Starlette(
-        routes=routes,
-        exception_handlers={HTTPException: http_error, Exception: server_error},
-        lifespan=lifespan,
-    )
+    app = Starlette(routes=routes, exception_handlers=exception_handlers(screens), lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
     app.state.pages = pages
     return app

@@ -18,8 +18,8 @@ from typing import Protocol
 
 from engine.frames import DoneFrame, EngineError, TextEngine
 from genui.app import DEFAULT_DB, SITES_DIR, create_app
-from genui.pages import SiteRuntime
 from genui.routing import BadRequest
+from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import Site, SiteConfigError, load_site, load_sites
 

@@ -48,6 +48,11 @@ class Location:
         return f"{self.path}?{self.query_string}" if self.query else self.path
 
 
+def versioned(url: str, version: int) -> str:
+    """``url`` with ``?v=version`` added (the URL of one version of a page)."""
+    return f"{url}{'&' if '?' in url else '?'}{urlencode({VERSION_KEY: version})}"
+
+
 def normalise_path(path: str) -> str:
     """Collapse repeated and trailing slashes; refuse dot segments, control characters and overlong paths."""
     if len(path) > MAX_PATH:

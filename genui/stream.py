@@ -9,8 +9,10 @@ go one way, server to client, each a few top-level elements whose ids the htmx w
   placeholder, the element holding ``ws-connect``, so the client closes its side as the page lands;
 - a failure: ``#genui-content`` saying why.
 
-Then the server closes with 1000. Several sockets watching the same page version share one generation; when the
-last one goes away before the end, the generation is cancelled.
+Then the server closes with 1000. The socket watches the run that the page's request started, found by the
+page's cache key and version, so it renders no prompt of its own; it starts the run itself only when there is none
+(the request's run has ended unwatched, or the socket was opened on its own). Several sockets watching the same
+page version share one run; when the last one goes away before the end, the run is cancelled.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from engine.frames import EngineError, EngineOverloaded
-from genui.pages import Job
-from genui.routing import VERSION_KEY, BadRequest
+from engine.frames import EngineError
+from genui.errors import problem
+from genui.generation import Generation
+from genui.inputs import page_at, same_origin, site_named
+from genui.pages import Job, NoSuchVersion, Pages
+from genui.screens import Screens
 from genui.store import StoredPage
-from genui.views import Views, is_number, same_origin
 
 POLICY_VIOLATION = 1008  # WebSocket close code: refused before the handshake (another site's page)
 INTERNAL_ERROR = 1011  # WebSocket close code: the server hit a bug
@@ -36,8 +39,8 @@ log = logging.getLogger("genui")
 class Stream:
     """The WebSocket endpoint (``serve``)."""
 
-    def __init__(self, views: Views, draft_interval: float = 0.1) -> None:
-        self.views = views
+    def __init__(self, pages: Pages, screens: Screens, draft_interval: float = 0.1) -> None:
+        self.pages, self.screens = pages, screens
         self.draft_interval = draft_interval  # seconds between two drafts sent to one socket
 
     async def serve(self, websocket: WebSocket) -> None:
@@ -65,65 +68,37 @@ class Stream:
                 await websocket.close(code=1000 if error is None else INTERNAL_ERROR)
 
     async def _pump(self, websocket: WebSocket) -> None:
-        views, pages = self.views, self.views.pages
-        params = websocket.query_params
-        runtime = pages.sites.get(params.get("site", ""))
-        if runtime is None:
-            await websocket.send_text(views.shell.part("failed", "This site does not exist.", None))
-            return
-        raw_version = params.get(VERSION_KEY, "")
+        job: Job | None = None
         try:
-            location = runtime.locate(params.get("url", "/"))
-        except BadRequest as err:
-            await websocket.send_text(views.shell.part("failed", str(err), None))
+            runtime = site_named(self.pages, websocket.query_params.get("site"))
+            job, version = page_at(self.pages, runtime, websocket.query_params)
+            shown = self.pages.open(job, version)
+        except Exception as err:
+            answer = problem(err)
+            if answer is None:
+                raise
+            # A busy model or a version that is not there: the page's own URL is worth another try.
+            retry = job.url if job is not None and isinstance(err, NoSuchVersion | EngineError) else None
+            await websocket.send_text(self.screens.failed(answer.message, retry))
             return
-        if location is None or (raw_version and not is_number(raw_version, 7)):
-            await websocket.send_text(views.shell.part("failed", "No page lives at this address.", None))
-            return
-        try:
-            job = pages.job(runtime, location, params.get("from"))
-        except BadRequest as err:
-            await websocket.send_text(views.shell.part("failed", str(err), None))
-            return
-        retry = runtime.url(location.url)
-        version = int(raw_version) if raw_version else None
-        page = pages.page(job, version)
-        if page is None:
-            versions = pages.versions(job)
-            if version not in (None, versions + 1):
-                await websocket.send_text(views.shell.part("failed", f"There is no version {version}.", retry))
-                return
-            page = await self._watch(websocket, job, version or versions + 1)
-            if page is None:
-                return
-        await websocket.send_text(self._final(job, page))
+        page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
+        if page is not None:
+            await websocket.send_text(self.screens.final(job, page))
 
-    async def _watch(self, websocket: WebSocket, job: Job, version: int) -> StoredPage | None:
+    async def _watch(self, websocket: WebSocket, job: Job, generation: Generation) -> StoredPage | None:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
-        shell = self.views.shell
-        generation = self.views.pages.generation(job, version)
         async with contextlib.aclosing(generation.watch(self.draft_interval)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
                     return snapshot.page
                 if snapshot.error is not None:
-                    retry = job.runtime.url(job.location.url)
-                    await websocket.send_text(shell.part("failed", _reason(snapshot.error), retry))
+                    answer = problem(snapshot.error)
+                    assert answer is not None
+                    await websocket.send_text(self.screens.failed(answer.message, job.url))
                     return None
                 if snapshot.step or snapshot.html:
-                    await websocket.send_text(shell.part("frame", snapshot))
+                    await websocket.send_text(self.screens.frame(snapshot))
         return None  # pragma: no cover - watch() always ends with a page or an error
-
-    def _final(self, job: Job, page: StoredPage) -> str:
-        context = self.views.page_context(job, page, page.version)
-        shell = self.views.shell
-        return shell.part("toolbar", context["toolbar"]) + "\n" + shell.part("content", page, context["document_title"])
-
-
-def _reason(error: EngineError) -> str:
-    if isinstance(error, EngineOverloaded):
-        return f"The model is busy. Try again in {math.ceil(error.retry_after)} s."
-    return f"The page could not be written: {error}"
 
 
 async def _closed(websocket: WebSocket) -> None:

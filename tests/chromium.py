@@ -56,14 +56,17 @@ def served(app: Starlette, start_seconds: float = 10.0) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def browser_page() -> Iterator[Any]:
-    """A fresh Chromium page that reports CSP violations as console errors; skips without Debian's chromium."""
+def browser_page(**context_options: Any) -> Iterator[Any]:
+    """A fresh Chromium page that reports CSP violations as console errors; skips without Debian's chromium.
+
+    ``context_options`` go to Playwright's ``new_context`` (``java_script_enabled=False``: a browser without scripts).
+    """
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (./dev setup installs it)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context()
+        context = browser.new_context(**context_options)
         context.add_init_script(REPORT_CSP)
         try:
             yield context.new_page()

@@ -51,6 +51,7 @@ _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 _FOOTER = re.compile(r'<footer class="crash-sum">sha256:([0-9a-f]{64}):(\d+)</footer>')
 _PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)
 _POST = re.compile(r'<p class="genui-post-text">(.*?)</p></li>', re.S)
+_WAIT = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
 
 
 # -- pages with a checksum --------------------------------------------------------------------------------------
@@ -83,6 +84,14 @@ def page_problem(page_html: str) -> str | None:
     if re.sub(r"</[a-z0-9]+>", "", page_html[footer.end() :]).strip():  # the sanitiser closes what the opening opened
         return "text after the footer"
     return None
+
+
+async def get_finished(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    """GET a page as a browser without scripts does: a page being written answers with the site's shell, whose
+    <noscript> refresh leads to a URL that answers (a redirect to the page) once the page is finished."""
+    response = await client.get(url)
+    wait = _WAIT.search(response.text)
+    return await client.get(html.unescape(wait.group(1)), follow_redirects=True) if wait else response
 
 
 def served_page(response_text: str) -> str | None:
@@ -211,7 +220,8 @@ class ForumPosts:
         stored = _query(db, "SELECT path, text FROM posts WHERE site = 'forum' ORDER BY id")
         for n in range(self.threads):
             thread = self.thread(n)
-            # An htmx request on an uncached thread shows its posts around a placeholder: no generation needed.
+            # An htmx request on an uncached thread shows its posts around a placeholder (the run it starts is
+            # nobody's to watch, and stops unwatched).
             response = await client.get(self.site_mount + thread, headers=HTMX)
             shown = [html.unescape(text) for text in _POST.findall(response.text)]
             in_db = [text for path, text in stored if path == thread]
@@ -235,7 +245,8 @@ class ForumPosts:
 
 @dataclass
 class GeneratedPages:
-    """New pages generated (plain GETs that wait for the whole page), cached pages read again, regenerations."""
+    """New pages generated (plain GETs followed, as without scripts, to the finished page), cached pages read again,
+    regenerations."""
 
     clients: int = 3
     site_mount: str = "/wiki"
@@ -259,7 +270,7 @@ class GeneratedPages:
                     self.attempted.add(url)
                 try:
                     if method == "get":
-                        response = await client.get(self.site_mount + url)
+                        response = await get_finished(client, self.site_mount + url)
                     else:
                         response = await client.post(
                             "/_genui/regenerate", data={"site": "wiki", "url": url}, follow_redirects=True
@@ -286,7 +297,7 @@ class GeneratedPages:
 
     async def verify(self, client: httpx.AsyncClient, db: Path) -> list[str]:
         for url in sorted(self.attempted):
-            response = await client.get(self.site_mount + url, headers=HTMX)  # never starts a generation
+            response = await client.get(self.site_mount + url, headers=HTMX)  # a placeholder unless stored
             if served_page(response.text) is not None:
                 self._check(url, response.text, "after restart")
                 self.verified_after_restart += 1

@@ -4,12 +4,14 @@ the example sites' folder, and the type of the ``client_factory`` fixture."""
 from __future__ import annotations
 
 import asyncio
+import html
 import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from httpx import Response
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
@@ -117,3 +119,23 @@ def ws_messages(client: TestClient, url: str) -> list[str]:
             except WebSocketDisconnect as closed:
                 assert closed.code == 1000
                 return received
+
+
+NOSCRIPT_REFRESH = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
+
+
+def wait_url(response: Response) -> str | None:
+    """Where a page being written sends a browser without scripts (its <noscript> refresh); None for other pages."""
+    match = NOSCRIPT_REFRESH.search(response.text)
+    return html.unescape(match.group(1)) if match else None
+
+
+def visit(client: TestClient, url: str, **kwargs: object) -> Response:
+    """GET ``url`` as a browser without scripts does: a page being written answers with the site's shell at once,
+    whose refresh leads to the wait URL, which redirects to the page (or serves it) once it is finished."""
+    response = client.get(url, **kwargs)  # type: ignore[arg-type]
+    target = wait_url(response)
+    if target is None:
+        return response
+    kwargs["follow_redirects"] = True
+    return client.get(target, **kwargs)  # type: ignore[arg-type]

@@ -2,16 +2,34 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, wait_url, ws_messages
 
+from genui.screens import WS_PATH
 from genui.security import security_headers
 from genui.sites import Site, load_site
-from genui.views import WS_PATH
 
 HTMX = {"HX-Request": "true"}
+LIVE = re.compile(r'ws-connect="([^"]+)"')
+
+
+def live_url(text: str) -> str:
+    """The stream URL of a live placeholder."""
+    match = LIVE.search(text)
+    assert match is not None, text[:500]
+    return match.group(1).replace("&amp;", "&")
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_index_lists_every_site(client_factory: ClientFactory, all_sites: list[Site]) -> None:
@@ -26,19 +44,62 @@ def test_a_site_name_without_slash_redirects_to_its_home(client_factory: ClientF
     assert response.status_code == 307 and response.headers["location"] == "/wiki/"
 
 
-def test_plain_get_serves_the_finished_full_page(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    engine = FakeEngine()
-    response = client_factory(all_sites, engine).get("/wiki/Hash_table")
+def test_a_plain_get_of_a_new_page_answers_at_once_with_the_shell_around_its_stream(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine(delay=0.1)  # about a second for the whole page
+    client = client_factory(all_sites, engine)
+    response = client.get("/wiki/Hash_table")
+    assert engine.finished == 0  # answered before the page was written
     assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
-    assert response.text.startswith("<!doctype html>")
+    assert response.headers["cache-control"] == "no-store"  # a placeholder, never to be kept as the page
+    assert response.text.startswith("<!doctype html>") and '<header class="genui-bar">' in response.text
+    assert "<title>Hash table — Genpedia</title>" in response.text  # guessed from the URL until the page lands
+    assert live_url(response.text) == "/_genui/ws?site=wiki&url=%2FHash_table&v=1"
+    assert wait_url(response) == "/_genui/wait?site=wiki&url=%2FHash_table&v=1"
+    wait_until(lambda: len(engine.calls) == 1)  # the request started the run; its stream will watch it
+
+
+def test_without_scripts_the_shell_leads_to_the_finished_page(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine(delay=0.01)
+    client = client_factory(all_sites, engine, follow_redirects=False)
+    target = wait_url(client.get("/wiki/Hash_table"))
+    assert target is not None
+    waited = client.get(target)  # answered when the page is finished
+    assert waited.status_code == 303 and waited.headers["location"] == "/wiki/Hash_table"
+    response = client.get("/wiki/Hash_table")
+    assert response.status_code == 200 and response.text.startswith("<!doctype html>")
     assert "<h1>Hash table</h1>" in response.text and "<title>Hash table — Genpedia</title>" in response.text
     assert 'href="/wiki/Hash_table_tree"' in response.text  # the model's /wiki/... links lead to the articles
-    assert "ws-connect" not in response.text and len(engine.calls) == 1
+    assert "ws-connect" not in response.text and wait_url(response) is None
+    assert "cache-control" not in response.headers
+    assert len(engine.calls) == 1  # the wait joined the run the first request started
+
+
+def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: ClientFactory, wiki: Site) -> None:
+    uncached = replace(wiki, routes=tuple(replace(route, cache="none") for route in wiki.routes))
+    client = client_factory([uncached], follow_redirects=False)
+    target = wait_url(client.get("/Lisp"))
+    assert target is not None
+    response = client.get(target)  # its URL would only write another page: no redirect
+    assert response.status_code == 200 and "<h1>Lisp</h1>" in response.text and "ws-connect" not in response.text
+
+
+def test_the_stream_watches_the_run_the_request_started(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine(delay=0.01)
+    client = client_factory(all_sites, engine)
+    placeholder = client.get("/wiki/Lisp", headers=HTMX).text
+    wait_until(lambda: len(engine.calls) == 1)
+    engine.max_prompt_chars = 0  # a prompt rendered now would be refused: the stream must not need one
+    assert "<h1>Lisp</h1>" in ws_messages(client, live_url(placeholder))[-1]
+    assert len(engine.calls) == 1
 
 
 def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
-    client.get("/wiki/Hash_table")
+    visit(client, "/wiki/Hash_table")
     response = client.get("/wiki/Hash_table", headers=HTMX)
     assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
     assert "<html" not in response.text and "<header" not in response.text
@@ -46,26 +107,27 @@ def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientF
     assert '<div id="genui-content"' in response.text and "<h1>Hash table</h1>" in response.text
 
 
-def test_htmx_request_on_a_miss_gets_a_live_placeholder_without_generating(
+def test_htmx_request_on_a_miss_gets_a_live_placeholder_and_starts_the_page(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     engine = FakeEngine()
     response = client_factory(all_sites, engine).get("/wiki/Lisp", headers=HTMX)
-    assert response.status_code == 200
+    assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
     assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2FLisp&amp;v=1"' in response.text
-    assert engine.calls == []
+    assert "<html" not in response.text and "<noscript>" not in response.text  # a fragment: htmx runs scripts
+    wait_until(lambda: len(engine.calls) == 1)
 
 
 def test_a_second_get_is_served_from_the_cache(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    first = client.get("/wiki/Lisp").text
+    first = visit(client, "/wiki/Lisp").text
     assert client.get("/wiki/Lisp").text == first and len(engine.calls) == 1
 
 
 def test_a_single_site_is_served_at_the_root(client_factory: ClientFactory, wiki: Site) -> None:
     client = client_factory([wiki])
-    response = client.get("/Lisp")
+    response = visit(client, "/Lisp")
     assert response.status_code == 200 and 'href="/Lisp_tree"' in response.text
     assert "all sites" not in response.text
 
@@ -100,7 +162,7 @@ def test_query_routes_become_forms_in_the_site_bar(client_factory: ClientFactory
 
 def test_search_query_reaches_the_prompt(client_factory: ClientFactory, wiki: Site) -> None:
     engine = FakeEngine()
-    client_factory([wiki], engine).get("/search", params={"q": "lambda calculus", "junk": "x"})
+    visit(client_factory([wiki], engine), "/search", params={"q": "lambda calculus", "junk": "x"})
     assert "<query>lambda calculus</query>" in engine.calls[0].prompt and "junk" not in engine.calls[0].prompt
 
 
@@ -124,9 +186,9 @@ def test_malformed_requests_get_a_400(client_factory: ClientFactory, all_sites: 
 
 
 def test_engine_overload_answers_503_with_retry_after(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    response = client_factory(all_sites, FakeEngine(overloaded=2.2)).get("/wiki/Lisp")
+    response = visit(client_factory(all_sites, FakeEngine(overloaded=2.2)), "/wiki/Lisp")
     assert response.status_code == 503 and response.headers["retry-after"] == "3"
-    assert "busy" in response.text
+    assert "busy" in response.text and "Try again in 3 s" in response.text
 
 
 def test_security_headers_on_every_kind_of_response(client_factory: ClientFactory, all_sites: list[Site]) -> None:
@@ -173,19 +235,21 @@ def test_a_click_from_a_cached_page_passes_its_title_as_parent(
 ) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get("/wiki/Hash_table")
+    visit(client, "/wiki/Hash_table")
     headers = {**HTMX, "HX-Current-URL": "http://testserver/wiki/Hash_table"}
     placeholder = client.get("/wiki/Hash_table_tree", headers=headers).text
-    assert "from=%2FHash_table" in placeholder
-    client.get("/wiki/Hash_table_tree", headers={"Referer": "http://testserver/wiki/Hash_table"})
-    assert "<from>Hash table</from>" in engine.calls[-1].prompt
+    assert "from=%2FHash_table" in placeholder  # a stream that has to start the page again starts it the same
+    ws_messages(client, live_url(placeholder))
+    assert len(engine.calls) == 2 and "<from>Hash table</from>" in engine.calls[-1].prompt
+    visit(client, "/wiki/Hash_table_map", headers={"Referer": "http://testserver/wiki/Hash_table"})
+    assert len(engine.calls) == 3 and "<from>Hash table</from>" in engine.calls[-1].prompt
 
 
 def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get("/forum/")
-    client.get("/wiki/Lisp", headers={"Referer": "http://testserver/forum/"})
+    visit(client, "/forum/")
+    visit(client, "/wiki/Lisp", headers={"Referer": "http://testserver/forum/"})
     assert "<from>" not in engine.calls[-1].prompt
 
 
@@ -195,7 +259,7 @@ def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, al
 def test_regenerate_adds_a_version_and_keeps_the_first(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get("/wiki/Lisp")
+    visit(client, "/wiki/Lisp")
     response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"] == "/wiki/Lisp?v=2"
     assert [call.seed for call in engine.calls] == [0, 1]
@@ -207,7 +271,7 @@ def test_regenerate_adds_a_version_and_keeps_the_first(client_factory: ClientFac
 
 def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
-    client.get("/wiki/Lisp")
+    visit(client, "/wiki/Lisp")
     response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
     assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/Lisp?v=2"
     assert "url=%2FLisp&amp;v=2" in response.text
@@ -236,12 +300,12 @@ def test_a_reply_is_stored_shown_escaped_and_rewrites_the_thread(
 ) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
-    client.get(THREAD)
+    visit(client, THREAD)
     response = client.post(
         THREAD, data={"user": "ada", "text": "<script>alert(1)</script> nice"}, follow_redirects=False
     )
     assert response.status_code == 303 and response.headers["location"] == THREAD
-    page = client.get(THREAD).text
+    page = visit(client, THREAD).text
     assert "&lt;script&gt;alert(1)&lt;/script&gt; nice" in page and "<script>alert" not in page
     assert "<b>ada</b>" in page
     assert len(engine.calls) == 2  # the new post changed the cache key

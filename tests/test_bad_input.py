@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 
 import markupsafe
 import pytest
-from fakes import SITES_DIR, FakeEngine
+from fakes import SITES_DIR, FakeEngine, visit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -339,13 +339,13 @@ def test_jinja_in_urls_posts_and_parents_reaches_the_prompt_as_literal_text(tmp_
     engine = FakeEngine()
     app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3")
     with TestClient(app, follow_redirects=False) as client, bounded():
-        article = client.get("/wiki/" + quote(payload, safe=""))
-        client.get("/wiki/search", params={"q": payload})
-        client.get("/os/terminal", params={"cmd": payload})
+        article = visit(client, "/wiki/" + quote(payload, safe=""))
+        visit(client, "/wiki/search", params={"q": payload})
+        visit(client, "/os/terminal", params={"cmd": payload})
         assert client.post(THREAD, data={"user": "ada", "text": payload}).status_code == 303
-        client.get(THREAD)
+        visit(client, THREAD)
         # The article's title came from the URL; clicking on from it makes it the next page's parent.
-        client.get("/wiki/Next", headers={"Referer": "http://testserver/wiki/" + quote(payload, safe="")})
+        visit(client, "/wiki/Next", headers={"Referer": "http://testserver/wiki/" + quote(payload, safe="")})
     prompts = [call.prompt for call in engine.calls]
     title = payload.replace("_", " ")  # the article template turns underscores into spaces
     assert f"<title>{title}</title>" in prompts[0]

@@ -6,6 +6,7 @@ The engine is a slow FakeEngine, so the denoising frames stay on screen long eno
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from genui.app import create_app
 from genui.sites import load_sites
 
 pytestmark = pytest.mark.browser
+FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
 
 
 @dataclass
@@ -45,10 +47,11 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     problems = collect_problems(page)
 
     page.goto(server.url + "/")
-    page.click("text=Genpedia")
+    page.click("text=Genpedia")  # a plain link (the index is not a site): the site's shell, then its stream
     page.wait_for_url(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
     assert page.text_content(".genui-page h1") == "Genpedia"
-    assert len(server.engine.calls) == 1  # a plain visit is served finished
+    assert len(server.engine.calls) == 1
 
     page.click("text=Genpedia tree")
     draft = page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
@@ -73,3 +76,42 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     page.wait_for_selector(".genui-page h1:text-is('Genpedia tree')")
     assert len(server.engine.calls) == 2
     assert problems == []
+
+
+def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    started = time.monotonic()
+    page.goto(server.url + "/wiki/Lambda_calculus", wait_until="commit")
+    page.wait_for_selector("#genui-draft[data-step]", timeout=1_000)
+    first_frame = time.monotonic() - started
+    assert first_frame < 1.0, first_frame
+    assert page.query_selector("#genui-content.genui-live") is not None  # a frame of a page still being written
+    assert "canvas" in (page.text_content("#genui-progress") or "")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    assert page.text_content(FINISHED) == "Lambda calculus"
+    assert (page.text_content(".genui-page p") or "").endswith("Final words.")
+    assert page.url == server.url + "/wiki/Lambda_calculus" and page.title() == "Lambda calculus — Genpedia"
+    assert page.query_selector("[ws-connect]") is None and len(server.engine.calls) == 1  # one run, streamed
+    page.reload()  # the page is cached now: served whole, no stream
+    assert page.text_content(FINISHED) == "Lambda calculus" and page.query_selector("[ws-connect]") is None
+    assert len(server.engine.calls) == 1 and problems == []
+
+
+def test_without_javascript_a_typed_url_ends_on_the_finished_page(server: Server) -> None:
+    with browser_page(java_script_enabled=False) as page:
+        documents: list[tuple[int, str]] = []
+        page.on(
+            "response", lambda r: documents.append((r.status, r.url)) if r.request.is_navigation_request() else None
+        )
+        page.goto(server.url + "/wiki/Church_encoding")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        assert page.text_content(FINISHED) == "Church encoding"
+        assert (page.text_content(".genui-page p") or "").endswith("Final words.")
+        assert page.url == server.url + "/wiki/Church_encoding"
+        # The shell at once, its <noscript> refresh to the wait, which answered with the finished page's URL.
+        assert [(status, url.split("?")[0]) for status, url in documents] == [
+            (200, server.url + "/wiki/Church_encoding"),
+            (303, server.url + "/_genui/wait"),
+            (200, server.url + "/wiki/Church_encoding"),
+        ]
+        assert len(server.engine.calls) == 1

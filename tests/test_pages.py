@@ -11,10 +11,12 @@ import pytest
 from fakes import SITES_DIR, FakeEngine
 
 from engine.frames import EngineError, Frame, GenerationRequest
-from genui.pages import Job, Pages, SiteRuntime, first_heading
+from genui.generation import Generation, first_heading
+from genui.pages import Job, NoSuchVersion, Pages
 from genui.routing import BadRequest
+from genui.runtime import SiteRuntime
 from genui.sites import Site, load_site
-from genui.store import Store
+from genui.store import Store, StoredPage
 
 
 @pytest.fixture
@@ -24,8 +26,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def make_pages(site: Site, store: Store, engine: object) -> Pages:
-    return Pages([SiteRuntime.build(site, "/wiki")], store, engine)  # type: ignore[arg-type]
+def make_pages(site: Site, store: Store, engine: object, unclaimed_s: float = 10.0) -> Pages:
+    return Pages([SiteRuntime.build(site, "/wiki")], store, engine, unclaimed_s)  # type: ignore[arg-type]
 
 
 def job(pages: Pages, url: str = "/Lisp", parent: str | None = None) -> Job:
@@ -68,6 +70,70 @@ async def test_the_finished_page_is_sanitised_linked_titled_and_stored(wiki: Sit
         "Scheme</a></article>"
     )  # the route's opening first (sites/wiki/site.toml), then the model's text, sanitised
     assert page.title == "Lisp" and store.page(job(pages).key) == page
+
+
+async def test_a_cached_page_is_found_without_rendering_a_prompt(wiki: Site, store: Store) -> None:
+    engine = FakeEngine()
+    pages = make_pages(wiki, store, engine)
+    written = await pages.generation(job(pages), 1).result()
+    engine.max_prompt_chars = 0  # from now on any prompt fitted would be refused with a BadRequest
+    assert pages.open(job(pages)) == written and pages.open(job(pages), 1) == written
+
+
+async def test_a_page_being_written_is_joined_without_rendering_a_prompt(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.01)
+    pages = make_pages(wiki, store, engine)
+    run = pages.open(job(pages))
+    assert isinstance(run, Generation) and run.version == 1
+    engine.max_prompt_chars = 0
+    assert pages.open(job(pages)) is run and pages.open(job(pages), 1, write_next=False) is run
+    assert isinstance(await run.result(), StoredPage) and len(engine.calls) == 1
+
+
+async def test_an_explicit_version_must_be_stored_or_the_next_one(wiki: Site, store: Store) -> None:
+    engine = FakeEngine()
+    pages = make_pages(wiki, store, engine)
+    with pytest.raises(NoSuchVersion, match="no version 1"):
+        pages.open(job(pages), 1, write_next=False)  # a page's URL with ?v=1 does not start it
+    with pytest.raises(NoSuchVersion, match="no version 2"):
+        pages.open(job(pages), 2)
+    assert engine.calls == [] and pages.running(job(pages), 1) is None
+    run = pages.open(job(pages), 1)  # the stream of version 1 may start it
+    assert isinstance(run, Generation)
+    await run.result()
+    assert isinstance(pages.open(job(pages), 1, write_next=False), StoredPage)
+
+
+async def test_a_run_nobody_comes_to_watch_is_cancelled(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.01, steps=100)
+    pages = make_pages(wiki, store, engine, unclaimed_s=0.05)
+    run = pages.generation(job(pages), 1)
+    for _ in range(200):
+        if engine.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert engine.cancelled == 1 and engine.finished == 0 and pages.running(job(pages), 1) is None
+    with pytest.raises(EngineError, match="cancelled"):
+        await run.result()
+
+
+async def test_a_watched_run_outlives_the_wait_for_a_watcher(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.02, steps=4)  # about 0.2 s, four times the wait
+    pages = make_pages(wiki, store, engine, unclaimed_s=0.05)
+    page = await pages.generation(job(pages), 1).result()
+    assert page.html and engine.cancelled == 0 and engine.finished == 1
+
+
+async def test_closing_cancels_every_run_and_ends_its_watchers(wiki: Site, store: Store) -> None:
+    engine = FakeEngine(delay=0.01, steps=100)
+    pages = make_pages(wiki, store, engine)
+    runs = [pages.generation(job(pages, url), 1) for url in ("/Lisp", "/Scheme")]
+    watcher = asyncio.ensure_future(runs[0].result())
+    await asyncio.sleep(0.03)
+    await pages.close()
+    with pytest.raises(EngineError, match="cancelled"):
+        await watcher
+    assert engine.cancelled == 2 and pages.running(job(pages), 1) is None
 
 
 async def test_watchers_of_one_page_version_share_one_run(wiki: Site, store: Store) -> None:
@@ -144,10 +210,10 @@ async def test_uncached_routes_are_never_stored(tmp_path: Path, store: Store) ->
 async def test_a_stored_parent_gives_its_title_to_the_prompt(wiki: Site, store: Store) -> None:
     pages = make_pages(wiki, store, FakeEngine())
     await pages.generation(job(pages, "/Scheme"), 1).result()
-    child = job(pages, "/Lisp", parent="/Scheme")
-    assert child.parent is not None and child.parent.title == "Scheme" and "<from>Scheme</from>" in child.prompt
-    assert job(pages, "/Lisp", parent="/Unwritten").parent is None
-    assert job(pages, "/Scheme", parent="/Scheme").parent is None  # a page is not its own parent
+    child = pages.prompt(job(pages, "/Lisp", parent="/Scheme"))
+    assert child.parent is not None and child.parent.title == "Scheme" and "<from>Scheme</from>" in child.text
+    assert pages.prompt(job(pages, "/Lisp", parent="/Unwritten")).parent is None
+    assert pages.prompt(job(pages, "/Scheme", parent="/Scheme")).parent is None  # a page is not its own parent
 
 
 def forum_job(pages: Pages, url: str, parent: str | None = None) -> Job:
@@ -164,16 +230,19 @@ def test_long_replies_leave_the_prompt_oldest_first_and_the_thread_stays_writabl
         store.add_post("forum", "/r/lisp/Macros", f"user{n}", f"reply {n} " + "x" * 900)
     job = forum_job(pages, "/r/lisp/Macros")
     assert len(job.posts) == 6  # the page still shows every reply
-    assert len(job.prompt) <= 2500
-    assert "reply 5 " in job.prompt and "reply 4 " in job.prompt and "reply 0 " not in job.prompt  # newest kept
-    assert job.prompt.count("<reply ") == 2  # as many as fit: a third would not
-    unbounded = forum_job(Pages([SiteRuntime.build(forum, "")], store, FakeEngine()), "/r/lisp/Macros")
-    assert unbounded.prompt.count("<reply ") == 6 and unbounded.key == job.key
+    prompt = pages.prompt(job).text
+    assert len(prompt) <= 2500
+    assert "reply 5 " in prompt and "reply 4 " in prompt and "reply 0 " not in prompt  # newest kept
+    assert prompt.count("<reply ") == 2  # as many as fit: a third would not
+    unbounded = Pages([SiteRuntime.build(forum, "")], store, FakeEngine())
+    whole = forum_job(unbounded, "/r/lisp/Macros")
+    assert unbounded.prompt(whole).text.count("<reply ") == 6 and whole.key == job.key
 
 
 def test_a_url_too_long_for_the_model_is_a_bad_request(store: Store) -> None:
     forum = load_site(SITES_DIR / "forum")
     pages = Pages([SiteRuntime.build(forum, "")], store, FakeEngine(max_prompt_chars=400))
+    long = forum_job(pages, "/r/lisp/" + "Macros_" * 40)  # its cache key is there to look up
     with pytest.raises(BadRequest, match="longer than the model can read"):
-        forum_job(pages, "/r/lisp/" + "Macros_" * 40)
-    assert "<thread>Macros</thread>" in forum_job(pages, "/r/lisp/Macros").prompt
+        pages.generation(long, 1)
+    assert "<thread>Macros</thread>" in pages.prompt(forum_job(pages, "/r/lisp/Macros")).text

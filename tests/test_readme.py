@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fakes import ClientFactory
+from fakes import ClientFactory, visit
 
 from genui.sites import Site
 
@@ -39,5 +39,5 @@ def test_every_url_in_the_readme_is_a_page_under_genui_serve(
         for url in urls:
             concrete = re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m.group(1)], url)
             concrete = re.sub(r"=(&|$)", r"=lisp\1", concrete)
-            response = client.get(concrete)
+            response = visit(client, concrete)
             assert response.status_code == 200 and '<div class="genui-page"' in response.text, concrete

@@ -1,0 +1,81 @@
+"""What genui answers when a request cannot have its page: one mapping from an exception to a status, a heading
+and a message, used by the app's exception handlers (an error page in the site's shell) and by the live stream (a
+failure message in place of the page).
+
+| exception | answer |
+|---|---|
+| ``BadRequest`` (malformed URL, version or form; a prompt the model cannot read) | 400 |
+| ``NoSuchVersion`` | 404 |
+| ``HTTPException`` (no such site or page, a foreign form, a form too large, ...) | its status |
+| ``EngineOverloaded`` | 503 with ``Retry-After`` |
+| ``EngineError`` | 503 |
+| anything else (a bug) | 500 |
+"""
+
+from __future__ import annotations
+
+import http
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.frames import EngineError, EngineOverloaded
+from genui.pages import NoSuchVersion
+from genui.routing import BadRequest
+from genui.screens import Screens
+from genui.security import security_headers
+
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    status_code: int
+    heading: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def problem(error: Exception) -> Problem | None:
+    """How to answer ``error``; None for an exception that is a bug."""
+    if isinstance(error, BadRequest):
+        return Problem(400, "Bad request", str(error))
+    if isinstance(error, NoSuchVersion):
+        return Problem(404, "No such version", str(error))
+    if isinstance(error, EngineOverloaded):
+        seconds = math.ceil(error.retry_after)
+        message = f"The model is busy. Try again in {seconds} s."
+        return Problem(503, "Busy", message, {"Retry-After": str(seconds)})
+    if isinstance(error, EngineError):
+        return Problem(503, "Not available", f"The page could not be written: {error}")
+    if isinstance(error, HTTPException):
+        heading = http.HTTPStatus(error.status_code).phrase.capitalize()
+        return Problem(error.status_code, heading, error.detail, dict(error.headers or {}))
+    return None
+
+
+def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
+    """Starlette exception handlers answering every exception with a page (the site's, when the endpoint has
+    recorded one on ``request.state.runtime``)."""
+
+    async def known(request: Request, error: Exception) -> Response:
+        answer = problem(error)
+        assert answer is not None
+        runtime = getattr(request.state, "runtime", None)
+        return screens.error(request, runtime, answer.status_code, answer.heading, answer.message, answer.headers)
+
+    async def server_error(request: Request, error: Exception) -> Response:
+        # Runs outside the middleware stack, so it adds the security headers itself.
+        return screens.error(request, None, 500, "Server error", "Something broke.", headers=security_headers())
+
+    return {
+        BadRequest: known,
+        NoSuchVersion: known,
+        EngineError: known,
+        HTTPException: known,
+        Exception: server_error,
+    }

@@ -1,0 +1,209 @@
+"""One engine run for one page version, shared by everyone watching it.
+
+Whoever watches a ``Generation`` sees sanitised snapshots of the page as it denoises, then the finished page (stored
+in the page cache unless its route says otherwise) or the engine's error. When the last watcher leaves before the
+end, the run is cancelled and the engine's stream closed with it; a run that nobody comes to watch at all (a page
+requested but its stream never opened) is cancelled after ``unclaimed_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from html.parser import HTMLParser
+
+from engine.frames import CanvasFrame, DoneFrame, EngineError, GenerationRequest, StepFrame, TextEngine
+from genui.prompts import Parent
+from genui.runtime import SiteRuntime
+from genui.store import PageKey, Store, StoredPage
+
+log = logging.getLogger("genui")
+
+
+def first_heading(html: str) -> str:
+    """The text of the first ``<h1>`` in ``html`` ("" when there is none): the page's title."""
+    finder = _HeadingFinder()
+    finder.feed(html)
+    finder.close()
+    return " ".join("".join(finder.text).split())
+
+
+class _HeadingFinder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self._state = "before"  # before -> inside -> after
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "h1" and self._state == "before":
+            self._state = "inside"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h1" and self._state == "inside":
+            self._state = "after"
+
+    def handle_data(self, data: str) -> None:
+        if self._state == "inside":
+            self.text.append(data)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a watcher sees of a generation: the page so far, sanitised; ``page`` or ``error`` once it has ended."""
+
+    text: str = ""  # the model's text so far; sanitised into ``html`` only if a watcher shows it
+    render: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+    canvas: int = 1  # 1-based canvas being written
+    step: int = 0  # denoising step within it; 0 before the first
+    canvases: int | None = None  # canvases the page may take, when the engine says its canvas length
+    page: StoredPage | None = None
+    error: EngineError | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.page is not None or self.error is not None
+
+    @cached_property
+    def html(self) -> str:
+        # Lazy: a client waiting for the final page alone never has its drafts sanitised at all.
+        return self.render(self.text) if self.render is not None and self.text else ""
+
+
+class Generation:
+    """One engine run for one page version, shared by everyone watching it."""
+
+    def __init__(
+        self,
+        runtime: SiteRuntime,
+        key: PageKey,
+        version: int,
+        request: GenerationRequest,
+        parent: Parent | None,
+        engine: TextEngine,
+        store: Store | None,  # None: the route is not cached, the page is never stored
+        on_end: Callable[[Generation], None],
+        unclaimed_s: float,
+    ) -> None:
+        self.runtime, self.key, self.version, self.parent = runtime, key, version, parent
+        self._engine, self._store, self._on_end = engine, store, on_end
+        length = getattr(engine, "canvas_length", None)  # engines that say it let the progress line say "of N"
+        budget = runtime.site.model.tokens
+        self._snapshot = Snapshot(
+            canvases=-(-budget // length) if isinstance(length, int) and length > 0 else None,
+            render=functools.partial(runtime.render, draft=True),
+        )
+        self._changed = asyncio.Event()
+        self._ended = asyncio.Event()
+        self._watchers = 0
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(request))
+        self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
+
+    @property
+    def seed(self) -> int:
+        return self.version - 1  # version 1 is seed 0; each regeneration the next seed
+
+    async def watch(self, interval: float = 0.0) -> AsyncGenerator[Snapshot, None]:
+        """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early.
+
+        ``interval`` seconds at least pass between two unfinished snapshots (the ones between are skipped), but the
+        last one comes as soon as it is there: every shown draft costs a sanitiser pass and a browser swap, and a
+        fast engine makes far more of them than anyone can watch.
+        """
+        self._watchers += 1
+        try:
+            seen: Snapshot | None = None
+            while True:
+                snapshot, changed = self._snapshot, self._changed
+                if snapshot is not seen:
+                    seen = snapshot
+                    yield snapshot
+                    if interval > 0 and not snapshot.finished and (snapshot.step or snapshot.text):
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._ended.wait(), interval)
+                        continue
+                if snapshot.finished:
+                    return
+                if snapshot is self._snapshot:
+                    await changed.wait()
+        finally:
+            self._watchers -= 1
+            self._abandon()
+
+    async def result(self) -> StoredPage:
+        """Watch to the end: the stored page, or the engine's error raised."""
+        async with contextlib.aclosing(self.watch()) as snapshots:
+            async for snapshot in snapshots:
+                if snapshot.error is not None:
+                    raise snapshot.error
+                if snapshot.page is not None:
+                    return snapshot.page
+        raise EngineError("the generation ended without a page")  # pragma: no cover - watch() always ends finished
+
+    def cancel(self) -> asyncio.Task[None]:
+        """Stop the run, whoever watches it; returns its task to await. Watchers see it end with an error."""
+        self._on_end(self)
+        self._fail(EngineError("the generation was cancelled"))  # also when the task is cancelled before it starts
+        self._task.cancel()
+        return self._task
+
+    def _abandon(self) -> None:
+        """Cancel the run when nobody watches it any more (or never came to)."""
+        if self._watchers == 0 and not self._snapshot.finished:
+            self.cancel()  # leaves the registry at once: a visitor arriving now must start a fresh run
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._changed.set()
+        self._changed = asyncio.Event()
+        if snapshot.finished:
+            self._ended.set()
+
+    def _fail(self, error: EngineError) -> None:
+        if not self._snapshot.finished:
+            self._publish(replace(self._snapshot, error=error))
+
+    async def _run(self, request: GenerationRequest) -> None:
+        finished: dict[int, str] = {}  # canvas index -> final text
+        frames = self._engine.stream(request)
+        try:
+            async for frame in frames:
+                if isinstance(frame, StepFrame):
+                    stable = "".join(text for index, text in sorted(finished.items()) if index < frame.canvas)
+                    text = stable + frame.text
+                    self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.step))
+                elif isinstance(frame, CanvasFrame):
+                    finished[frame.canvas] = frame.text
+                    text = "".join(text for _, text in sorted(finished.items()))
+                    self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
+                elif isinstance(frame, DoneFrame):
+                    self._publish(replace(self._snapshot, page=self._finish(frame)))
+                    return
+            raise EngineError("the engine's stream ended without a final frame")
+        except EngineError as err:
+            self._fail(err)
+        except asyncio.CancelledError:
+            self._fail(EngineError("the generation was cancelled"))
+            raise
+        except Exception as err:  # an engine bug must still end every watcher's wait
+            log.exception("generation of %s failed", self.runtime.url(self.key.path))
+            self._fail(EngineError(f"generation failed: {err}"))
+        finally:
+            self._unclaimed.cancel()
+            close = getattr(frames, "aclose", None)
+            if close is not None:
+                await close()  # stops the engine's own loop within one step when we were cancelled
+            self._on_end(self)
+
+    def _finish(self, done: DoneFrame) -> StoredPage:
+        html = self.runtime.render(done.text)
+        title = first_heading(html)
+        if self._store is None:
+            return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
+        return self._store.save_page(self.key, self.version, self.seed, title, html, done.seconds)

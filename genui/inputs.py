@@ -1,0 +1,88 @@
+"""What genui reads from a request: its origin, the version asked for, the page it came from, a small form, and
+the page version that genui's own URLs (the stream, the wait for a finished page) name in their query.
+
+Malformed input raises ``BadRequest`` (a 400) or Starlette's ``HTTPException``; the app's exception handlers
+(genui/errors.py) answer both.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from starlette.datastructures import FormData, QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import HTTPConnection, Request
+
+from genui.pages import Job, Pages
+from genui.routing import VERSION_KEY, BadRequest
+from genui.runtime import SiteRuntime
+
+MAX_FORM_BYTES = 16 * 1024  # a reply is at most MAX_POST characters; anything much bigger is not a reply
+
+
+def same_origin(connection: HTTPConnection) -> bool:
+    """False for a browser request made by another site's page (browsers send Origin with every POST and WebSocket)."""
+    origin = connection.headers.get("origin")
+    if origin is None:
+        return True
+    try:
+        return urlsplit(origin).netloc == connection.headers.get("host")
+    except ValueError:  # not a URL at all ("http://["): no page of this site sent it
+        return False
+
+
+def is_number(raw: str, digits: int) -> bool:
+    """``raw`` is 1 to ``digits`` ASCII digits. (str.isdigit() also takes "²", which int() refuses, and int() refuses
+    more than 4,300 digits.)"""
+    return raw.isascii() and raw.isdigit() and len(raw) <= digits
+
+
+def version(raw: str | None) -> int | None:
+    """The page version a ``?v=`` value asks for; None when absent."""
+    if raw is None:
+        return None
+    if not is_number(raw, 7) or not 1 <= int(raw) <= 1_000_000:
+        raise BadRequest(f"?{VERSION_KEY}= takes a version number")
+    return int(raw)
+
+
+def site_named(pages: Pages, name: str | None) -> SiteRuntime:
+    runtime = pages.sites.get(name or "")
+    if runtime is None:
+        raise HTTPException(404, "This site does not exist.")
+    return runtime
+
+
+def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
+    """The site-relative URL of the page this request came from (htmx names it; a plain click has a Referer)."""
+    raw = connection.headers.get("hx-current-url") or connection.headers.get("referer")
+    if not raw:
+        return None
+    try:
+        parts = urlsplit(raw)
+    except ValueError:  # "http://[": not a URL, so no page of this site
+        return None
+    path = unquote(parts.path)
+    if runtime.mount:
+        if path != runtime.mount and not path.startswith(runtime.mount + "/"):
+            return None
+        path = path[len(runtime.mount) :] or "/"
+    return f"{path}?{parts.query}" if parts.query else path
+
+
+def page_at(pages: Pages, runtime: SiteRuntime, params: QueryParams) -> tuple[Job, int | None]:
+    """The page and version named by ``?site=..&url=..[&v=..][&from=..]`` (the stream's and the wait's query)."""
+    location = runtime.locate(params.get("url", "/"))
+    if location is None:
+        raise HTTPException(404, "No page lives at this address.")
+    return pages.job(runtime, location, params.get("from")), version(params.get(VERSION_KEY))
+
+
+async def small_form(request: Request) -> FormData:
+    length = request.headers.get("content-length", "")
+    if not is_number(length, 20):
+        raise HTTPException(411, "A form needs a Content-Length.")
+    if int(length) > MAX_FORM_BYTES:
+        raise HTTPException(413, "That form is too large.")
+    # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
+    return await request.form(max_files=0)

@@ -1,0 +1,67 @@
+"""A site as served: its config with the router, prompt renderer and link rewriter for the mount it lives under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from engine.frames import GenerationRequest
+from genui.links import LinkRewriter
+from genui.prompts import PromptRenderer
+from genui.routing import Location, SiteRouter
+from genui.sanitize import sanitize_html
+from genui.sites import Site
+
+
+@dataclass(frozen=True, slots=True)
+class SiteRuntime:
+    """A site as served: its config, router, prompt renderer and the mount point its links are rewritten for."""
+
+    site: Site
+    mount: str  # "" when the site is served at /, else "/name"
+    router: SiteRouter
+    prompts: PromptRenderer
+    links: LinkRewriter
+
+    @classmethod
+    def build(cls, site: Site, mount: str) -> SiteRuntime:
+        router = SiteRouter(site)
+        return cls(site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.link_target))
+
+    def locate(self, site_url: str) -> Location | None:
+        """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
+        path, _, query = site_url.partition("?")
+        return self.router.resolve(path, parse_qsl(query, keep_blank_values=True))
+
+    def url(self, site_url: str) -> str:
+        """The served URL of a site-relative URL."""
+        return self.mount + site_url
+
+    def request(self, prompt: str, seed: int, opening: str = "") -> GenerationRequest:
+        """What the engine is asked for one page of this site."""
+        model = self.site.model
+        return GenerationRequest(
+            prompt=prompt,
+            max_tokens=model.tokens,
+            max_steps=model.steps,
+            seed=seed,
+            opening=opening,
+            t_max=model.t_max,
+            t_min=model.t_min,
+            entropy_bound=model.entropy_bound,
+        )
+
+    def direct_request(self, location: Location, seed: int, opening: bool = True) -> GenerationRequest:
+        """The request for a page opened directly, with no page it came from and no posts (``genui render``, the
+        quality report); ``opening=False`` leaves out the route's opening, so the model writes the whole page."""
+        route, params, query = location.route, location.params, location.query
+        text = self.prompts.opening(route, params, query) if opening else ""
+        return self.request(self.prompts.render(route, params, query), seed, text)
+
+    def render(self, text: str, *, draft: bool = False) -> str:
+        """Model text -> HTML fit for the page: sanitised, then links rewritten."""
+        # No images from the model: a same-site <img src> is a GET the browser sends by itself, and every GET of a
+        # site route may start a generation; nothing in the example sites needs one.
+        if draft:
+            return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
+        return self.links(sanitize_html(text, allow_images=False))

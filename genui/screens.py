@@ -1,0 +1,173 @@
+"""What genui shows: a page (finished, or live while the model writes it), an error, the index of sites, and the
+messages of the live stream.
+
+Each screen is a template of templates/ rendered by the Shell with the context that template expects; the endpoints
+(views.py), the stream (stream.py) and the error handlers (errors.py) only decide which screen to show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+
+from genui.generation import Generation, Snapshot
+from genui.pages import Job, Pages
+from genui.routing import VERSION_KEY, Location, versioned
+from genui.runtime import SiteRuntime
+from genui.shell import Shell
+from genui.store import MAX_POST, MAX_USER, StoredPage
+
+WS_PATH = "/_genui/ws"  # the live stream of one page version
+WAIT_PATH = "/_genui/wait"  # the same page version, answered once it is finished (for clients without scripts)
+REGENERATE_PATH = "/_genui/regenerate"
+
+
+def guessed_title(location: Location) -> str:
+    """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
+    if location.query:
+        return next(iter(location.query.values()))
+    if location.params:
+        last = list(location.params.values())[-1].rstrip("/").rsplit("/", 1)[-1]
+        return " ".join(last.replace("_", " ").split())
+    return ""
+
+
+class Screens:
+    """genui's own pages and stream messages, for every site."""
+
+    def __init__(self, shell: Shell, pages: Pages, index_url: str | None) -> None:
+        self.shell, self.pages, self.index_url = shell, pages, index_url
+
+    # -- responses ----------------------------------------------------------------------------------------------
+
+    def page(self, request: HTTPConnection, job: Job, page: StoredPage) -> Response:
+        """A finished page: the whole document, or the fragment for htmx."""
+        return self.shell.response(request, "page.html", self._page_context(job, page))
+
+    def live(
+        self, request: HTTPConnection, job: Job, generation: Generation, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """A page being written: the site's shell around a placeholder that opens the page's live stream.
+
+        Without scripts the placeholder does nothing, so the document also carries a refresh (inside <noscript>)
+        to the wait URL, which answers when the page is finished.
+        """
+        query = self._watch_query(job, generation)
+        context = self._page_context(job, None)
+        context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}")
+        response = self.shell.response(request, "page.html", context, headers=headers)
+        response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
+        return response
+
+    def error(
+        self,
+        request: HTTPConnection,
+        runtime: SiteRuntime | None,
+        status_code: int,
+        heading: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        thread: dict[str, Any] | None = None,
+    ) -> Response:
+        """An error page: in the site's shell when there is a site, on the index page otherwise."""
+        if runtime is None:
+            return self.index(request, status_code, heading, message, headers)
+        context = self._site_context(runtime, heading)
+        context.update(heading=heading, message=message, thread=thread)
+        return self.shell.response(request, "error.html", context, status_code, headers)
+
+    def index(
+        self,
+        request: HTTPConnection,
+        status_code: int = 200,
+        heading: str = "",
+        message: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """The list of sites (several sites served together), or an error outside any site."""
+        context = {
+            "sites": [runtime.site for runtime in self.pages.sites.values()],
+            "document_title": f"{heading} — genui" if heading else "genui",
+            "heading": heading,
+            "message": message,
+        }
+        return self.shell.response(request, "index.html", context, status_code, headers)
+
+    # -- stream messages ----------------------------------------------------------------------------------------
+
+    def frame(self, snapshot: Snapshot) -> str:
+        return self.shell.part("frame", snapshot)
+
+    def final(self, job: Job, page: StoredPage) -> str:
+        """The finished page with its toolbar; it replaces the placeholder, which ends the stream client-side."""
+        context = self._page_context(job, page)
+        return (
+            self.shell.part("toolbar", context["toolbar"])
+            + "\n"
+            + self.shell.part("content", page, context["document_title"])
+        )
+
+    def failed(self, message: str, retry_url: str | None) -> str:
+        return self.shell.part("failed", message, retry_url)
+
+    # -- contexts -----------------------------------------------------------------------------------------------
+
+    def thread(self, job: Job, error: str = "", user: str = "", text: str = "") -> dict[str, Any] | None:
+        """The readers' posts below a page and the reply form (with what was typed, after a refused reply)."""
+        if not job.location.route.posts:
+            return None
+        return {
+            "posts": job.posts,
+            "action": job.url,
+            "error": error,
+            "user": user,
+            "text": text,
+            "max_user": MAX_USER,
+            "max_text": MAX_POST,
+        }
+
+    def _site_context(self, runtime: SiteRuntime, title: str) -> dict[str, Any]:
+        site = runtime.site
+        forms = [
+            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.pattern.strip("/").title()}
+            for route in site.routes
+            if len(route.query) == 1 and not route.params
+        ]
+        return {
+            "site": site,
+            "home_url": runtime.url("/"),
+            "forms": forms,
+            "index_url": self.index_url,
+            "model_id": self.pages.engine.model_id if self.pages.engine else "no model",
+            "document_title": f"{title} — {site.title}" if title else site.title,
+            "thread": None,
+            "live_url": None,
+            "wait_url": None,
+        }
+
+    def _page_context(self, job: Job, page: StoredPage | None) -> dict[str, Any]:
+        title = page.title if page is not None and page.title else guessed_title(job.location)
+        context = self._site_context(job.runtime, title)
+        context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job))
+        return context
+
+    def _toolbar(self, job: Job, page: StoredPage | None) -> dict[str, Any] | None:
+        if page is None or not job.cached:
+            return None
+        versions = self.pages.versions(job)
+        return {
+            "site": job.runtime.site.name,
+            "url": job.location.url,
+            "current": page.version,
+            "versions": [(number, versioned(job.url, number)) for number in range(1, versions + 1)],
+        }
+
+    def _watch_query(self, job: Job, generation: Generation) -> str:
+        query = {"site": job.runtime.site.name, "url": job.location.url, VERSION_KEY: str(generation.version)}
+        if generation.parent is not None:  # a run started again from this URL is written from the same parent
+            query["from"] = generation.parent.path
+        return urlencode(query)
