@@ -14,6 +14,7 @@ failure message in place of the page).
 
 from __future__ import annotations
 
+import contextlib
 import http
 import math
 from collections.abc import Awaitable, Callable
@@ -70,7 +71,12 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
 
     async def server_error(request: Request, error: Exception) -> Response:
         # Runs outside the middleware stack, so it adds the security headers itself.
-        return screens.error(request, None, 500, "Server error", "Something broke.", headers=security_headers())
+        heading, message, headers = "Server error", "Something broke.", security_headers()
+        runtime = getattr(request.state, "runtime", None)
+        if runtime is not None:
+            with contextlib.suppress(Exception):  # the bug may be in the site's own shell; then the plain page
+                return screens.error(request, runtime, 500, heading, message, headers=headers)
+        return screens.error(request, None, 500, heading, message, headers=headers)
 
     return {
         BadRequest: known,

@@ -53,6 +53,16 @@ def versioned(url: str, version: int) -> str:
     return f"{url}{'&' if '?' in url else '?'}{urlencode({VERSION_KEY: version})}"
 
 
+def guessed_title(location: Location) -> str:
+    """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
+    if location.query:
+        return next(iter(location.query.values()))
+    if location.params:
+        last = list(location.params.values())[-1].rstrip("/").rsplit("/", 1)[-1]
+        return " ".join(last.replace("_", " ").split())
+    return ""
+
+
 def normalise_path(path: str) -> str:
     """Collapse repeated and trailing slashes; refuse dot segments, control characters and overlong paths."""
     if len(path) > MAX_PATH:
@@ -106,6 +116,22 @@ class SiteRouter:
             for number, alias in enumerate(route.aliases):
                 alias_regex, _, _ = self._compile(alias, f"{where}.aliases[{number}]")
                 self._aliases.append(_Compiled(route, alias_regex, convertors, path_format))
+        for index, section in enumerate(site.navigation):
+            for number, link in enumerate(section.links):
+                self._check_link(link.url, f"navigation[{index}].links[{number}].url")
+
+    def _check_link(self, url: str, key: str) -> None:
+        """A link in the site's navigation must lead to a page, by the page's own URL."""
+        file = self.site.root / "site.toml"
+        path, _, query = url.partition("?")
+        try:
+            location = self.resolve(path, parse_qsl(query))
+        except BadRequest as err:
+            raise SiteConfigError(file, key, f"{url!r} is not a page's URL ({err})", "fix the URL") from None
+        if location is None:
+            raise SiteConfigError(file, key, f"no route serves {url!r}", "write a URL that one of the routes matches")
+        if location.aliased:
+            raise SiteConfigError(file, key, f"{url!r} is an alias", f"write the page's own URL, {location.path!r}")
 
     def _compile(self, pattern: str, key: str) -> tuple[re.Pattern[str], str, dict[str, Convertor[Any]]]:
         try:

@@ -48,6 +48,21 @@ aliases = ["/wiki/{{title}}"]   # how the default model writes article links; a 
 template = "article.j2"
 opening = "article_opening.j2"   # every article starts with its title; the model writes the rest
 context = ["brief", "parent"]
+
+# Ways on from the home page that genui adds below whatever the model writes there, so no visitor is stuck.
+[[navigation]]
+on = ["/"]
+heading = "Pages written so far"
+pages = "/{{title}}"   # the pages already in the page cache, newest first
+
+[[navigation]]
+on = ["/"]
+heading = "Start with"
+links = [
+  {{ label = "Getting started", url = "/Getting_started" }},
+  {{ label = "History", url = "/History" }},
+  {{ label = "Glossary", url = "/Glossary" }},
+]
 """
 
 _PROMPTS = {

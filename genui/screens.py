@@ -15,8 +15,9 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
 from genui.generation import Generation, Snapshot
+from genui.navigation import sections
 from genui.pages import Job, Pages
-from genui.routing import VERSION_KEY, Location, versioned
+from genui.routing import VERSION_KEY, guessed_title, versioned
 from genui.runtime import SiteRuntime
 from genui.shell import Shell
 from genui.store import MAX_POST, MAX_USER, StoredPage
@@ -24,16 +25,6 @@ from genui.store import MAX_POST, MAX_USER, StoredPage
 WS_PATH = "/_genui/ws"  # the live stream of one page version
 WAIT_PATH = "/_genui/wait"  # the same page version, answered once it is finished (for clients without scripts)
 REGENERATE_PATH = "/_genui/regenerate"
-
-
-def guessed_title(location: Location) -> str:
-    """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
-    if location.query:
-        return next(iter(location.query.values()))
-    if location.params:
-        last = list(location.params.values())[-1].rstrip("/").rsplit("/", 1)[-1]
-        return " ".join(last.replace("_", " ").split())
-    return ""
 
 
 class Screens:
@@ -145,6 +136,7 @@ class Screens:
             "model_id": self.pages.engine.model_id if self.pages.engine else "no model",
             "document_title": f"{title} — {site.title}" if title else site.title,
             "thread": None,
+            "navigation": [],
             "live_url": None,
             "wait_url": None,
         }
@@ -153,6 +145,8 @@ class Screens:
         title = page.title if page is not None and page.title else guessed_title(job.location)
         context = self._site_context(job.runtime, title)
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job))
+        if self.pages.engine is not None:
+            context["navigation"] = sections(job.runtime, job.location, self.pages.store, self.pages.engine.model_id)
         return context
 
     def _toolbar(self, job: Job, page: StoredPage | None) -> dict[str, Any] | None:

@@ -13,6 +13,9 @@ from typing import Any
 
 CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
+NAV_LOOKS = ("list", "icons")
+NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
+NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -55,6 +58,24 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class NavLink:
+    label: str  # the link's text
+    url: str  # a site-relative URL one of the routes serves, e.g. "/Hash_table" or "/terminal?cmd=ls"
+
+
+@dataclass(frozen=True, slots=True)
+class NavSection:
+    """A list of ways on that genui shows below the page on the pages of some routes, whatever the model wrote."""
+
+    on: tuple[str, ...]  # patterns of the routes whose pages show it
+    heading: str = ""
+    links: tuple[NavLink, ...] = ()  # fixed links, in order
+    pages: str | None = None  # a route's pattern: its pages already written (from the page cache), newest first
+    look: str = "list"  # "list" or "icons"
+    limit: int = NAV_LIMIT  # the most written pages listed
+
+
+@dataclass(frozen=True, slots=True)
 class Site:
     name: str
     title: str
@@ -63,6 +84,7 @@ class Site:
     routes: tuple[Route, ...]
     stylesheet: str | None = None
     model: ModelSettings = field(default_factory=ModelSettings)
+    navigation: tuple[NavSection, ...] = ()
 
     @property
     def prompts_dir(self) -> Path:
@@ -155,6 +177,68 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     )
 
 
+def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> NavSection:
+    where = f"navigation[{index}]"
+    if not isinstance(data, dict):
+        raise SiteConfigError(file, where, "expected a table", "write each section as a [[navigation]] table")
+    for key in data:
+        if key not in NAV_KEYS:
+            raise SiteConfigError(
+                file, f"{where}.{key}", "unknown key", f"remove it; navigation keys are {list(NAV_KEYS)}"
+            )
+    on = _string_list(file, data, "on", f"{where}.", ())
+    if not on:
+        raise SiteConfigError(file, f"{where}.on", "missing or empty", 'name the pages that show it, e.g. on = ["/"]')
+    for pattern in on:
+        if pattern not in patterns:
+            raise SiteConfigError(
+                file, f"{where}.on", f"{pattern!r} is not a route's pattern", f"use some of {patterns}"
+            )
+    heading = data.get("heading", "")
+    if not isinstance(heading, str):
+        raise SiteConfigError(file, f"{where}.heading", "expected a string", 'write heading = "Boards" or remove it')
+    pages = data.get("pages")
+    if pages is not None and pages not in patterns:
+        raise SiteConfigError(
+            file, f"{where}.pages", f"{pages!r} is not a route's pattern", f"list the pages of one of {patterns}"
+        )
+    raw_links = data.get("links", [])
+    if not isinstance(raw_links, list):
+        raise SiteConfigError(
+            file, f"{where}.links", "expected an array of tables", 'write links = [{ label = "Lisp", url = "/Lisp" }]'
+        )
+    links = tuple(_load_link(file, f"{where}.links[{number}]", link) for number, link in enumerate(raw_links))
+    if not links and pages is None:
+        raise SiteConfigError(
+            file, where, "a section with nothing to list", 'add links = [...] or pages = "<a route\'s pattern>"'
+        )
+    look = data.get("look", "list")
+    if look not in NAV_LOOKS:
+        raise SiteConfigError(file, f"{where}.look", f"unknown look {look!r}", f"use one of {list(NAV_LOOKS)}")
+    limit = data.get("limit", NAV_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
+        raise SiteConfigError(file, f"{where}.limit", f"{limit!r} is out of range", "use an integer from 1 to 200")
+    return NavSection(on=on, heading=heading, links=links, pages=pages, look=look, limit=limit)
+
+
+def _load_link(file: Path, where: str, data: Any) -> NavLink:
+    example = '{ label = "Lisp", url = "/Lisp" }'
+    if not isinstance(data, dict):
+        raise SiteConfigError(file, where, "expected a table", f"write each link as {example}")
+    for key in data:
+        if key not in ("label", "url"):
+            raise SiteConfigError(file, f"{where}.{key}", "unknown key", "a link has a label and a url, nothing else")
+    label = data.get("label")
+    if not isinstance(label, str) or not label.strip():
+        raise SiteConfigError(file, f"{where}.label", "missing or empty", f"give the link its text: {example}")
+    url = data.get("url")
+    if not isinstance(url, str) or not url.startswith("/") or url.startswith("//"):
+        raise SiteConfigError(
+            file, f"{where}.url", f"{url!r} is not a site-relative URL", f'start it with one "/": {example}'
+        )
+    return NavLink(label=label.strip(), url=url)
+
+
 def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: str, example: str) -> str:
     """A route key naming a Jinja2 file in the site's prompts/ folder."""
     name = data.get(key)
@@ -180,7 +264,7 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(file, "-", f"not valid TOML ({err})", "fix the syntax at the position given") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise SiteConfigError(file, "-", "arrays or tables nested too deeply", "flatten the nesting") from None
-    known = {"name", "title", "brief", "stylesheet", "model", "routes"}
+    known = {"name", "title", "brief", "stylesheet", "model", "routes", "navigation"}
     for key in data:
         if key not in known:
             raise SiteConfigError(file, key, "unknown key", f"remove it; top-level keys are {sorted(known)}")
@@ -260,7 +344,21 @@ def load_site(root: Path | str) -> Site:
             if pattern in seen:
                 raise SiteConfigError(file, key, f"{pattern!r} appears twice", "remove one")
             seen.add(pattern)
-    return Site(name=name, title=title, brief=brief, root=root, routes=routes, stylesheet=stylesheet, model=model)
+    raw_navigation = data.get("navigation", [])
+    if not isinstance(raw_navigation, list):
+        raise SiteConfigError(file, "navigation", "expected an array of tables", "write each section as [[navigation]]")
+    patterns = [route.pattern for route in routes]
+    navigation = tuple(_load_navigation(file, i, n, patterns) for i, n in enumerate(raw_navigation))
+    return Site(
+        name=name,
+        title=title,
+        brief=brief,
+        root=root,
+        routes=routes,
+        stylesheet=stylesheet,
+        model=model,
+        navigation=navigation,
+    )
 
 
 def load_sites(directory: Path | str) -> list[Site]:

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS pages (
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
+CREATE INDEX IF NOT EXISTS pages_by_template ON pages (site, model, template, created);
 CREATE TABLE IF NOT EXISTS posts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     site TEXT NOT NULL,
@@ -74,6 +75,15 @@ class StoredPage:
     html: str  # final, sanitised, links rewritten
     seconds: float  # generation time
     created: float  # unix time
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenPage:
+    """A URL with a page in the cache."""
+
+    path: str
+    query: str
+    title: str  # of its newest page, "" when it has no <h1>
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +179,20 @@ class Store:
                 (site, path, query),
             ).fetchone()
         return None if row is None else str(row[0])
+
+    def written(self, site: str, model: str, template: str, prefix: str = "/", limit: int = 100) -> list[WrittenPage]:
+        """The URLs whose page ``model`` has written from ``template`` (a route's version), newest first, each once
+        with its newest title; only paths that start with ``prefix``."""
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._lock:
+            rows = self._db.execute(
+                # SQLite takes the bare column (title) from the row that has the MAX(created).
+                "SELECT path, query, title, MAX(created) FROM pages"
+                " WHERE site = ? AND model = ? AND template = ? AND path LIKE ? ESCAPE '\\'"
+                " GROUP BY path, query ORDER BY MAX(created) DESC LIMIT ?",
+                (site, model, template, like, limit),
+            ).fetchall()
+        return [WrittenPage(path, query, title) for path, query, title, _ in rows]
 
     # -- posts -------------------------------------------------------------------------------------------------
 

@@ -206,6 +206,7 @@ def test_a_server_error_is_a_500_page_with_security_headers(client_factory: Clie
     (root / "prompts" / "home.j2").write_text("{{ params.missing }}", encoding="utf-8")
     response = client_factory([load_site(root)], raise_server_exceptions=False).get("/")
     assert response.status_code == 500 and "Server error" in response.text
+    assert '<header class="genui-bar">' in response.text  # in the site's shell: the way on is still there
     assert response.headers["content-security-policy"] == security_headers()["Content-Security-Policy"]
 
 

@@ -433,7 +433,9 @@ WRONG_TYPES = st.one_of(
     st.integers(-3, 300), st.booleans(), st.floats(allow_nan=False), st.text(max_size=20),
     st.lists(st.integers(), max_size=2), st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2),
 )  # fmt: skip
-TOP_TYPES = {"name": str, "title": str, "brief": str, "stylesheet": str, "model": dict, "routes": list}
+TOP_TYPES = {
+    "name": str, "title": str, "brief": str, "stylesheet": str, "model": dict, "routes": list, "navigation": list,
+}  # fmt: skip
 ROUTE_TYPES = {"pattern": str, "template": str, "context": list, "query": list, "cache": str, "posts": bool}
 BAD_PATTERNS = [
     "no-slash", "", "//x", "/a//b", "/../x", "/a/..", "/{1x}", "/{x:int}", "/{x", "/x}", "/{}", "/{x}/{x}",

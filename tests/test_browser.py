@@ -115,3 +115,23 @@ def test_without_javascript_a_typed_url_ends_on_the_finished_page(server: Server
             (200, server.url + "/wiki/Church_encoding"),
         ]
         assert len(server.engine.calls) == 1
+
+
+def test_every_front_page_has_ways_on_that_lead_to_pages(tmp_path: Path) -> None:
+    engine = FakeEngine(delay=0.02, steps=2)
+    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        with browser_page() as page:
+            problems = collect_problems(page)
+            for front in ("/wiki/", "/forum/", "/os/"):
+                page.goto(url + front)
+                page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+                links = page.query_selector_all(".genui-navigation a")
+                assert links, front
+                target = links[0].get_attribute("href")
+                assert target is not None and target.startswith(front)
+                links[0].click()  # htmx: the page streams in, the bar and the navigation shell stay
+                page.wait_for_url(url + target)
+                page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+                assert page.query_selector(".genui-error") is None, target
+                assert page.query_selector("header.genui-bar") is not None, target
+        assert problems == []

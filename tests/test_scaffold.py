@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes import ClientFactory, visit
 
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
@@ -69,3 +70,14 @@ def test_the_sampler_keys_the_scaffold_comments_out_load_when_uncommented(tmp_pa
     toml.write_text(text, encoding="utf-8")
     model = load_site(tmp_path / "recipes").model
     assert (model.t_max, model.t_min, model.entropy_bound) == (0.5, 0.2, 8.0)
+
+
+def test_a_new_sites_home_lists_its_pages_and_where_to_start(tmp_path: Path, client_factory: ClientFactory) -> None:
+    site = create_site("recipes", "A cookbook.", tmp_path)
+    assert [section.heading for section in site.navigation] == ["Pages written so far", "Start with"]
+    client = client_factory([site])
+    visit(client, "/Pancakes")
+    home = visit(client, "/").text
+    assert '<h2>Pages written so far</h2>\n<ul>\n<li><a href="/Pancakes"' in home
+    for url in ("/Getting_started", "/History", "/Glossary"):
+        assert f'href="{url}"' in home and visit(client, url).status_code == 200

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR
 
-from genui.sites import ModelSettings, SiteConfigError, load_site, load_sites
+from genui.routing import SiteRouter
+from genui.sites import ModelSettings, NavLink, NavSection, SiteConfigError, load_site, load_sites
 
 GOOD = """\
 name = "demo"
@@ -156,3 +157,88 @@ def test_the_old_canvases_key_is_refused_with_the_tokens_fix(tmp_path: Path) -> 
     )
     with pytest.raises(SiteConfigError, match=r"key 'model.canvases'.*Fix: write tokens = N instead"):
         load_site(folder)
+
+
+NAVIGATION = """
+[[navigation]]
+on = ["/", "/page/{name}"]
+heading = "Pages"
+pages = "/page/{name}"
+limit = 5
+
+[[navigation]]
+on = ["/"]
+look = "icons"
+links = [{ label = "Start", url = "/page/Start" }, { label = "Find", url = "/find?q=x" }]
+"""
+
+
+def test_navigation_sections_load_with_their_links_and_listings(tmp_path: Path) -> None:
+    site = load_site(write_site(tmp_path, GOOD + NAVIGATION))
+    pages, icons = site.navigation
+    assert pages == NavSection(on=("/", "/page/{name}"), heading="Pages", pages="/page/{name}", limit=5)
+    assert icons == NavSection(
+        on=("/",), look="icons", links=(NavLink("Start", "/page/Start"), NavLink("Find", "/find?q=x"))
+    )
+    SiteRouter(site)  # every link leads to a page
+    assert load_site(write_site(tmp_path / "bare", GOOD)).navigation == ()  # navigation is optional
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ('on = ["/", "/page/{name}"]', 'on = ["/nowhere"]', "navigation[0].on"),
+        ('on = ["/", "/page/{name}"]', "on = []", "navigation[0].on"),
+        ('on = ["/", "/page/{name}"]', 'on = "/"', "navigation[0].on"),
+        ('heading = "Pages"', "heading = 3", "navigation[0].heading"),
+        ('pages = "/page/{name}"', 'pages = "/page"', "navigation[0].pages"),
+        ('heading = "Pages"\npages = "/page/{name}"', 'heading = "Pages"', "navigation[0]"),
+        ("limit = 5", "limit = 0", "navigation[0].limit"),
+        ("limit = 5", "limit = true", "navigation[0].limit"),
+        ("limit = 5", 'colour = "red"', "navigation[0].colour"),
+        ('look = "icons"', 'look = "tiles"', "navigation[1].look"),
+        (
+            'links = [{ label = "Start", url = "/page/Start" }, { label = "Find", url = "/find?q=x" }]',
+            'links = "/x"',
+            "navigation[1].links",
+        ),
+        ('{ label = "Start", url = "/page/Start" }', '"/page/Start"', "navigation[1].links[0]"),
+        ('label = "Start"', 'label = " "', "navigation[1].links[0].label"),
+        ('url = "/page/Start"', 'url = "page/Start"', "navigation[1].links[0].url"),
+        ('url = "/page/Start"', 'url = "//evil.example/"', "navigation[1].links[0].url"),
+        ('url = "/page/Start"', 'url = "/page/Start", icon = "*"', "navigation[1].links[0].icon"),
+    ],
+)
+def test_each_bad_navigation_names_file_key_and_fix(tmp_path: Path, old: str, new: str, key: str) -> None:
+    assert old in NAVIGATION
+    write_site(tmp_path, GOOD + NAVIGATION.replace(old, new, 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    error = caught.value
+    assert error.file == str(tmp_path / "site.toml") and error.key == key and error.fix, str(error)
+    assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
+
+
+def test_navigation_that_is_not_an_array_of_tables_names_its_key(tmp_path: Path) -> None:
+    write_site(tmp_path, "navigation = 5\n" + GOOD)
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "navigation" and "[[navigation]]" in caught.value.fix
+
+
+@pytest.mark.parametrize(
+    ("url", "problem", "fix"),
+    [
+        ("/no/such/page", "no route serves", "one of the routes matches"),
+        ("/p/Start", "is an alias", "'/page/Start'"),
+        ("/page/../x", "dot segment", "fix the URL"),
+    ],
+)
+def test_a_navigation_link_that_leads_to_no_page_is_refused_when_served(
+    tmp_path: Path, url: str, problem: str, fix: str
+) -> None:
+    site = load_site(write_site(tmp_path, GOOD + NAVIGATION.replace('"/page/Start"', f'"{url}"')))
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRouter(site)
+    assert caught.value.key == "navigation[1].links[0].url" and problem in caught.value.problem
+    assert fix in caught.value.fix

@@ -102,3 +102,19 @@ def test_bad_posts_are_rejected_and_not_stored(store: Store, user: str, text: st
     with pytest.raises(PostRejected):
         store.add_post("forum", "/r/a/T", user, text)
     assert store.posts("forum", "/r/a/T") == []
+
+
+def test_written_lists_each_url_of_one_template_once_newest_first(store: Store) -> None:
+    article = replace(KEY, path="/Lisp", template="article")
+    save(store, article)
+    save(store, replace(article, path="/Under_score"))
+    save(store, replace(KEY, path="/Other_model", template="article", model="model-b"))
+    save(store, replace(KEY, path="/Home", template="home"))
+    save(store, replace(article, posts=3), html="<h1>Lisp</h1>")  # the same URL again, with a newer key
+    store.save_page(replace(article, posts=4), 1, seed=0, title="Lisp again", html="", seconds=0.1)
+    written = store.written("wiki", "model-a", "article")
+    assert [(page.path, page.title) for page in written] == [("/Lisp", "Lisp again"), ("/Under_score", "Hash table")]
+    assert [page.path for page in store.written("wiki", "model-a", "article", prefix="/Under_")] == ["/Under_score"]
+    assert store.written("wiki", "model-a", "article", prefix="/U%") == []  # LIKE wildcards are literal
+    assert store.written("wiki", "model-a", "article", prefix="/Under%score") == []
+    assert len(store.written("wiki", "model-a", "article", limit=1)) == 1

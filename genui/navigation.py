@@ -1,0 +1,88 @@
+"""The ways on that genui puts below a site's pages, whatever the model wrote: the sections a site.toml declares
+under ``[[navigation]]`` (docs/sites.md), each a list of fixed links and of the pages of a route already written.
+
+Written pages come from the page cache: those the engine's model wrote from the route's current template, so every
+one of them is served at once. A listing keeps to the pages that agree with the page it is shown on in every
+parameter but the listed route's last one: on /r/lisp, the threads of /r/{board}/{thread} whose board is lisp.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from genui.routing import BadRequest, Location, guessed_title
+from genui.runtime import SiteRuntime
+from genui.sites import NavSection
+from genui.store import Store
+
+_PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(?:str|path))?\}")
+SCANNED = 5  # written pages read per one listed: some may turn out to belong elsewhere (another board)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    label: str
+    url: str  # served URL (the site's mount included)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    heading: str
+    look: str  # "list" or "icons"
+    links: tuple[Link, ...]
+
+
+def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> list[Section]:
+    """The navigation shown on the page at ``here``: every section declared for its route that has a link."""
+    shown = []
+    for section in runtime.site.navigation:
+        if here.route.pattern not in section.on:
+            continue
+        links = [Link(link.label, runtime.url(link.url)) for link in section.links]
+        if section.pages is not None:
+            links += _written(runtime, here, section, store, model)
+        if links:
+            shown.append(Section(section.heading, section.look, tuple(links)))
+    return shown
+
+
+def _written(runtime: SiteRuntime, here: Location, section: NavSection, store: Store, model: str) -> list[Link]:
+    route = next(route for route in runtime.site.routes if route.pattern == section.pages)
+    # The pages listed vary in the route's last parameter and agree with this page on the ones before it (the
+    # threads of this board), so a thread lists its board's other threads, not only itself.
+    shared = {name: here.params[name] for name in route.params[:-1] if name in here.params}
+    links: list[Link] = []
+    rows = store.written(
+        runtime.site.name,
+        model,
+        runtime.prompts.version(route),
+        _prefix(route.pattern, shared),
+        section.limit * SCANNED,
+    )
+    for row in rows:
+        try:
+            location = runtime.router.resolve(row.path, parse_qsl(row.query))
+        except BadRequest:  # stored under rules that have changed since
+            continue
+        if location is None or location.route != route or location.url == here.url:
+            continue
+        if any(location.params.get(name) != value for name, value in shared.items()):
+            continue
+        links.append(Link(row.title or guessed_title(location), runtime.url(location.url)))
+        if len(links) == section.limit:
+            break
+    return links
+
+
+def _prefix(pattern: str, known: dict[str, str]) -> str:
+    """The literal start of every path ``pattern`` matches with the ``known`` parameters filled in."""
+    prefix, at = "", 0
+    for match in _PARAM.finditer(pattern):
+        prefix += pattern[at : match.start()]
+        if match.group(1) not in known:
+            return prefix
+        prefix += known[match.group(1)]
+        at = match.end()
+    return prefix + pattern[at:]

@@ -1,0 +1,137 @@
+"""The ways on genui adds below a site's pages from its [[navigation]] (genui/navigation.py): fixed links, and the
+pages of a route already written, whatever the model wrote on the page itself."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes import ClientFactory, FakeEngine, visit
+
+from genui.navigation import Link, sections
+from genui.runtime import SiteRuntime
+from genui.sites import Site
+from genui.store import PageKey, Store
+
+HTMX = {"HX-Request": "true"}
+SECTION = re.compile(r'<nav class="genui-nav genui-nav-(\w+)"[^>]*>(.*?)</nav>', re.S)
+ANCHOR = re.compile(r'<a[^>]*\shref="([^"]+)"[^>]*>(.*?)</a>', re.S)
+
+
+def navigation(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Heading -> [(label, href)] of every navigation section on a page ("" for a section without a heading)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for _, body in SECTION.findall(text):
+        heading = re.search(r"<h2>(.*?)</h2>", body)
+        links = [(html.unescape(label), html.unescape(href)) for href, label in ANCHOR.findall(body)]
+        found[html.unescape(heading.group(1)) if heading else ""] = links
+    return found
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "pages.sqlite3")
+    yield store
+    store.close()
+
+
+def test_the_wiki_home_lists_the_articles_written_and_some_to_start_with(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites)
+    for url in ("/wiki/Lisp", "/wiki/Hash_table"):
+        visit(client, url)
+    shell = client.get("/wiki/")  # the home is being written: its shell already shows the ways on
+    assert "ws-connect" in shell.text
+    found = navigation(shell.text)
+    assert found["Articles written so far"] == [("Hash table", "/wiki/Hash_table"), ("Lisp", "/wiki/Lisp")]
+    assert ("Hash table", "/wiki/Hash_table") in found["Start with"] and len(found["Start with"]) == 6
+    assert 'href="/wiki/Lisp" hx-get="/wiki/Lisp" hx-target="#genui-main"' in shell.text  # htmx navigation
+    assert navigation(visit(client, "/wiki/").text) == found  # the finished page keeps them
+    assert navigation(client.get("/wiki/", headers=HTMX).text) == found  # and so does the htmx fragment
+    assert navigation(client.get("/wiki/Lisp").text) == {}  # an article has none declared
+
+
+def test_the_forum_lists_boards_and_threads_and_a_board_only_its_own(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites)
+    threads = ["/forum/r/linux/Kernel_panic", "/forum/r/science/Entropy", "/forum/r/linux/Vim_or_emacs"]
+    for url in threads:
+        visit(client, url)
+    front = navigation(visit(client, "/forum/").text)
+    assert front["Boards"][:2] == [("r/computers", "/forum/r/computers"), ("r/linux", "/forum/r/linux")]
+    assert front["Threads"] == [
+        ("Vim or emacs", "/forum/r/linux/Vim_or_emacs"),
+        ("Entropy", "/forum/r/science/Entropy"),
+        ("Kernel panic", "/forum/r/linux/Kernel_panic"),
+    ]
+    board = navigation(visit(client, "/forum/r/linux").text)
+    assert [href for _, href in board["Threads"]] == ["/forum/r/linux/Vim_or_emacs", "/forum/r/linux/Kernel_panic"]
+    assert navigation(visit(client, "/forum/r/debian").text) == {}  # nothing written there yet: no empty list
+    thread = navigation(client.get("/forum/r/linux/Kernel_panic").text)
+    assert thread == {"More on this board": [("Vim or emacs", "/forum/r/linux/Vim_or_emacs")]}  # not itself
+
+
+def test_the_desktop_shows_the_icons_of_its_config(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    text = visit(client_factory(all_sites), "/os/").text
+    icons = navigation(text)[""]
+    assert ("Terminal", "/os/terminal?cmd=ls") in icons and ("Home", "/os/files/home/user") in icons
+    assert '<nav class="genui-nav genui-nav-icons">' in text
+    assert 'class="genui-icon" href="/os/settings/display"' in text
+
+
+def test_every_link_on_every_front_page_leads_to_a_page(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites, follow_redirects=False)
+    for site in all_sites:
+        visit(client, f"/{site.name}/r/linux/Kernel_panic" if site.name == "forum" else f"/{site.name}/")
+        front = navigation(visit(client, f"/{site.name}/").text)
+        links = [href for found in front.values() for _, href in found]
+        assert links, site.name
+        for href in links:
+            response = visit(client, href)
+            assert response.status_code == 200 and '<div class="genui-page"' in response.text, href
+            assert '<header class="genui-bar">' in response.text, href  # every page keeps the site bar
+
+
+def test_a_site_served_alone_links_without_a_mount(client_factory: ClientFactory, wiki: Site) -> None:
+    client = client_factory([wiki])
+    visit(client, "/Lisp")
+    found = navigation(client.get("/").text)
+    assert found["Articles written so far"] == [("Lisp", "/Lisp")] and ("Unix", "/Unix") in found["Start with"]
+
+
+def test_only_pages_this_model_wrote_from_the_current_template_are_listed(wiki: Site, store: Store) -> None:
+    runtime = SiteRuntime.build(wiki, "/wiki")
+    home, article = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
+    assert home is not None and article is not None
+    template = runtime.prompts.version(article.route)
+    for path, model, version in [("/Lisp", "m1", template), ("/Scheme", "m2", template), ("/Go", "m1", "old")]:
+        key = PageKey("wiki", path, "", model, version)
+        store.save_page(key, 1, 0, path.strip("/"), f"<h1>{path.strip('/')}</h1>", 0.1)
+    store.save_page(PageKey("wiki", "/", "", "m1", runtime.prompts.version(home.route)), 1, 0, "Home", "", 0.1)
+    shown = {section.heading: section.links for section in sections(runtime, home, store, "m1")}
+    assert shown["Articles written so far"] == (Link("Lisp", "/wiki/Lisp"),)  # not the home, nor m2's, nor old
+    assert shown["Start with"][0] == Link("Hacker", "/wiki/Hacker")
+    assert "Articles written so far" not in {s.heading for s in sections(runtime, home, store, "m3")}
+    assert sections(runtime, article, store, "m1") == []
+
+
+def test_a_listing_stops_at_its_limit_newest_first(wiki: Site, store: Store) -> None:
+    runtime = SiteRuntime.build(wiki, "")
+    home, article = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
+    assert home is not None and article is not None
+    template = runtime.prompts.version(article.route)
+    for n in range(40):  # more than the wiki's limit of 30
+        store.save_page(PageKey("wiki", f"/Topic_{n}", "", "m", template), 1, 0, f"Topic {n}", "", 0.1)
+    listed = next(s for s in sections(runtime, home, store, "m") if s.heading == "Articles written so far").links
+    assert len(listed) == 30 and listed[0] == Link("Topic 39", "/Topic_39") and listed[-1].url == "/Topic_10"
+
+
+def test_the_ways_on_do_not_wait_for_the_model(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    client = client_factory(all_sites, FakeEngine(overloaded=1))
+    shell = client.get("/forum/")
+    assert [label for label, _ in navigation(shell.text)["Boards"]][0] == "r/computers"
