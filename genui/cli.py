@@ -183,7 +183,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def model_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-small)")
+        command.add_argument(
+            "--model",
+            help="checkpoint folder or hub id (default: the shipped models/genui-smollm adapter on its SmolLM2 base)",
+        )
         command.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
 
     serve = commands.add_parser(

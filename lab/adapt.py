@@ -250,6 +250,10 @@ def train(args: argparse.Namespace) -> None:
         step, cursor, log = state["step"], state["cursor"], state["log"]
         generator.set_state(state["generator"])
     else:
+        if args.init:  # a new run from exported weights (the shipped adapter): same rank, layers and modules
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(model, load_file(Path(args.init) / "adapter_model.safetensors"))
         held = heldout_loss(model, packed, cfg, eos)
         log.append({"step": 0, "heldout": held, "tokens": 0})
         print(f"held-out canvas loss before training: {held:.3f}", file=sys.stderr)
@@ -347,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packed", type=Path, default=Path("data/adapt-packed.npz"), help="from genui adapt --pack")
     parser.add_argument("--base", help="causal-LM checkpoint folder or hub id (default: the pinned SmolLM2 base)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
+    parser.add_argument("--init", type=Path, help="a new run starts from this exported adapter (e.g. the shipped one)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads on CPU (default: torch's choice)")
     parser.add_argument("--minutes", type=float, default=0, help="stop (with a checkpoint) after this long")
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this step (the schedule keeps --steps)")
