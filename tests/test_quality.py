@@ -7,15 +7,13 @@ import math
 from pathlib import Path
 
 import pytest
+from engine_fixtures import build_tiny_llama_base
 
-from engine.config import TINY
 from genui.routing import SiteRouter
 from genui.sites import load_sites
 from lab import quality
-from lab.data import pack_jsonl
+from lab.adapt import main as adapt_main
 from lab.quality import PageResult, distinct_2, report, shape, shared_phrases, skeleton_ok
-from lab.scratch import main as train_main
-from lab.tokenizer import train_tokenizer
 
 SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
 ARTICLE = (
@@ -92,7 +90,7 @@ def test_shared_phrases_is_high_for_pages_that_repeat_each_other() -> None:
 def test_the_report_runs_end_to_end_on_a_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`genui quality --packed` on a tiny trained checkpoint: every column, the loss ones included."""
+    """`genui quality --packed` on a tiny adapted checkpoint: every column, the loss ones included."""
     monkeypatch.setattr(quality, "load_dictionary", lambda: {"page", "wiki", "forum"})  # no wamerican needed
     rows = [
         {"site": site, "path": "/", "prompt": f"<page>{site} {i}</page>", "html": f"<p>{site} page {i}</p>"}
@@ -103,15 +101,15 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
         row["holdout"] = i < 8
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    tokenizer = train_tokenizer((t for r in rows for t in (r["prompt"], r["html"])), vocab_size=TINY.vocab_size)
-    tokenizer.save_pretrained(tmp_path / "tok")
-    pack_jsonl(corpus, tokenizer, max_prompt=32, max_response=64).save(tmp_path / "packed.npz")
-    run = tmp_path / "run"
-    common = ["--data", str(tmp_path / "packed.npz"), "--tokenizer", str(tmp_path / "tok"), "--device", "cpu"]
-    assert train_main([*common, "--out", str(run), "--steps", "2", "--shape", "tiny", "--canvas-tokens", "64"]) == 0
+    base = build_tiny_llama_base(tmp_path / "tiny")
+    run, packed, model = tmp_path / "run", tmp_path / "packed.npz", tmp_path / "model"
+    common = ["--out", str(run), "--packed", str(packed), "--base", str(base)]
+    assert adapt_main([*common, "--pack", str(corpus)]) == 0
+    settings = ["--canvas-length", "32", "--canvas-tokens", "64", "--frozen-layers", "0", "--rank", "4"]
+    assert adapt_main([*common, *settings, "--max-steps", "2", "--export", str(model)]) == 0
     capsys.readouterr()
 
-    argv = ["--model", str(run), "--corpus", str(corpus), "--packed", str(tmp_path / "packed.npz"), "--per-site", "2"]
+    argv = ["--model", str(model), "--corpus", str(corpus), "--packed", str(packed), "--per-site", "2"]
     saved = tmp_path / "pages.jsonl"
     assert quality.main([*argv, "--device", "cpu", "--json", "--save-pages", str(saved)]) == 0
     sites = {row["site"]: row for row in json.loads(capsys.readouterr().out)["sites"]}
