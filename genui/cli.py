@@ -117,7 +117,9 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
         model = site.model
-        settings = [f"up to {model.tokens} tokens", f"up to {model.steps} steps a canvas"]
+        settings = [f"up to {model.tokens} tokens"]
+        if model.steps is not None:
+            settings.append(f"up to {model.steps} steps a canvas")
         if model.t_max is not None:
             settings.append(f"temperature {model.t_max:g} -> {model.t_min:g}")
         if model.entropy_bound is not None:

@@ -25,7 +25,7 @@ stylesheet = {stylesheet}
 
 [model]
 tokens = 512   # the most tokens a page may take; most stop earlier (end of text)
-steps = 24     # the most denoising steps a canvas may take; most stop earlier (adaptive stopping)
+# steps = 24   # the most denoising steps a canvas may take (default: the model's); most stop earlier
 # The sampler, when this site wants other than the model's generation_config.json (docs/sites.md):
 # t_max = 0.5          # temperature at the first denoising step ...
 # t_min = 0.2          # ... falling to this at the last (lower: tidier, fewer steps)

@@ -34,7 +34,7 @@ MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
     tokens: int = 512  # the most tokens one page may take (the engine rounds up to its model's canvases)
-    steps: int = 24  # max denoising steps per canvas
+    steps: int | None = None  # max denoising steps per canvas; None keeps the checkpoint's
     # Sampler settings; None keeps the checkpoint's generation_config.json. Names as in DiffusionGemma's config.
     t_max: float | None = None  # temperature at the first denoising step
     t_min: float | None = None  # temperature at the last denoising step
@@ -300,6 +300,8 @@ def load_site(root: Path | str) -> Site:
         tokens = table.get("tokens", model.tokens)
         steps = table.get("steps", model.steps)
         for key, value, low, top in (("tokens", tokens, 16, 4096), ("steps", steps, 1, 256)):
+            if key == "steps" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
                 raise SiteConfigError(
                     file, f"model.{key}", f"{value!r} is out of range", f"use an integer from {low} to {top}"

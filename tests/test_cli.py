@@ -38,7 +38,7 @@ def test_sites_lists_each_site_and_its_routes(capsys: pytest.CaptureFixture[str]
     assert main(["sites"]) == 0
     out = capsys.readouterr().out
     assert "wiki  Genpedia" in out and " /{title} " in out and "/search?q" in out and "readers may post" in out
-    assert "model: up to 512 tokens, up to 24 steps a canvas (the rest from" in out
+    assert "model: up to 512 tokens (the rest from" in out
 
 
 def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,7 +47,7 @@ def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest
     toml.write_text(toml.read_text().replace("# t_max", "t_max").replace("# t_min", "t_min"), encoding="utf-8")
     capsys.readouterr()
     assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
-    expected = "model: up to 512 tokens, up to 24 steps a canvas, temperature 0.5 -> 0.2 (the rest from"
+    expected = "model: up to 512 tokens, temperature 0.5 -> 0.2 (the rest from"
     assert expected in capsys.readouterr().out
 
 
