@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import re
 import statistics
@@ -169,10 +170,12 @@ async def generate_pages(
     seed: int,
     progress: Callable[[str], None] | None = None,
     openings: bool = True,
+    sampler: dict[str, Any] | None = None,
 ) -> list[PageResult]:
     """Generate each page exactly as the app would (same route, prompt and request), sanitised.
 
-    ``openings=False`` leaves out the routes' openings, so the model alone writes every byte that is measured."""
+    ``openings=False`` leaves out the routes' openings, so the model alone writes every byte that is measured;
+    ``sampler`` overrides request fields (max_steps, t_max, t_min, entropy_bound, ...) for a sweep."""
     runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
     results = []
     for name, url in pages:
@@ -181,7 +184,8 @@ async def generate_pages(
         if location is None:
             raise ValueError(f"held-out page {name}{url} matches no route")
         done = None
-        async for frame in engine.stream(runtime.direct_request(location, seed, opening=openings)):
+        request = dataclasses.replace(runtime.direct_request(location, seed, opening=openings), **(sampler or {}))
+        async for frame in engine.stream(request):
             if isinstance(frame, DoneFrame):
                 done = frame
         assert done is not None
@@ -315,7 +319,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out the routes' openings (sites/*/site.toml), so the model writes every byte measured",
     )
+    for flag, kind, meaning in (
+        ("--steps", int, "max_steps"),
+        ("--t-max", float, "t_max"),
+        ("--t-min", float, "t_min"),
+        ("--entropy-bound", float, "entropy_bound"),
+    ):
+        parser.add_argument(flag, type=kind, dest=meaning, help=f"override the sites' and the model's {meaning}")
     args = parser.parse_args(argv)
+    sampler = {
+        key: getattr(args, key)
+        for key in ("max_steps", "t_max", "t_min", "entropy_bound")
+        if getattr(args, key) is not None
+    }
     if not args.corpus.exists():
         print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
         return 2
@@ -337,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
             progress=None if args.json else lambda m: print(m, file=sys.stderr),
             openings=not args.no_openings,
+            sampler=sampler,
         )
     )
     rows = report(results, sites, dictionary)
@@ -360,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                 rotated = held[1:] + held[:1]
                 row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
     if args.json:
-        summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings}
+        summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings, "sampler": sampler}
         print(json.dumps({**summary, "sites": [asdict(r) for r in rows]}, indent=1))
     else:
         print_table(rows)

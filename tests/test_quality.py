@@ -111,12 +111,15 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
 
     argv = ["--model", str(model), "--corpus", str(corpus), "--packed", str(packed), "--per-site", "2"]
     saved = tmp_path / "pages.jsonl"
-    assert quality.main([*argv, "--device", "cpu", "--json", "--save-pages", str(saved)]) == 0
-    sites = {row["site"]: row for row in json.loads(capsys.readouterr().out)["sites"]}
+    sweep = ["--steps", "3", "--entropy-bound", "40"]  # a sampler sweep's overrides reach every request
+    assert quality.main([*argv, *sweep, "--device", "cpu", "--json", "--save-pages", str(saved)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sampler"] == {"max_steps": 3, "entropy_bound": 40.0}
+    sites = {row["site"]: row for row in result["sites"]}
     pages = [json.loads(line) for line in saved.read_text().splitlines()]  # the pages behind the numbers
     assert sorted((p["site"], p["path"]) for p in pages) == [("forum", "/")] * 2 + [("wiki", "/")] * 2
     assert all(isinstance(p["html"], str) and p["steps"] and p["seconds"] > 0 for p in pages)
     assert set(sites) == {"wiki", "forum"}
     for row in sites.values():
-        assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 24
+        assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 3
         assert math.isfinite(row["heldout_loss"]) and math.isfinite(row["prompt_gain"])
