@@ -1,9 +1,11 @@
 """One engine run for one page version, shared by everyone watching it.
 
-Whoever watches a ``Generation`` sees sanitised snapshots of the page as it denoises, then the finished page (stored
-in the page cache unless its route says otherwise) or the engine's error. When the last watcher leaves before the
-end, the run is cancelled and the engine's stream closed with it; a run that nobody comes to watch at all (a page
-requested but its stream never opened) is cancelled after ``unclaimed_s`` seconds.
+A run writes a whole page, or one part of a stored page (a ``Splice``: a rewritten section, a thread's new replies)
+whose HTML before and after it is kept byte for byte. Whoever watches a ``Generation`` sees sanitised snapshots of
+the page as it denoises, then the finished page (stored in the page cache unless its route says otherwise) or the
+engine's error. When the last watcher leaves before the end, the run is cancelled and the engine's stream closed
+with it; a run that nobody comes to watch at all (a page requested but its stream never opened) is cancelled after
+``unclaimed_s`` seconds.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from html.parser import HTMLParser
 
-from engine.frames import CanvasFrame, DoneFrame, EngineError, GenerationRequest, StepFrame, TextEngine
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
 from genui.store import PageKey, Store, StoredPage
@@ -53,6 +55,33 @@ class _HeadingFinder(HTMLParser):
             self.text.append(data)
 
 
+@dataclass(frozen=True, slots=True)
+class Splice:
+    """Where a run's text goes: between two pieces of a stored page's HTML, which the new version keeps byte for
+    byte. The empty splice is a whole page."""
+
+    before: str = ""  # stored HTML kept before the written part
+    after: str = ""  # and after it
+    answered: int = 0  # the new version's StoredPage.answered
+    text_before: str = ""  # what the engine's final text has before the written part (an infill's ``before``)
+    text_after: str = ""  # and after it
+
+    @property
+    def whole(self) -> bool:
+        return not self.before and not self.after
+
+    def written(self, text: str) -> str:
+        """The written part of the engine's final text."""
+        if self.text_before and text.startswith(self.text_before):
+            text = text[len(self.text_before) :]
+        if self.text_after and text.endswith(self.text_after):
+            text = text[: len(text) - len(self.text_after)]
+        return text
+
+
+WHOLE = Splice()  # a run writing a whole page
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What a watcher sees of a generation: the page so far, sanitised; ``page`` or ``error`` once it has ended."""
@@ -83,26 +112,22 @@ class Generation:
         runtime: SiteRuntime,
         key: PageKey,
         version: int,
-        request: GenerationRequest,
+        frames: Callable[[], AsyncIterator[Frame]],  # starts the engine's run
         parent: Parent | None,
-        engine: TextEngine,
+        canvases: int | None,  # canvases the run may take, when the engine says its canvas length
         store: Store | None,  # None: the route is not cached, the page is never stored
         on_end: Callable[[Generation], None],
         unclaimed_s: float,
+        splice: Splice = WHOLE,
     ) -> None:
-        self.runtime, self.key, self.version, self.parent = runtime, key, version, parent
-        self._engine, self._store, self._on_end = engine, store, on_end
-        length = getattr(engine, "canvas_length", None)  # engines that say it let the progress line say "of N"
-        budget = runtime.site.model.tokens
-        self._snapshot = Snapshot(
-            canvases=-(-budget // length) if isinstance(length, int) and length > 0 else None,
-            render=functools.partial(runtime.render, draft=True),
-        )
+        self.runtime, self.key, self.version, self.parent, self.splice = runtime, key, version, parent, splice
+        self._store, self._on_end = store, on_end
+        self._snapshot = Snapshot(canvases=canvases, render=functools.partial(runtime.render, draft=True))
         self._changed = asyncio.Event()
         self._ended = asyncio.Event()
         self._watchers = 0
         loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run(request))
+        self._task = loop.create_task(self._run(frames))
         self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
 
     @property
@@ -169,10 +194,11 @@ class Generation:
         if not self._snapshot.finished:
             self._publish(replace(self._snapshot, error=error))
 
-    async def _run(self, request: GenerationRequest) -> None:
+    async def _run(self, start: Callable[[], AsyncIterator[Frame]]) -> None:
         finished: dict[int, str] = {}  # canvas index -> final text
-        frames = self._engine.stream(request)
+        frames: AsyncIterator[Frame] | None = None
         try:
+            frames = start()
             async for frame in frames:
                 if isinstance(frame, StepFrame):
                     stable = "".join(text for index, text in sorted(finished.items()) if index < frame.canvas)
@@ -196,14 +222,15 @@ class Generation:
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
             self._unclaimed.cancel()
-            close = getattr(frames, "aclose", None)
+            close = getattr(frames, "aclose", None)  # None too when the engine refused at once
             if close is not None:
                 await close()  # stops the engine's own loop within one step when we were cancelled
             self._on_end(self)
 
     def _finish(self, done: DoneFrame) -> StoredPage:
-        html = self.runtime.render(done.text)
+        splice = self.splice
+        html = splice.before + self.runtime.render(splice.written(done.text)) + splice.after
         title = first_heading(html)
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        return self._store.save_page(self.key, self.version, self.seed, title, html, done.seconds)
+        return self._store.save_page(self.key, self.version, self.seed, title, html, done.seconds, splice.answered)

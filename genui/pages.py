@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from engine.frames import EngineError, TextEngine
-from genui.generation import Generation
+from engine.frames import EngineError, Frame, TextEngine
+from genui.edits import Infill, editing, fitted_before, model_text
+from genui.generation import WHOLE, Generation, Splice
 from genui.prompts import Parent, Post
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
@@ -36,7 +38,9 @@ class NoSuchVersion(LookupError):
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One page of one site as asked for: its location, its cache key and the posts it shows."""
+    """One page of one site as asked for: its location, its cache key and the posts it shows.
+
+    Readers' posts are not part of the key: a reply adds a version of the thread (its replies appended in place)."""
 
     runtime: SiteRuntime
     location: Location
@@ -91,7 +95,6 @@ class Pages:
             query=location.query_string,
             model=self.engine.model_id,
             template=runtime.prompts.version(route),
-            posts=posts[-1].id if posts else 0,
         )
         return Job(runtime, location, key, posts, parent_url)
 
@@ -103,10 +106,12 @@ class Pages:
         already writing it, so a GET never starts a version nobody asked to regenerate. Raises NoSuchVersion, and
         BadRequest when the prompt cannot fit the model.
         """
+        newest = self.versions(job)
+        if version is None and (splicing := self.running(job, newest + 1)) is not None and not splicing.splice.whole:
+            return splicing  # a thread's replies or a section being written in place: everyone watches it land
         page = self.page(job, version)
         if page is not None:
             return page
-        newest = self.versions(job)
         if version is None:
             version = newest + 1
         elif version != newest + 1 or (not write_next and self.running(job, version) is None):
@@ -126,14 +131,55 @@ class Pages:
         slot = (job.key, version)
         running = self._running.get(slot)
         if running is None:
-            prompt = self.prompt(job)
+            engine, prompt = self.engine, self.prompt(job)
             request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
-            store = self.store if job.cached else None
-            running = Generation(
-                job.runtime, job.key, version, request, prompt.parent, self.engine, store, self._ended, self.unclaimed_s
-            )
-            self._running[slot] = running
+            running = self._start(job, version, lambda: engine.stream(request), prompt.parent, self._canvases(job))
         return running
+
+    def append(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
+        """The run adding a thread's replies to its readers' newest posts, in place: the next version is the newest
+        one byte for byte, then the posts it has not shown yet (``shown(posts)``, genui's markup), then the replies.
+
+        None when there is nothing to add to (no version stored yet), no post to answer, or an engine that cannot
+        write in place. A run already writing the thread's next version is returned as it is: posts made meanwhile
+        wait for the next reply.
+        """
+        engine = editing(self.engine)
+        newest = self.page(job) if job.location.route.posts else None
+        if engine is None or newest is None:
+            return None
+        version = newest.version + 1
+        if (running := self.running(job, version)) is not None:
+            return running
+        posts = [post for post in job.posts if post.id > newest.answered]
+        if not posts:
+            return None
+        prompt = self.prompt(job)
+        generation = job.runtime.request(prompt.text, version - 1)
+        before = fitted_before(engine, generation, model_text(newest.html))
+        infill = Infill(generation, before=before, after="", region_tokens=engine.canvas_length)
+        splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=before)
+        return self._start(job, version, lambda: engine.infill(infill), prompt.parent, 1, splice)
+
+    def _start(
+        self,
+        job: Job,
+        version: int,
+        frames: Callable[[], AsyncIterator[Frame]],
+        parent: Parent | None,
+        canvases: int | None,
+        splice: Splice = WHOLE,
+    ) -> Generation:
+        store = self.store if job.cached else None
+        running = Generation(
+            job.runtime, job.key, version, frames, parent, canvases, store, self._ended, self.unclaimed_s, splice
+        )
+        self._running[(job.key, version)] = running
+        return running
+
+    def _canvases(self, job: Job) -> int | None:
+        length = getattr(self.engine, "canvas_length", None)  # engines that say it let the progress line say "of N"
+        return -(-job.runtime.site.model.tokens // length) if isinstance(length, int) and length > 0 else None
 
     def running(self, job: Job, version: int) -> Generation | None:
         """The run writing ``version`` of the page, if one is under way."""

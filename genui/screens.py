@@ -7,7 +7,7 @@ Each screen is a template of templates/ rendered by the Shell with the context t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,7 +20,7 @@ from genui.pages import Job, Pages
 from genui.routing import VERSION_KEY, guessed_title, versioned
 from genui.runtime import SiteRuntime
 from genui.shell import Shell
-from genui.store import MAX_POST, MAX_USER, StoredPage
+from genui.store import MAX_POST, MAX_USER, StoredPage, StoredPost
 
 WS_PATH = "/_genui/ws"  # the live stream of one page version
 WAIT_PATH = "/_genui/wait"  # the same page version, answered once it is finished (for clients without scripts)
@@ -35,9 +35,11 @@ class Screens:
 
     # -- responses ----------------------------------------------------------------------------------------------
 
-    def page(self, request: HTTPConnection, job: Job, page: StoredPage) -> Response:
+    def page(
+        self, request: HTTPConnection, job: Job, page: StoredPage, headers: Mapping[str, str] | None = None
+    ) -> Response:
         """A finished page: the whole document, or the fragment for htmx."""
-        return self.shell.response(request, "page.html", self._page_context(job, page))
+        return self.shell.response(request, "page.html", self._page_context(job, page), headers=headers)
 
     def live(
         self, request: HTTPConnection, job: Job, generation: Generation, headers: Mapping[str, str] | None = None
@@ -48,8 +50,8 @@ class Screens:
         to the wait URL, which answers when the page is finished.
         """
         query = self._watch_query(job, generation)
-        context = self._page_context(job, None)
-        context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}")
+        context = self._page_context(job, None, generation.splice.answered)
+        context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}", splice=generation.splice)
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
         return response
@@ -90,8 +92,12 @@ class Screens:
 
     # -- stream messages ----------------------------------------------------------------------------------------
 
-    def frame(self, snapshot: Snapshot) -> str:
-        return self.shell.part("frame", snapshot)
+    def frame(self, snapshot: Snapshot, in_place: bool = False) -> str:
+        return self.shell.part("frame", snapshot, in_place)
+
+    def inline_posts(self, posts: Sequence[StoredPost]) -> str:
+        """Readers' posts as a thread shows them in place, followed by the replies written to them."""
+        return self.shell.part("inline_posts", posts)
 
     def final(self, job: Job, page: StoredPage) -> str:
         """The finished page with its toolbar; it replaces the placeholder, which ends the stream client-side."""
@@ -107,12 +113,16 @@ class Screens:
 
     # -- contexts -----------------------------------------------------------------------------------------------
 
-    def thread(self, job: Job, error: str = "", user: str = "", text: str = "") -> dict[str, Any] | None:
-        """The readers' posts below a page and the reply form (with what was typed, after a refused reply)."""
+    def thread(
+        self, job: Job, answered: int = 0, error: str = "", user: str = "", text: str = ""
+    ) -> dict[str, Any] | None:
+        """The readers' posts below a page that it does not show in place yet (those after ``answered``), and the
+        reply form (with what was typed, after a refused reply)."""
         if not job.location.route.posts:
             return None
         return {
-            "posts": job.posts,
+            "posts": [post for post in job.posts if post.id > answered],
+            "answered": answered,
             "action": job.url,
             "error": error,
             "user": user,
@@ -139,12 +149,14 @@ class Screens:
             "navigation": [],
             "live_url": None,
             "wait_url": None,
+            "splice": None,
         }
 
-    def _page_context(self, job: Job, page: StoredPage | None) -> dict[str, Any]:
+    def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = page.title if page is not None and page.title else guessed_title(job.location)
         context = self._site_context(job.runtime, title)
-        context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job))
+        answered = page.answered if page is not None else answered
+        context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered))
         if self.pages.engine is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, self.pages.engine.model_id)
         return context

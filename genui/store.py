@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS pages (
     html TEXT NOT NULL,
     seconds REAL NOT NULL,
     created REAL NOT NULL,
+    answered INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -75,6 +76,7 @@ class StoredPage:
     html: str  # final, sanitised, links rewritten
     seconds: float  # generation time
     created: float  # unix time
+    answered: int = 0  # id of the newest reader post shown inside ``html`` (a thread's replies in place); 0 when none
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,9 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash of the process
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pages)")}
+        if "answered" not in columns:  # a database from before replies in place
+            self._db.execute("ALTER TABLE pages ADD COLUMN answered INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -138,7 +143,7 @@ class Store:
 
     def page(self, key: PageKey, version: int | None = None) -> StoredPage | None:
         """Version ``version`` of the page, or its newest version when None."""
-        sql = "SELECT version, seed, title, html, seconds, created FROM pages WHERE " + _KEY_WHERE
+        sql = f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE
         args: tuple[object, ...] = _key_args(key)
         if version is None:
             sql += " ORDER BY version DESC LIMIT 1"
@@ -155,17 +160,18 @@ class Store:
             (count,) = self._db.execute("SELECT COUNT(*) FROM pages WHERE " + _KEY_WHERE, _key_args(key)).fetchone()
         return int(count)
 
-    def save_page(self, key: PageKey, version: int, seed: int, title: str, html: str, seconds: float) -> StoredPage:
+    def save_page(
+        self, key: PageKey, version: int, seed: int, title: str, html: str, seconds: float, answered: int = 0
+    ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins."""
         with self._transaction() as db:
             db.execute(
-                "INSERT OR IGNORE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*_key_args(key), version, seed, title, html, seconds, time.time()),
+                "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
+                " seconds, created, answered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*_key_args(key), version, seed, title, html, seconds, time.time(), answered),
             )
             row = db.execute(
-                "SELECT version, seed, title, html, seconds, created FROM pages WHERE "
-                + _KEY_WHERE
-                + " AND version = ?",
+                f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
                 (*_key_args(key), version),
             ).fetchone()
         return StoredPage(key, *row)
@@ -217,6 +223,7 @@ class Store:
         return [StoredPost(*row) for row in rows]
 
 
+_PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered"
 _KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
 
 

@@ -9,6 +9,9 @@ go one way, server to client, each a few top-level elements whose ids the htmx w
   placeholder, the element holding ``ws-connect``, so the client closes its side as the page lands;
 - a failure: ``#genui-content`` saying why.
 
+A page written in place (a thread's new replies) streams the same way: its placeholder holds the stored HTML around
+``#genui-draft``, which the frames replace.
+
 Then the server closes with 1000. The socket watches the run that the page's request started, found by the
 page's cache key and version, so it renders no prompt of its own; it starts the run itself only when there is none
 (the request's run has ended unwatched, or the socket was opened on its own). Several sockets watching the same
@@ -97,7 +100,7 @@ class Stream:
                     await websocket.send_text(self.screens.failed(answer.message, job.url))
                     return None
                 if snapshot.step or snapshot.html:
-                    await websocket.send_text(self.screens.frame(snapshot))
+                    await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
         return None  # pragma: no cover - watch() always ends with a page or an error
 
 

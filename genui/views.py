@@ -120,8 +120,11 @@ class Views:
             return self.screens.error(request, runtime, 400, "Reply not posted", message, thread=thread)
         if not is_htmx(request):
             return RedirectResponse(job.url, status_code=303)
-        # The new post is part of the thread's cache key, so this is a fresh page written with the reply in its prompt.
-        return self._show(request, self.pages.job(runtime, location))
+        # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
+        # thread not written yet is written whole, with the post in its prompt.
+        job = self.pages.job(runtime, location)
+        appending = self.pages.append(job, self.screens.inline_posts)
+        return self._show(request, job) if appending is None else self.screens.live(request, job, appending)
 
 
 def _serving(request: Request, runtime: SiteRuntime) -> SiteRuntime:

@@ -9,6 +9,7 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from httpx import Response
@@ -16,10 +17,12 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
+from genui.edits import Infill
 
 SITES_DIR = Path(__file__).resolve().parent.parent / "sites"
 ClientFactory = Callable[..., TestClient]  # client_factory(sites, engine=FakeEngine(), **TestClient options)
 Writer = Callable[[str, int], str]  # (prompt, seed) -> the page's final text
+InfillWriter = Callable[[Infill], str]  # an in-place edit -> the region's text
 
 
 def wiki_writer(prompt: str, seed: int) -> str:
@@ -35,11 +38,23 @@ def wiki_writer(prompt: str, seed: int) -> str:
     )
 
 
+def region_writer(edit: Infill) -> str:
+    """An in-place edit: a thread's new reply to the newest post in the prompt, or a rewritten paragraph."""
+    said = re.search(r"<rewrite>(.*?)</rewrite>", edit.generation.prompt)
+    posts = re.findall(r'<reply user="([^"]*)">', edit.generation.prompt)
+    seed = edit.generation.seed
+    if said is None and not edit.after and posts:
+        return f'<div class="reply"><p class="meta"><b>bot{seed}</b> · 1 point</p><p>Welcome, {posts[-1]}!</p></div>'
+    return f"<p>Rewritten with seed {seed}{': ' + said.group(1) if said else ''}.</p>"
+
+
 class FakeEngine:
     """Writes ``writer(prompt, seed)`` in canvases of ``canvas_chars`` characters, ``steps`` draft frames each.
 
     Drafts reveal the final text left to right with noise after it, plus ``draft_extra`` (to test that drafts are
     sanitised). ``delay`` seconds pass after every frame. Records every request and every cancelled stream.
+    Variations write ``writer(prompt, seed)`` with " (variation i)" after the first ``</h1>``, their frames
+    interleaved; an in-place edit writes ``region(edit)`` as one canvas and ends with before + region + after.
     """
 
     def __init__(
@@ -53,13 +68,17 @@ class FakeEngine:
         overloaded: float | None = None,
         draft_extra: str = "",
         max_prompt_chars: int | None = None,
+        region: InfillWriter = region_writer,
     ) -> None:
+        self.region = region
         self.writer, self.canvas_chars, self.steps, self.delay = writer, canvas_chars, steps, delay
         self.max_prompt_chars = max_prompt_chars  # fits() refuses longer prompts, as a model's positions would
         self.overloaded, self.draft_extra = overloaded, draft_extra
         self._model_id = model_id
         self.canvas_length = 256  # tokens a canvas, as the real engine says it (the progress line counts canvases)
-        self.calls: list[GenerationRequest] = []
+        self.calls: list[GenerationRequest] = []  # stream() requests
+        self.variations: list[tuple[GenerationRequest, int]] = []  # stream_variants() requests and their n
+        self.infills: list[Infill] = []  # infill() requests
         self.cancelled = 0
         self.finished = 0
 
@@ -71,23 +90,56 @@ class FakeEngine:
         pass
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
-        return self._frames(request)
+        self.calls.append(request)
+        return self._frames(request, self._text(request))
 
     def fits(self, request: GenerationRequest) -> bool:
         return self.max_prompt_chars is None or len(request.prompt) <= self.max_prompt_chars
 
-    async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
-        self.calls.append(request)
-        if self.overloaded is not None:
-            raise EngineOverloaded(self.overloaded)
-        started = time.perf_counter()
+    def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
+        self.variations.append((request, n))
+        return self._variants(request, n)
+
+    def infill(self, request: Infill) -> AsyncIterator[Frame]:
+        self.infills.append(request)
+        generation = replace(request.generation, max_tokens=None, max_canvases=1, opening="")
+        region = self.region(request)
+        return self._frames(generation, region, wrap=(request.before, request.after), size=len(region) + 1)
+
+    def _text(self, request: GenerationRequest) -> str:
         text = self.writer(request.prompt, request.seed)
         if not text.startswith(request.opening):  # the engine's contract: the text starts with the opening
             text = request.opening + text
-        size = self.canvas_chars
+        return text
+
+    async def _variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
+        text = self._text(request)
+        streams = [
+            self._frames(request, text.replace("</h1>", f" (variation {index + 1})</h1>", 1), variant=index)
+            for index in range(n)
+        ]
+        while streams:  # side by side: one frame of each in turn
+            for stream in list(streams):
+                try:
+                    yield await anext(stream)
+                except StopAsyncIteration:
+                    streams.remove(stream)
+
+    async def _frames(
+        self,
+        request: GenerationRequest,
+        text: str,
+        variant: int = 0,
+        wrap: tuple[str, str] = ("", ""),
+        size: int | None = None,
+    ) -> AsyncIterator[Frame]:
+        if self.overloaded is not None:
+            raise EngineOverloaded(self.overloaded)
+        started = time.perf_counter()
+        size = size or self.canvas_chars
         most = request.max_canvases if request.max_tokens is None else -(-request.max_tokens // self.canvas_length)
         canvases = [text[i : i + size] for i in range(0, len(text), size)][:most]
-        noise = random.Random(request.seed)
+        noise = random.Random(request.seed + variant)
         finished: list[CanvasFrame] = []
         try:
             for index, final in enumerate(canvases):
@@ -95,9 +147,9 @@ class FakeEngine:
                     shown = len(final) * step // (self.steps + 1)
                     tail = "".join(noise.choice("abcdefghij ") for _ in range(len(final) - shown))
                     draft = final[:shown] + self.draft_extra + tail
-                    yield StepFrame(canvas=index, step=step, text=draft, accepted=shown, entropy=1.0 / step)
+                    yield StepFrame(index, step, draft, accepted=shown, entropy=1.0 / step, variant=variant)
                     await asyncio.sleep(self.delay)
-                frame = CanvasFrame(index, self.steps, final, tokens=len(final.split()), seconds=0.01)
+                frame = CanvasFrame(index, self.steps, final, len(final.split()), seconds=0.01, variant=variant)
                 finished.append(frame)
                 yield frame
                 await asyncio.sleep(self.delay)
@@ -106,7 +158,8 @@ class FakeEngine:
             raise
         self.finished += 1
         seconds = time.perf_counter() - started
-        yield DoneFrame("".join(canvases), tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds)
+        whole = wrap[0] + "".join(canvases) + wrap[1]
+        yield DoneFrame(whole, tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds, variant=variant)
 
 
 def ws_messages(client: TestClient, url: str) -> list[str]:

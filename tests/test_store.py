@@ -118,3 +118,29 @@ def test_written_lists_each_url_of_one_template_once_newest_first(store: Store) 
     assert store.written("wiki", "model-a", "article", prefix="/U%") == []  # LIKE wildcards are literal
     assert store.written("wiki", "model-a", "article", prefix="/Under%score") == []
     assert len(store.written("wiki", "model-a", "article", limit=1)) == 1
+
+
+def test_a_page_keeps_the_newest_post_it_shows_in_place(store: Store) -> None:
+    store.save_page(KEY, 1, seed=0, title="t", html="thread", seconds=0.1)
+    store.save_page(KEY, 2, seed=1, title="t", html="thread + replies", seconds=0.1, answered=7)
+    first, second = store.page(KEY, 1), store.page(KEY)
+    assert first is not None and first.answered == 0 and second is not None and second.answered == 7
+
+
+def test_a_database_from_before_replies_in_place_gains_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
+            " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
+            " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
+            " PRIMARY KEY (site, path, query, model, template, posts, version))"
+        )
+        row = ("wiki", "/wiki/Hash_table", "", "model-a", "t1", 0, 1, 0, "T", "old", 1.0, 1.0)
+        db.execute("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        db.commit()
+    store = Store(path)
+    old = store.page(KEY)
+    assert old is not None and old.html == "old" and old.answered == 0
+    save(store, version=2)
+    store.close()

@@ -1,0 +1,65 @@
+"""Edits of a stored page: what genui asks an engine for when it writes part of a page and keeps the rest.
+
+The engine's in-place editing (``engine.infill``) rewrites a region between a ``before`` and an ``after`` text that
+come back byte for byte; its variations (``stream_variants``) write n candidates of one prompt in one batched call.
+genui builds the infill request here with the fields of ``engine.infill.InfillRequest`` rather than importing it,
+because that module loads torch and the web layer stays free of it (the engine reads the fields, nothing else).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+from engine.frames import Frame, GenerationRequest, TextEngine
+
+_GENUI_ATTRS = re.compile(r'\s(?:hx-[a-z:-]+|aria-current)="[^"]*"')
+_GENUI_BLOCKS = re.compile(r'<ol class="genui-postlist genui-inline">.*?</ol>', re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Infill:
+    """Rewrite ``region_tokens`` tokens between ``before`` and ``after`` (engine.infill.InfillRequest's fields)."""
+
+    generation: GenerationRequest  # its prompt comes first; seed, steps and temperatures apply
+    before: str
+    after: str
+    region_tokens: int
+
+
+@runtime_checkable
+class EditingEngine(TextEngine, Protocol):
+    """An engine that can also write variations and edit in place (engine.scheduler.Scheduler, the tests' fake)."""
+
+    @property
+    def canvas_length(self) -> int: ...
+
+    def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]: ...
+
+    def infill(self, request: Infill) -> AsyncIterator[Frame]: ...
+
+
+def editing(engine: TextEngine | None) -> EditingEngine | None:
+    """``engine`` when it can edit pages in place and write variations; None otherwise."""
+    return engine if isinstance(engine, EditingEngine) else None
+
+
+def model_text(stored_html: str) -> str:
+    """Stored HTML as the model's own text to read: without genui's navigation attributes and readers' posts (the
+    posts are in the prompt already, as data)."""
+    return _GENUI_ATTRS.sub("", _GENUI_BLOCKS.sub("", stored_html))
+
+
+def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str) -> str:
+    """The longest tail of ``before`` that fits the model after the prompt (one canvas left for the region).
+
+    ``before`` is only what the model reads; the page keeps its own bytes, so a long page is cut from the front,
+    at a tag boundary.
+    """
+    probe = replace(request, max_tokens=engine.canvas_length, opening="")
+    while before and not engine.fits(replace(probe, prompt=request.prompt + before)):
+        cut = before.find("<", len(before) // 2)
+        before = before[cut:] if cut > 0 else ""
+    return before

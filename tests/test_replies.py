@@ -1,0 +1,87 @@
+"""Readers' replies in place: the thread as it was, byte for byte, then the new posts and the replies to them."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from fakes import ClientFactory, FakeEngine, visit, ws_messages
+from test_app import HTMX, live_url
+
+from genui.sites import Site
+
+THREAD = "/forum/r/hacking/My_first_lisp"
+PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
+VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
+
+
+def page_html(text: str) -> str:
+    match = PAGE.search(text)
+    assert match is not None and "data-version=" in text, text[:300]
+    return match.group(1)
+
+
+def keep_form(text: str, n: int) -> dict[str, str]:
+    form = re.search(rf'<form class="genui-keep"(.*?)value="{n}">', text, re.S)
+    assert form is not None, text[:500]
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', form.group(0)))
+    return {name: html.unescape(value) for name, value in fields.items()}
+
+
+def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thread_as_it_was(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, THREAD).text)
+    engine.delay = 0.02  # the replies take long enough for their drafts to be seen
+    response = client.post(THREAD, data={"user": "ada", "text": "<b>Hi</b> & all"}, headers=HTMX)
+    assert response.status_code == 200 and "ws-connect" in response.text
+    shown = '<p class="genui-post-text">&lt;b&gt;Hi&lt;/b&gt; &amp; all</p>'
+    # The thread as it was, byte for byte, then the post, then the draft of the replies.
+    assert f'<div class="genui-page">{first}<ol class="genui-postlist genui-inline">' in response.text
+    assert shown in response.text and 'id="genui-draft" class="genui-draft genui-in-place"' in response.text
+    assert "url=%2Fr%2Fhacking%2FMy_first_lisp&amp;v=2" in response.text
+    messages = ws_messages(client, live_url(response.text))
+    assert any('class="genui-draft genui-in-place"' in message for message in messages[:-1])
+    assert "Welcome, ada!" in messages[-1]
+    second = page_html(client.get(THREAD).text)
+    assert second.startswith(first + '<ol class="genui-postlist genui-inline">') and shown in second
+    assert second.endswith('<div class="reply"><p class="meta"><b>bot1</b> · 1 point</p><p>Welcome, ada!</p></div>')
+    assert page_html(client.get(THREAD + "?v=1").text) == first  # the thread's earlier state is still there
+    (edit,) = engine.infills
+    assert edit.after == "" and edit.before.startswith('<div class="thread">') and "hx-get" not in edit.before
+    assert '<reply user="ada"><b>Hi</b> & all</reply>' in edit.generation.prompt  # data in the prompt, as before
+    assert edit.generation.seed == 1 and len(engine.calls) == 1
+
+
+def test_every_post_is_shown_once_in_place_or_below_and_the_next_reply_answers_the_waiting_ones(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites)
+    first = page_html(visit(client, THREAD).text)
+    client.post(THREAD, data={"user": "bob", "text": "plain form"})  # stored and shown, not answered yet
+    waiting = client.get(THREAD).text
+    assert page_html(waiting) == first and waiting.count('class="genui-post-text"') == 1
+    response = client.post(THREAD, data={"user": "ada", "text": "second"}, headers=HTMX)
+    ws_messages(client, live_url(response.text))
+    thread = client.get(THREAD).text
+    assert re.findall(r'<p class="genui-post-text">(.*?)</p>', thread) == ["plain form", "second"]
+    assert page_html(thread).startswith(first) and "No replies waiting" in thread
+    response = client.post(THREAD, data={"user": "cy", "text": "third"}, headers=HTMX)
+    ws_messages(client, live_url(response.text))
+    assert page_html(client.get(THREAD).text).startswith(page_html(thread))
+    assert 'aria-current="page">3</a>' in client.get(THREAD).text
+
+
+def test_a_visitor_arriving_while_the_replies_are_written_watches_them_land(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    engine.delay = 0.05
+    client.post(THREAD, data={"user": "ada", "text": "hi"}, headers=HTMX)
+    arriving = client.get(THREAD, headers=HTMX).text
+    assert "url=%2Fr%2Fhacking%2FMy_first_lisp&amp;v=2" in arriving and "genui-in-place" in arriving
+    assert "Welcome, ada!" in ws_messages(client, live_url(arriving))[-1] and len(engine.infills) == 1
