@@ -38,8 +38,9 @@ def test_browse_the_generated_wiki_on_the_shipped_model(tmp_path: Path) -> None:
         page.set_default_timeout(WAIT_MS)
         problems = collect_problems(page)
         page.goto(url + "/")
-        page.click("text=Genpedia")  # a plain visit: the server answers with the finished page
+        page.click("text=Genpedia")  # a plain visit: the shell at once, the home page denoising in it
         page.wait_for_url(url + "/wiki/")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page")  # then the finished page
         home = page.inner_html(".genui-page")
         links = [
             link
