@@ -1,8 +1,8 @@
 """The genui web app: one or more sites behind a Starlette app.
 
 Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
-genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live stream, the wait for a
-finished page, regenerate).
+genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live streams, the wait for a
+finished page, regenerate, rewrite a section, variations and keeping one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,16 @@ from genui.errors import exception_handlers
 from genui.pages import UNCLAIMED_S, Pages
 from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
-from genui.screens import REGENERATE_PATH, WAIT_PATH, WS_PATH, Screens
+from genui.screens import (
+    KEEP_PATH,
+    REGENERATE_PATH,
+    REWRITE_PATH,
+    VARIATIONS_PATH,
+    VARIATIONS_WS_PATH,
+    WAIT_PATH,
+    WS_PATH,
+    Screens,
+)
 from genui.security import security_headers
 from genui.shell import Shell
 from genui.sites import Site, load_sites
@@ -80,6 +89,7 @@ def create_app(
     pages = Pages(runtimes, store, engine, unclaimed_s)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)
+    stream = Stream(pages, screens, draft_interval)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -100,8 +110,12 @@ def create_app(
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", views.stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
+        Route(REWRITE_PATH, views.rewrite, methods=["POST"]),
+        Route(VARIATIONS_PATH, views.variations, methods=["POST"]),
+        Route(KEEP_PATH, views.keep, methods=["POST"]),
         Route(WAIT_PATH, views.wait),
-        WebSocketRoute(WS_PATH, Stream(pages, screens, draft_interval).serve),
+        WebSocketRoute(WS_PATH, stream.serve),
+        WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
     ]
     if single:
         routes.append(Route("/{path:path}", views.page, methods=["GET", "POST"]))

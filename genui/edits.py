@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 
 from engine.frames import Frame, GenerationRequest, TextEngine
 
+VARIANTS = 3  # candidates one "variations" request writes side by side
+MAX_INSTRUCTION = 200  # characters of a visitor's instruction for a rewrite
 _GENUI_ATTRS = re.compile(r'\s(?:hx-[a-z:-]+|aria-current)="[^"]*"')
 _GENUI_BLOCKS = re.compile(r'<ol class="genui-postlist genui-inline">.*?</ol>', re.S)
 
@@ -52,6 +54,11 @@ def model_text(stored_html: str) -> str:
     return _GENUI_ATTRS.sub("", _GENUI_BLOCKS.sub("", stored_html))
 
 
+def with_instruction(prompt: str, said: str) -> str:
+    """The page's prompt with a visitor's instruction for the rewrite: data in the prompt, like a reader's post."""
+    return f"{prompt}<rewrite>{said}</rewrite>\n" if said else prompt
+
+
 def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str) -> str:
     """The longest tail of ``before`` that fits the model after the prompt (one canvas left for the region).
 
@@ -63,3 +70,9 @@ def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str
         cut = before.find("<", len(before) // 2)
         before = before[cut:] if cut > 0 else ""
     return before
+
+
+def region_tokens(engine: EditingEngine, section_html: str) -> int:
+    """Room for a rewritten section: about its own length in tokens with some slack, within one canvas."""
+    estimate = len(section_html) // 3 + 16  # a token is three to four characters of HTML
+    return max(16, min(engine.canvas_length, estimate))

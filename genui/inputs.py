@@ -78,6 +78,25 @@ def page_at(pages: Pages, runtime: SiteRuntime, params: QueryParams) -> tuple[Jo
     return pages.job(runtime, location, params.get("from")), version(params.get(VERSION_KEY))
 
 
+def form_text(form: FormData, name: str, most: int = 512) -> str:
+    """A text field of a form, whitespace collapsed ("" when absent); BadRequest when it is a file or too long."""
+    raw = form.get(name, "")
+    if not isinstance(raw, str):
+        raise BadRequest(f"{name} is text, not a file")
+    text = " ".join(raw.split())
+    if len(text) > most:
+        raise BadRequest(f"{name} is longer than {most} characters")
+    return text
+
+
+def form_number(form: FormData, name: str, most: int = 10_000) -> int:
+    """A positive number field of a form (1 to ``most``); BadRequest when absent or anything else."""
+    raw = form_text(form, name)
+    if not is_number(raw, 7) or not 1 <= int(raw) <= most:
+        raise BadRequest(f"{name} takes a number from 1 to {most}")
+    return int(raw)
+
+
 async def small_form(request: Request) -> FormData:
     length = request.headers.get("content-length", "")
     if not is_number(length, 20):

@@ -13,16 +13,31 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
+from starlette.exceptions import HTTPException
+
 from engine.frames import EngineError, Frame, TextEngine
-from genui.edits import Infill, editing, fitted_before, model_text
-from genui.generation import WHOLE, Generation, Splice
+from genui.edits import (
+    VARIANTS,
+    EditingEngine,
+    Infill,
+    editing,
+    fitted_before,
+    model_text,
+    region_tokens,
+    with_instruction,
+)
+from genui.generation import WHOLE, Generation, Splice, first_heading
 from genui.prompts import Parent, Post
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
+from genui.sections import section
 from genui.store import PageKey, Store, StoredPage, StoredPost
+from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
 __all__ = ["Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime"]
+
+BUSY = "This page is being written right now; try again when it is finished."
 
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
@@ -82,6 +97,7 @@ class Pages:
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
+        self.variations = VariationSets()
 
     def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
         """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from."""
@@ -161,6 +177,58 @@ class Pages:
         splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=before)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, 1, splice)
 
+    def rewrite(self, job: Job, version: int | None, number: int, said: str = "") -> Generation:
+        """The run rewriting section ``number`` of a stored page version (the newest when None), optionally as a
+        visitor asked (``said``); the new version keeps every other byte of that version."""
+        engine = self._editor()
+        page = self.page(job, version)
+        if page is None:
+            raise NoSuchVersion(version or 1)
+        part = section(page.html, number)
+        if part is None:
+            raise BadRequest(f"this page has no section {number}")
+        slot = self.versions(job) + 1
+        if self.running(job, slot) is not None:
+            raise HTTPException(409, BUSY)
+        prompt = self.prompt(job)
+        generation = job.runtime.request(with_instruction(prompt.text, said), slot - 1)
+        before_html, after_html = page.html[: part.start], page.html[part.end :]
+        before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
+        infill = Infill(generation, before, after, region_tokens(engine, page.html[part.start : part.end]))
+        splice = Splice(before_html, after_html, page.answered, text_before=before, text_after=after)
+        return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, splice)
+
+    def vary(self, job: Job) -> Variations:
+        """Start writing VARIANTS candidates of the page's next version side by side, in one batched call."""
+        engine = self._editor()
+        if not job.cached:
+            raise HTTPException(404, "This page has no versions to choose between.")
+        prompt = self.prompt(job)
+        request = job.runtime.request(prompt.text, self.versions(job), prompt.opening)
+        url = job.location.url
+        return self.variations.add(
+            Variations(
+                job.runtime, job.key, url, lambda: engine.stream_variants(request, VARIANTS), VARIANTS, self.unclaimed_s
+            )
+        )
+
+    def keep(self, job: Job, set_id: str, index: int) -> StoredPage:
+        """Store candidate ``index`` of a finished set of variations as the page's next version."""
+        variations = self.variations.get(set_id)
+        if variations is None or variations.key != job.key:
+            raise HTTPException(404, "Those variations are gone; ask for new ones.")
+        pages = variations.pages
+        if pages is None:
+            raise HTTPException(409, "Those variations are still being written.")
+        if not 0 <= index < len(pages):
+            raise BadRequest(f"there are {len(pages)} variations, numbered 1 to {len(pages)}")
+        version = self.versions(job) + 1
+        if self.running(job, version) is not None:
+            raise HTTPException(409, BUSY)
+        html = pages[index]
+        self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
+        return self.store.save_page(job.key, version, version - 1, first_heading(html), html, variations.seconds)
+
     def _start(
         self,
         job: Job,
@@ -181,6 +249,12 @@ class Pages:
         length = getattr(self.engine, "canvas_length", None)  # engines that say it let the progress line say "of N"
         return -(-job.runtime.site.model.tokens // length) if isinstance(length, int) and length > 0 else None
 
+    def _editor(self) -> EditingEngine:
+        engine = editing(self.engine)
+        if engine is None:
+            raise HTTPException(404, "This model cannot rewrite pages.")
+        return engine
+
     def running(self, job: Job, version: int) -> Generation | None:
         """The run writing ``version`` of the page, if one is under way."""
         return self._running.get((job.key, version))
@@ -191,6 +265,7 @@ class Pages:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.variations.close()
 
     def prompt(self, job: Job) -> Prompt:
         """The prompt with as many of the newest posts (at most POSTS_IN_PROMPT) as the model can read.

@@ -14,17 +14,24 @@ from urllib.parse import urlencode
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import sections
 from genui.pages import Job, Pages
 from genui.routing import VERSION_KEY, guessed_title, versioned
 from genui.runtime import SiteRuntime
+from genui.sections import sections as page_sections
 from genui.shell import Shell
 from genui.store import MAX_POST, MAX_USER, StoredPage, StoredPost
+from genui.variations import Candidates, Variations
 
 WS_PATH = "/_genui/ws"  # the live stream of one page version
+VARIATIONS_WS_PATH = "/_genui/ws/variations"  # the live stream of a set of variations
 WAIT_PATH = "/_genui/wait"  # the same page version, answered once it is finished (for clients without scripts)
 REGENERATE_PATH = "/_genui/regenerate"
+REWRITE_PATH = "/_genui/rewrite"  # write one section of a page again
+VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next version side by side
+KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
 
 
 class Screens:
@@ -54,6 +61,15 @@ class Screens:
         context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}", splice=generation.splice)
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
+        return response
+
+    def variations(self, request: HTTPConnection, job: Job, variations: Variations) -> Response:
+        """Candidates of the page's next version: streaming side by side, or (finished) each with a keep button."""
+        context = self._page_context(job, None)
+        query = urlencode({"site": job.runtime.site.name, "id": variations.id})
+        context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
+        response = self.shell.response(request, "page.html", context)
+        response.headers["Cache-Control"] = "no-store"  # candidates are no page of the site's
         return response
 
     def error(
@@ -94,6 +110,13 @@ class Screens:
 
     def frame(self, snapshot: Snapshot, in_place: bool = False) -> str:
         return self.shell.part("frame", snapshot, in_place)
+
+    def candidates_frame(self, candidates: Candidates) -> str:
+        return self.shell.part("candidates_frame", candidates.drafts)
+
+    def candidates_final(self, job: Job, variations: Variations) -> str:
+        """The finished candidates, each with a keep button; they replace the placeholder, ending the stream."""
+        return self.shell.part("candidates", self._candidates(job, variations))
 
     def inline_posts(self, posts: Sequence[StoredPost]) -> str:
         """Readers' posts as a thread shows them in place, followed by the replies written to them."""
@@ -150,6 +173,8 @@ class Screens:
             "live_url": None,
             "wait_url": None,
             "splice": None,
+            "variations": None,
+            "variations_url": None,
         }
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
@@ -165,11 +190,24 @@ class Screens:
         if page is None or not job.cached:
             return None
         versions = self.pages.versions(job)
+        editable = editing(self.pages.engine) is not None
         return {
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,
             "versions": [(number, versioned(job.url, number)) for number in range(1, versions + 1)],
+            "sections": page_sections(page.html) if editable else [],
+            "variations": VARIANTS if editable else 0,
+            "max_instruction": MAX_INSTRUCTION,
+        }
+
+    def _candidates(self, job: Job, variations: Variations) -> dict[str, Any]:
+        return {
+            "site": job.runtime.site.name,
+            "url": job.location.url,
+            "id": variations.id,
+            "count": variations.n,
+            "pages": variations.pages,
         }
 
     def _watch_query(self, job: Job, generation: Generation) -> str:

@@ -9,8 +9,10 @@ go one way, server to client, each a few top-level elements whose ids the htmx w
   placeholder, the element holding ``ws-connect``, so the client closes its side as the page lands;
 - a failure: ``#genui-content`` saying why.
 
-A page written in place (a thread's new replies) streams the same way: its placeholder holds the stored HTML around
-``#genui-draft``, which the frames replace.
+A page written in place (a section rewritten, a thread's replies) streams the same way: its placeholder holds the
+stored HTML around ``#genui-draft``, which the frames replace. A set of variations has a stream of its own
+(``/_genui/ws/variations?site=..&id=..``): ``#genui-variant-1`` .. ``-n`` per frame, then ``#genui-content`` with the
+finished candidates.
 
 Then the server closes with 1000. The socket watches the run that the page's request started, found by the
 page's cache key and version, so it renders no prompt of its own; it starts the run itself only when there is none
@@ -23,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
+from starlette.exceptions import HTTPException
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from engine.frames import EngineError
@@ -47,11 +51,19 @@ class Stream:
         self.draft_interval = draft_interval  # seconds between two drafts sent to one socket
 
     async def serve(self, websocket: WebSocket) -> None:
+        await self._serve(websocket, self._pump)
+
+    async def serve_variations(self, websocket: WebSocket) -> None:
+        """The stream of a set of variations (``?site=..&id=..``): every candidate's draft, side by side, then the
+        finished candidates with their keep buttons."""
+        await self._serve(websocket, self._pump_variations)
+
+    async def _serve(self, websocket: WebSocket, pumping: Callable[[WebSocket], Awaitable[None]]) -> None:
         if not same_origin(websocket):
             await websocket.close(code=POLICY_VIOLATION)
             return
         await websocket.accept()
-        pump = asyncio.ensure_future(self._pump(websocket))
+        pump = asyncio.ensure_future(pumping(websocket))
         gone = asyncio.ensure_future(_closed(websocket))
         try:
             await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -102,6 +114,34 @@ class Stream:
                 if snapshot.step or snapshot.html:
                     await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
         return None  # pragma: no cover - watch() always ends with a page or an error
+
+    async def _pump_variations(self, websocket: WebSocket) -> None:
+        try:
+            runtime = site_named(self.pages, websocket.query_params.get("site"))
+            variations = self.pages.variations.get(websocket.query_params.get("id", ""))
+            if variations is None or variations.key.site != runtime.site.name:
+                raise HTTPException(404, "Those variations are gone; ask for new ones.")
+            location = runtime.locate(variations.url)
+            if location is None:  # pragma: no cover - the set was started for a page the router serves
+                raise HTTPException(404, "No page lives at this address.")
+            job = self.pages.job(runtime, location)
+        except Exception as err:
+            answer = problem(err)
+            if answer is None:
+                raise
+            await websocket.send_text(self.screens.failed(answer.message, None))
+            return
+        async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
+            async for state in states:
+                if state.error is not None:
+                    answer = problem(state.error)
+                    assert answer is not None
+                    await websocket.send_text(self.screens.failed(answer.message, job.url))
+                    return
+                if state.pages is not None:
+                    await websocket.send_text(self.screens.candidates_final(job, variations))
+                    return
+                await websocket.send_text(self.screens.candidates_frame(state))
 
 
 async def _closed(websocket: WebSocket) -> None:

@@ -12,18 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 
+from genui.edits import MAX_INSTRUCTION
 from genui.generation import Generation
-from genui.inputs import page_at, parent_url, same_origin, site_named, small_form, version
+from genui.inputs import form_number, form_text, page_at, parent_url, same_origin, site_named, small_form, version
 from genui.pages import Job, Pages
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage
+from genui.variations import Variations
 
 NOWHERE = "No page lives at this address."
 FOREIGN_FORM = "That form belongs to another site."
@@ -66,20 +69,47 @@ class Views:
         return self._show(request, job, asked, write_next=False)
 
     async def regenerate(self, request: Request) -> Response:
-        if not same_origin(request):
-            raise HTTPException(403, FOREIGN_FORM)
-        form = await small_form(request)
-        runtime = _serving(request, site_named(self.pages, str(form.get("site", ""))))
-        location = runtime.locate(str(form.get("url", "")))
-        if location is None:
-            raise HTTPException(404, NOWHERE)
-        job = self.pages.job(runtime, location)
+        """Write the page's next version whole (form: site, url)."""
+        _, job = await self._page_form(request)
         generation = self.pages.generation(job, self.pages.versions(job) + 1)
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
             return self.screens.live(request, job, generation, headers={"HX-Push-Url": target})
         page = await _finished(request, generation)
         return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
+
+    async def rewrite(self, request: Request) -> Response:
+        """Write one section of a page version again (form: site, url, v, section, instruction); the new version
+        keeps every other byte."""
+        form, job = await self._page_form(request)
+        asked = version(form_text(form, VERSION_KEY) or None)
+        number = form_number(form, "section")
+        said = form_text(form, "instruction", MAX_INSTRUCTION)
+        generation = self.pages.rewrite(job, asked, number, said)
+        target = versioned(job.url, generation.version)
+        if is_htmx(request):
+            return self.screens.live(request, job, generation, headers={"HX-Push-Url": target})
+        page = await _finished(request, generation)
+        return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
+
+    async def variations(self, request: Request) -> Response:
+        """Write candidates of a page's next version side by side (form: site, url)."""
+        _, job = await self._page_form(request)
+        variations = self.pages.vary(job)
+        if not is_htmx(request):  # without scripts nothing streams: answer with the finished candidates
+            result = asyncio.ensure_future(_candidates_written(variations))
+            if not await _before_disconnect(request, result):
+                return Response(status_code=CLIENT_GONE)
+        return self.screens.variations(request, job, variations)
+
+    async def keep(self, request: Request) -> Response:
+        """Keep one finished candidate as the page's next version (form: site, url, id, n)."""
+        form, job = await self._page_form(request)
+        page = self.pages.keep(job, form_text(form, "id", 64), form_number(form, "n", 100) - 1)
+        target = versioned(job.url, page.version)
+        if is_htmx(request):
+            return self.screens.page(request, job, page, headers={"HX-Push-Url": target})
+        return RedirectResponse(target, status_code=303)
 
     async def wait(self, request: Request) -> Response:
         """The page version named in the query, once it is finished: a redirect to its URL (a cached page), or the
@@ -94,6 +124,17 @@ class Views:
             return self.screens.page(request, job, page)
         newest = page.version == self.pages.versions(job)
         return RedirectResponse(job.url if newest else versioned(job.url, page.version), status_code=303)
+
+    async def _page_form(self, request: Request) -> tuple[FormData, Job]:
+        """The form of one of genui's own page controls and the (cached) page it names: ``site`` and ``url``."""
+        if not same_origin(request):
+            raise HTTPException(403, FOREIGN_FORM)
+        form = await small_form(request)
+        runtime = _serving(request, site_named(self.pages, form_text(form, "site", 64)))
+        location = runtime.locate(form_text(form, "url") or "/")
+        if location is None:
+            raise HTTPException(404, NOWHERE)
+        return form, self.pages.job(runtime, location)
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
         shown = self.pages.open(job, asked, write_next=write_next)
@@ -146,6 +187,29 @@ async def _finished(request: Request, generation: Generation) -> StoredPage | No
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     return None if result.cancelled() else result.result()
+
+
+async def _candidates_written(variations: Variations) -> None:
+    async with contextlib.aclosing(variations.watch()) as states:
+        async for state in states:
+            if state.error is not None:
+                raise state.error
+
+
+async def _before_disconnect(request: Request, work: asyncio.Future[None]) -> bool:
+    """Await ``work`` (raising its error) unless the client goes away first (False; the work is cancelled)."""
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, gone):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    if work.cancelled():
+        return False
+    work.result()
+    return True
 
 
 async def _disconnected(request: Request) -> None:

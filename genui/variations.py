@@ -1,0 +1,168 @@
+"""Candidates for a page's next version, written side by side by one batched engine call (``stream_variants``).
+
+A ``Variations`` run is watched like a ``Generation``, but holds one draft per candidate; at the end each candidate
+is a sanitised page kept in memory (never stored) under a random id, until a visitor keeps one, which stores it as
+the page's next version. Candidates nobody keeps are forgotten (the newest ``KEPT_SETS`` sets are remembered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
+from genui.runtime import SiteRuntime
+from genui.store import PageKey
+
+KEPT_SETS = 64  # finished sets of candidates remembered for keeping, newest first
+log = logging.getLogger("genui")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What a watcher sees: each candidate's HTML so far (sanitised drafts), the finished pages, or an error."""
+
+    drafts: tuple[str, ...]
+    pages: tuple[str, ...] | None = None  # sanitised, links rewritten: the candidates as they would be stored
+    error: EngineError | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.pages is not None or self.error is not None
+
+
+class Variations:
+    """One batched run writing ``n`` candidates of a page's next version."""
+
+    def __init__(
+        self,
+        runtime: SiteRuntime,
+        key: PageKey,
+        url: str,  # the page's site-relative URL
+        frames: Callable[[], AsyncIterator[Frame]],
+        n: int,
+        unclaimed_s: float,
+    ) -> None:
+        self.id = secrets.token_urlsafe(12)
+        self.runtime, self.key, self.url, self.n = runtime, key, url, n
+        self.seconds = 0.0
+        self._latest = Candidates(("",) * n)
+        self._changed = asyncio.Event()
+        self._watchers = 0
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(frames))
+        self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
+
+    async def watch(self, interval: float = 0.0) -> AsyncGenerator[Candidates, None]:
+        """Every state until the end (a slow watcher skips to the newest); at most one draft each ``interval``."""
+        self._watchers += 1
+        try:
+            seen: Candidates | None = None
+            while True:
+                latest, changed = self._latest, self._changed
+                if latest is not seen:
+                    seen = latest
+                    yield latest
+                    if latest.finished:
+                        return
+                    if interval > 0:
+                        await asyncio.sleep(interval)
+                        continue
+                if latest is self._latest:
+                    await changed.wait()
+        finally:
+            self._watchers -= 1
+            self._abandon()
+
+    @property
+    def pages(self) -> tuple[str, ...] | None:
+        return self._latest.pages
+
+    def cancel(self) -> asyncio.Task[None]:
+        self._fail(EngineError("the variations were cancelled"))
+        self._task.cancel()
+        return self._task
+
+    def _abandon(self) -> None:
+        if self._watchers == 0 and not self._latest.finished:
+            self.cancel()
+
+    def _publish(self, latest: Candidates) -> None:
+        self._latest = latest
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _fail(self, error: EngineError) -> None:
+        if not self._latest.finished:
+            self._publish(Candidates(self._latest.drafts, error=error))
+
+    async def _run(self, start: Callable[[], AsyncIterator[Frame]]) -> None:
+        finished: list[dict[int, str]] = [{} for _ in range(self.n)]  # per candidate: canvas index -> final text
+        done: dict[int, str] = {}
+        frames: AsyncIterator[Frame] | None = None
+        try:
+            frames = start()
+            async for frame in frames:
+                if not 0 <= frame.variant < self.n:
+                    continue
+                stable = finished[frame.variant]
+                if isinstance(frame, StepFrame | CanvasFrame):
+                    if isinstance(frame, CanvasFrame):
+                        stable[frame.canvas] = frame.text
+                    text = "".join(text for index, text in sorted(stable.items()) if index < frame.canvas)
+                    text += frame.text
+                    drafts = list(self._latest.drafts)
+                    drafts[frame.variant] = self.runtime.render(text, draft=True)
+                    self._publish(Candidates(tuple(drafts)))
+                elif isinstance(frame, DoneFrame):
+                    done[frame.variant] = frame.text
+                    self.seconds = max(self.seconds, frame.seconds)
+                    if len(done) == self.n:
+                        pages = tuple(self.runtime.render(done[index]) for index in range(self.n))
+                        self._publish(Candidates(pages, pages))
+                        return
+            raise EngineError("the engine's stream ended before every candidate was written")
+        except EngineError as err:
+            self._fail(err)
+        except asyncio.CancelledError:
+            self._fail(EngineError("the variations were cancelled"))
+            raise
+        except Exception as err:  # an engine bug must still end every watcher's wait
+            log.exception("variations of %s failed", self.runtime.url(self.url))
+            self._fail(EngineError(f"generation failed: {err}"))
+        finally:
+            self._unclaimed.cancel()
+            close = getattr(frames, "aclose", None)
+            if close is not None:
+                await close()
+
+
+class VariationSets:
+    """The variation runs under way and the finished ones still to keep, by id."""
+
+    def __init__(self) -> None:
+        self._sets: OrderedDict[str, Variations] = OrderedDict()
+
+    def add(self, variations: Variations) -> Variations:
+        self._sets[variations.id] = variations
+        while len(self._sets) > KEPT_SETS:
+            _, oldest = self._sets.popitem(last=False)
+            oldest.cancel()
+        return variations
+
+    def get(self, set_id: str) -> Variations | None:
+        return self._sets.get(set_id)
+
+    def forget(self, set_id: str) -> None:
+        self._sets.pop(set_id, None)
+
+    async def close(self) -> None:
+        for variations in list(self._sets.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await variations.cancel()
+        self._sets.clear()

@@ -1,0 +1,243 @@
+"""Rewriting a section of a page in place, and variations of a page, through the app's endpoints."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from fakes import ClientFactory, FakeEngine, visit, ws_messages
+from test_app import HTMX, live_url, wait_until
+
+from genui.sections import sections
+from genui.sites import Site
+
+PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
+VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
+
+
+def page_html(text: str) -> str:
+    match = PAGE.search(text)
+    assert match is not None and "data-version=" in text, text[:300]
+    return match.group(1)
+
+
+def keep_form(text: str, n: int) -> dict[str, str]:
+    form = re.search(rf'<form class="genui-keep"(.*?)value="{n}">', text, re.S)
+    assert form is not None, text[:500]
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', form.group(0)))
+    return {name: html.unescape(value) for name, value in fields.items()}
+
+
+# -- rewriting a section ----------------------------------------------------------------------------------------
+
+
+def rewrite(section: object, **fields: object) -> dict[str, object]:
+    return {"site": "wiki", "url": "/Lisp", "section": section, **fields}
+
+
+def test_rewriting_a_section_keeps_every_other_byte_and_makes_a_new_version(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, "/wiki/Lisp").text)
+    part = sections(first)[1]
+    response = client.post("/_genui/rewrite", data=rewrite(2, instruction="  much   shorter "), headers=HTMX)
+    assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/Lisp?v=2"
+    assert first[: part.start] + '<div id="genui-draft" class="genui-draft genui-in-place"></div>' in response.text
+    ws_messages(client, live_url(response.text))
+    second = page_html(client.get("/wiki/Lisp?v=2").text)
+    assert second == first[: part.start] + "<p>Rewritten with seed 1: much shorter.</p>" + first[part.end :]
+    assert page_html(client.get("/wiki/Lisp?v=1").text) == first and page_html(client.get("/wiki/Lisp").text) == second
+    (edit,) = engine.infills
+    assert edit.generation.prompt.endswith("<rewrite>much shorter</rewrite>\n") and edit.generation.seed == 1
+    assert edit.before.endswith("<h1>Lisp</h1>\n") and edit.after.startswith("<h2>See also</h2>")
+    assert 16 <= edit.region_tokens <= engine.canvas_length
+
+
+def test_a_plain_rewrite_waits_and_redirects_to_the_new_version(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites, follow_redirects=False)
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    response = client.post("/_genui/rewrite", data=rewrite(1, v=1))
+    assert response.status_code == 303 and response.headers["location"] == "/wiki/Lisp?v=2"
+    assert "<p>Rewritten with seed 1.</p>" in client.get("/wiki/Lisp?v=2").text
+
+
+def test_a_page_offers_its_sections_and_variations_in_its_toolbar(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    text = visit(client_factory(all_sites), "/wiki/Lisp").text
+    options = re.findall(r'<option value="(\d+)">', text)
+    assert options == [str(n) for n in range(1, len(sections(page_html(text))) + 1)] and len(options) == 4
+    assert 'action="/_genui/rewrite"' in text and 'action="/_genui/variations"' in text
+    assert '<input type="hidden" name="v" value="1">' in text
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        ({"section": "0"}, 400),
+        ({"section": "abc"}, 400),
+        ({"section": "²"}, 400),
+        ({"section": "9" * 5000}, 400),
+        ({"section": "99"}, 400),
+        ({"section": None}, 400),
+        ({"instruction": "x" * 201}, 400),
+        ({"v": "0"}, 400),
+        ({"v": "7"}, 404),
+        ({"site": "nowhere"}, 404),
+        ({"url": "/no/such/page"}, 404),
+        ({"url": "/../x"}, 400),
+        ({"url": "/Never_written"}, 404),
+    ],
+)
+def test_a_malformed_rewrite_is_a_4xx_and_starts_nothing(
+    client_factory: ClientFactory, all_sites: list[Site], fields: dict[str, str | None], status: int
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    data = {key: value for key, value in {**rewrite(1), **fields}.items() if value is not None}
+    for headers in ({}, HTMX):
+        response = client.post("/_genui/rewrite", data=data, headers=headers)
+        assert response.status_code == status, response.text[:300]
+    assert engine.infills == []
+
+
+def test_a_rewrite_from_another_origin_or_with_a_file_is_refused(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    foreign = client.post("/_genui/rewrite", data=rewrite(1), headers={"Origin": "http://evil.example"})
+    with_file = client.post("/_genui/rewrite", data=rewrite(1), files={"f": ("a.txt", b"x")})
+    oversized = client.post("/_genui/rewrite", data=rewrite(1, instruction="x" * 20_000))
+    assert (foreign.status_code, with_file.status_code, oversized.status_code) == (403, 400, 413)
+    assert engine.infills == []
+
+
+def test_a_rewrite_while_the_next_version_is_written_is_a_409(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.delay = 0.05
+    client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    assert client.post("/_genui/rewrite", data=rewrite(1), headers=HTMX).status_code == 409
+
+
+def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.overloaded = 4.5
+    response = client.post("/_genui/rewrite", data=rewrite(1))
+    assert response.status_code == 503 and response.headers["retry-after"] == "5"
+    live = client.post("/_genui/rewrite", data=rewrite(1), headers=HTMX)
+    assert "Try again in 5 s" in ws_messages(client, live_url(live.text))[-1]
+
+
+# -- variations -------------------------------------------------------------------------------------------------
+
+
+def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next_version(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, "/wiki/Lisp").text)
+    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
+    match = VARIATIONS_LIVE.search(response.text)
+    assert match is not None and response.text.count('class="genui-page genui-draft genui-candidate"') == 3
+    messages = ws_messages(client, html.unescape(match.group(1)))
+    assert all(f'id="genui-variant-{n}"' in messages[0] for n in (1, 2, 3))
+    final = messages[-1]
+    candidates = re.findall(r'<section class="genui-candidate".*?"genui-page">(.*?)</div>\n<form', final, re.S)
+    assert len(candidates) == 3 and len(set(candidates)) == 3 and first not in candidates
+    assert engine.variations == [(engine.variations[0][0], 3)] and engine.variations[0][0].seed == 1
+    assert len(engine.calls) == 1  # the first version; the candidates came from one batched call
+    kept = client.post("/_genui/keep", data=keep_form(final, 2), headers=HTMX)
+    assert kept.status_code == 200 and kept.headers["hx-push-url"] == "/wiki/Lisp?v=2"
+    assert page_html(client.get("/wiki/Lisp").text) == candidates[1] and "(variation 2)" in candidates[1]
+    assert page_html(client.get("/wiki/Lisp?v=1").text) == first
+    again = client.post("/_genui/keep", data=keep_form(final, 1))  # a set is kept once
+    assert again.status_code == 404 and client.get("/wiki/Lisp?v=3").status_code == 404
+
+
+def test_without_scripts_variations_answer_with_the_candidates_and_keep_redirects(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites, follow_redirects=False)
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    assert response.status_code == 200 and response.text.count("Keep variation") == 3
+    kept = client.post("/_genui/keep", data=keep_form(response.text, 3))
+    assert kept.status_code == 303 and kept.headers["location"] == "/wiki/Lisp?v=2"
+    assert "(variation 3)" in client.get("/wiki/Lisp?v=2").text
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [({"n": "0"}, 400), ({"n": "4"}, 400), ({"n": "x"}, 400), ({"id": "nope"}, 404), ({"url": "/Other"}, 404)],
+)
+def test_a_malformed_keep_is_a_4xx(
+    client_factory: ClientFactory, all_sites: list[Site], fields: dict[str, str], status: int
+) -> None:
+    client = client_factory(all_sites)
+    visit(client, "/wiki/Lisp")
+    visit(client, "/wiki/Other")
+    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text
+    response = client.post("/_genui/keep", data={**keep_form(candidates, 1), **fields})
+    assert response.status_code == status and client.get("/wiki/Lisp?v=2").status_code == 404
+
+
+def test_keeping_a_candidate_still_being_written_is_a_409(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.delay = 0.05
+    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    match = VARIATIONS_LIVE.search(response.text)
+    assert match is not None
+    set_id = re.search(r"id=([\w-]+)", html.unescape(match.group(1)))
+    assert set_id is not None
+    keep = {"site": "wiki", "url": "/Lisp", "id": set_id.group(1), "n": "1"}
+    assert client.post("/_genui/keep", data=keep).status_code == 409
+    wait_until(lambda: len(engine.variations) == 1)
+
+
+def test_an_overloaded_engine_answers_variations_with_503_and_retry_after(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.overloaded = 2.0
+    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    assert response.status_code == 503 and response.headers["retry-after"] == "2"
+
+
+def test_the_variations_stream_of_an_unknown_set_says_so(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    messages = ws_messages(client_factory(all_sites), "/_genui/ws/variations?site=wiki&id=nope")
+    assert len(messages) == 1 and "Those variations are gone" in messages[0]
+
+
+def test_an_engine_that_cannot_edit_offers_no_controls_and_refuses_edits(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    class PlainEngine(FakeEngine):
+        infill = None  # type: ignore[assignment]
+
+    client = client_factory(all_sites, PlainEngine())
+    text = visit(client, "/wiki/Lisp").text
+    assert "Regenerate" in text and "genui-rewrite" not in text and "genui-vary" not in text
+    assert client.post("/_genui/rewrite", data={"site": "wiki", "url": "/Lisp", "section": "1"}).status_code == 404
+    assert client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).status_code == 404
