@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -178,15 +179,7 @@ async def _finished(request: Request, generation: Generation) -> StoredPage | No
     """Wait for the whole page (raising the engine's error); None if the client went away first, which leaves the
     run to be cancelled unless someone else watches it."""
     result = asyncio.ensure_future(generation.result())
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (result, gone):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-    return None if result.cancelled() else result.result()
+    return result.result() if await _before_disconnect(request, result) else None
 
 
 async def _candidates_written(variations: Variations) -> None:
@@ -196,7 +189,7 @@ async def _candidates_written(variations: Variations) -> None:
                 raise state.error
 
 
-async def _before_disconnect(request: Request, work: asyncio.Future[None]) -> bool:
+async def _before_disconnect(request: Request, work: asyncio.Future[Any]) -> bool:
     """Await ``work`` (raising its error) unless the client goes away first (False; the work is cancelled)."""
     gone = asyncio.ensure_future(_disconnected(request))
     try:
