@@ -17,6 +17,10 @@ TEXT_BLOCKS = frozenset(
     | {"details", "address", "hgroup"}
 )
 CONTAINERS = frozenset({"div", "article", "section", "main", "header", "footer", "aside", "nav"})
+INLINE = frozenset(
+    {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "del", "dfn", "em", "i", "ins", "kbd", "mark", "q", "s", "samp"}
+    | {"small", "span", "strong", "sub", "sup", "time", "u", "var", "wbr", "ruby", "rt", "rp"}
+)
 VOID = frozenset({"br", "hr", "img", "wbr", "col", "area", "base", "embed", "input", "link", "meta", "source"})
 SNIPPET = 60  # characters of a section's text shown in the picker
 
@@ -87,6 +91,8 @@ class _Tree(HTMLParser):
         return self._line_starts[line - 1] + column
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in INLINE:
+            self.handle_data(" ")  # a block's words do not run into the next one's in a snippet
         if tag in VOID:
             return
         classes = (dict(attrs).get("class") or "").split()
@@ -95,6 +101,8 @@ class _Tree(HTMLParser):
         self._open.append(node)
 
     def handle_endtag(self, tag: str) -> None:
+        if tag not in INLINE:
+            self.handle_data(" ")
         if not any(node.tag == tag for node in self._open[1:]):
             return  # a stray end tag: nothing to close
         end = self._html.index(">", self._offset()) + 1

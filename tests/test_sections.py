@@ -37,7 +37,7 @@ def test_a_reply_or_a_post_is_one_section_and_its_container_is_none() -> None:
 
 def test_genuis_own_markup_in_a_page_is_never_a_section() -> None:
     page = THREAD + '<ol class="genui-postlist genui-inline"><li class="genui-post"><p>hi</p></li></ol><p>reply</p>'
-    assert [part.snippet for part in sections(page)] == ["T", "mxy", "r1", "r2", "reply"]
+    assert [part.snippet for part in sections(page)] == ["T", "m x y", "r1", "r2", "reply"]
 
 
 def test_sections_span_lines_and_a_missing_number_is_none() -> None:
