@@ -1,0 +1,129 @@
+"""Pages written in place and variations, in a real browser (Debian's Chromium, Playwright, uvicorn, a FakeEngine).
+
+What the visitor had on screen must stay as it was: the tests compare the browser's own serialisation of the page
+before and after. Never run `playwright install`: the tests drive /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chromium import browser_page, collect_problems, served
+from fakes import SITES_DIR, FakeEngine
+
+from genui.app import create_app
+from genui.sites import load_sites
+
+pytestmark = pytest.mark.browser
+FINISHED = "#genui-content:not(.genui-live) .genui-page"  # a finished page (a page being written is .genui-live)
+THREAD = "/forum/r/hacking/My_first_lisp"
+
+
+@dataclass
+class Server:
+    url: str
+    engine: FakeEngine
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    engine = FakeEngine(delay=0.01, steps=3)  # first versions quickly; each test slows it down to watch the edit
+    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        yield Server(url, engine)
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    with browser_page() as opened:
+        yield opened
+
+
+def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_was(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    before = page.inner_html(FINISHED)
+    server.engine.delay = 0.4  # the replies take about two seconds: long enough to see the post alone first
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea[name=text]", "Hello <b>there</b>")
+    page.click(".genui-reply button[type=submit]")
+
+    shown = page.wait_for_selector(".genui-inline .genui-post-text", timeout=3_000)
+    assert shown is not None and shown.text_content() == "Hello <b>there</b>"  # escaped: text, not markup
+    assert page.query_selector("#genui-content.genui-live #genui-draft.genui-in-place") is not None
+    assert page.query_selector("p:text-is('Welcome, ada!')") is None  # the replies are still to come
+    live = page.inner_html("#genui-content .genui-page")
+    assert live.startswith(before + '<ol class="genui-postlist genui-inline">')  # the thread as it was
+    page.wait_for_selector("#genui-draft.genui-in-place[data-step]", timeout=5_000)  # the replies denoising
+
+    page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
+    after = page.inner_html(FINISHED)
+    assert after.startswith(before) and after != before
+    assert page.text_content(".genui-versions a[aria-current=page]") == "2"
+    assert len(server.engine.calls) == 1 and len(server.engine.infills) == 1  # only the replies were written
+    page.reload()
+    assert page.inner_html(FINISHED) == after
+    page.goto(server.url + THREAD + "?v=1")
+    assert page.inner_html(FINISHED) == before
+    assert problems == []
+
+
+def test_rewriting_a_paragraph_leaves_the_rest_of_the_page_byte_identical(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    before = page.inner_html(FINISHED)
+    paragraph = "<p>Lisp is a topic in computing, written with seed 0.</p>"
+    assert before.count(paragraph) == 1
+    server.engine.delay = 0.2
+    page.select_option("select[name=section]", "2")  # 1: the heading, 2: the paragraph
+    page.fill("input[name=instruction]", "shorter")
+    page.click(".genui-rewrite button[type=submit]")
+
+    page.wait_for_selector("#genui-content.genui-live #genui-draft.genui-in-place", timeout=3_000)
+    live = page.inner_html("#genui-content .genui-page")
+    assert live.startswith(before.split(paragraph)[0]) and live.endswith(before.split(paragraph)[1])
+
+    page.wait_for_selector(FINISHED + " p:text-is('Rewritten with seed 1: shorter.')", timeout=15_000)
+    after = page.inner_html(FINISHED)
+    assert after == before.replace(paragraph, "<p>Rewritten with seed 1: shorter.</p>")
+    assert page.url == server.url + "/wiki/Lisp?v=2"
+    page.reload()
+    assert page.inner_html(FINISHED) == after
+    page.goto(server.url + "/wiki/Lisp?v=1")
+    assert page.inner_html(FINISHED) == before
+    assert problems == []
+
+
+def test_three_variations_stream_side_by_side_and_the_kept_one_survives_a_reload(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    server.engine.delay = 0.1
+    page.click(".genui-vary button[type=submit]")
+
+    page.wait_for_selector("#genui-content.genui-live.genui-variations", timeout=3_000)
+    for n in (1, 2, 3):  # every candidate denoises on screen before any is finished
+        page.wait_for_selector(f"#genui-variant-{n}.genui-draft:not(:empty)", timeout=5_000)
+    assert page.query_selector(".genui-keep") is None
+
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    headings = [element.text_content() for element in page.query_selector_all(".genui-candidate .genui-page h1")]
+    assert headings == ["Lisp (variation 1)", "Lisp (variation 2)", "Lisp (variation 3)"]
+    bodies = [element.inner_html() for element in page.query_selector_all(".genui-candidate .genui-page")]
+    assert len(set(bodies)) == 3
+    assert len(server.engine.variations) == 1 and server.engine.variations[0][1] == 3  # one batched call
+
+    page.click(".genui-keep button:text-is('Keep variation 2')")
+    page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)  # the kept page
+    assert page.url == server.url + "/wiki/Lisp?v=2" and page.query_selector(".genui-candidate") is None
+    page.reload()
+    assert page.text_content(FINISHED + " h1") == "Lisp (variation 2)"
+    page.goto(server.url + "/wiki/Lisp")  # the newest version is the kept one
+    assert page.text_content(FINISHED + " h1") == "Lisp (variation 2)"
+    assert page.inner_html(FINISHED) == bodies[1]
+    assert problems == []
