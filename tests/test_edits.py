@@ -150,7 +150,9 @@ def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
 def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next_version(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
-    engine = FakeEngine()
+    # Frames a little apart, as a model's are: a socket sends at most ten drafts a second and the final page at once,
+    # so an engine that finishes instantly would show the final candidates first.
+    engine = FakeEngine(delay=0.15)
     client = client_factory(all_sites, engine)
     first = page_html(visit(client, "/wiki/Lisp").text)
     response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
