@@ -192,3 +192,13 @@ def visit(client: TestClient, url: str, **kwargs: object) -> Response:
         return response
     kwargs["follow_redirects"] = True
     return client.get(target, **kwargs)  # type: ignore[arg-type]
+
+
+PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
+
+
+def page_html(text: str) -> str:
+    """The stored page's own HTML inside a served document (which must carry its version)."""
+    match = PAGE.search(text)
+    assert match is not None and "data-version=" in text, text[:300]
+    return match.group(1)

@@ -6,20 +6,13 @@ import html
 import re
 
 import pytest
-from fakes import ClientFactory, FakeEngine, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, page_html, visit, ws_messages
 from test_app import HTMX, live_url, wait_until
 
 from genui.sections import sections
 from genui.sites import Site
 
-PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
 VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
-
-
-def page_html(text: str) -> str:
-    match = PAGE.search(text)
-    assert match is not None and "data-version=" in text, text[:300]
-    return match.group(1)
 
 
 def keep_form(text: str, n: int) -> dict[str, str]:

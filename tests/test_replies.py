@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import html
 import re
 
-from fakes import ClientFactory, FakeEngine, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, page_html, visit, ws_messages
 from test_app import HTMX, live_url
 
 from genui.sites import Site
 
 THREAD = "/forum/r/hacking/My_first_lisp"
-PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
-VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
-
-
-def page_html(text: str) -> str:
-    match = PAGE.search(text)
-    assert match is not None and "data-version=" in text, text[:300]
-    return match.group(1)
-
-
-def keep_form(text: str, n: int) -> dict[str, str]:
-    form = re.search(rf'<form class="genui-keep"(.*?)value="{n}">', text, re.S)
-    assert form is not None, text[:500]
-    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', form.group(0)))
-    return {name: html.unescape(value) for name, value in fields.items()}
 
 
 def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thread_as_it_was(
