@@ -67,19 +67,26 @@ class CausalDenoiser:
     def encode_prompt(self, prompt: str) -> list[int]:
         return encode_prompt(self.tokenizer, prompt)
 
-    def _forward(self, prefix: CausalPrefix, inputs: torch.Tensor, both_ways: bool, logits: bool) -> torch.Tensor:
+    def _forward(
+        self, prefix: CausalPrefix, inputs: torch.Tensor, both_ways: bool, logits: bool
+    ) -> torch.Tensor | None:
+        """Run a canvas's inputs against the cache (appending them); the logits (B, C, V) when asked for, else None
+        (a commit needs no LM head)."""
         b, c = inputs.shape
         positions = prefix.position[:, None] + torch.arange(c, device=inputs.device)[None]  # (B, C)
         own = torch.ones((c, c), dtype=torch.bool, device=inputs.device)
         own = own if both_ways else torch.tril(own)
         mask = torch.cat([prefix.keys[:, None, :].expand(b, c, -1), own[None].expand(b, c, c)], dim=-1)[:, None]
+        kwargs = {
+            "input_ids": inputs,
+            "attention_mask": mask,
+            "position_ids": positions,
+            "past_key_values": prefix.cache,
+        }
         if logits:
-            out = self.model(
-                input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=prefix.cache
-            )
-            return out.logits.float()
-        self.model.model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=prefix.cache)
-        return inputs
+            return self.model(**kwargs).logits.float()
+        self.model.model(**kwargs)
+        return None
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> CausalPrefix:
         real = attention_mask.bool()
@@ -104,6 +111,7 @@ class CausalDenoiser:
     ) -> torch.Tensor:
         inputs = torch.cat([prefix.last[:, None], canvas[:, :-1]], dim=-1)
         logits = self._forward(prefix, inputs, both_ways=True, logits=True)
+        assert logits is not None
         prefix.cache.crop(-self.canvas_length)  # the step reads the cache; what it appended goes
         return logits  # (B, C, V)
 

@@ -205,8 +205,8 @@ def denoise(
                 new_argmax = logits.argmax(dim=-1)
                 entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
                 accepted = entropy_bound_accept(entropy, settings.entropy_bound)
-                new_current = torch.where(accepted, sampled, current)
-                new_current = torch.where(accepted, new_current, _noise((b, c), vocab, device, generator))
+                # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
+                new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))
                 mean_entropy = entropy.mean(dim=-1)
                 if stopper is not None:
                     if stopped.any():  # rows that stopped keep their canvas while the batch goes on
