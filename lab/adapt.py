@@ -24,8 +24,10 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -123,8 +125,15 @@ def page_loss(model: torch.nn.Module, page: PageLayout, ar_weight: float) -> tup
 # Data
 
 
-def pack_corpus(corpus: Path, tokenizer_dir: Path, max_prompt: int, max_response: int) -> Packed:
-    """Every (prompt, page) of a corpus JSONL in the base's own format: its chat template, the page, end-of-text."""
+def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
+    for path in files:
+        with path.open(encoding="utf-8") as handle:
+            yield from map(json.loads, handle)
+
+
+def pack_corpus(corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int) -> Packed:
+    """Every (prompt, page) of corpus JSONL files in the base's own format: its chat template, the page,
+    end-of-text."""
     from transformers import AutoTokenizer
 
     from engine.causal import encode_prompt, end_of_text
@@ -136,19 +145,17 @@ def pack_corpus(corpus: Path, tokenizer_dir: Path, max_prompt: int, max_response
     groups: list[int] = []
     held: list[bool] = []
     names: list[str] = []
-    with corpus.open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            prompt = encode_prompt(tokenizer, row["prompt"])
-            if len(prompt) > max_prompt:
-                continue
-            response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
-            if row["site"] not in names:
-                names.append(row["site"])
-            prompts.append(np.asarray(prompt, dtype=np.uint16))
-            responses.append(np.asarray(response, dtype=np.uint16))
-            groups.append(names.index(row["site"]))
-            held.append(bool(row["holdout"]))
+    for row in _rows(corpus if isinstance(corpus, list) else [corpus]):
+        prompt = encode_prompt(tokenizer, row["prompt"])
+        if len(prompt) > max_prompt:
+            continue
+        response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
+        if row["site"] not in names:
+            names.append(row["site"])
+        prompts.append(np.asarray(prompt, dtype=np.uint16))
+        responses.append(np.asarray(response, dtype=np.uint16))
+        groups.append(names.index(row["site"]))
+        held.append(bool(row["holdout"]))
     return Packed(
         np.concatenate(prompts),
         np.cumsum([0, *map(len, prompts)]),
@@ -363,7 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--export", type=Path, help="after training, write the adapter as a model folder here")
     parser.add_argument("--export-only", action="store_true", help="only export the run's checkpoint to --export")
-    parser.add_argument("--pack", type=Path, help="pack this corpus JSONL into --packed first, then exit")
+    parser.add_argument(
+        "--pack",
+        type=Path,
+        nargs="+",
+        metavar="JSONL",
+        help="pack these corpus files (genui corpus, genui distill) into --packed, then exit",
+    )
     for f in fields(AdaptConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = parser.parse_args(argv)

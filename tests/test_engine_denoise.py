@@ -17,7 +17,15 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from engine.causal import CausalDenoiser
-from engine.denoise import DenoiseSettings, Pins, StableAndConfident, denoise, entropy_bound_accept, sample
+from engine.denoise import (
+    DenoiseSettings,
+    Pins,
+    StableAndConfident,
+    denoise,
+    entropy_bound_accept,
+    left_to_right_accept,
+    sample,
+)
 from engine.frames import EngineError
 from engine.generation import left_pad
 from lab.adapt import layout_page
@@ -137,6 +145,49 @@ def test_entropy_bound_acceptance_is_the_library_samplers() -> None:
     assert torch.equal(entropy_bound_accept(entropy, 1.5), reference.accepted_token_mask)
 
 
+def test_left_to_right_acceptance_takes_a_run_from_the_canvas_start() -> None:
+    entropy = torch.tensor([[0.1, 0.2, 0.3, 0.0, 2.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    accepted = left_to_right_accept(entropy, 1.0)
+    # row 0: 0.1 + 0.2 + 0.3 + 0.0 = 0.6 before position 4 (accepted), 2.6 before position 5 (not), however sure
+    # the tail is; row 1: the unsure first position is accepted (a step always moves on) and nothing after it
+    assert accepted.tolist() == [[True] * 5 + [False] * 2, [True] + [False] * 6]
+    # the lowest-entropy order would take the sure tail of both rows instead
+    assert entropy_bound_accept(entropy, 1.0)[:, -1].all()
+
+
+class _Recording:
+    """Sure of token 5 at positions 0-1, unsure at 2, sure of token 7 at 3-5; records the canvases it is shown."""
+
+    canvas_length, vocab_size, eos_id, pad_id, max_positions = 6, 1000, 1, 0, 100
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+        self.logits = torch.zeros(1, 6, 1000)
+        self.logits[0, :2, 5] = 50.0
+        self.logits[0, 3:, 7] = 50.0
+
+    def prefill(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+        return None
+
+    def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+        self.seen.append(canvas.clone())
+        return self.logits
+
+    def commit(self, prefix, canvas):  # type: ignore[no-untyped-def]
+        pass
+
+
+@pytest.mark.parametrize("order", ["entropy", "left_to_right"])
+def test_the_order_decides_which_samples_the_next_step_sees(order: str) -> None:
+    recording = _Recording()
+    settings = DenoiseSettings(max_canvases=1, max_steps=2, entropy_bound=0.5, order=order, stop_at_eos=False)
+    denoise(recording, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator().manual_seed(0))
+    second = recording.seen[1][0]
+    assert second[:2].tolist() == [5, 5]  # the sure start is kept either way
+    # the sure tail after the unsure position: kept by lowest entropy first, re-noised left to right
+    assert (second[3:] == 7).all() if order == "entropy" else not (second[3:] == 7).any()
+
+
 def test_stopping_is_the_library_criterions() -> None:
     ours, theirs = StableAndConfident(2, 3.0), StableAndConfidentStoppingCriteria(2, 3.0)
     generator = torch.Generator().manual_seed(0)
@@ -190,6 +241,7 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"stability_threshold": -1},
         {"top_k": -3},
         {"max_canvases": 0},
+        {"order": "random"},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
