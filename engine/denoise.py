@@ -62,6 +62,11 @@ class DenoiseSettings:
     confidence_threshold: float | None = None  # adaptive stop: mean token entropy below this
     stop_at_eos: bool = True
     top_k: int = 0  # sample among the k likeliest tokens only (cheaper than the whole vocabulary); 0: all
+    order: str = "entropy"  # which samples a step accepts first: see ORDERS
+
+    def accept(self, entropy: torch.Tensor) -> torch.Tensor:
+        """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C)."""
+        return ORDERS[self.order](entropy, self.entropy_bound)
 
     def check(self) -> None:
         """Raise EngineError for settings the loop cannot run, naming the setting."""
@@ -83,6 +88,8 @@ class DenoiseSettings:
             raise EngineError(f"confidence_threshold must be 0 or more, got {self.confidence_threshold}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise EngineError(f"top_k must be 0 (the whole vocabulary) or a positive integer, got {self.top_k!r}")
+        if self.order not in ORDERS:
+            raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,22 @@ def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
     ordered, order = torch.sort(entropy, dim=-1)
     chosen = torch.cumsum(ordered, dim=-1) - ordered <= bound
     return torch.zeros_like(chosen).scatter(-1, order, chosen)
+
+
+def left_to_right_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
+    """Accept each row's longest run from the left whose summed entropy before its last position is within the
+    bound; the first position is always accepted. (B, C) -> bool."""
+    return torch.cumsum(entropy, dim=-1) - entropy <= bound
+
+
+ORDERS = {
+    # the EB-sampler's: the lowest-entropy samples anywhere in the canvas (DiffusionGemma's generate())
+    "entropy": entropy_bound_accept,
+    # the canvas's start first: the longest run from its left end under the bound, so every accepted token has
+    # its left neighbours accepted with it (semi-autoregressive, as block-diffusion models adapted from causal LMs
+    # decode: Fast-dLLM v2, SDAR)
+    "left_to_right": left_to_right_accept,
+}
 
 
 def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -204,7 +227,7 @@ def denoise(
                 sampled = sample(probs, settings.top_k, generator)
                 new_argmax = logits.argmax(dim=-1)
                 entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
-                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
+                accepted = settings.accept(entropy)
                 # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
                 new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))
                 mean_entropy = entropy.mean(dim=-1)

@@ -202,6 +202,7 @@ _SAMPLER_KEYS = {
     "stability_threshold": "stability_threshold",
     "confidence_threshold": "confidence_threshold",
     "top_k": "top_k",
+    "acceptance_order": "order",
 }
 
 
