@@ -59,17 +59,25 @@ def with_instruction(prompt: str, said: str) -> str:
     return f"{prompt}<rewrite>{said}</rewrite>\n" if said else prompt
 
 
-def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str) -> str:
-    """The longest tail of ``before`` that fits the model after the prompt (one canvas left for the region).
+def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str, room: int | None = None) -> str:
+    """The longest tail of ``before`` that fits the model after the prompt, with ``room`` tokens (default one
+    canvas) left for the region.
 
     ``before`` is only what the model reads; the page keeps its own bytes, so a long page is cut from the front,
     at a tag boundary.
     """
-    probe = replace(request, max_tokens=engine.canvas_length, opening="")
+    probe = replace(request, max_tokens=room or engine.canvas_length, opening="")
     while before and not engine.fits(replace(probe, prompt=request.prompt + before)):
         cut = before.find("<", len(before) // 2)
         before = before[cut:] if cut > 0 else ""
     return before
+
+
+def reply_tokens(engine: EditingEngine, request: GenerationRequest) -> int:
+    """Room for a thread's new replies: half the site's page budget (``tokens`` in site.toml), at least a canvas.
+    The model ends them sooner with its end-of-text."""
+    budget = request.max_tokens or engine.canvas_length
+    return max(engine.canvas_length, budget // 2)
 
 
 def region_tokens(engine: EditingEngine, section_html: str) -> int:

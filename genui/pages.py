@@ -24,6 +24,7 @@ from genui.edits import (
     fitted_before,
     model_text,
     region_tokens,
+    reply_tokens,
     with_instruction,
 )
 from genui.generation import WHOLE, Generation, Splice, first_heading
@@ -172,10 +173,12 @@ class Pages:
             return None
         prompt = self.prompt(job)
         generation = job.runtime.request(prompt.text, version - 1)
-        before = fitted_before(engine, generation, model_text(newest.html))
-        infill = Infill(generation, before=before, after="", region_tokens=engine.canvas_length)
+        room = reply_tokens(engine, generation)
+        before = fitted_before(engine, generation, model_text(newest.html), room)
+        infill = Infill(generation, before=before, after="", region_tokens=room)
         splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=before)
-        return self._start(job, version, lambda: engine.infill(infill), prompt.parent, 1, splice)
+        canvases = -(-room // engine.canvas_length)
+        return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
 
     def rewrite(self, job: Job, version: int | None, number: int, said: str = "") -> Generation:
         """The run rewriting section ``number`` of a stored page version (the newest when None), optionally as a

@@ -77,7 +77,21 @@ def test_the_text_before_the_region_is_the_prompts_end(loaded: LoadedModel) -> N
 
 
 @pytest.mark.parametrize("region", [0, 33])
-def test_a_region_must_fit_in_one_canvas(loaded: LoadedModel, region: int) -> None:
+def test_a_region_with_text_after_it_must_fit_in_one_canvas(loaded: LoadedModel, region: int) -> None:
     request = InfillRequest(GenerationRequest(prompt=""), BEFORE, AFTER, region)
     with pytest.raises(EngineError, match="region_tokens"):
         plan_infill(loaded, request, Row(emit=lambda frame: None))
+
+
+def test_with_nothing_after_the_region_it_continues_over_several_canvases(loaded: LoadedModel) -> None:
+    length = loaded.canvas_length
+    request = InfillRequest(GenerationRequest(prompt="Reply", max_steps=2, seed=2), BEFORE, "", 2 * length + 1)
+    plan = plan_infill(loaded, request, Row(emit=lambda frame: None))
+    assert plan.settings.max_canvases == 3 and plan.pins is None and plan.settings.stop_at_eos
+    frames, canvas, _ = edit(loaded, request)
+    final = frames[-1]
+    assert isinstance(final, DoneFrame) and final.text.startswith(BEFORE)
+    written = "".join(frame.text for frame in final.canvases)
+    assert final.text == BEFORE + written
+    # every canvas but an end-of-text one is whole: the tiny random model writes until the budget or its EOS
+    assert len(final.canvases) == 3 or EOS_ID in canvas

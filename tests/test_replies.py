@@ -37,6 +37,7 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     assert edit.after == "" and edit.before.startswith('<div class="thread">') and "hx-get" not in edit.before
     assert '<reply user="ada"><b>Hi</b> & all</reply>' in edit.generation.prompt  # data in the prompt, as before
     assert edit.generation.seed == 1 and len(engine.calls) == 1
+    assert edit.region_tokens == 256  # half the forum's 512-token page budget: several canvases of replies
 
 
 def test_every_post_is_shown_once_in_place_or_below_and_the_next_reply_answers_the_waiting_ones(
