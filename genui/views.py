@@ -160,12 +160,14 @@ class Views:
             thread = self.screens.thread(job, error=f"Your reply was not posted: {err}.", user=user, text=text)
             message = str(err).capitalize() + "."
             return self.screens.error(request, runtime, 400, "Reply not posted", message, thread=thread)
-        if not is_htmx(request):
-            return RedirectResponse(job.url, status_code=303)
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location)
         appending = self.pages.append(job, self.screens.inline_posts)
+        if not is_htmx(request):
+            # A plain form: back to the thread, which shows the post at once and joins the replies' run (without
+            # scripts, its refresh waits for them).
+            return RedirectResponse(job.url, status_code=303)
         return self._show(request, job) if appending is None else self.screens.live(request, job, appending)
 
 

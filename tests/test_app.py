@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, wait_url, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, visit, wait_url, ws_messages
 
 from genui.screens import WS_PATH
 from genui.security import security_headers
@@ -296,7 +296,7 @@ def test_a_cross_site_regenerate_is_refused(client_factory: ClientFactory, all_s
 THREAD = "/forum/r/hacking/My_first_lisp"
 
 
-def test_a_plain_reply_is_stored_and_shown_escaped_below_the_thread(
+def test_a_plain_reply_is_stored_shown_escaped_and_answered_in_place(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     engine = FakeEngine()
@@ -308,9 +308,9 @@ def test_a_plain_reply_is_stored_and_shown_escaped_below_the_thread(
     assert response.status_code == 303 and response.headers["location"] == THREAD
     page = visit(client, THREAD).text
     assert "&lt;script&gt;alert(1)&lt;/script&gt; nice" in page and "<script>alert" not in page
-    assert "<b>ada</b>" in page
-    assert len(engine.calls) == 1 and engine.infills == []  # the thread stays as it was; no replies without htmx
-    assert page.split('<section id="genui-posts"')[0] == thread.split('<section id="genui-posts"')[0]
+    assert "<b>ada</b>" in page and "Welcome, ada!" in page  # the replies came without scripts too
+    assert len(engine.calls) == 1 and len(engine.infills) == 1
+    assert page_html(page).startswith(page_html(thread))  # the thread as it was, then the post and replies
 
 
 def test_an_htmx_reply_on_a_thread_not_written_yet_writes_it_with_the_post(
