@@ -173,10 +173,14 @@ class Pages:
             return None
         prompt = self.prompt(job)
         generation = job.runtime.request(prompt.text, version - 1)
+        location = job.location
+        opening = job.runtime.prompts.reply_opening(location.route, location.params, location.query)
         room = reply_tokens(engine, generation)
-        before = fitted_before(engine, generation, model_text(newest.html), room)
+        before = fitted_before(engine, generation, model_text(newest.html) + opening, room)
+        # The model reads the thread, then the route's reply opening; the new version keeps the opening it wrote.
         infill = Infill(generation, before=before, after="", region_tokens=room)
-        splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=before)
+        kept = before[: len(before) - len(opening)] if opening else before
+        splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=kept)
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
 

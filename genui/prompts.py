@@ -48,10 +48,11 @@ class PromptRenderer:
         for route in site.routes:
             self._check(route.template, self._env)
             digest = hashlib.sha256((site.prompts_dir / route.template).read_bytes())
-            if route.opening is not None:
-                self._check(route.opening, self._html)
-                digest.update(b"\0" + (site.prompts_dir / route.opening).read_bytes())
-            self._versions[route] = digest.hexdigest()[:16]  # unchanged for a route without an opening
+            for opening in (route.opening, route.reply_opening):
+                if opening is not None:
+                    self._check(opening, self._html)
+                    digest.update(b"\0" + (site.prompts_dir / opening).read_bytes())
+            self._versions[route] = digest.hexdigest()[:16]  # unchanged for a route without openings
 
     def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:
         file = self.site.prompts_dir / name
@@ -89,6 +90,21 @@ class PromptRenderer:
         if route.opening is None:
             return ""
         return self._html.get_template(route.opening).render(self._variables(route, params, query, parent, posts))
+
+    def reply_opening(
+        self,
+        route: Route,
+        params: dict[str, str],
+        query: dict[str, str] | None = None,
+        parent: Parent | None = None,
+        posts: list[Post] | None = None,
+    ) -> str:
+        """The HTML a page's new replies start with ("" if the route has none)."""
+        if route.reply_opening is None:
+            return ""
+        return self._html.get_template(route.reply_opening).render(
+            self._variables(route, params, query, parent, posts)
+        )
 
     def _variables(
         self,

@@ -50,6 +50,7 @@ class Route:
     query: tuple[str, ...] = ()  # query-string keys passed to the prompt
     cache: str = "forever"
     posts: bool = False  # users may post here; their posts are stored and shown
+    reply_opening: str | None = None  # file name under prompts/: HTML new replies to posts start with, word for word
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
 
     @property
@@ -129,7 +130,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    known = {"pattern", "template", "opening", "context", "query", "cache", "posts", "aliases"}
+    known = {"pattern", "template", "opening", "reply_opening", "context", "query", "cache", "posts", "aliases"}
     for key in data:
         if key not in known:
             raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
@@ -165,6 +166,13 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         raise SiteConfigError(file, f"{where}posts", "expected true or false", "write posts = true or remove it")
     if posts and "posts" not in context:
         context = (*context, "posts")
+    reply_opening = None
+    if "reply_opening" in data:
+        if not posts:
+            raise SiteConfigError(
+                file, f"{where}reply_opening", "only a route with posts gets replies", "add posts = true or remove it"
+            )
+        reply_opening = _prompt_file(file, root, f"{where}reply_opening", data, "reply_opening", "reply_opening.j2")
     return Route(
         pattern=pattern,
         template=template,
@@ -173,6 +181,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         query=query,
         cache=cache,
         posts=posts,
+        reply_opening=reply_opening,
         aliases=aliases,
     )
 

@@ -44,7 +44,11 @@ def region_writer(edit: Infill) -> str:
     posts = re.findall(r'<reply user="([^"]*)">', edit.generation.prompt)
     seed = edit.generation.seed
     if said is None and not edit.after and posts:
-        return f'<div class="reply"><p class="meta"><b>bot{seed}</b> · 1 point</p><p>Welcome, {posts[-1]}!</p></div>'
+        reply = f'<div class="reply"><p class="meta"><b>bot{seed}</b> · 1 point</p><p>Welcome, {posts[-1]}!</p></div>'
+        opening = '<div class="replies">\n<div class="reply"><p class="meta"><b>'  # the forum's reply_opening.j2
+        if edit.before.endswith(opening):  # continue the opening the model was given, as the model does
+            return reply.removeprefix('<div class="reply"><p class="meta"><b>') + "</div>"
+        return reply
     return f"<p>Rewritten with seed {seed}{': ' + said.group(1) if said else ''}.</p>"
 
 

@@ -31,10 +31,13 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     assert "Welcome, ada!" in messages[-1]
     second = page_html(client.get(THREAD).text)
     assert second.startswith(first + '<ol class="genui-postlist genui-inline">') and shown in second
-    assert second.endswith('<div class="reply"><p class="meta"><b>bot1</b> · 1 point</p><p>Welcome, ada!</p></div>')
+    # the replies start with the forum's reply opening (sites/forum/prompts/reply_opening.j2), then the model's text
+    reply = '<div class="reply"><p class="meta"><b>bot1</b> · 1 point</p><p>Welcome, ada!</p></div>'
+    assert second.endswith(f'</ol><div class="replies">\n{reply}</div>')
     assert page_html(client.get(THREAD + "?v=1").text) == first  # the thread's earlier state is still there
     (edit,) = engine.infills
     assert edit.after == "" and edit.before.startswith('<div class="thread">') and "hx-get" not in edit.before
+    assert edit.before.endswith('</div><div class="replies">\n<div class="reply"><p class="meta"><b>')
     assert '<reply user="ada"><b>Hi</b> & all</reply>' in edit.generation.prompt  # data in the prompt, as before
     assert edit.generation.seed == 1 and len(engine.calls) == 1
     assert edit.region_tokens == 256  # half the forum's 512-token page budget: several canvases of replies

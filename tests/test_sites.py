@@ -102,6 +102,8 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('context = ["brief", "parent"]', 'context = ["brief", "weather"]', "routes[1].context"),
         ('cache = "none"', 'cache = "sometimes"', "routes[3].cache"),
         ("posts = true", 'posts = "yes"', "routes[2].posts"),
+        ("posts = true", 'posts = true\nreply_opening = "nope.j2"', "routes[2].reply_opening"),
+        ('cache = "none"', 'cache = "none"\nreply_opening = "home.j2"', "routes[3].reply_opening"),
         ('query = ["q"]', 'query = "q"', "routes[3].query"),
         ('pattern = "/find"', 'pattern = "/"', "routes[3].pattern"),
         ('title = "Demo"', 'title = "Demo', "-"),
