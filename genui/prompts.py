@@ -102,9 +102,7 @@ class PromptRenderer:
         """The HTML a page's new replies start with ("" if the route has none)."""
         if route.reply_opening is None:
             return ""
-        return self._html.get_template(route.reply_opening).render(
-            self._variables(route, params, query, parent, posts)
-        )
+        return self._html.get_template(route.reply_opening).render(self._variables(route, params, query, parent, posts))
 
     def _variables(
         self,

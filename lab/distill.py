@@ -3,10 +3,11 @@
 For training pages of the corpus (never held-out ones), the base causal LM gets the page's prompt in its chat
 template followed by the route's opening, as a served page starts, and writes the rest autoregressively with
 transformers' ``generate()`` (sampling). A page is kept when, sanitised, it has its site's skeleton
-(``lab.quality.skeleton_ok``) and its words are dictionary words at least ``--min-words`` of the time (the quality
-report's measure; it drops the base's made-up names and letter soup): the base's own English inside the site's markup, an easy target that keeps the
-fluency the adaptation should not lose. Kept pages are corpus rows with ``"source": "base"``, appended to ``--out``
-as they come, so a run can stop at any time and resume: paths already in ``--out`` are not tried again.
+(``lab.quality.skeleton_ok``) and at least ``--min-words`` of its words are dictionary words (the quality report's
+measure; it drops the base's made-up names and letter soup): the base's own English inside the site's markup, an
+easy target that keeps the fluency the adaptation should not lose. Kept pages are corpus rows with ``"source":
+"base"``, appended to ``--out`` as they come, so a run can stop at any time and resume: paths already in
+``--out`` are not tried again.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from genui.resources import bundled
 from genui.pages import SiteRuntime
+from genui.resources import bundled
 from genui.sanitize import sanitize_html
 from genui.sites import load_sites
 from lab.quality import load_dictionary, shape, skeleton_ok, words

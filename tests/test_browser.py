@@ -140,11 +140,11 @@ def test_every_front_page_has_ways_on_that_lead_to_pages(tmp_path: Path) -> None
 def test_a_long_unbroken_run_of_model_text_wraps_instead_of_widening_the_page(tmp_path: Path) -> None:
     run = "gtb" * 200  # what a weak model writes at times: one 600-letter "word"
     engine = FakeEngine(lambda p, s: f"<article class='wiki'><h1>Long</h1><p>{run}</p></article>", steps=2)
-    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
-        with browser_page() as page:
-            page.set_viewport_size({"width": 800, "height": 700})
-            page.goto(url + "/wiki/Long")
-            page.wait_for_selector(FINISHED, timeout=15_000)
-            text = page.text_content(".genui-page") or ""
-            assert max(len(word) for word in text.split()) > 200  # one run of letters, wider than the window
-            assert page.evaluate("document.documentElement.scrollWidth") <= 800
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.set_viewport_size({"width": 800, "height": 700})
+        page.goto(url + "/wiki/Long")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        text = page.text_content(".genui-page") or ""
+        assert max(len(word) for word in text.split()) > 200  # one run of letters, wider than the window
+        assert page.evaluate("document.documentElement.scrollWidth") <= 800

@@ -181,7 +181,9 @@ class _Recording:
 def test_the_order_decides_which_samples_the_next_step_sees(order: str) -> None:
     recording = _Recording()
     settings = DenoiseSettings(max_canvases=1, max_steps=2, entropy_bound=0.5, order=order, stop_at_eos=False)
-    denoise(recording, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator().manual_seed(0))
+    denoise(
+        recording, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator().manual_seed(0)
+    )
     second = recording.seen[1][0]
     assert second[:2].tolist() == [5, 5]  # the sure start is kept either way
     # the sure tail after the unsure position: kept by lowest entropy first, re-noised left to right
