@@ -184,6 +184,16 @@ class Pages:
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
 
+    def replies_again(
+        self, job: Job, version: int | None, shown: Callable[[Sequence[StoredPost]], str]
+    ) -> Generation | None:
+        """The replies a live thread asks for (``version`` = newest + 1) when their run is gone (it failed, or nobody
+        came to watch it): written again in place, not as a whole new version of the thread. None when that is not
+        the case or no post is waiting for an answer."""
+        if not job.location.route.posts or version is None or version != self.versions(job) + 1:
+            return None
+        return None if self.running(job, version) is not None else self.append(job, shown)
+
     def rewrite(self, job: Job, version: int | None, number: int, said: str = "") -> Generation:
         """The run rewriting section ``number`` of a stored page version (the newest when None), optionally as a
         visitor asked (``said``); the new version keeps every other byte of that version."""

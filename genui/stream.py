@@ -87,7 +87,7 @@ class Stream:
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
             job, version = page_at(self.pages, runtime, websocket.query_params)
-            shown = self.pages.open(job, version)
+            shown = self.pages.replies_again(job, version, self.screens.inline_posts) or self.pages.open(job, version)
         except Exception as err:
             answer = problem(err)
             if answer is None:

@@ -117,7 +117,7 @@ class Views:
         page itself (a route that is never cached, so its URL would only write another)."""
         runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
         job, asked = page_at(self.pages, runtime, request.query_params)
-        shown = self.pages.open(job, asked)
+        shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
         page = shown if isinstance(shown, StoredPage) else await _finished(request, shown)
         if page is None:
             return Response(status_code=CLIENT_GONE)

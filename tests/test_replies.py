@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from fakes import ClientFactory, FakeEngine, page_html, visit, ws_messages
-from test_app import HTMX, live_url
+from fakes import ClientFactory, FakeEngine, page_html, region_writer, visit, ws_messages
+from test_app import HTMX, live_url, wait_until
 
+from engine.frames import EngineError
+from genui.edits import Infill
 from genui.sites import Site
 
 THREAD = "/forum/r/hacking/My_first_lisp"
@@ -79,3 +82,47 @@ def test_a_visitor_arriving_while_the_replies_are_written_watches_them_land(
     arriving = client.get(THREAD, headers=HTMX).text
     assert "url=%2Fr%2Fhacking%2FMy_first_lisp&amp;v=2" in arriving and "genui-in-place" in arriving
     assert "Welcome, ada!" in ws_messages(client, live_url(arriving))[-1] and len(engine.infills) == 1
+
+
+def _failing_once(failures: list[int]) -> Callable[[Infill], str]:
+    """The fake's reply writer, failing as often as ``failures`` has items (popping one each time)."""
+
+    def flaky(edit: Infill) -> str:
+        if failures:
+            failures.pop()
+            raise EngineError("the model fell over")
+        return region_writer(edit)
+
+    return flaky
+
+
+def test_replies_whose_run_failed_are_written_again_in_place_when_the_thread_asks(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    failures = [1]
+    engine = FakeEngine(region=_failing_once(failures))
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, THREAD).text)
+    response = client.post(THREAD, data={"user": "ada", "text": "hi"}, headers=HTMX)
+    wait_until(lambda: not failures)  # the replies' run has failed and is gone
+    # the live thread asks for v=2: the replies are written again in place, not a whole new thread
+    messages = ws_messages(client, live_url(response.text))
+    assert "Welcome, ada!" in messages[-1] and len(engine.infills) == 2 and len(engine.calls) == 1
+    second = page_html(client.get(THREAD).text)
+    assert second.startswith(first) and second.endswith("Welcome, ada!</p></div></div>")
+
+
+def test_without_scripts_replies_whose_run_failed_are_written_again_by_the_wait(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    failures = [1]
+    engine = FakeEngine(region=_failing_once(failures))
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, THREAD).text)
+    response = client.post(THREAD, data={"user": "ada", "text": "hi"}, headers=HTMX)
+    wait_until(lambda: not failures)
+    assert "url=%2Fr%2Fhacking%2FMy_first_lisp&amp;v=2" in response.text  # the run the placeholder waits for
+    # where the shell's <noscript> refresh leads; it follows the 303 to the thread once the replies are written again
+    thread = client.get("/_genui/wait?site=forum&url=%2Fr%2Fhacking%2FMy_first_lisp&v=2")
+    assert page_html(thread.text).startswith(first) and "Welcome, ada!" in page_html(thread.text)
+    assert len(engine.infills) == 2 and len(engine.calls) == 1
