@@ -179,7 +179,7 @@ class Pages:
         before = fitted_before(engine, generation, model_text(newest.html) + opening, room)
         # The model reads the thread, then the route's reply opening; the new version keeps the opening it wrote.
         infill = Infill(generation, before=before, after="", region_tokens=room)
-        kept = before[: len(before) - len(opening)] if opening else before
+        kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
         splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=kept)
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
