@@ -63,6 +63,7 @@ class DenoiseSettings:
     stop_at_eos: bool = True
     top_k: int = 0  # sample among the k likeliest tokens only (cheaper than the whole vocabulary); 0: all
     order: str = "entropy"  # which samples a step accepts first: see ORDERS
+    stable_share: float = 1.0  # adaptive stop: the share of positions whose argmax must hold still (1: all of them)
 
     def accept(self, entropy: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C)."""
@@ -88,6 +89,8 @@ class DenoiseSettings:
             raise EngineError(f"confidence_threshold must be 0 or more, got {self.confidence_threshold}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise EngineError(f"top_k must be 0 (the whole vocabulary) or a positive integer, got {self.top_k!r}")
+        if not 0 < self.stable_share <= 1:
+            raise EngineError(f"stable_share must be above 0 and at most 1, got {self.stable_share!r}")
         if self.order not in ORDERS:
             raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
 
@@ -160,9 +163,10 @@ class StableAndConfident:
     """Adaptive stopping: a row is done when its argmax canvas equals each of the last ``stability`` ones and its
     mean token entropy is below ``confidence``."""
 
-    def __init__(self, stability: int, confidence: float) -> None:
+    def __init__(self, stability: int, confidence: float, share: float = 1.0) -> None:
         self.stability = stability
         self.confidence = confidence
+        self.share = share  # below 1: that share of the positions holding still is enough
         self.history: torch.Tensor | None = None  # (stability, B, C)
 
     def __call__(self, argmax: torch.Tensor, mean_entropy: torch.Tensor) -> torch.Tensor:
@@ -171,7 +175,8 @@ class StableAndConfident:
         else:
             if self.history is None:
                 self.history = torch.full((self.stability, *argmax.shape), -1, dtype=argmax.dtype, device=argmax.device)
-            stable = (self.history == argmax[None]).all(dim=-1).all(dim=0)
+            held = (self.history == argmax[None]).float().mean(dim=-1)  # (stability, B): share unchanged
+            stable = (held >= self.share).all(dim=0)
             self.history = torch.cat([self.history[1:], argmax[None]])
         return stable & (mean_entropy < self.confidence)
 
@@ -208,7 +213,7 @@ def denoise(
             current = pinned.tokens if pinned is not None else _noise((b, c), vocab, device, generator)
             argmax, self_conditioning = current, None
             stopper = (
-                StableAndConfident(settings.stability_threshold, settings.confidence_threshold)
+                StableAndConfident(settings.stability_threshold, settings.confidence_threshold, settings.stable_share)
                 if settings.stability_threshold is not None and settings.confidence_threshold is not None
                 else None
             )

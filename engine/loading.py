@@ -203,6 +203,7 @@ _SAMPLER_KEYS = {
     "confidence_threshold": "confidence_threshold",
     "top_k": "top_k",
     "acceptance_order": "order",
+    "stable_share": "stable_share",
 }
 
 

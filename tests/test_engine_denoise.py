@@ -200,6 +200,18 @@ def test_stopping_is_the_library_criterions() -> None:
         assert torch.equal(ours(argmax, entropy), theirs(argmax, logits))
 
 
+def test_a_stable_share_below_one_stops_with_a_few_positions_still_changing() -> None:
+    argmax = torch.arange(10)[None].repeat(2, 1)  # two rows of 10 positions
+    moved = argmax.clone()
+    moved[0, 0] = 99  # row 0: one position in ten changed since the step before
+    moved[1, :3] = 99  # row 1: three
+    confident = torch.zeros(2)
+    for share, expected in ((1.0, [False, False]), (0.9, [True, False]), (0.7, [True, True])):
+        stopper = StableAndConfident(1, 1.0, share)
+        stopper(argmax, confident)
+        assert stopper(moved, confident).tolist() == expected, share
+
+
 def test_top_k_sampling_draws_only_the_likeliest_tokens() -> None:
     probs = torch.softmax(torch.randn(2, 8, 100), dim=-1)
     drawn = sample(probs, 5, torch.Generator().manual_seed(0))
@@ -244,6 +256,8 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"top_k": -3},
         {"max_canvases": 0},
         {"order": "random"},
+        {"stable_share": 0.0},
+        {"stable_share": 1.5},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
