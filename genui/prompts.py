@@ -87,9 +87,7 @@ class PromptRenderer:
         posts: list[Post] | None = None,
     ) -> str:
         """The HTML the route's pages start with ("" if it has none); the template sees what the prompt sees."""
-        if route.opening is None:
-            return ""
-        return self._html.get_template(route.opening).render(self._variables(route, params, query, parent, posts))
+        return self._html_of(route.opening, route, params, query, parent, posts)
 
     def reply_opening(
         self,
@@ -100,9 +98,20 @@ class PromptRenderer:
         posts: list[Post] | None = None,
     ) -> str:
         """The HTML a page's new replies start with ("" if the route has none)."""
-        if route.reply_opening is None:
+        return self._html_of(route.reply_opening, route, params, query, parent, posts)
+
+    def _html_of(
+        self,
+        name: str | None,
+        route: Route,
+        params: dict[str, str],
+        query: dict[str, str] | None,
+        parent: Parent | None,
+        posts: list[Post] | None,
+    ) -> str:
+        if name is None:
             return ""
-        return self._html.get_template(route.reply_opening).render(self._variables(route, params, query, parent, posts))
+        return self._html.get_template(name).render(self._variables(route, params, query, parent, posts))
 
     def _variables(
         self,
