@@ -4,7 +4,9 @@ Per site: share of well-formed pages with the site's skeleton, share of wiki art
 share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
 distinct-2 diversity, the share of a page's five-word phrases found on another page of the site (pages that differ
 with their prompt share few), median denoising steps per canvas, and (given the packed corpus) the held-out
-denoising loss and the prompt gain. Prints a table; ``--json`` prints one object.
+denoising loss and the prompt gain. The same held-out pages as the corpus has them go through the same measures, as
+the reference (rows marked "(corpus)", the "corpus" list in JSON): what a page that matched the corpus would score.
+Prints a table; ``--json`` prints one object.
 
 The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so, and
 ``python -m lab.quality --list`` prints them from a corpus file.
@@ -37,6 +39,13 @@ WORDS = Path("/usr/share/dict/american-english")
 HELDOUT_LOSS_PAGES = 48  # held-out pages per site in the loss columns
 _WORD = re.compile(r"[A-Za-z]{2,}")
 VOID = {"br", "hr", "img", "wbr", "input", "meta", "link", "area", "base", "col", "source", "track", "embed"}
+# Markup the model broke, which the sanitiser then shows as text: a tag's start or end ("</a", "<div", "p>"), or an
+# attribute ("href=", 'x="'). The corpus's own pages have "<language>" (FOLDOC's domains) and "a > b" in their text,
+# which this leaves alone: about 1 in 1,000 of them trips it (a stray "</b>" in a page's source).
+_TAGS = r"(?:a|p|b|i|ul|ol|li|h[1-6]|div|span|em|strong|article|code|pre|br)"
+_DEBRIS = re.compile(rf"</?{_TAGS}\b|\b{_TAGS}/?>|\b(?:href|class)\s*=|\w=\"")
+_CLASS = re.compile(r"[A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)*")
+_HREF_BROKEN = re.compile(r'[\s<>"]')
 
 
 class _Shape(HTMLParser):
@@ -51,12 +60,17 @@ class _Shape(HTMLParser):
         self.text: list[str] = []
         self.h1: list[str] = []
         self.paragraphs: list[str] = []  # the text of each <p>
+        self.debris: list[str] = []  # broken markup a reader would see: text, class and href values
         self._in_h1 = False
         self._in_p = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         self.tags.append((tag, a.get("class") or ""))
+        if "class" in a and not _CLASS.fullmatch(a["class"] or ""):
+            self.debris.append(f'class="{a["class"]}"')
+        if "href" in a and (not a["href"] or _HREF_BROKEN.search(a["href"])):
+            self.debris.append(f'href="{a["href"]}"')
         if tag == "a" and a.get("href"):
             self.hrefs.append(a["href"] or "")
         if tag == "h1":
@@ -85,6 +99,8 @@ class _Shape(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+        if found := _DEBRIS.search(data):
+            self.debris.append(data[max(0, found.start() - 20) : found.end() + 20])
         if self._in_h1 and self.h1:
             self.h1[-1] += data
         if self._in_p and self.paragraphs:
@@ -105,9 +121,10 @@ def _count(s: _Shape, tag: str, cls: str | None = None) -> int:
 
 
 def skeleton_ok(site: str, path: str, html_text: str) -> bool:
-    """Well-formed HTML with the site's skeleton for this kind of page."""
+    """Well-formed HTML with the site's skeleton for this kind of page: tags that close in order, no broken markup
+    shown as text or left in a class or link, and the elements the site's pages are built of."""
     s = shape(html_text)
-    if not s.balanced:
+    if not s.balanced or s.debris:
         return False
     if site == "wiki":
         if path.startswith("/wiki/"):
@@ -246,17 +263,20 @@ def load_dictionary(path: Path = WORDS) -> set[str]:
     return {w.lower() for w in path.read_text(encoding="utf-8", errors="replace").split() if w.isascii()}
 
 
-def heldout_pages(corpus: Path, per_site: int) -> list[tuple[str, str]]:
-    pages: dict[str, list[str]] = {}
+def corpus_pages(corpus: Path, per_site: int) -> list[PageResult]:
+    """The first ``per_site`` held-out pages of each site as the corpus has them, sanitised: the reference the
+    generated pages are measured against (no steps, no time)."""
+    pages: dict[str, list[PageResult]] = {}
     with corpus.open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             if row["holdout"] and len(pages.setdefault(row["site"], [])) < per_site:
-                pages[row["site"]].append(row["path"])
-    return [(site, path) for site in sorted(pages) for path in pages[site]]
+                pages[row["site"]].append(PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0))
+    return [page for site in sorted(pages) for page in pages[site]]
 
 
-def print_table(rows: list[SiteReport]) -> None:
+def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = None) -> None:
+    """The report as a Markdown table; ``reference`` rows (the corpus's own pages) follow, marked "(corpus)"."""
     head = (
         "site",
         "pages",
@@ -274,6 +294,8 @@ def print_table(rows: list[SiteReport]) -> None:
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for r in rows:
+        if not r.pages:
+            continue
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
         gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
         title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
@@ -281,6 +303,12 @@ def print_table(rows: list[SiteReport]) -> None:
             f"{r.site} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | "
             f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | "
             f"{r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss} | {gain}"
+        )
+    for r in reference or []:
+        title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
+        print(
+            f"{r.site} (corpus) | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | "
+            f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | - | - | - | -"
         )
 
 
@@ -335,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.exists():
         print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
         return 2
-    pages = heldout_pages(args.corpus, args.per_site)
+    originals = corpus_pages(args.corpus, args.per_site)
+    pages = [(r.site, r.path) for r in originals]
     if args.list:
         for site, path in pages:
             print(f"{site}\t{path}")
@@ -357,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     rows = report(results, sites, dictionary)
+    reference = report(originals, sites, dictionary)
     if args.save_pages:
         with args.save_pages.open("w", encoding="utf-8") as out:
             for result in results:
@@ -378,9 +408,10 @@ def main(argv: list[str] | None = None) -> int:
                 row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
     if args.json:
         summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings, "sampler": sampler}
-        print(json.dumps({**summary, "sites": [asdict(r) for r in rows]}, indent=1))
+        corpus = [asdict(r) for r in reference]
+        print(json.dumps({**summary, "sites": [asdict(r) for r in rows], "corpus": corpus}, indent=1))
     else:
-        print_table(rows)
+        print_table(rows, reference)
     return 0
 
 

@@ -34,6 +34,27 @@ def test_unbalanced_html_is_not_well_formed() -> None:
     assert shape("<p>a<br>b</p>").balanced
 
 
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "<p>A table.</p><p>It hashes p> keys.</p>",  # the end of a tag, shown as text
+        "<p>A table.</p><p>keys &lt;/a&gt; values</p>",  # a closing tag, escaped by the sanitiser
+        '<p>A table.</p><p>see a href="/wiki/Array" there</p>',  # an attribute shown as text
+        '<p class="=">A table.</p><p>It hashes keys.</p>',  # a class the model broke
+        '<p>A table.</p><p>See <a href="/wiki/a href=">array</a>.</p>',  # a link the model broke
+    ],
+)
+def test_broken_markup_a_reader_would_see_fails_the_skeleton(broken: str) -> None:
+    page = f'<article class="wiki"><h1>Hash table</h1>{broken}</article>'
+    assert shape(page).balanced and not skeleton_ok("wiki", "/wiki/Hash_table", page)
+
+
+def test_angle_brackets_that_are_text_do_not_fail_the_skeleton() -> None:
+    """FOLDOC's pages mark a domain as "<language>", and quotes or comparisons use ">" and "<="."""
+    body = '<p>1. &lt;language&gt; A Lisp.</p><p>If a &gt; b and ("&lt;=" is less-or-equal), then &gt; quoted.</p>'
+    assert skeleton_ok("wiki", "/wiki/Hash_table", f'<article class="wiki"><h1>Hash table</h1>{body}</article>')
+
+
 def test_forum_thread_needs_a_post_and_two_replies() -> None:
     page = (
         '<div class="thread"><h1>t</h1><div class="post"><p>x</p></div><div class="replies">'
@@ -123,3 +144,7 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     for row in sites.values():
         assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 3
         assert math.isfinite(row["heldout_loss"]) and math.isfinite(row["prompt_gain"])
+    # the reference: the corpus's own held-out pages through the same measures ("wiki page 0": all words known)
+    corpus_rows = {row["site"]: row for row in result["corpus"]}
+    assert set(corpus_rows) == {"wiki", "forum"} and corpus_rows["wiki"]["pages"] == 2
+    assert corpus_rows["wiki"]["dictionary_words"] == 1.0 and corpus_rows["wiki"]["heldout_loss"] is None
