@@ -1,13 +1,14 @@
-"""``genui distill``: pages the base model writes itself, as extra targets for the adaptation corpus.
+"""``genui distill``: pages a causal LM writes itself, as extra targets for the adaptation corpus.
 
-For training pages of the corpus (never held-out ones), the base causal LM gets the page's prompt in its chat
-template followed by the route's opening, as a served page starts, and writes the rest autoregressively with
-transformers' ``generate()`` (sampling). A page is kept when, sanitised, it has its site's skeleton
+For training pages of the corpus (never held-out ones), the writer gets the page's prompt in its chat template
+followed by the route's opening, as a served page starts, and writes the rest autoregressively with transformers'
+``generate()`` (sampling), ``--batch`` pages at a time. The writer is the base causal LM (``--base``, default the
+pinned SmolLM2; rows marked ``"source": "base"``) or an adapted genui model in its causal mode (``--model``, e.g.
+the shipped adapter; rows marked ``"source": "self"``): its own autoregressive pages are the easiest targets its
+denoiser can learn to write in parallel. A page is kept when, sanitised, it has its site's skeleton
 (``lab.quality.skeleton_ok``) and at least ``--min-words`` of its words are dictionary words (the quality report's
-measure; it drops the base's made-up names and letter soup): the base's own English inside the site's markup, an
-easy target that keeps the fluency the adaptation should not lose. Kept pages are corpus rows with ``"source":
-"base"``, appended to ``--out`` as they come, so a run can stop at any time and resume: paths already in
-``--out`` are not tried again.
+measure; it drops made-up names and letter soup). Kept pages are corpus rows appended to ``--out`` as they come, so
+a run can stop at any time and resume: paths already in ``--out`` are not tried again.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ class Job:
     budget: int  # the site's page budget in tokens
 
 
-def plan_jobs(corpus: Path, sites_dir: Path, done: set[tuple[str, str]], pages: int, seed: int) -> list[Job]:
+def plan_jobs(
+    corpus: Path, sites_dir: Path, done: set[tuple[str, str]], pages: int, seed: int, only: list[str] | None = None
+) -> list[Job]:
     """Up to ``pages`` training pages not yet in ``done``, in a seeded order, with the prompt and opening the site
-    would send for them."""
-    sites = {site.name: site for site in load_sites(sites_dir)}
+    would send for them; ``only`` names the sites to take them from (default: every site)."""
+    sites = {site.name: site for site in load_sites(sites_dir) if not only or site.name in only}
     runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
     rows = []
     with corpus.open(encoding="utf-8") as handle:
@@ -67,26 +70,57 @@ def dictionary_share(page: str, dictionary: set[str]) -> float:
     return sum(w in dictionary for w in found) / len(found) if found else 0.0
 
 
-def write_page(model: torch.nn.Module, tokenizer, job: Job, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
-    """The base's page for a job: the opening and what it writes after it, until its end-of-text or the budget."""
+def write_pages(model: torch.nn.Module, tokenizer, jobs: list[Job], args: argparse.Namespace) -> list[str]:  # type: ignore[no-untyped-def]
+    """The writer's pages for a batch of jobs: each opening and what follows it, until the row's end-of-text or its
+    budget. Prompts are left-padded so that every row's new text starts at the same column."""
     from engine.causal import encode_prompt, end_of_text
+    from engine.generation import left_pad
 
-    ids = encode_prompt(tokenizer, job.prompt) + tokenizer.encode(job.opening, add_special_tokens=False)
-    input_ids = torch.tensor([ids], device=model.device)
-    budget = min(job.budget, args.max_new_tokens)
+    eos = end_of_text(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    prompts = [
+        encode_prompt(tokenizer, job.prompt) + tokenizer.encode(job.opening, add_special_tokens=False) for job in jobs
+    ]
+    input_ids, attention_mask = left_pad(prompts, pad, model.device)
+    budgets = [min(job.budget, args.max_new_tokens) for job in jobs]
     with torch.inference_mode():
         output = model.generate(
             input_ids,
-            attention_mask=torch.ones_like(input_ids),
-            max_new_tokens=budget,
+            attention_mask=attention_mask,
+            max_new_tokens=max(budgets),
             do_sample=True,
             temperature=args.temperature,
             top_k=args.top_k,
             repetition_penalty=args.repetition_penalty,
-            eos_token_id=end_of_text(tokenizer),
-            pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_of_text(tokenizer),
+            eos_token_id=eos,
+            pad_token_id=pad,
         )
-    return job.opening + tokenizer.decode(output[0, len(ids) :], skip_special_tokens=True)
+    new = output[:, input_ids.shape[1] :]
+    return [
+        job.opening + tokenizer.decode(row[:budget], skip_special_tokens=True)
+        for job, row, budget in zip(jobs, new, budgets, strict=True)
+    ]
+
+
+def load_writer(args: argparse.Namespace, device: torch.device) -> tuple[torch.nn.Module, object, str]:
+    """The model that writes, its tokenizer, and the ``source`` its rows are marked with."""
+    if args.model:
+        from engine.loading import load_model
+
+        loaded = load_model(args.model, device=str(device))
+        if loaded.family == "diffusion-gemma":
+            raise SystemExit(
+                f"genui distill: {args.model} is a DiffusionGemma checkpoint; --model takes a genui adapter"
+            )
+        return loaded.model, loaded.tokenizer, "self"
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.base import ensure_base
+
+    base = args.base or str(ensure_base())
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).to(device).eval()
+    return model, tokenizer, "base"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="from genui corpus")
     parser.add_argument("--out", type=Path, default=Path("data/distilled.jsonl"), help="JSONL to append pages to")
     parser.add_argument("--pages", type=int, default=100, help="training pages to try this run (default 100)")
-    parser.add_argument("--base", help="causal-LM folder or hub id (default: the pinned SmolLM2 base)")
+    writer = parser.add_mutually_exclusive_group()
+    writer.add_argument("--base", help="causal-LM folder or hub id that writes (default: the pinned SmolLM2 base)")
+    writer.add_argument("--model", help="a genui adapter folder whose causal mode writes (e.g. models/genui-smollm)")
+    parser.add_argument("--batch", type=int, default=8, help="pages written at once (default 8)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--threads", type=int, help="torch threads on CPU (default: torch's choice)")
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
@@ -103,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=50)
     parser.add_argument("--repetition-penalty", type=float, default=1.2)
     parser.add_argument("--min-words", type=float, default=0.9, help="least share of dictionary words kept")
+    parser.add_argument("--site", action="append", help="only this site's pages (repeat for several; default: all)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.pages < 1 or args.max_new_tokens < 1 or not args.temperature > 0:
-        parser.error("--pages and --max-new-tokens must be positive, --temperature above 0")
+    if args.pages < 1 or args.max_new_tokens < 1 or args.batch < 1 or not args.temperature > 0:
+        parser.error("--pages, --batch and --max-new-tokens must be positive, --temperature above 0")
     if not args.corpus.is_file():
         print(f"genui distill: {args.corpus} is missing: build it with `genui corpus --text-only`", file=sys.stderr)
         return 2
@@ -115,33 +153,33 @@ def main(argv: list[str] | None = None) -> int:
         with args.out.open(encoding="utf-8") as handle:
             done = {(row["site"], row["path"]) for row in map(json.loads, handle)}
     dictionary = load_dictionary()
-    jobs = plan_jobs(args.corpus, args.sites_dir, done, args.pages, args.seed)
+    jobs = plan_jobs(args.corpus, args.sites_dir, done, args.pages, args.seed, args.site)
 
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.base import ensure_base
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    base = args.base or str(ensure_base())
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).to(device).eval()
+    model, tokenizer, source = load_writer(args, device)
+    if args.threads:  # after loading, which fits torch's threads to the CPUs
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed + len(done))  # a resumed run draws afresh
     kept: dict[str, list[int]] = {}
     started = time.perf_counter()
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=len(jobs), desc="distill", unit="page", file=sys.stderr, mininterval=5)
     with args.out.open("a", encoding="utf-8") as out:
-        for job in tqdm(jobs, desc="distill", unit="page", file=sys.stderr, mininterval=5):
-            page = sanitize_html(write_page(model, tokenizer, job, args))
-            ok = skeleton_ok(job.site, job.path, page) and dictionary_share(page, dictionary) >= args.min_words
-            kept.setdefault(job.site, [0, 0])[0] += ok
-            kept[job.site][1] += 1
-            if ok:
-                row = {"site": job.site, "path": job.path, "prompt": job.prompt, "html": page, "holdout": False}
-                out.write(json.dumps({**row, "source": "base"}) + "\n")
-                out.flush()
+        for first in range(0, len(jobs), args.batch):
+            batch = jobs[first : first + args.batch]
+            for job, text in zip(batch, write_pages(model, tokenizer, batch, args), strict=True):
+                page = sanitize_html(text)
+                ok = skeleton_ok(job.site, job.path, page) and dictionary_share(page, dictionary) >= args.min_words
+                kept.setdefault(job.site, [0, 0])[0] += ok
+                kept[job.site][1] += 1
+                if ok:
+                    row = {"site": job.site, "path": job.path, "prompt": job.prompt, "html": page, "holdout": False}
+                    out.write(json.dumps({**row, "source": source}) + "\n")
+            out.flush()
+            bar.update(len(batch))
+    bar.close()
     seconds = time.perf_counter() - started
     summary = {site: {"tried": n, "kept": k} for site, (k, n) in sorted(kept.items())}
     print(json.dumps({"pages": len(jobs), "seconds": round(seconds, 1), "sites": summary, "out": str(args.out)}))

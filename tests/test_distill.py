@@ -1,4 +1,4 @@
-"""genui distill (lab.distill): which pages the base is asked to write, what it keeps, and that a run resumes."""
+"""genui distill (lab.distill): which pages the writer is asked for, what it keeps, and that a run resumes."""
 
 from __future__ import annotations
 
@@ -42,17 +42,20 @@ def test_only_pages_with_the_site_skeleton_are_kept_and_a_run_resumes(
 ) -> None:
     base = build_tiny_llama_base(tmp_path / "tiny")
     written: list[str] = []
-    real = distill.write_page
+    real = distill.write_pages
 
-    def page(model: torch.nn.Module, tokenizer, job: distill.Job, args) -> str:  # type: ignore[no-untyped-def]
-        # the tiny random base writes noise; half of the pages get a real wiki body after its real output
-        text = real(model, tokenizer, job, args)
-        if job.path == "/wiki/Hash_table":
-            text = f"{job.opening}<p>A table of keys.</p><p>It hashes them.</p></article>"
-        written.append(job.path)
-        return text
+    def pages(model: torch.nn.Module, tokenizer, jobs: list[distill.Job], args) -> list[str]:  # type: ignore[no-untyped-def]
+        # the tiny random base writes noise; the wiki article gets a real body in place of its output
+        texts = real(model, tokenizer, jobs, args)
+        written.extend(job.path for job in jobs)
+        return [
+            f"{job.opening}<p>A table of keys.</p><p>It hashes them.</p></article>"
+            if job.path == "/wiki/Hash_table"
+            else text
+            for job, text in zip(jobs, texts, strict=True)
+        ]
 
-    monkeypatch.setattr(distill, "write_page", page)
+    monkeypatch.setattr(distill, "write_pages", pages)
     out = tmp_path / "distilled.jsonl"
     common = ["--corpus", str(corpus), "--out", str(out), "--base", str(base), "--max-new-tokens", "8"]
     assert distill.main([*common, "--pages", "2"]) == 0
@@ -60,8 +63,32 @@ def test_only_pages_with_the_site_skeleton_are_kept_and_a_run_resumes(
     assert len(written) == 2 and [row["path"] for row in rows] == ["/wiki/Hash_table"]
     assert rows[0]["source"] == "base" and not rows[0]["holdout"]
     assert skeleton_ok("wiki", "/wiki/Hash_table", rows[0]["html"])
-    assert distill.main([*common, "--pages", "5"]) == 0  # resumes: the kept page is not asked for again
+    assert distill.main([*common, "--pages", "5", "--batch", "2"]) == 0  # resumes: the kept page is not asked again
     assert written.count("/wiki/Hash_table") == 1 and "/wiki/Array" not in written
+    assert distill.main([*common, "--pages", "5", "--site", "wiki"]) == 0
+    assert written[-1] == "/wiki/Linked_list"  # only the wiki's pages, and not the one already kept
+
+
+def test_a_batch_cuts_each_page_at_its_own_budget_and_an_adapted_writer_marks_its_rows(
+    corpus: Path, tmp_path: Path
+) -> None:
+    import argparse
+
+    from engine.loading import load_model
+
+    base = build_tiny_llama_base(tmp_path / "tiny")
+    loaded = load_model(base, device="cpu")
+    args = argparse.Namespace(max_new_tokens=64, temperature=1.0, top_k=0, repetition_penalty=1.0)
+    short = distill.Job("wiki", "/wiki/A", "<title>A</title>", "<h1>A</h1>", budget=2)
+    long = distill.Job("wiki", "/wiki/B", "<title>B but a longer prompt</title>", "", budget=40)
+    torch.manual_seed(0)
+    texts = distill.write_pages(loaded.model, loaded.tokenizer, [short, long], args)
+    assert texts[0].startswith("<h1>A</h1>")
+    widest = max(len(loaded.tokenizer.decode([index])) for index in range(len(loaded.tokenizer)))
+    assert len(texts[0].removeprefix("<h1>A</h1>")) <= 2 * widest  # two tokens at most
+    assert len(texts[1]) > len(texts[0])  # the random tiny model seldom ends a page at once
+    writer = argparse.Namespace(model=str(base), base=None)
+    assert distill.load_writer(writer, torch.device("cpu"))[2] == "self"
 
 
 def test_a_missing_corpus_names_the_command_that_builds_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
