@@ -293,22 +293,15 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
     )
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
-    for r in rows:
-        if not r.pages:
-            continue
+    measured = [(r, r.site) for r in rows] + [(r, f"{r.site} (corpus)") for r in reference or []]
+    for r, label in measured:
+        title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
         gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
-        title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
+        timing = f"{r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f}" if r.seconds_per_page else "- | -"
         print(
-            f"{r.site} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | "
-            f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | "
-            f"{r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f} | {loss} | {gain}"
-        )
-    for r in reference or []:
-        title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
-        print(
-            f"{r.site} (corpus) | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | "
-            f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | - | - | - | -"
+            f"{label} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | {r.valid_links:.1%} "
+            f"({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | {timing} | {loss} | {gain}"
         )
 
 
