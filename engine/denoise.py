@@ -65,9 +65,10 @@ class DenoiseSettings:
     order: str = "entropy"  # which samples a step accepts first: see ORDERS
     stable_share: float = 1.0  # adaptive stop: the share of positions whose argmax must hold still (1: all of them)
 
-    def accept(self, entropy: torch.Tensor) -> torch.Tensor:
-        """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C)."""
-        return ORDERS[self.order](entropy, self.entropy_bound)
+    def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
+        step before kept (B, C) bool."""
+        return ORDERS[self.order](entropy, self.entropy_bound, before)
 
     def check(self) -> None:
         """Raise EngineError for settings the loop cannot run, naming the setting."""
@@ -125,7 +126,7 @@ def temperature(settings: DenoiseSettings, remaining: int) -> float | None:
     return settings.t_min + (settings.t_max - settings.t_min) * remaining / settings.max_steps
 
 
-def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
+def entropy_bound_accept(entropy: torch.Tensor, bound: float, before: torch.Tensor | None = None) -> torch.Tensor:
     """Accept the k lowest-entropy positions of each row such that sum(entropy) - max(entropy) <= bound: a bound on
     the mutual information of tokens sampled in parallel (the EB-sampler, arXiv:2505.24857). (B, C) -> bool."""
     ordered, order = torch.sort(entropy, dim=-1)
@@ -133,10 +134,23 @@ def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
     return torch.zeros_like(chosen).scatter(-1, order, chosen)
 
 
-def left_to_right_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
+def left_to_right_accept(entropy: torch.Tensor, bound: float, before: torch.Tensor | None = None) -> torch.Tensor:
     """Accept each row's longest run from the left whose summed entropy before its last position is within the
     bound; the first position is always accepted. (B, C) -> bool."""
     return torch.cumsum(entropy, dim=-1) - entropy <= bound
+
+
+def spread_accept(entropy: torch.Tensor, bound: float, before: torch.Tensor | None = None) -> torch.Tensor:
+    """The EB-sampler's choice, except that two neighbours never join the accepted set in the same step: a position
+    the step before did not keep is accepted only if no such neighbour is surer. Neighbours sampled at once each
+    from their own marginal are what writes a token twice ("like like", "<p><p>"). (B, C) -> bool."""
+    chosen = entropy_bound_accept(entropy, bound)
+    kept = torch.zeros_like(chosen) if before is None else before
+    new = chosen & ~kept
+    joining = torch.where(new, entropy, torch.full_like(entropy, float("inf")))
+    left = torch.nn.functional.pad(joining[:, :-1], (1, 0), value=float("inf"))
+    right = torch.nn.functional.pad(joining[:, 1:], (0, 1), value=float("inf"))
+    return (chosen & kept) | (new & (joining <= left) & (joining <= right))
 
 
 ORDERS = {
@@ -146,6 +160,8 @@ ORDERS = {
     # its left neighbours accepted with it (semi-autoregressive, as block-diffusion models adapted from causal LMs
     # decode: Fast-dLLM v2, SDAR)
     "left_to_right": left_to_right_accept,
+    # the EB-sampler's, spread out: no two neighbours join in one step (as dilated unmasking schedules do)
+    "spread": spread_accept,
 }
 
 
@@ -218,6 +234,7 @@ def denoise(
                 else None
             )
             stopped = torch.zeros(b, dtype=torch.bool, device=device)
+            accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
             for remaining in range(settings.max_steps, 0, -1):
                 if cancelled():
                     raise GenerationCancelled
@@ -232,7 +249,7 @@ def denoise(
                 sampled = sample(probs, settings.top_k, generator)
                 new_argmax = logits.argmax(dim=-1)
                 entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
-                accepted = settings.accept(entropy)
+                accepted = settings.accept(entropy, accepted)
                 # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
                 new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))
                 mean_entropy = entropy.mean(dim=-1)

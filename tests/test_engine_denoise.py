@@ -25,6 +25,7 @@ from engine.denoise import (
     entropy_bound_accept,
     left_to_right_accept,
     sample,
+    spread_accept,
 )
 from engine.frames import EngineError
 from engine.generation import left_pad
@@ -155,6 +156,17 @@ def test_left_to_right_acceptance_takes_a_run_from_the_canvas_start() -> None:
     assert entropy_bound_accept(entropy, 1.0)[:, -1].all()
 
 
+def test_spread_acceptance_never_lets_two_neighbours_join_in_one_step() -> None:
+    entropy = torch.tensor([[0.1, 0.2, 0.3, 5.0, 0.0, 0.0]])
+    assert entropy_bound_accept(entropy, 1.0).all()  # the plain bound takes every position at once
+    # of neighbours joining together only the surest stays; equally sure ones (pins: entropy 0) join together
+    first = spread_accept(entropy, 1.0, torch.zeros_like(entropy, dtype=torch.bool))
+    assert first.tolist() == [[True, False, False, False, True, True]]
+    # a position kept the step before stays and is no new neighbour: both of its neighbours may join
+    before = torch.tensor([[False, True, False, False, False, False]])
+    assert spread_accept(entropy, 1.0, before).tolist() == [[True, True, True, False, True, True]]
+
+
 class _Recording:
     """Sure of token 5 at positions 0-1, unsure at 2, sure of token 7 at 3-5; records the canvases it is shown."""
 
@@ -177,7 +189,7 @@ class _Recording:
         pass
 
 
-@pytest.mark.parametrize("order", ["entropy", "left_to_right"])
+@pytest.mark.parametrize("order", ["entropy", "left_to_right", "spread"])
 def test_the_order_decides_which_samples_the_next_step_sees(order: str) -> None:
     recording = _Recording()
     settings = DenoiseSettings(max_canvases=1, max_steps=2, entropy_bound=0.5, order=order, stop_at_eos=False)
@@ -187,7 +199,7 @@ def test_the_order_decides_which_samples_the_next_step_sees(order: str) -> None:
     second = recording.seen[1][0]
     assert second[:2].tolist() == [5, 5]  # the sure start is kept either way
     # the sure tail after the unsure position: kept by lowest entropy first, re-noised left to right
-    assert (second[3:] == 7).all() if order == "entropy" else not (second[3:] == 7).any()
+    assert (second[3:] == 7).all() if order != "left_to_right" else not (second[3:] == 7).any()
 
 
 def test_stopping_is_the_library_criterions() -> None:
