@@ -6,8 +6,8 @@ One optimiser step sums pages until it has ``canvas_tokens`` supervised canvas t
   its next-token loss on the response (weight ``ar_weight``) keeps the same weights a working causal LM;
 - after it come all the page's canvases in the layout of engine.causal: canvas k's inputs are the clean token
   before it and its own tokens shifted by one, each of those replaced by a uniform random token with probability
-  t ~ U(eps, 1) (one t per page); a 4D mask lets canvas k see the clean prefix before it and, bidirectionally,
-  itself;
+  t ~ U(eps, 1) (one t per page), or, a ``plausible_noise`` share of them, by a wrong token that looks right
+  (layout_page); a 4D mask lets canvas k see the clean prefix before it and, bidirectionally, itself;
 - the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not.
 
 The base stays frozen; LoRA (peft) adapts every projection of the upper layers, and the bottom ``frozen_layers``
@@ -52,6 +52,7 @@ class AdaptConfig:
     frozen_layers: int = 10  # bottom layers without an adapter
     eps: float = 0.05  # lowest corruption level
     ar_weight: float = 0.5  # weight of the clean pass's next-token loss
+    plausible_noise: float = 0.0  # share of the noised inputs given a plausible wrong token instead (see layout_page)
     seed: int = 0
 
 
@@ -70,8 +71,19 @@ class PageLayout:
 
 
 def layout_page(
-    prompt: np.ndarray, response: np.ndarray, canvas: int, eos: int, vocab: int, t: float, generator: torch.Generator
+    prompt: np.ndarray,
+    response: np.ndarray,
+    canvas: int,
+    eos: int,
+    vocab: int,
+    t: float,
+    generator: torch.Generator,
+    plausible: float = 0.0,
 ) -> PageLayout:
+    """One page in the training layout. A noised input is a uniform random token, or with probability
+    ``plausible`` a wrong token that looks right: half of those repeat the clean token before it (a doubled token,
+    "like like"), half are a token from elsewhere in the page. Uniform noise is easy to tell from text; the
+    denoiser's own mistakes are not, and it must learn to overwrite them to correct itself."""
     p, r = len(prompt), len(response)
     k = math.ceil(r / canvas)
     clean = torch.cat(
@@ -83,7 +95,14 @@ def layout_page(
     noisy = clean[source]
     hit = torch.rand((k, canvas), generator=generator) < t
     hit[:, 0] = False  # the token before the canvas is known clean text
-    noisy = torch.where(hit, torch.randint(0, vocab, (k, canvas), generator=generator), noisy)
+    replacement = torch.randint(0, vocab, (k, canvas), generator=generator)
+    if plausible > 0:
+        doubled = clean[source - 1]  # index -1 only at slot 0 of a one-token prompt, which is never noised
+        elsewhere = clean[torch.randint(0, n, (k, canvas), generator=generator)]
+        pick = torch.rand((k, canvas), generator=generator)
+        replacement = torch.where(pick < plausible / 2, doubled, replacement)
+        replacement = torch.where((pick >= plausible / 2) & (pick < plausible), elsewhere, replacement)
+    noisy = torch.where(hit, replacement, noisy)
 
     total = n + k * canvas
     mask = torch.zeros((total, total), dtype=torch.bool)
@@ -294,7 +313,9 @@ def train(args: argparse.Namespace) -> None:
             row = order[cursor % len(order)]
             cursor += 1
             t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
-            page = layout_page(packed.prompt(row), packed.response(row), cfg.canvas_length, eos, vocab, t, generator)
+            page = layout_page(
+                packed.prompt(row), packed.response(row), cfg.canvas_length, eos, vocab, t, generator, cfg.plausible_noise
+            )
             with _autocast(device):
                 loss, canvas_ce, ar_ce = page_loss(inner, page, cfg.ar_weight)
             weight = len(page.canvas_targets) / cfg.canvas_tokens

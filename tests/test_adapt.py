@@ -42,6 +42,24 @@ def test_noise_replaces_canvas_tokens_but_never_the_token_before_the_canvas() ->
     assert (canvases[:, 1:] < 50).all()  # every other input is noise at t = 1 (noise ids are below vocab=50)
 
 
+def test_plausible_noise_is_doubled_tokens_and_tokens_from_the_page() -> None:
+    prompt = np.arange(100, 105, dtype=np.uint16)
+    response = np.arange(200, 264, dtype=np.uint16)
+    generator = torch.Generator().manual_seed(0)
+    page = layout_page(prompt, response, canvas=8, eos=1, vocab=50, t=1.0, generator=generator, plausible=1.0)
+    n = 5 + 64
+    clean = page.input_ids[0, :n]
+    canvases = page.input_ids[0, n:].view(8, 8)
+    noised = canvases[:, 1:]
+    assert not (noised < 50).any()  # no uniform noise: every noised input is a token of the page
+    assert torch.isin(noised, clean).all()
+    source = page.position_ids[0, n:].view(8, 8)[:, 1:]
+    doubled = noised == clean[source - 1]  # repeats the clean token before it
+    assert 0.3 < doubled.float().mean() < 0.7  # half of them, give or take the 56 draws
+    half = layout_page(prompt, response, canvas=8, eos=1, vocab=50, t=1.0, generator=generator, plausible=0.5)
+    assert 0.3 < (half.input_ids[0, n:].view(8, 8)[:, 1:] < 50).float().mean() < 0.7  # the rest stays uniform
+
+
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_llama_base(tmp_path_factory.mktemp("base"))
