@@ -140,17 +140,16 @@ def left_to_right_accept(entropy: torch.Tensor, bound: float, before: torch.Tens
     return torch.cumsum(entropy, dim=-1) - entropy <= bound
 
 
-def spread_accept(entropy: torch.Tensor, bound: float, before: torch.Tensor | None = None) -> torch.Tensor:
+def spread_accept(entropy: torch.Tensor, bound: float, before: torch.Tensor) -> torch.Tensor:
     """The EB-sampler's choice, except that two neighbours never join the accepted set in the same step: a position
     the step before did not keep is accepted only if no such neighbour is surer. Neighbours sampled at once each
     from their own marginal are what writes a token twice ("like like", "<p><p>"). (B, C) -> bool."""
     chosen = entropy_bound_accept(entropy, bound)
-    kept = torch.zeros_like(chosen) if before is None else before
-    new = chosen & ~kept
+    new = chosen & ~before
     joining = torch.where(new, entropy, torch.full_like(entropy, float("inf")))
     left = torch.nn.functional.pad(joining[:, :-1], (1, 0), value=float("inf"))
     right = torch.nn.functional.pad(joining[:, 1:], (0, 1), value=float("inf"))
-    return (chosen & kept) | (new & (joining <= left) & (joining <= right))
+    return (chosen & before) | (new & (joining <= left) & (joining <= right))
 
 
 ORDERS = {

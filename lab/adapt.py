@@ -100,8 +100,7 @@ def layout_page(
         doubled = clean[source - 1]  # index -1 only at slot 0 of a one-token prompt, which is never noised
         elsewhere = clean[torch.randint(0, n, (k, canvas), generator=generator)]
         pick = torch.rand((k, canvas), generator=generator)
-        replacement = torch.where(pick < plausible / 2, doubled, replacement)
-        replacement = torch.where((pick >= plausible / 2) & (pick < plausible), elsewhere, replacement)
+        replacement = torch.where(pick < plausible / 2, doubled, torch.where(pick < plausible, elsewhere, replacement))
     noisy = torch.where(hit, replacement, noisy)
 
     total = n + k * canvas
