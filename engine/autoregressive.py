@@ -49,8 +49,8 @@ def generate_autoregressive(
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
 
     prompt = denoiser.encode_prompt(request.prompt)
-    opening = encode_opening(loaded, request.opening)  # read as given, then continued
     max_new = canvas_count(loaded, request) * length
+    opening = encode_opening(loaded, request.opening, max_new)  # read as given, then continued
     check_length(loaded, len(prompt), max_new)
     cache = denoiser.new_cache()
     next_input = torch.tensor([prompt + opening], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)

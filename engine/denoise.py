@@ -2,7 +2,8 @@
 
 The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
 
-- the canvas starts as uniform random tokens (or a given starting canvas, for openings and infill);
+- the canvas starts as uniform random tokens, or as given (openings and infill pin tokens in place, over one
+  canvas or several; a canvas pinned whole is taken as it is);
 - each denoising step is one denoiser forward that reads the cache and sees the canvas both ways; its logits go
   through the pins and the temperature schedule, a token is sampled at every position, the lowest-entropy samples
   are accepted under the entropy bound and every other position is re-noised with a fresh random token;
@@ -98,10 +99,18 @@ class DenoiseSettings:
 
 @dataclass(frozen=True, slots=True)
 class Pins:
-    """Positions of the first canvas held at given tokens while the rest denoises (openings, infill)."""
+    """Positions held at given tokens while the rest denoises (openings, infill), from the first canvas on: as many
+    canvases as ``tokens`` is long. A canvas pinned whole, in every row, is taken as it is, without a step."""
 
-    tokens: torch.Tensor  # (B, C) the starting canvas: pinned tokens in place, noise elsewhere
-    keep: torch.Tensor  # (B, C) bool
+    tokens: torch.Tensor  # (B, K*C) the starting canvases: pinned tokens in place, noise elsewhere
+    keep: torch.Tensor  # (B, K*C) bool
+
+    def canvas(self, index: int, length: int) -> Pins | None:
+        """The pins of canvas ``index``, None past the last pinned canvas."""
+        start = index * length
+        if start >= self.tokens.shape[1]:
+            return None
+        return Pins(self.tokens[:, start : start + length], self.keep[:, start : start + length])
 
 
 class Observer(Protocol):
@@ -224,8 +233,9 @@ def denoise(
         finished = torch.zeros(b, dtype=torch.bool, device=device)
         canvases: list[torch.Tensor] = []
         for index in range(settings.max_canvases):
-            pinned = pins if index == 0 else None
+            pinned = pins.canvas(index, c) if pins is not None else None
             current = pinned.tokens if pinned is not None else _noise((b, c), vocab, device, generator)
+            given = pinned is not None and bool(pinned.keep.all())  # pinned whole: nothing to denoise
             argmax, self_conditioning = current, None
             stopper = (
                 StableAndConfident(settings.stability_threshold, settings.confidence_threshold, settings.stable_share)
@@ -234,7 +244,7 @@ def denoise(
             )
             stopped = torch.zeros(b, dtype=torch.bool, device=device)
             accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
-            for remaining in range(settings.max_steps, 0, -1):
+            for remaining in range(0 if given else settings.max_steps, 0, -1):
                 if cancelled():
                     raise GenerationCancelled
                 active = ~stopped

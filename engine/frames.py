@@ -26,7 +26,7 @@ class GenerationRequest:
     stability_threshold: int | None = None  # adaptive stop: steps the argmax canvas must hold still
     confidence_threshold: float | None = None  # adaptive stop: mean token entropy below this
     stop_at_eos: bool = True
-    opening: str = ""  # text the response starts with, word for word: fixed in the first canvas, written around
+    opening: str = ""  # text the response starts with, word for word: fixed at the page start, written around
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """From requests to one run of the denoising loop (engine.denoise), with a frame streamer watching it.
 
 A ``Plan`` is one batch made ready: the prompts' ids (left-padded), the settings every row shares, the seed, the
-pins of the first canvas, and where each row's frames go. Plans are built from plain requests (``plan_batch``:
-several prompts with the same settings, or n copies of one prompt for variations) or from an in-place edit
-(engine.infill).
+pins of the first canvases (openings, infill), and where each row's frames go. Plans are built from plain requests
+(``plan_batch``: several prompts with the same settings, or n copies of one prompt for variations) or from an
+in-place edit (engine.infill).
 """
 
 from __future__ import annotations
@@ -30,17 +30,18 @@ class Plan:
     settings: DenoiseSettings
     seed: int
     rows: list[Row]
-    pins: Pins | None = None  # the first canvas's starting tokens and which of them stay
+    pins: Pins | None = None  # the first canvases' starting tokens and which of them stay
     cut_at_eos: bool | None = None  # a row's text ends at its end-of-text (None: as settings.stop_at_eos)
 
 
-def encode_opening(loaded: LoadedModel, opening: str) -> list[int]:
-    """The tokens of a request's opening; it must leave room in the first canvas for the model's own text."""
+def encode_opening(loaded: LoadedModel, opening: str, budget: int) -> list[int]:
+    """The tokens of a request's opening; it must leave room in the ``budget`` tokens of its page (whole canvases)
+    for the model's own text. A longer opening than a canvas spans canvases."""
     ids = loaded.tokenizer.encode(opening, add_special_tokens=False) if opening else []
-    if len(ids) >= loaded.canvas_length:
+    if len(ids) >= budget:
         raise EngineError(
-            f"the opening is {len(ids)} tokens, which leaves no room in a {loaded.canvas_length}-token canvas; "
-            "shorten it"
+            f"the opening is {len(ids)} tokens, which leaves no room in the page's {budget} tokens "
+            f"({budget // loaded.canvas_length} canvases of {loaded.canvas_length}); shorten it or raise max_tokens"
         )
     return ids
 
@@ -106,13 +107,13 @@ def left_pad(prompts: Sequence[list[int]], pad_id: int, device: torch.device) ->
 def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
     """Whether ``request`` passes the length checks of plan_batch (its other settings are not checked here)."""
     tokenizer, length = loaded.tokenizer, loaded.canvas_length
-    if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= length:
-        return False
-    prompt = len(loaded.denoiser.encode_prompt(request.prompt))
     try:
         new = canvases(loaded, request) * length
     except EngineError:
         return False
+    if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= new:
+        return False
+    prompt = len(loaded.denoiser.encode_prompt(request.prompt))
     return bool(prompt + new <= loaded.denoiser.max_positions)
 
 
@@ -134,16 +135,19 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
         raise ValueError("requests in one batch must share their generation settings")
     settings = settings_for(loaded, first)
     prompts = [loaded.denoiser.encode_prompt(request.prompt) for request in requests]
+    budget = settings.max_canvases * loaded.canvas_length
     for ids in prompts:
-        check_length(loaded, len(ids), settings.max_canvases * loaded.canvas_length)
-    openings = [encode_opening(loaded, request.opening) for request in requests]
+        check_length(loaded, len(ids), budget)
+    openings = [encode_opening(loaded, request.opening, budget) for request in requests]
     input_ids, attention_mask = left_pad(prompts, loaded.denoiser.pad_id, loaded.device)
     plan = Plan(input_ids, attention_mask, settings, first.seed, list(rows))
     if any(openings):
-        # The first canvas starts as noise with each row's opening in place, pinned there while the rest denoises.
+        # The page starts as noise with each row's opening in place, pinned there while the rest denoises: the
+        # first canvas, or as many as the longest opening needs (a canvas that is all opening takes no step).
         length, vocab = loaded.canvas_length, loaded.denoiser.vocab_size
-        canvas = torch.randint(0, vocab, (len(requests), length), generator=torch.Generator().manual_seed(first.seed))
-        keep = torch.zeros((len(requests), length), dtype=torch.bool)
+        width = -(-max(len(ids) for ids in openings) // length) * length
+        canvas = torch.randint(0, vocab, (len(requests), width), generator=torch.Generator().manual_seed(first.seed))
+        keep = torch.zeros((len(requests), width), dtype=torch.bool)
         for index, ids in enumerate(openings):
             canvas[index, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             keep[index, : len(ids)] = True

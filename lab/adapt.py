@@ -313,7 +313,14 @@ def train(args: argparse.Namespace) -> None:
             cursor += 1
             t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
             page = layout_page(
-                packed.prompt(row), packed.response(row), cfg.canvas_length, eos, vocab, t, generator, cfg.plausible_noise
+                packed.prompt(row),
+                packed.response(row),
+                cfg.canvas_length,
+                eos,
+                vocab,
+                t,
+                generator,
+                cfg.plausible_noise,
             )
             with _autocast(device):
                 loss, canvas_ce, ar_ce = page_loss(inner, page, cfg.ar_weight)

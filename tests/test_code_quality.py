@@ -1,4 +1,5 @@
-"""The code gates CI holds every change to: ruff's lint and format, and mypy (strict) on genui/."""
+"""The code gates CI holds every change to: ruff's lint and format (genui, engine, lab, tests, bench), and mypy
+(strict) on genui/."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-m", "ruff", "check", "genui", "engine", "tests", "bench"],
-        [sys.executable, "-m", "ruff", "format", "--check", "genui", "engine", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "check", "genui", "engine", "lab", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "format", "--check", "genui", "engine", "lab", "tests", "bench"],
         [sys.executable, "-m", "mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy"],

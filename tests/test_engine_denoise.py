@@ -128,6 +128,31 @@ def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> No
     assert steps[0] == 5  # stable but not confident: every step runs
 
 
+def test_pins_over_two_canvases_hold_and_a_whole_pinned_canvas_takes_no_step() -> None:
+    calls: list[int] = []
+
+    class Counting(_FixedDenoiser):
+        def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+            calls.append(int(canvas[0, 0]))
+            return super().denoise(prefix, canvas, self_conditioning)
+
+    tokens = torch.tensor([[2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0]])  # canvas 0 pinned whole, canvas 1 its first two
+    keep = torch.tensor([[True] * 8 + [False] * 4])
+    settings = DenoiseSettings(max_canvases=3, max_steps=2, entropy_bound=50.0, stop_at_eos=False)
+    fixed = Counting()
+    out = denoise(
+        fixed,
+        torch.zeros(1, 3, dtype=torch.long),
+        torch.ones(1, 3),
+        settings,
+        torch.Generator(),
+        pins=Pins(tokens, keep),
+    )
+    assert out[0, :8].tolist() == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert len(calls) == 4 and calls[:2] == [8, 8]  # no forward for canvas 0; canvas 1 starts with its pins
+    assert fixed.commits == 2
+
+
 def test_a_rows_text_ends_at_its_end_of_text() -> None:
     fixed = _FixedDenoiser()
     fixed.logits[0, 2, 1] = 100.0  # position 2 is the end-of-text

@@ -152,10 +152,29 @@ def test_an_opening_holds_in_every_draft_of_the_first_canvas_and_starts_the_text
     assert done(generate(loaded, opened, plain)[0]).text == done(with_opening).text  # reproducible
 
 
-def test_an_opening_that_fills_the_canvas_is_an_engine_error(loaded: LoadedModel) -> None:
-    request = GenerationRequest(prompt="x", opening="<p>Hash table</p>" * loaded.canvas_length)
-    with pytest.raises(EngineError, match="opening is .* tokens"):
+def test_an_opening_that_fills_the_page_is_an_engine_error(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="x", max_canvases=2, opening="<p>Hash table</p>" * loaded.canvas_length)
+    with pytest.raises(EngineError, match="opening is .* tokens, which leaves no room in the page"):
         plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
+
+
+def test_an_opening_longer_than_a_canvas_runs_on_into_the_next(loaded: LoadedModel) -> None:
+    length, words = loaded.canvas_length, []
+    while len(loaded.tokenizer.encode(" ".join(words), add_special_tokens=False)) <= length + 2:
+        words.append(f"item{len(words)}")
+    opening = " ".join(words)  # a whole canvas and a few tokens of the next
+    long = GenerationRequest(prompt="List", max_canvases=3, max_steps=4, stop_at_eos=False, opening=opening)
+    short = GenerationRequest(prompt="List", max_canvases=3, max_steps=4, stop_at_eos=False, opening="<h1>List</h1>")
+    spanning = generate(loaded, long)[0]
+    assert not [f for f in spanning if isinstance(f, StepFrame) and f.canvas == 0]  # given whole: no step
+    drafts = [f for f in spanning if isinstance(f, StepFrame) and f.canvas == 1]
+    tail = loaded.tokenizer.decode(loaded.tokenizer.encode(opening, add_special_tokens=False)[length:])
+    assert drafts and all(f.text.startswith(tail) for f in drafts)  # the rest pinned in the second canvas
+    assert done(spanning).text.startswith(opening) and len(done(spanning).text) > len(opening)
+    together, other = generate(loaded, long, short)  # one batch: openings of one and two canvases
+    assert done(together).text.startswith(opening)
+    assert done(other).text.startswith("<h1>List</h1>") and not done(other).text.startswith(opening[:20])
+    assert [f for f in other if isinstance(f, StepFrame) and f.canvas == 0]  # its first canvas is denoised
 
 
 def test_fits_agrees_with_the_length_checks_of_a_plan(loaded: LoadedModel) -> None:
