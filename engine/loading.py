@@ -204,6 +204,7 @@ _SAMPLER_KEYS = {
     "top_k": "top_k",
     "acceptance_order": "order",
     "stable_share": "stable_share",
+    "neighbour_repeat_penalty": "neighbour_repeat_penalty",
 }
 
 

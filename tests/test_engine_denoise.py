@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from engine.denoise import (
     denoise,
     entropy_bound_accept,
     left_to_right_accept,
+    penalise_neighbour_repeats,
     sample,
     spread_accept,
 )
@@ -151,6 +153,30 @@ def test_pins_over_two_canvases_hold_and_a_whole_pinned_canvas_takes_no_step() -
     assert out[0, :8].tolist() == [2, 3, 4, 5, 6, 7, 8, 9]
     assert len(calls) == 4 and calls[:2] == [8, 8]  # no forward for canvas 0; canvas 1 starts with its pins
     assert fixed.commits == 2
+
+
+def test_the_neighbour_penalty_lowers_a_kept_left_neighbours_token_only() -> None:
+    logits = torch.tensor([[[4.0, 1.0, -1.0], [4.0, 1.0, -1.0], [4.0, 1.0, -1.0], [-1.0, 1.0, 4.0]]])
+    canvas = torch.tensor([[0, 0, 1, 2]])
+    kept = torch.tensor([[True, False, True, True]])
+    out = penalise_neighbour_repeats(logits, canvas, kept, torch.tensor([2]), 2.0)
+    assert out[0, 0].tolist() == [4.0, 1.0, -2.0]  # the token before the canvas, 2: a negative logit doubles
+    assert out[0, 1].tolist() == [2.0, 1.0, -1.0]  # left neighbour 0, kept: 4 / 2
+    assert out[0, 2].tolist() == [4.0, 1.0, -1.0]  # left neighbour 0 was noise (not kept): untouched
+    assert out[0, 3].tolist() == [-1.0, 0.5, 4.0]  # left neighbour 1: 1 / 2
+
+
+def test_the_neighbour_penalty_breaks_a_token_written_over_and_over() -> None:
+    fixed = _FixedDenoiser()
+    fixed.logits = torch.zeros(1, 6, 11)
+    fixed.logits[..., 3], fixed.logits[..., 4] = 9.0, 6.0  # token 3 everywhere, 4 the runner-up
+    plain = DenoiseSettings(max_canvases=1, max_steps=8, entropy_bound=50.0, t_max=0.2, t_min=0.1, stop_at_eos=False)
+    prompt = torch.full((1, 3), 5, dtype=torch.long)
+    out = denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator().manual_seed(0))
+    assert out[0].tolist() == [3] * 6
+    penalised = dataclasses.replace(plain, neighbour_repeat_penalty=2.0)
+    out = denoise(fixed, prompt, torch.ones(1, 3), penalised, torch.Generator().manual_seed(0))
+    assert out[0].tolist() == [3, 4, 3, 4, 3, 4]  # settled from the left, one position a step
 
 
 def test_a_rows_text_ends_at_its_end_of_text() -> None:
