@@ -220,7 +220,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         shapes = [shape(r.html) for r in rows]
         all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
         hrefs = [h for s in shapes for h in s.hrefs]
-        steps = sorted(n for r in rows for n in r.steps)
+        steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
         articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and "/wiki/" in r.path]
         out.append(
             SiteReport(

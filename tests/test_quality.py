@@ -83,12 +83,12 @@ def test_distinct_2_is_one_for_all_new_bigrams_and_lower_for_repeats() -> None:
 
 
 def test_report_measures_dictionary_words_per_site() -> None:
-    pages = [PageResult("wiki", "/wiki/Hash_table", ARTICLE, [10, 12], 1.0)]
+    pages = [PageResult("wiki", "/wiki/Hash_table", ARTICLE, [0, 10, 12], 1.0)]  # a first canvas all opening
     (row,) = report(pages, SITES, dictionary={"a", "table", "see", "array", "hash"})
     assert row.skeleton == 1.0
     assert row.dictionary_words == 1.0
     assert row.valid_links == 1.0 and row.links == 1
-    assert row.steps_per_canvas == 11.0  # the median
+    assert row.steps_per_canvas == 11.0  # the median of the canvases denoised
     assert row.title_h1 == 1.0
 
 
