@@ -321,6 +321,7 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"order": "random"},
         {"stable_share": 0.0},
         {"stable_share": 1.5},
+        {"neighbour_repeat_penalty": 0.5},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
