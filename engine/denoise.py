@@ -67,6 +67,7 @@ class DenoiseSettings:
     order: str = "entropy"  # which samples a step accepts first: see ORDERS
     stable_share: float = 1.0  # adaptive stop: the share of positions whose argmax must hold still (1: all of them)
     neighbour_repeat_penalty: float = 1.0  # each position's left neighbour's token made less likely (1: off)
+    settle_after: int = 0  # a position accepted with one token this many steps in a row keeps it (0: never)
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
@@ -99,6 +100,8 @@ class DenoiseSettings:
             raise EngineError(
                 f"neighbour_repeat_penalty must be 1 (off) or more, got {self.neighbour_repeat_penalty!r}"
             )
+        if not isinstance(self.settle_after, int) or self.settle_after < 0:
+            raise EngineError(f"settle_after must be 0 (never) or a positive integer, got {self.settle_after!r}")
         if self.order not in ORDERS:
             raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
 
@@ -266,6 +269,7 @@ def denoise(
             )
             stopped = torch.zeros(b, dtype=torch.bool, device=device)
             accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
+            streak = torch.zeros((b, c), dtype=torch.long, device=device)  # steps accepted with the same token
             for remaining in range(0 if given else settings.max_steps, 0, -1):
                 if cancelled():
                     raise GenerationCancelled
@@ -277,6 +281,9 @@ def denoise(
                     logits = penalise_neighbour_repeats(logits, current, kept, before, penalty)
                 if pinned is not None:
                     logits = pin(logits, pinned)
+                if settings.settle_after:
+                    settled = streak >= settings.settle_after
+                    logits = pin(logits, Pins(current, settled))
                 heat = temperature(settings, remaining)
                 if heat is not None:
                     logits = logits / heat
@@ -284,7 +291,9 @@ def denoise(
                 sampled = sample(probs, settings.top_k, generator)
                 new_argmax = logits.argmax(dim=-1)
                 entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
+                again = accepted & (sampled == current)  # kept the step before, and the same token sampled now
                 accepted = settings.accept(entropy, accepted)
+                streak = torch.where(accepted, torch.where(again, streak + 1, 1), 0)
                 # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
                 new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))
                 mean_entropy = entropy.mean(dim=-1)
@@ -295,6 +304,8 @@ def denoise(
                         if self_conditioning is not None:
                             logits = torch.where(stopped[:, None, None], self_conditioning.to(logits.dtype), logits)
                     stopped |= stopper(new_argmax, mean_entropy)
+                if settings.settle_after:
+                    stopped |= (streak >= settings.settle_after).all(dim=-1)  # nothing left that may change
                 current, argmax, self_conditioning = new_current, new_argmax, logits
                 if observer is not None:
                     observer.step(argmax, accepted.sum(dim=-1), mean_entropy, active)

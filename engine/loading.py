@@ -205,6 +205,7 @@ _SAMPLER_KEYS = {
     "acceptance_order": "order",
     "stable_share": "stable_share",
     "neighbour_repeat_penalty": "neighbour_repeat_penalty",
+    "settle_after": "settle_after",
 }
 
 

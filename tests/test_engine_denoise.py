@@ -322,6 +322,7 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"stable_share": 0.0},
         {"stable_share": 1.5},
         {"neighbour_repeat_penalty": 0.5},
+        {"settle_after": -1},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
@@ -397,3 +398,32 @@ def test_left_padding_does_not_change_a_rows_canvas() -> None:
         input_ids, mask = left_pad([short, long], 1, torch.device("cpu"))
         both = denoiser.denoise(denoiser.prefill(input_ids, mask), canvas.repeat(2, 1), None)
     torch.testing.assert_close(both[0], alone[0], atol=1e-4, rtol=1e-4)
+
+
+def test_settled_positions_keep_their_token_and_a_settled_canvas_stops() -> None:
+    steps: list[int] = [0]
+
+    class Count:
+        def step(self, draft, accepted, entropy, active):  # type: ignore[no-untyped-def]
+            steps[-1] += 1
+
+        def canvas(self, tokens):  # type: ignore[no-untyped-def]
+            steps.append(0)
+
+    class Flipping(_FixedDenoiser):
+        """Two tokens equally likely everywhere: sampled positions flip, and the argmax never settles."""
+
+        def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+            logits = torch.full((canvas.shape[0], 6, 11), -9.0)
+            logits[..., 3] = logits[..., 4] = 0.0
+            return logits
+
+    settings = DenoiseSettings(max_canvases=1, max_steps=30, entropy_bound=50.0, stop_at_eos=False)
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    denoise(Flipping(), prompt, torch.ones(1, 3), settings, torch.Generator().manual_seed(0), Count())
+    assert steps[0] == 30  # no adaptive stop: every step runs
+    steps[:] = [0]
+    settling = dataclasses.replace(settings, settle_after=2)
+    out = denoise(Flipping(), prompt, torch.ones(1, 3), settling, torch.Generator().manual_seed(0), Count())
+    assert steps[0] < 30  # every position held one token twice in a row, then kept it, and the canvas stopped
+    assert set(out[0].tolist()) == {3, 4}  # the settled samples, not the argmax (3 wins a tie everywhere)
