@@ -95,15 +95,22 @@ class _FixedDenoiser:
         self.commits += 1
 
 
+class _StepCounter:
+    """An observer counting each canvas's denoising steps: ``steps[k]`` for canvas k."""
+
+    def __init__(self) -> None:
+        self.steps = [0]
+
+    def step(self, draft, accepted, entropy, active):  # type: ignore[no-untyped-def]
+        self.steps[-1] += 1
+
+    def canvas(self, tokens):  # type: ignore[no-untyped-def]
+        self.steps.append(0)
+
+
 def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> None:
-    steps: list[int] = [0]
-
-    class Count:
-        def step(self, draft, accepted, entropy, active):  # type: ignore[no-untyped-def]
-            steps[-1] += 1
-
-        def canvas(self, tokens):  # type: ignore[no-untyped-def]
-            steps.append(0)
+    counter = _StepCounter()
+    steps = counter.steps
 
     fixed = _FixedDenoiser()
     settings = DenoiseSettings(
@@ -114,7 +121,7 @@ def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> No
         confidence_threshold=100.0,
         stop_at_eos=False,
     )
-    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator(), Count())
+    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator(), counter)
     assert steps[:2] == [3, 3]  # the argmax equals the two before it at the third step
     assert fixed.commits == 1  # the first canvas is committed; the last one need not be
     never = DenoiseSettings(
@@ -126,7 +133,7 @@ def test_adaptive_stopping_ends_a_canvas_once_it_is_stable_and_confident() -> No
         stop_at_eos=False,
     )
     steps[:] = [0]
-    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), never, torch.Generator(), Count())
+    denoise(fixed, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), never, torch.Generator(), counter)
     assert steps[0] == 5  # stable but not confident: every step runs
 
 
@@ -401,14 +408,8 @@ def test_left_padding_does_not_change_a_rows_canvas() -> None:
 
 
 def test_settled_positions_keep_their_token_and_a_settled_canvas_stops() -> None:
-    steps: list[int] = [0]
-
-    class Count:
-        def step(self, draft, accepted, entropy, active):  # type: ignore[no-untyped-def]
-            steps[-1] += 1
-
-        def canvas(self, tokens):  # type: ignore[no-untyped-def]
-            steps.append(0)
+    counter = _StepCounter()
+    steps = counter.steps
 
     class Flipping(_FixedDenoiser):
         """Two tokens equally likely everywhere: sampled positions flip, and the argmax never settles."""
@@ -420,10 +421,10 @@ def test_settled_positions_keep_their_token_and_a_settled_canvas_stops() -> None
 
     settings = DenoiseSettings(max_canvases=1, max_steps=30, entropy_bound=50.0, stop_at_eos=False)
     prompt = torch.zeros(1, 3, dtype=torch.long)
-    denoise(Flipping(), prompt, torch.ones(1, 3), settings, torch.Generator().manual_seed(0), Count())
+    denoise(Flipping(), prompt, torch.ones(1, 3), settings, torch.Generator().manual_seed(0), counter)
     assert steps[0] == 30  # no adaptive stop: every step runs
     steps[:] = [0]
     settling = dataclasses.replace(settings, settle_after=2)
-    out = denoise(Flipping(), prompt, torch.ones(1, 3), settling, torch.Generator().manual_seed(0), Count())
+    out = denoise(Flipping(), prompt, torch.ones(1, 3), settling, torch.Generator().manual_seed(0), counter)
     assert steps[0] < 30  # every position held one token twice in a row, then kept it, and the canvas stopped
     assert set(out[0].tolist()) == {3, 4}  # the settled samples, not the argmax (3 wins a tie everywhere)
