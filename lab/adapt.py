@@ -124,19 +124,47 @@ def layout_page(
 def page_loss(model: torch.nn.Module, page: PageLayout, ar_weight: float) -> tuple[torch.Tensor, float, float]:
     """(loss, canvas cross-entropy, next-token cross-entropy) of one page. ``model`` is a causal LM with .model
     (the decoder stack) and .lm_head; the head runs only where a loss needs it."""
+    total, (canvas_ce, ar_ce) = pages_loss(model, [page], ar_weight)
+    return total / len(page.canvas_targets), canvas_ce[0], ar_ce[0]
+
+
+def pages_loss(
+    model: torch.nn.Module, pages: list[PageLayout], ar_weight: float
+) -> tuple[torch.Tensor, tuple[list[float], list[float]]]:
+    """Several pages in one forward: Σ over pages of (canvas tokens) × (canvas CE + ar_weight × next-token CE),
+    and each page's two cross-entropies. The pages are padded to one length (a multiple of 64, so attention keeps
+    its fused kernels); a padding row attends only to itself, and no real row attends to padding, so each page
+    reads exactly what it reads alone."""
     device = next(model.parameters()).device
+    lengths = [page.input_ids.shape[1] for page in pages]
+    width = -(-max(lengths) // 64) * 64
+    ids = torch.zeros((len(pages), width), dtype=torch.long)
+    positions = torch.zeros((len(pages), width), dtype=torch.long)
+    mask = torch.eye(width, dtype=torch.bool).repeat(len(pages), 1, 1, 1)  # (B, 1, W, W)
+    canvas_rows, ar_rows, canvas_targets, ar_targets = [], [], [], []
+    for b, (page, n) in enumerate(zip(pages, lengths, strict=True)):
+        ids[b, :n] = page.input_ids[0]
+        positions[b, :n] = page.position_ids[0]
+        mask[b, 0, :n, :n] = page.mask[0, 0]
+        canvas_rows.append(b * width + torch.arange(n - len(page.canvas_targets), n))
+        ar_rows.append(b * width + page.ar_positions)
+        canvas_targets.append(page.canvas_targets)
+        ar_targets.append(page.ar_targets)
     hidden = model.model(
-        input_ids=page.input_ids.to(device),
-        attention_mask=page.mask.to(device),
-        position_ids=page.position_ids.to(device),
-        use_cache=False,
-    ).last_hidden_state[0]  # (N + K*C, H)
-    n_canvas = len(page.canvas_targets)
-    canvas_logits = model.lm_head(hidden[-n_canvas:]).float()  # (K*C, V)
-    canvas_ce = F.cross_entropy(canvas_logits, page.canvas_targets.to(device))
-    ar_logits = model.lm_head(hidden[page.ar_positions.to(device)]).float()  # (R, V)
-    ar_ce = F.cross_entropy(ar_logits, page.ar_targets.to(device))
-    return canvas_ce + ar_weight * ar_ce, float(canvas_ce.detach()), float(ar_ce.detach())
+        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device), use_cache=False
+    ).last_hidden_state.flatten(0, 1)  # (B * W, H)
+    canvas = F.cross_entropy(
+        model.lm_head(hidden[torch.cat(canvas_rows).to(device)]).float(),
+        torch.cat(canvas_targets).to(device),
+        reduction="none",
+    )
+    ar = F.cross_entropy(
+        model.lm_head(hidden[torch.cat(ar_rows).to(device)]).float(), torch.cat(ar_targets).to(device), reduction="none"
+    )
+    canvas_means = [part.mean() for part in canvas.split([len(t) for t in canvas_targets])]
+    ar_means = [part.mean() for part in ar.split([len(t) for t in ar_targets])]
+    total = sum(len(t) * (c + ar_weight * a) for t, c, a in zip(canvas_targets, canvas_means, ar_means, strict=True))
+    return total, ([float(c.detach()) for c in canvas_means], [float(a.detach()) for a in ar_means])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -302,6 +330,7 @@ def train(args: argparse.Namespace) -> None:
 
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else math.inf
     last = args.max_steps if args.max_steps else cfg.steps
+    batch_pages = max(1, args.batch_pages)
     model.train()
     bar = tqdm(total=last, initial=step, desc="adapt", unit="step", file=sys.stderr, mininterval=5)
     tokens = log[-1]["tokens"] if log else 0
@@ -309,27 +338,31 @@ def train(args: argparse.Namespace) -> None:
         seen, sums = 0, [0.0, 0.0, 0]
         optimizer.zero_grad(set_to_none=True)
         while seen < cfg.canvas_tokens:
-            row = order[cursor % len(order)]
-            cursor += 1
-            t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
-            page = layout_page(
-                packed.prompt(row),
-                packed.response(row),
-                cfg.canvas_length,
-                eos,
-                vocab,
-                t,
-                generator,
-                cfg.plausible_noise,
-            )
+            pages = []
+            while seen < cfg.canvas_tokens and len(pages) < batch_pages:
+                row = order[cursor % len(order)]
+                cursor += 1
+                t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
+                pages.append(
+                    layout_page(
+                        packed.prompt(row),
+                        packed.response(row),
+                        cfg.canvas_length,
+                        eos,
+                        vocab,
+                        t,
+                        generator,
+                        cfg.plausible_noise,
+                    )
+                )
+                seen += len(pages[-1].canvas_targets)
             with _autocast(device):
-                loss, canvas_ce, ar_ce = page_loss(inner, page, cfg.ar_weight)
-            weight = len(page.canvas_targets) / cfg.canvas_tokens
-            (loss * weight).backward()
-            seen += len(page.canvas_targets)
-            sums[0] += canvas_ce * len(page.canvas_targets)
-            sums[1] += ar_ce * len(page.canvas_targets)
-            sums[2] += 1
+                loss, (canvas_ces, ar_ces) = pages_loss(inner, pages, cfg.ar_weight)
+            (loss / cfg.canvas_tokens).backward()
+            for page, canvas_ce, ar_ce in zip(pages, canvas_ces, ar_ces, strict=True):
+                sums[0] += canvas_ce * len(page.canvas_targets)
+                sums[1] += ar_ce * len(page.canvas_targets)
+                sums[2] += 1
         torch.nn.utils.clip_grad_norm_(trainable, cfg.clip)
         optimizer.step()
         schedule.step()
@@ -393,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads on CPU (default: torch's choice)")
     parser.add_argument("--minutes", type=float, default=0, help="stop (with a checkpoint) after this long")
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this step (the schedule keeps --steps)")
+    parser.add_argument(
+        "--batch-pages", type=int, default=1, help="pages in one forward (padded to one length; 16 or so on a GPU)"
+    )
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--export", type=Path, help="after training, write the adapter as a model folder here")

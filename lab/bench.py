@@ -169,6 +169,20 @@ def reference_rows(loaded: LoadedModel, runs: int) -> list[dict[str, Any]]:
         torch.cuda.empty_cache()
 
 
+def reference_section(loaded: LoadedModel, runs: int) -> tuple[list[dict[str, Any]], str]:
+    """The 26B-A4B-shaped rows and their note; a GPU too small for them gets a note instead of a crash that would
+    lose the rows already measured."""
+    try:
+        rows = reference_rows(loaded, runs)
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return [], (
+            f"26B-A4B-shaped rows skipped: {loaded.device} ran out of memory for them (25.3B random bf16 parameters, "
+            "51 GB before activations)"
+        )
+    return rows, f"26B-A4B-shaped rows: random bf16 weights, {min(runs, REFERENCE_RUNS)} runs each"
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     columns = ["engine", "device", "model", "params", "tokens", "steps", "ttff_s", "p50_s", "p95_s", "tokens_per_s"]
     cells = [columns] + [[_cell(row[column]) for column in columns] for row in rows]
@@ -210,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         f"torch threads: {torch.get_num_threads()}",
     ]
     if loaded.device.type == "cuda":
-        rows += reference_rows(loaded, args.runs)
-        notes.append(f"26B-A4B-shaped rows: random bf16 weights, {min(args.runs, REFERENCE_RUNS)} runs each")
+        reference, note = reference_section(loaded, args.runs)
+        rows += reference
+        notes.append(note)
     else:
         notes.append("26B-A4B-shaped rows need CUDA; skipped on cpu")
     if args.json:

@@ -13,7 +13,7 @@ from engine_fixtures import build_tiny_llama_base
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
-from lab.adapt import layout_page, main
+from lab.adapt import layout_page, main, page_loss, pages_loss
 
 
 def test_a_canvas_sees_the_clean_prefix_before_it_and_all_of_itself() -> None:
@@ -65,6 +65,34 @@ def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_llama_base(tmp_path_factory.mktemp("base"))
 
 
+def test_pages_in_one_forward_score_and_train_as_they_do_one_at_a_time(tiny_base: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    pages = [  # different lengths, so two of them are padded
+        layout_page(
+            np.arange(3, 3 + p, dtype=np.uint16), np.arange(9, 9 + r, dtype=np.uint16), 8, 1, 40, 0.6, generator
+        )
+        for p, r in ((5, 10), (12, 3), (2, 20))
+    ]
+    alone = [page_loss(model, page, 0.5) for page in pages]
+    for page, (_, canvas_ce, _) in zip(pages, alone, strict=True):  # padding changes nothing a page reads
+        logits = model(input_ids=page.input_ids, attention_mask=page.mask, position_ids=page.position_ids).logits[0]
+        reference = torch.nn.functional.cross_entropy(logits[-len(page.canvas_targets) :].detach(), page.canvas_targets)
+        assert canvas_ce == pytest.approx(reference.item(), abs=1e-5)
+    weighted = sum(len(page.canvas_targets) * loss for page, (loss, _, _) in zip(pages, alone, strict=True))
+    weighted.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    together, (canvas_ces, ar_ces) = pages_loss(model, pages, 0.5)
+    together.backward()
+    assert torch.allclose(together, weighted.detach(), atol=1e-4)
+    assert canvas_ces == pytest.approx([c for _, c, _ in alone], abs=1e-5)
+    assert ar_ces == pytest.approx([a for _, _, a in alone], abs=1e-5)
+    assert all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip(model.parameters(), expected, strict=True))
+
+
 def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     rows = [
@@ -76,7 +104,10 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base:
     common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
     assert main([*common, "--pack", str(corpus)]) == 0
     settings = ["--canvas-length", "8", "--canvas-tokens", "16", "--frozen-layers", "0", "--rank", "4"]
-    assert main([*common, *settings, "--max-steps", "2", "--eval-every", "2", "--save-every", "1"]) == 0
+    assert (
+        main([*common, *settings, "--max-steps", "2", "--eval-every", "2", "--save-every", "1", "--batch-pages", "2"])
+        == 0
+    )
     log = json.loads((tmp_path / "run" / "log.json").read_text())
     assert [entry["step"] for entry in log] == [0, 1, 2] and "heldout" in log[-1]
     export = tmp_path / "export"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -70,3 +71,14 @@ def test_random_weights_are_materialised_tied_and_finite() -> None:
     decoder = model.model.decoder.layers[0].self_attn.q_proj.weight
     assert encoder.data_ptr() == decoder.data_ptr()  # allocated once
     assert all(torch.isfinite(tensor).all() for tensor in [*model.parameters(), *model.buffers()])
+
+
+def test_a_gpu_too_small_for_the_reference_rows_gets_a_note_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(*_: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 968.00 MiB")
+
+    monkeypatch.setattr(bench, "build_random", out_of_memory)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)  # nothing to free on a machine without CUDA
+    loaded = SimpleNamespace(device=torch.device("cuda"))
+    rows, note = bench.reference_section(loaded, runs=3)  # type: ignore[arg-type]
+    assert rows == [] and note.startswith("26B-A4B-shaped rows skipped: cuda ran out of memory")
