@@ -208,6 +208,9 @@ _SAMPLER_KEYS = {
     "settle_after": "settle_after",
 }
 
+# DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.
+_INNER_NAMES = {inner: key for key, inner in _SAMPLER_KEYS.items() if inner != key}
+
 
 def _sampler_defaults(folder: Path) -> DenoiseSettings:
     """The sampler settings in a causal checkpoint's generation_config.json (genui's keys), else safe defaults."""
@@ -215,6 +218,8 @@ def _sampler_defaults(folder: Path) -> DenoiseSettings:
     path = folder / "generation_config.json"
     if path.is_file():
         raw = json.loads(path.read_text(encoding="utf-8"))
+        for key in raw.keys() & _INNER_NAMES.keys():  # the loop's own name, which this file would silently ignore
+            raise ModelLoadError(f"{path}: '{key}' is not read here; write it as '{_INNER_NAMES[key]}'")
         values.update({_SAMPLER_KEYS[k]: v for k, v in raw.items() if k in _SAMPLER_KEYS})
     known = {f.name for f in fields(DenoiseSettings)}
     settings = DenoiseSettings(**{k: v for k, v in values.items() if k in known})

@@ -101,6 +101,12 @@ def test_an_adapters_bad_sampler_setting_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="generation_config.json: temperatures"):
         load_model(adapter, device="cpu")
 
+    (adapter / "generation_config.json").write_text('{"order": "left_to_right"}')  # the loop's name, not the file's
+    with pytest.raises(
+        ModelLoadError, match="generation_config.json: 'order' is not read here; write it as 'acceptance_order'"
+    ):
+        load_model(adapter, device="cpu")
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_asking_for_a_gpu_that_is_not_there_fails_clearly(checkpoint: Path) -> None:
