@@ -103,21 +103,10 @@ def test_the_served_article_has_the_wiki_structure(hash_table: dict[str, object]
     assert sum(bool(re.search(r"[A-Za-z]{2,}", paragraph)) for paragraph in page.paragraphs) >= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shipped adapter (step 250) breaks markup a reader sees on this page (tag fragments such as 'p>' "
-    "shown as text), which the skeleton check fails since 2026-11-22 (docs/model.md, Results); strict: this "
-    "fails as soon as a model passes, so the marker must then go",
-)
 def test_the_served_article_has_the_wiki_skeleton(hash_table: dict[str, object]) -> None:
     """The issue's check, on the page as served: the structure above and no broken markup shown as text."""
     assert skeleton_ok("wiki", "/wiki/Hash_table", str(hash_table["html"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="without the route's opening the shipped adapter (step 250) does not yet write the wiki's skeleton for "
-    "this page (docs/model.md, Results); strict: this fails as soon as a model passes, so the marker must then go",
-)
 def test_the_model_alone_writes_the_wiki_skeleton(model_alone: dict[str, object]) -> None:
     assert skeleton_ok("wiki", "/wiki/Hash_table", str(model_alone["html"]))
