@@ -9,7 +9,7 @@
 #   run(command: "STAGE=base PROBE=1 bash bench/gpu_train.sh",
 #       carry: [".base/part-aa", "data/adapt-packed.npz", "data/heldout.jsonl"])
 #   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-ab", ".whl"])
-#   run(command: "MINUTES=8 ARGS='--batch-pages 16 --canvas-tokens 16384 --steps N' bash bench/gpu_train.sh",
+#   run(command: "MINUTES=8 ARGS='--canvas-tokens 16384 --steps N --lr 8e-4' bash bench/gpu_train.sh",
 #       carry: [".base/part-ac"])
 # and again (carrying nothing) while the machine is warm: runs/gpu resumes.
 set -euo pipefail
