@@ -139,7 +139,10 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
     if site == "forum":
         if path.count("/") >= 3:  # /r/{board}/{thread}
             return _count(s, "div", "post") >= 1 and _count(s, "div", "reply") >= 2
-        return _count(s, "ul", "threads") >= 1 and _count(s, "li") >= 1
+        # A board (or the front page) lists threads: two links to threads at least, since the board's opening
+        # already pins the list and its first item's start.
+        threads = [h for h in s.hrefs if h.startswith("/r/") and h.count("/") >= 3]
+        return _count(s, "ul", "threads") >= 1 and _count(s, "li") >= 2 and len(threads) >= 2
     if site == "os":
         return _count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1
     return s.balanced

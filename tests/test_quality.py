@@ -64,6 +64,16 @@ def test_forum_thread_needs_a_post_and_two_replies() -> None:
     assert not skeleton_ok("forum", "/r/computers/Hello", page.replace('class="reply"', 'class="x"', 1))
 
 
+def test_forum_board_needs_a_list_of_two_threads_at_least() -> None:
+    item = '<li><a href="/r/linux/{}">{}</a> <span class="meta">by u in linux · 3 points</span></li>'
+    head = '<div class="board"><h1>r/linux</h1><ul class="threads">'
+    page = f"{head}{item.format('A', 'a')}{item.format('B', 'b')}</ul></div>"
+    assert skeleton_ok("forum", "/r/linux", page)
+    one = f"{head}{item.format('A', 'a')}<li>no link</li></ul></div>"
+    assert not skeleton_ok("forum", "/r/linux", one)  # what the board's opening and a stray item make
+    assert not skeleton_ok("forum", "/r/linux", page.replace('class="threads"', 'class="x"'))
+
+
 def test_os_screen_needs_a_window_with_a_title_bar() -> None:
     assert skeleton_ok("os", "/", '<div class="window"><div class="titlebar">Files</div></div>')
     assert not skeleton_ok("os", "/", '<div class="window"><p>no bar</p></div>')

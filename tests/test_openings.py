@@ -1,0 +1,71 @@
+"""The example sites' openings are how the corpus's pages of their routes start, so the model continues them as it
+was trained to (docs/sites.md, "Openings"). The pages come from the corpus builder's own code (lab.corpus), fed a
+few hand-written sources instead of Debian's dictionaries and fortunes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from genui.prompts import PromptRenderer
+from genui.resources import bundled
+from genui.runtime import SiteRuntime
+from genui.sites import load_sites
+from lab.corpus import Builder, Entry, Example
+
+FISH = Entry(
+    title="FISH queue",
+    paragraphs=("(By analogy with {FIFO}) first in, still here.", "A joking way of pointing out a backlog."),
+    refs=("FIFO",),
+    categories=("jargon",),
+)
+
+
+@pytest.fixture(scope="module")
+def builder() -> Builder:
+    sites = {site.name: site for site in load_sites(bundled("sites"))}
+    built = object.__new__(Builder)  # the sources __init__ reads are Debian packages; these few stand in for them
+    built.sites = sites
+    built.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
+    built.rng = random.Random(0)
+    built.budget = 1400
+    built.entries = {"fish queue": FISH}
+    built.linked_from = {}
+    built.fortunes = {"linux": ["Linux is only free if your time has no value.", "Use the source, Luke."]}
+    built.packages = []
+    built.tree = {"/home/user": {"notes.txt", "src"}, "/home/user/src": set()}
+    built.names = ["user", "hacker"]
+    return built
+
+
+def examples(builder: Builder) -> list[Example]:
+    return [
+        builder.wiki_article(FISH),
+        builder.forum_board("linux"),
+        builder.os_files("/home/user"),
+        builder.os_settings("display"),
+        builder.os_browser(FISH),
+    ]
+
+
+def test_every_opening_starts_the_corpus_pages_of_its_route(builder: Builder) -> None:
+    checked = []
+    for example in examples(builder):
+        runtime = SiteRuntime.build(builder.sites[example.site], mount="")
+        location = runtime.locate(example.path)
+        assert location is not None, example.path
+        opening = runtime.prompts.opening(location.route, location.params, location.query)
+        assert opening, f"{example.site}{example.path}: its route has no opening"
+        assert example.html.startswith(opening), (example.path, opening, example.html[: len(opening) + 40])
+        checked.append(location.route.pattern)
+    assert checked == ["/{title}", "/r/{board}", "/files/{path:path}", "/settings/{panel}", "/browser"]
+
+
+def test_the_browser_opening_names_the_page_of_any_address(builder: Builder) -> None:
+    runtime = SiteRuntime.build(builder.sites["os"], mount="")
+    for url, title in (("/browser?url=example.org/docs/", "docs"), ("/browser?url=gopher.example", "gopher.example")):
+        location = runtime.locate(url)
+        assert location is not None
+        opening = runtime.prompts.opening(location.route, location.params, location.query)
+        assert f'<div class="titlebar">Browser — {title}</div>' in opening and f"<h1>{title}</h1>" in opening
