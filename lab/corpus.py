@@ -1,7 +1,7 @@
 """The training corpus: (prompt, page HTML) pairs for the example sites, built from text Debian packages ship.
 
 Sources (install them with ``apt-get install dict-foldoc dict-jargon fortunes``; package descriptions come from
-``apt-cache dumpavail`` and file paths from dpkg's lists):
+``apt-cache dumpavail`` and apt's English translation lists, file paths from dpkg's lists):
 
 - FOLDOC and the Jargon File (dictd databases) -> wiki articles, search pages, forum "what is" threads;
 - fortunes -> forum posts and replies, desktop notes;
@@ -22,7 +22,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -45,6 +45,9 @@ class Example:
     prompt: str
     html: str
     holdout: bool
+    # A page of a URL that many pages share (a home screen, a forum board, a settings panel): every distinct one
+    # is kept, so the model sees what such a page may hold and not the one the builder wrote first.
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +148,12 @@ class Package:
     description: str
 
 
-def read_packages(limit: int = 20000) -> list[Package]:
-    out = subprocess.run(["apt-cache", "dumpavail"], capture_output=True, text=True, check=True).stdout
-    packages: list[Package] = []
-    for stanza in out.split("\n\n"):
+APT_LISTS = Path("/var/lib/apt/lists")
+
+
+def _stanzas(text: str) -> Iterator[dict[str, str]]:
+    """The fields of each stanza of a Debian control file (continuation lines joined with newlines)."""
+    for stanza in text.split("\n\n"):
         fields: dict[str, str] = {}
         key = ""
         for line in stanza.split("\n"):
@@ -157,9 +162,36 @@ def read_packages(limit: int = 20000) -> list[Package]:
             elif ":" in line:
                 key, _, value = line.partition(":")
                 fields[key] = value.strip()
-        desc = fields.get("Description", "")
-        if "Package" not in fields or not desc:
+        yield fields
+
+
+def read_translations(lists: Path = APT_LISTS) -> dict[str, str]:
+    """Package descriptions in full from apt's English translation lists. Debian's Packages lists carry only a
+    summary line, so ``apt-cache dumpavail`` has no long description; images that drop translations (Debian's
+    Docker images do) get them with ``apt-get update -o Acquire::Languages=en``. apt keeps lists compressed as it
+    likes; apt-helper reads any of them."""
+    descriptions: dict[str, str] = {}
+    for file in sorted(lists.glob("*_i18n_Translation-en*")):
+        text = subprocess.run(
+            ["/usr/lib/apt/apt-helper", "cat-file", str(file)], capture_output=True, text=True, check=True
+        ).stdout
+        for fields in _stanzas(text):
+            if "Package" in fields and "Description-en" in fields:
+                descriptions.setdefault(fields["Package"], fields["Description-en"])
+    return descriptions
+
+
+def read_packages(limit: int = 20000) -> list[Package]:
+    """Packages with a long description (from the translation lists where the package list has none)."""
+    out = subprocess.run(["apt-cache", "dumpavail"], capture_output=True, text=True, check=True).stdout
+    translations = read_translations()
+    packages: list[Package] = []
+    for fields in _stanzas(out):
+        if "Package" not in fields:
             continue
+        desc = fields.get("Description", "")
+        if "\n" not in desc:  # a summary only
+            desc = translations.get(fields["Package"], desc)
         summary, _, rest = desc.partition("\n")
         rest = "\n".join("" if line.strip() == "." else line.strip() for line in rest.split("\n")).strip()
         if len(rest) < 60:
@@ -171,6 +203,12 @@ def read_packages(limit: int = 20000) -> list[Package]:
         )
         if len(packages) >= limit:
             break
+    if len(packages) < 100:
+        print(
+            f"only {len(packages)} packages have a long description: the viewer and `apt show` pages will be few. "
+            "Fetch apt's English descriptions with `apt-get update -o Acquire::Languages=en`",
+            file=sys.stderr,
+        )
     return packages
 
 
@@ -204,6 +242,10 @@ def _words(rng: random.Random, words: list[str]) -> str:
 
 def username(rng: random.Random, words: list[str]) -> str:
     return f"{rng.choice(words)}_{rng.choice(words)}{rng.randint(1, 99) if rng.random() < 0.5 else ''}"
+
+
+# Routes with few URLs, each written many times over by the builder (Example.shared).
+SHARED_URLS = {("wiki", "/"), ("forum", "/"), ("forum", "/r/{board}"), ("os", "/"), ("os", "/settings/{panel}")}
 
 
 def holdout(site: str, path: str) -> bool:
@@ -258,7 +300,8 @@ class Builder:
         posts: list[Post] | None = None,
     ) -> Example:
         prompt = self.renderers[site].render(self._route(site, pattern), params, query, parent, posts)
-        return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path))
+        shared = (site, pattern) in SHARED_URLS
+        return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path), shared=shared)
 
     def _linkify(self, text: str) -> str:
         def link(m: re.Match[str]) -> str:
@@ -592,6 +635,16 @@ class Builder:
             yield self.os_browser(entry)
 
 
+def distinct(examples: Iterable[Example]) -> Iterator[Example]:
+    """The first page of each URL, and every distinct page of a shared one (Example.shared)."""
+    seen: set[tuple[str, str, str]] = set()
+    for ex in examples:
+        key = (ex.site, ex.path, ex.html if ex.shared else "")
+        if key not in seen:
+            seen.add(key)
+            yield ex
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui corpus", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/corpus.jsonl"), help="JSONL file to write")
@@ -608,12 +661,8 @@ def main(argv: list[str] | None = None) -> int:
     builder = Builder(sites, seed=args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple[str, bool], int] = {}
-    seen: set[tuple[str, str]] = set()
     with args.out.open("w", encoding="utf-8") as f:
-        for ex in builder.build():
-            if (ex.site, ex.path) in seen:
-                continue
-            seen.add((ex.site, ex.path))
+        for ex in distinct(builder.build()):
             f.write(
                 json.dumps(
                     {"site": ex.site, "path": ex.path, "prompt": ex.prompt, "html": ex.html, "holdout": ex.holdout},

@@ -1,8 +1,10 @@
-"""The corpus builder's parsing of Debian's dictionary entries."""
+"""The corpus builder's parsing of Debian's dictionary entries and package descriptions."""
 
 from __future__ import annotations
 
-from lab.corpus import holdout, parse_entry, slug
+from pathlib import Path
+
+from lab.corpus import Example, distinct, holdout, parse_entry, read_translations, slug
 
 FOLDOC = """hash table
 HT
@@ -46,3 +48,48 @@ def test_short_entries_are_skipped() -> None:
 def test_slugs_are_url_safe_and_holdout_is_stable() -> None:
     assert slug("C++ (language)") == "C++_(language)"
     assert holdout("wiki", "/wiki/Hash_table") == holdout("wiki", "/wiki/Hash_table")
+
+
+TRANSLATION = """Package: hello
+Description-md5: 0123
+Description-en: example package based on GNU hello
+ The GNU hello program produces a familiar, friendly greeting.
+ .
+ It allows non-programmers to use a classic computer science tool.
+
+Package: bare
+Description-md5: 4567
+Description-en: a summary only
+"""
+
+
+def test_long_package_descriptions_come_from_apts_translation_lists(tmp_path: Path) -> None:
+    (tmp_path / "deb.debian.org_debian_dists_bookworm_main_i18n_Translation-en").write_text(TRANSLATION)
+    (tmp_path / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages").write_text("Package: hello\n")
+    found = read_translations(tmp_path)
+    assert set(found) == {"hello", "bare"}
+    summary, _, rest = found["hello"].partition("\n")
+    assert summary == "example package based on GNU hello"
+    assert rest.splitlines() == [
+        "The GNU hello program produces a familiar, friendly greeting.",
+        ".",
+        "It allows non-programmers to use a classic computer science tool.",
+    ]
+
+
+def test_a_shared_url_keeps_every_distinct_page_and_any_other_url_its_first() -> None:
+    def page(path: str, html: str, shared: bool) -> Example:
+        return Example("os", path, "prompt", html, holdout=False, shared=shared)
+
+    pages = [
+        page("/", "<p>a</p>", True),
+        page("/", "<p>b</p>", True),
+        page("/", "<p>a</p>", True),
+        page("/files/etc", "<ul>1</ul>", False),
+        page("/files/etc", "<ul>2</ul>", False),
+    ]
+    assert [(p.path, p.html) for p in distinct(pages)] == [
+        ("/", "<p>a</p>"),
+        ("/", "<p>b</p>"),
+        ("/files/etc", "<ul>1</ul>"),
+    ]
