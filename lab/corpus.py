@@ -252,36 +252,56 @@ def holdout(site: str, path: str) -> bool:
     return int(hashlib.sha1(f"{site}{path}".encode()).hexdigest()[:6], 16) % 1000 < HOLDOUT_PER_MILLE
 
 
-class Builder:
-    """Builds the examples of all three sites from the sources, with one seeded RNG."""
+@dataclass
+class Sources:
+    """What the builder writes pages from: dictionary entries by lower-cased title, fortunes by file, packages, the
+    file tree (directory -> names) and words for user names."""
 
-    def __init__(self, sites: dict[str, Site], seed: int = 0, char_budget: int = 1400) -> None:
+    entries: dict[str, Entry]
+    fortunes: dict[str, list[str]]
+    packages: list[Package]
+    tree: dict[str, set[str]]
+    names: list[str]
+
+    @classmethod
+    def read(cls) -> Sources:
+        """This machine's Debian packages (the module's docstring says which)."""
+        entries: dict[str, Entry] = {}
+        for name in ("foldoc", "jargon"):
+            for raw in read_dictd(name):
+                entry = parse_entry(raw, jargon=name == "jargon")
+                if entry and entry.title.lower() not in entries:
+                    entries[entry.title.lower()] = entry
+        words = Path("/usr/share/dict/words")
+        names = (
+            [w for w in words.read_text().split() if w.isalpha() and w.islower() and 3 <= len(w) <= 7]
+            if words.exists()
+            else ["user"]
+        )
+        return cls(entries, read_fortunes(), read_packages(), read_file_tree(), names)
+
+
+class Builder:
+    """Builds the examples of all three sites from the sources (read from Debian's packages unless given), with one
+    seeded RNG."""
+
+    def __init__(
+        self, sites: dict[str, Site], seed: int = 0, char_budget: int = 1400, sources: Sources | None = None
+    ) -> None:
+        sources = sources or Sources.read()
         self.sites = sites
         self.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
         self.rng = random.Random(seed)
         self.budget = char_budget
-        self.entries: dict[str, Entry] = {}
-        for name in ("foldoc", "jargon"):
-            for raw in read_dictd(name):
-                entry = parse_entry(raw, jargon=name == "jargon")
-                if entry and entry.title.lower() not in self.entries:
-                    self.entries[entry.title.lower()] = entry
+        self.entries = sources.entries
         self.linked_from: dict[str, list[str]] = {}
         for entry in self.entries.values():
             for ref in entry.refs:
                 self.linked_from.setdefault(ref.lower(), []).append(entry.title)
-        self.fortunes = read_fortunes()
-        self.packages = read_packages()
-        self.tree = read_file_tree()
-        self.names = (
-            [
-                w
-                for w in Path("/usr/share/dict/words").read_text().split()
-                if w.isalpha() and w.islower() and 3 <= len(w) <= 7
-            ]
-            if Path("/usr/share/dict/words").exists()
-            else ["user"]
-        )
+        self.fortunes = sources.fortunes
+        self.packages = sources.packages
+        self.tree = sources.tree
+        self.names = sources.names
 
     # -- helpers --------------------------------------------------------------------------------------------
 

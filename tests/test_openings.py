@@ -4,15 +4,12 @@ few hand-written sources instead of Debian's dictionaries and fortunes."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from genui.prompts import PromptRenderer
 from genui.resources import bundled
 from genui.runtime import SiteRuntime
 from genui.sites import load_sites
-from lab.corpus import Builder, Entry, Example
+from lab.corpus import Builder, Entry, Example, Sources
 
 FISH = Entry(
     title="FISH queue",
@@ -25,18 +22,14 @@ FISH = Entry(
 @pytest.fixture(scope="module")
 def builder() -> Builder:
     sites = {site.name: site for site in load_sites(bundled("sites"))}
-    built = object.__new__(Builder)  # the sources __init__ reads are Debian packages; these few stand in for them
-    built.sites = sites
-    built.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
-    built.rng = random.Random(0)
-    built.budget = 1400
-    built.entries = {"fish queue": FISH}
-    built.linked_from = {}
-    built.fortunes = {"linux": ["Linux is only free if your time has no value.", "Use the source, Luke."]}
-    built.packages = []
-    built.tree = {"/home/user": {"notes.txt", "src"}, "/home/user/src": set()}
-    built.names = ["user", "hacker"]
-    return built
+    sources = Sources(
+        entries={"fish queue": FISH},
+        fortunes={"linux": ["Linux is only free if your time has no value.", "Use the source, Luke."]},
+        packages=[],
+        tree={"/home/user": {"notes.txt", "src"}, "/home/user/src": set()},
+        names=["user", "hacker"],
+    )
+    return Builder(sites, seed=0, sources=sources)
 
 
 def examples(builder: Builder) -> list[Example]:
