@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.frames import DoneFrame
 from lab.quality import shape, skeleton_ok
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,5 +109,44 @@ def test_the_served_article_has_the_wiki_skeleton(hash_table: dict[str, object])
     assert skeleton_ok("wiki", "/wiki/Hash_table", str(hash_table["html"]))
 
 
-def test_the_model_alone_writes_the_wiki_skeleton(model_alone: dict[str, object]) -> None:
-    assert skeleton_ok("wiki", "/wiki/Hash_table", str(model_alone["html"]))
+ALONE_SEEDS = range(8)
+
+
+def test_the_model_alone_writes_the_wiki_skeleton_on_most_seeds() -> None:
+    """With no opening, the shipped model writes the whole skeleton, title included, on most seeds: a rate, since a
+    single seed's page depends on the CPU's floating-point kernels (seed 0 passes on one machine, fails on another).
+    `genui render wiki /wiki/Hash_table --no-opening --seed N`, N = 0..7, on the CI machine: 6 of 8 (2026-11-23); the
+    quality report's 10 held-out articles, served: 80%. The retired from-scratch model wrote it on none."""
+    import asyncio
+
+    import torch
+
+    from engine import load_engine
+    from genui.runtime import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(ROOT / "sites" / "wiki"), "")
+    location = runtime.locate("/Hash_table")
+    assert location is not None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+
+    async def pages() -> list[str]:
+        engine = load_engine(MODEL, "cpu")
+        try:
+            written = []
+            for seed in ALONE_SEEDS:
+                frames = [frame async for frame in engine.stream(runtime.direct_request(location, seed, opening=False))]
+                done = frames[-1]
+                assert isinstance(done, DoneFrame)
+                written.append(runtime.render(done.text))
+            return written
+        finally:
+            await engine.close()
+
+    try:
+        html = asyncio.run(pages())
+    finally:
+        torch.set_num_threads(threads)
+    good = [seed for seed, page in zip(ALONE_SEEDS, html, strict=True) if skeleton_ok("wiki", "/wiki/Hash_table", page)]
+    assert len(good) >= len(ALONE_SEEDS) // 2, f"skeleton on seeds {good} of {list(ALONE_SEEDS)}"
