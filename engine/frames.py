@@ -51,6 +51,7 @@ class CanvasFrame:
     tokens: int  # tokens of this canvas before EOS/padding
     seconds: float
     variant: int = 0
+    stopped_early: bool = False  # the adaptive stop (or settling) ended it before its max_steps
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class FrameStreamer:
         self.tokenizer = tokenizer
         self.rows = rows
         self.max_canvases = settings.max_canvases
+        self.max_steps = settings.max_steps
         self.cut_at_eos = cut_at_eos
         self.eos_id = eos_id
         self.states = [_RowState() for _ in rows]
@@ -102,6 +103,7 @@ class FrameStreamer:
                 tokens=len(kept),
                 seconds=time.perf_counter() - self.canvas_started,
                 variant=row.variant,
+                stopped_early=0 < state.steps < self.max_steps,  # a canvas pinned whole takes no step
             )
             state.canvases.append(frame)
             self._emit(row, state, frame)

@@ -1,7 +1,8 @@
 """``genui bench``: diffusion vs autoregressive decoding of one page, same weights, same machine, same run.
 
 Each row times ``--runs`` generations of a ``--tokens``-token page (after one untimed warm-up): time to the first
-frame, p50 and p95 of the whole page, the median denoising steps per canvas, and tokens per second at p50. The
+frame, p50 and p95 of the whole page, the median denoising steps per canvas, the share of canvases the adaptive
+stop ended before the step cap (``stopped``), and tokens per second at p50. The
 diffusion row writes the page in canvases with the checkpoint's sampler and adaptive stopping, or exactly
 ``--steps`` steps a canvas when given; the autoregressive row decodes the same number of tokens with the same
 weights in their causal mode (engine.autoregressive). On CUDA, rows for a random-weight model of
@@ -82,17 +83,22 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def time_runs(runs: int, once: Callable[[int], tuple[float, float, int, float]]) -> dict[str, float]:
-    """Call ``once(seed)`` -> (ttff, seconds, tokens, steps) after one warm-up; summarise the timed calls."""
+Run = tuple[float, float, int, float, list[bool]]  # ttff, seconds, tokens, median steps, canvases stopped early
+
+
+def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
+    """Call ``once(seed)`` after one warm-up; summarise the timed calls."""
     once(runs)  # warm-up, with a seed none of the timed runs uses
     results = [once(seed) for seed in range(runs)]
-    totals = [seconds for _, seconds, _, _ in results]
+    totals = [seconds for _, seconds, _, _, _ in results]
     p50 = statistics.median(totals)
-    tokens = statistics.median(tokens for _, _, tokens, _ in results)
+    tokens = statistics.median(tokens for _, _, tokens, _, _ in results)
+    early = [stopped for *_, canvases in results for stopped in canvases]
     return {
         "tokens": int(tokens),
-        "steps": round(statistics.median(steps for _, _, _, steps in results), 1),
-        "ttff_s": round(statistics.median(ttff for ttff, _, _, _ in results), 4),
+        "steps": round(statistics.median(steps for _, _, _, steps, _ in results), 1),
+        "stopped": round(sum(early) / len(early), 2) if early else None,
+        "ttff_s": round(statistics.median(ttff for ttff, _, _, _, _ in results), 4),
         "p50_s": round(p50, 4),
         "p95_s": round(percentile(totals, 0.95), 4),
         "tokens_per_s": round(tokens / p50, 1) if p50 > 0 else 0.0,
@@ -100,7 +106,7 @@ def time_runs(runs: int, once: Callable[[int], tuple[float, float, int, float]])
 
 
 def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -> dict[str, Any]:
-    def once(seed: int) -> tuple[float, float, int, float]:
+    def once(seed: int) -> Run:
         frames: list[tuple[float, Frame]] = []
         request = GenerationRequest(
             prompt=PROMPT,
@@ -114,13 +120,13 @@ def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int
         started = time.perf_counter()
         row = Row(emit=lambda frame: frames.append((time.perf_counter(), frame)), started=started)
         run_plan(loaded, plan_batch(loaded, [request], [row]))
-        return _measure(started, frames)
+        return _measure(started, frames, denoised=True)
 
     return {"engine": "diffusion", **_describe(loaded), **time_runs(runs, once)}
 
 
 def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str, Any]:
-    def once(seed: int) -> tuple[float, float, int, float]:
+    def once(seed: int) -> Run:
         frames: list[tuple[float, Frame]] = []
         request = GenerationRequest(
             prompt=PROMPT, max_canvases=math.ceil(tokens / loaded.canvas_length), seed=seed, stop_at_eos=False
@@ -129,18 +135,20 @@ def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str,
         generate_autoregressive(
             loaded, request, lambda frame: frames.append((time.perf_counter(), frame)), step_every=1, started=started
         )
-        return _measure(started, frames)
+        return _measure(started, frames, denoised=False)
 
     return {"engine": "autoregressive", **_describe(loaded), **time_runs(runs, once)}
 
 
-def _measure(started: float, frames: list[tuple[float, Frame]]) -> tuple[float, float, int, float]:
-    """(time to the first frame, time to the final frame, tokens, median steps per canvas)."""
+def _measure(started: float, frames: list[tuple[float, Frame]], denoised: bool) -> Run:
+    """(time to the first frame, time to the final frame, tokens, median steps per canvas, which canvases the
+    adaptive stop ended early: none listed for autoregressive decoding)."""
     first = next(at for at, frame in frames if isinstance(frame, StepFrame))
     done = next(frame for _, frame in frames if isinstance(frame, DoneFrame))
     canvases = [frame for _, frame in frames if isinstance(frame, CanvasFrame)]
     tokens = sum(canvas.tokens for canvas in canvases)
-    return first - started, frames[-1][0] - started, tokens, statistics.median(c.steps for c in done.canvases)
+    early = [c.stopped_early for c in done.canvases if c.steps] if denoised else []
+    return first - started, frames[-1][0] - started, tokens, statistics.median(c.steps for c in done.canvases), early
 
 
 def _describe(loaded: LoadedModel) -> dict[str, Any]:
@@ -184,13 +192,18 @@ def reference_section(loaded: LoadedModel, runs: int) -> tuple[list[dict[str, An
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    columns = ["engine", "device", "model", "params", "tokens", "steps", "ttff_s", "p50_s", "p95_s", "tokens_per_s"]
+    columns = [
+        *("engine", "device", "model", "params", "tokens", "steps", "stopped", "ttff_s", "p50_s", "p95_s"),
+        "tokens_per_s",
+    ]
     cells = [columns] + [[_cell(row[column]) for column in columns] for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in cells)
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, int) and value >= 10**6:
         return f"{value / 1e6:.1f}M"
     return str(value)

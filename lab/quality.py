@@ -3,9 +3,10 @@
 Per site: share of well-formed pages with the site's skeleton, share of wiki articles whose ``<h1>`` is their title,
 share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
 distinct-2 diversity, the share of a page's five-word phrases found on another page of the site (pages that differ
-with their prompt share few), median denoising steps per canvas, and (given the packed corpus) the held-out
-denoising loss and the prompt gain. The same held-out pages as the corpus has them go through the same measures, as
-the reference (rows marked "(corpus)", the "corpus" list in JSON): what a page that matched the corpus would score.
+with their prompt share few), median denoising steps per canvas, the share of canvases the adaptive stop ended
+before their step cap, and (given the packed corpus) the held-out denoising loss and the prompt gain. The same
+held-out pages as the corpus has them go through the same measures, as the reference (rows marked "(corpus)", the
+"corpus" list in JSON): what a page that matched the corpus would score.
 Prints a table; ``--json`` prints one object.
 
 The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so, and
@@ -22,7 +23,7 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,7 @@ class SiteReport:
     steps_per_canvas: float
     seconds_per_page: float
     title_h1: float | None = None  # wiki articles whose <h1> is their title
+    stopped_early: float | None = None  # denoised canvases the adaptive stop ended before max_steps
     shared_phrases: float = 0.0  # five-word phrases of a page also found on another page of the site
     heldout_loss: float | None = None
     prompt_gain: float | None = None  # held-out loss under another page's prompt minus under its own
@@ -181,6 +183,7 @@ class PageResult:
     html: str
     steps: list[int]
     seconds: float
+    stopped_early: list[bool] = field(default_factory=list)  # per canvas: the adaptive stop ended it
 
 
 async def generate_pages(
@@ -209,7 +212,9 @@ async def generate_pages(
             if isinstance(frame, DoneFrame):
                 done = frame
         assert done is not None
-        results.append(PageResult(name, url, sanitize_html(done.text), [c.steps for c in done.canvases], done.seconds))
+        steps = [c.steps for c in done.canvases]
+        early = [c.stopped_early for c in done.canvases]
+        results.append(PageResult(name, url, sanitize_html(done.text), steps, done.seconds, early))
         if progress:
             progress(f"{name}{url}: {done.seconds:.1f}s")
     return results
@@ -224,6 +229,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
         hrefs = [h for s in shapes for h in s.hrefs]
         steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
+        early = [e for r in rows for n, e in zip(r.steps, r.stopped_early, strict=False) if n]
         articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and "/wiki/" in r.path]
         out.append(
             SiteReport(
@@ -240,6 +246,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 if articles
                 else None,
                 shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes]),
+                stopped_early=sum(early) / len(early) if early else None,
             )
         )
     return out
@@ -290,6 +297,7 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         "distinct-2",
         "shared 5-grams",
         "steps/canvas",
+        "stopped early",
         "s/page",
         "held-out loss",
         "prompt gain",
@@ -301,7 +309,8 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         title = f"{r.title_h1:.1%}" if r.title_h1 is not None else "-"
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
         gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
-        timing = f"{r.steps_per_canvas:.1f} | {r.seconds_per_page:.2f}" if r.seconds_per_page else "- | -"
+        early = f"{r.stopped_early:.0%}" if r.stopped_early is not None else "-"
+        timing = f"{r.steps_per_canvas:.1f} | {early} | {r.seconds_per_page:.2f}" if r.seconds_per_page else "- | - | -"
         print(
             f"{label} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | {r.valid_links:.1%} "
             f"({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | {timing} | {loss} | {gain}"

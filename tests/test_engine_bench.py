@@ -13,7 +13,19 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from engine.config import TINY, make_config
 from lab import bench
 
-COLUMNS = {"engine", "device", "model", "params", "tokens", "steps", "ttff_s", "p50_s", "p95_s", "tokens_per_s"}
+COLUMNS = {
+    "engine",
+    "device",
+    "model",
+    "params",
+    "tokens",
+    "steps",
+    "stopped",
+    "ttff_s",
+    "p50_s",
+    "p95_s",
+    "tokens_per_s",
+}
 
 
 @pytest.fixture
@@ -38,6 +50,8 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
     assert report["rows"][0]["steps"] == 2
     assert report["rows"][1]["steps"] == 32  # a token a step
+    assert report["rows"][0]["stopped"] == 0.0  # fixed steps: no adaptive stop
+    assert report["rows"][1]["stopped"] is None  # decoding token by token has none
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
 

@@ -80,6 +80,20 @@ def test_step_frames_arrive_before_their_canvas_and_the_final_text(loaded: Loade
     assert done(frames).ttff_s <= done(frames).seconds
 
 
+def test_a_canvas_says_whether_the_adaptive_stop_ended_it(loaded: LoadedModel) -> None:
+    # Any entropy is confident enough and no stillness is asked for: every canvas stops after its first step.
+    eager = GenerationRequest(
+        prompt="Hash", max_canvases=2, max_steps=4, stop_at_eos=False, stability_threshold=0, confidence_threshold=1e9
+    )
+    # A canvas cannot hold still for as many steps as it has: each runs to max_steps.
+    capped = GenerationRequest(
+        prompt="Hash", max_canvases=2, max_steps=4, stop_at_eos=False, stability_threshold=4, confidence_threshold=1e9
+    )
+    stopped, ran = (done(generate(loaded, request)[0]).canvases for request in (eager, capped))
+    assert [(c.steps, c.stopped_early) for c in stopped] == [(1, True), (1, True)]
+    assert [(c.steps, c.stopped_early) for c in ran] == [(4, False), (4, False)]
+
+
 def test_tokens_per_forward_is_tokens_over_denoising_steps(loaded: LoadedModel) -> None:
     final = done(generate(loaded, GenerationRequest(prompt="x", max_canvases=2, max_steps=4, stop_at_eos=False))[0])
     assert final.tokens_per_forward == pytest.approx(2 * loaded.canvas_length / 8)

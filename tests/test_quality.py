@@ -102,6 +102,17 @@ def test_report_measures_dictionary_words_per_site() -> None:
     assert row.title_h1 == 1.0
 
 
+def test_report_gives_the_share_of_denoised_canvases_the_adaptive_stop_ended() -> None:
+    pages = [
+        PageResult("wiki", "/wiki/Hash_table", ARTICLE, [0, 10, 24], 1.0, [False, True, False]),  # first: all opening
+        PageResult("wiki", "/wiki/Linked_list", ARTICLE, [9, 12], 1.0, [True, True]),
+    ]
+    (row,) = report(pages, SITES, dictionary=set())
+    assert row.stopped_early == 0.75
+    (unknown,) = report([PageResult("wiki", "/wiki/Hash_table", ARTICLE, [], 0.0)], SITES, dictionary=set())
+    assert unknown.stopped_early is None  # the corpus's own pages were never denoised
+
+
 def test_title_h1_counts_only_articles_whose_heading_is_their_title() -> None:
     pages = [
         PageResult("wiki", "/wiki/Hash_table", ARTICLE, [1], 1.0),
