@@ -197,25 +197,14 @@ def penalise_neighbour_repeats(
     return RepetitionPenaltyLogitsProcessor(penalty)(left, logits.reshape(b * c, v)).view(b, c, v)
 
 
-def sample(
-    logits: torch.Tensor, top_k: int, generator: torch.Generator | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """From logits (B, C, V): one token per position drawn from their softmax (among the k likeliest only when
-    top_k > 0), the argmax, and the softmax's entropy, each (B, C). The entropy is -sum(p log p) over the whole
-    vocabulary, as torch's Categorical computes it; the logits are finite (pins use a large negative number, not
-    -inf), so a token with p = 0 adds 0. Nothing here calls exp() on log-probabilities: torch's CPU exp() is 20-50x
-    slower where its result underflows (below about -87), which most of a sharp distribution's vocabulary does,
-    while softmax's own kernel is not (docs/benchmarks.md)."""
-    b, c, v = logits.shape
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    log_probs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
-    entropy = -(probs * log_probs).sum(dim=-1)
+def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per position from probs (B, C, V); top_k > 0 draws among the k likeliest tokens only."""
+    b, c, v = probs.shape
     if top_k and top_k < v:
-        top, index = probs.topk(top_k, dim=-1)  # (B, C, k), likeliest first: the argmax comes with it
+        top, index = probs.topk(top_k, dim=-1)  # (B, C, k)
         choice = torch.multinomial(top.view(-1, top_k), 1, generator=generator).view(b, c, 1)
-        return index.gather(-1, choice).squeeze(-1), index[..., 0], entropy
-    sampled = torch.multinomial(probs.view(-1, v), 1, generator=generator).view(b, c)
-    return sampled, logits.argmax(dim=-1), entropy
+        return index.gather(-1, choice).squeeze(-1)
+    return torch.multinomial(probs.view(-1, v), 1, generator=generator).view(b, c)
 
 
 class StableAndConfident:
@@ -298,7 +287,10 @@ def denoise(
                 heat = temperature(settings, remaining)
                 if heat is not None:
                     logits = logits / heat
-                sampled, new_argmax, entropy = sample(logits, settings.top_k, generator)
+                probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+                sampled = sample(probs, settings.top_k, generator)
+                new_argmax = logits.argmax(dim=-1)
+                entropy = torch.special.entr(probs).sum(dim=-1)  # (B, C); entr(0) = 0 keeps pinned rows finite
                 again = accepted & (sampled == current)  # kept the step before, and the same token sampled now
                 accepted = settings.accept(entropy, accepted)
                 streak = torch.where(accepted, torch.where(again, streak + 1, 1), 0)

@@ -34,13 +34,6 @@ PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pin
 ADAPTED = "adapted-causal-lm"
 DEFAULT_CAUSAL_CANVAS = 64
 
-# Subnormal floats off (flush to zero) on the CPU. The sampler's softmax at a low temperature leaves ~10% of a
-# canvas's probabilities subnormal, and x86 cores take a microcode path for each: on the 2-core CI machine the
-# softmax and entropy of a 64-token canvas took 28 ms a step with them, 4 ms without (docs/benchmarks.md). Set at
-# import, before torch starts its worker threads, because a thread copies the floating-point mode of the thread
-# that starts it; threads started earlier keep theirs.
-torch.set_flush_denormal(True)
-
 
 class ModelLoadError(EngineError):
     """The model could not be loaded; the message names what was asked for and how to fix it."""
