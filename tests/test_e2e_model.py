@@ -115,7 +115,7 @@ ALONE_SEEDS = range(8)
 def test_the_model_alone_writes_the_wiki_skeleton_on_most_seeds() -> None:
     """With no opening, the shipped model writes the whole skeleton, title included, on most seeds: a rate, since a
     single seed's page depends on the CPU's floating-point kernels (seed 0 passes on one machine, fails on another).
-    `genui render wiki /wiki/Hash_table --no-opening --seed N`, N = 0..7, on the CI machine: 6 of 8 (2026-11-23); the
+    `genui render wiki /wiki/Hash_table --no-opening --seed N`, N = 0..7, on the CI machine: 5 of 8 (2026-11-23); the
     quality report's 10 held-out articles, served: 80%. The retired from-scratch model wrote it on none."""
     import asyncio
 
