@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import platform
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -68,14 +69,15 @@ def load_model(
 ) -> LoadedModel:
     """Load a checkpoint of either family (default: the shipped ``models/genui-smollm`` adapter).
 
-    ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` defaults to bfloat16, except a DiffusionGemma
-    on the CPU, which runs in float32. ``base`` replaces the base an adapter names (a folder or hub id).
+    ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` defaults to ``default_dtype(device)``, except
+    a DiffusionGemma on the CPU, which runs in float32. ``base`` replaces the base an adapter names (a folder or hub
+    id).
     """
     source, model_id = _resolve(model)
     target = _device(device)
     genui_file = Path(source) / "genui.json"
     if genui_file.is_file():
-        return _load_adapted(source, model_id, genui_file, target, dtype or torch.bfloat16, base)
+        return _load_adapted(source, model_id, genui_file, target, dtype or default_dtype(target), base)
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
@@ -85,12 +87,30 @@ def load_model(
             dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
         return _load_gemma(source, model_id, config, target, dtype)
     if any(name.endswith("ForCausalLM") for name in getattr(config, "architectures", None) or []):
-        network, tokenizer = _causal_lm(source, target, dtype or torch.bfloat16)
+        network, tokenizer = _causal_lm(source, target, dtype or default_dtype(target))
         return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, _sampler_defaults(Path(source)))
     raise ModelLoadError(
         f"{source} holds a {config.model_type!r} checkpoint; genui runs DiffusionGemma checkpoints, causal LMs, and "
         "genui adapters (a folder with genui.json)"
     )
+
+
+def default_dtype(target: torch.device) -> torch.dtype:
+    """What a causal LM computes in unless told: bfloat16, but float32 on a CPU without bfloat16 matrix units.
+
+    Without them (x86 CPUs short of AVX512-BF16 or AMX; Arm CPUs without the BF16 extension) oneDNN emulates bfloat16,
+    and a denoising step, a 64-token matrix product, runs several times slower than in float32: the bench page took
+    77 s in bfloat16 and 12 s in float32 on a 2-core AVX2 EPYC (docs/benchmarks.md). Decoding one token at a time is
+    memory-bound and faster in bfloat16 even there; the engine's work is canvases."""
+    if target.type != "cpu" or _cpu_has_bf16_units():
+        return torch.bfloat16
+    return torch.float32
+
+
+def _cpu_has_bf16_units() -> bool:
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # on Arm: the BF16 extension
 
 
 def _placement(target: torch.device) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,24 @@ def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_pat
     assert plain.family == "causal-lm"
     q_adapted = loaded.model.model.layers[0].self_attn.q_proj.weight
     assert not torch.equal(q_adapted, plain.model.model.layers[0].self_attn.q_proj.weight)
+
+
+@pytest.mark.parametrize("units", [True, False])
+def test_a_causal_lm_computes_in_bfloat16_only_where_the_cpu_has_bfloat16_units(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, units: bool
+) -> None:
+    monkeypatch.setattr(engine.loading, "_cpu_has_bf16_units", lambda: units)
+    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    expected = torch.bfloat16 if units else torch.float32
+    assert next(load_model(adapter, device="cpu").model.parameters()).dtype == expected
+    assert next(load_model(adapter, device="cpu", dtype=torch.float32).model.parameters()).dtype == torch.float32
+    assert engine.loading.default_dtype(torch.device("cuda")) == torch.bfloat16
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not Path("/proc/cpuinfo").is_file(), reason="x86 Linux flags")
+def test_this_cpus_bfloat16_units_are_read_from_its_flags() -> None:
+    flags = Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split()
+    assert engine.loading._cpu_has_bf16_units() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 
 
 def test_an_adapter_with_a_broken_genui_json_names_file_and_keys(tmp_path: Path) -> None:
