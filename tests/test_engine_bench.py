@@ -54,14 +54,17 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     assert report["rows"][1]["stopped"] is None  # decoding token by token has none
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
+    assert any(note.endswith("weights in float32") for note in report["notes"])  # a DiffusionGemma on the CPU
 
 
 def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
     checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
-    assert bench.main(["--model", str(checkpoint), "--runs", "1", "--steps", "1", "--device", "cpu"]) == 0
+    argv = ["--model", str(checkpoint), "--runs", "1", "--steps", "1", "--device", "cpu", "--dtype", "bfloat16"]
+    assert bench.main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == list(bench.format_table([]).split())
     assert lines[1].startswith("diffusion") and lines[2].startswith("autoregressive")
+    assert "note: torch threads: 1; weights in bfloat16" in lines
 
 
 def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
