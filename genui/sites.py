@@ -256,9 +256,33 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
         raise SiteConfigError(file, full, problem, f'add {key} = "{example}" (a file in prompts/)')
     if "/" in name or "\\" in name or name.startswith("."):
         raise SiteConfigError(file, full, f"{name!r} is not a plain file name", "name a file in prompts/")
-    if not (root / "prompts" / name).is_file():
-        raise SiteConfigError(file, full, f"{root / 'prompts' / name} does not exist", "create it or fix the name")
+    path = root / "prompts" / name
+    if not path.is_file():
+        raise SiteConfigError(file, full, f"{path} does not exist", "create it or fix the name")
+    if key.endswith("opening"):
+        _check_opening_end(file, full, path)
     return name
+
+
+def _check_opening_end(file: Path, full: str, path: Path) -> None:
+    """An opening is used byte for byte, so the final newline most editors add would land in the page: harmless
+    after a tag, a broken link inside a quoted attribute (an opening may stop there, e.g. `<a href="/r/`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SiteConfigError(file, full, f"cannot read {path} ({err})", "save it as UTF-8 text") from None
+    if not text.endswith("\n"):
+        return
+    body = text.rstrip("\n")
+    inside = body[body.rfind("<") :] if body.rfind("<") > body.rfind(">") else ""
+    if inside.count('"') % 2 or inside.count("'") % 2:
+        raise SiteConfigError(
+            file,
+            full,
+            f"{path} ends with a newline inside the attribute it stops in ({inside[-30:]!r}), which would be part of "
+            "every page",
+            "remove the file's final newline (an opening is used byte for byte)",
+        )
 
 
 def load_site(root: Path | str) -> Site:

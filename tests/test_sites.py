@@ -119,6 +119,28 @@ def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: s
     assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
 
 
+@pytest.mark.parametrize(
+    ("opening", "refused"),
+    [
+        ('<ul>\n<li><a href="/page/', False),  # stops inside a link, no final newline: as the forum's boards
+        ('<ul>\n<li><a href="/page/\n', True),  # the newline an editor adds would land inside the link
+        ("<a href='/page/\n", True),
+        ("<h1>{{ params.name }}</h1>\n", False),  # a newline after a tag is the page's own
+        ('<a class="x"\n', False),  # between attributes: still HTML
+    ],
+)
+def test_an_opening_may_not_end_with_a_newline_inside_an_attribute(tmp_path: Path, opening: str, refused: bool) -> None:
+    write_site(tmp_path, GOOD.replace('opening = "home.j2"', 'opening = "open.j2"'))
+    (tmp_path / "prompts" / "open.j2").write_text(opening, encoding="utf-8")
+    if not refused:
+        assert load_site(tmp_path).routes[1].opening == "open.j2"
+        return
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes[1].opening" and "final newline" in caught.value.fix
+    assert "open.j2 ends with a newline inside the attribute" in caught.value.problem
+
+
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
     write_site(tmp_path, GOOD.split("[[routes]]")[0])
     with pytest.raises(SiteConfigError) as caught:
