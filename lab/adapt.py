@@ -11,8 +11,8 @@ One optimiser step sums pages until it has ``canvas_tokens`` supervised canvas t
 - the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not.
 
 The base stays frozen; LoRA (peft) adapts every projection of the upper layers, and the bottom ``frozen_layers``
-get no adapter, so the backward pass stops above them. The same command runs on CPU (bf16 autocast) or CUDA and
-resumes from its last checkpoint.
+get no adapter, so the backward pass stops above them. The same command runs on CPU or CUDA (bf16 autocast where
+the device computes in bf16, fp32 on a CPU without bf16 units) and resumes from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -220,8 +220,9 @@ def pack_corpus(corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int,
 def load_base(base: str | Path, device: torch.device) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    from engine.loading import default_dtype
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=default_dtype(device))
     return model.to(device)
 
 
@@ -255,7 +256,11 @@ def heldout_loss(model: torch.nn.Module, packed: Packed, cfg: AdaptConfig, eos: 
 
 
 def _autocast(device: torch.device) -> torch.autocast:
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    # bf16 where the device computes in it; a CPU without bf16 units emulates it, several times slower than fp32
+    from engine.loading import default_dtype
+
+    native = default_dtype(device) == torch.bfloat16
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=native)
 
 
 # ---------------------------------------------------------------------------------------------------------------
