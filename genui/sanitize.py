@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
+from xml.etree import ElementTree
 
 from bleach.html5lib_shim import BleachHTMLParser, Filter
 from bleach.sanitizer import BleachSanitizerFilter, Cleaner
@@ -58,6 +59,18 @@ DROPPED_WITH_CONTENT = frozenset(
     {
         "applet", "embed", "iframe", "math", "noembed", "noframes", "noscript", "object", "script", "select", "style",
         "svg", "template", "textarea", "title",
+    }
+)  # fmt: skip
+
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+
+# Flow content a heading may not hold (its content model is phrasing content). A model that forgets `</h1>` puts
+# the rest of the page inside the heading, where the parser leaves it and the browser draws it at heading size; such
+# a block is moved out to follow the heading (`_close_headings`).
+BLOCKS = HEADINGS | frozenset(
+    {
+        "address", "article", "aside", "blockquote", "details", "div", "dl", "figure", "footer", "header", "hgroup",
+        "hr", "main", "menu", "nav", "ol", "p", "pre", "section", "table", "ul",
     }
 )  # fmt: skip
 
@@ -227,6 +240,28 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
         attrs[(None, "type")] = "button"
 
 
+def _close_headings(parent: ElementTree.Element) -> None:
+    """Close every heading under ``parent`` before its first block child: that child, and everything after it in
+    the heading, move out to follow the heading. A heading left with nothing in it goes."""
+    index = 0
+    while index < len(parent):
+        element = parent[index]
+        _close_headings(element)
+        if element.tag in HEADINGS:
+            first = next((i for i, child in enumerate(element) if child.tag in BLOCKS), None)
+            if first is not None:
+                moved = list(element)[first:]
+                for child in moved:
+                    element.remove(child)
+                moved[-1].tail = (moved[-1].tail or "") + (element.tail or "")
+                element.tail = None
+                parent[index + 1 : index + 1] = moved
+                if not len(element) and not (element.text or "").strip():
+                    del parent[index]
+                    continue
+        index += 1
+
+
 def _split_fragment(url: str) -> tuple[str, str, str]:
     match = _FRAGMENT.search(url)
     if match is None:
@@ -260,6 +295,7 @@ class _Cleaner(Cleaner):  # type: ignore[misc]
 
     def clean(self, text: str) -> str:
         dom = self.parser.parseFragment(text)
+        _close_headings(dom)
         filtered = BleachSanitizerFilter(
             source=_DropWithContent(self.walker(dom)),
             allowed_tags=self.tags,

@@ -221,6 +221,25 @@ def test_pre_keeps_its_leading_blank_line_across_passes() -> None:
     assert sanitize_html(once) == once
 
 
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the step-1800 model's wiki home page: `</h1>` never came, and the list was drawn at heading size
+        (
+            '<div class="wiki">\n<h1>home\n<ul><li>1. Home</li></ul> tail</h1></div>',
+            '<div class="wiki">\n<h1>home\n</h1><ul><li>1. Home</li></ul> tail</div>',
+        ),
+        ("<h2>History<p>One.</p><p>Two.</p>", "<h2>History</h2><p>One.</p><p>Two.</p>"),
+        ("<h1><p>Only a paragraph</p></h1>after", "<p>Only a paragraph</p>after"),
+        ("<h1>Hash <em>table</em></h1><p>x</p>", "<h1>Hash <em>table</em></h1><p>x</p>"),
+    ],
+)
+def test_a_heading_holds_no_blocks(written: str, expected: str) -> None:
+    once = sanitize_html(written)
+    assert once == expected
+    assert sanitize_html(once) == once
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # drafts: text cut off anywhere
 
