@@ -10,7 +10,9 @@ The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
 - the canvas stops early when its argmax has held still for ``stability_threshold`` steps and its mean entropy is
   below ``confidence_threshold`` (adaptive stopping), else after ``max_steps``;
 - the canvas's final tokens are the argmax of the last step's logits; they are written to the cache and the next
-  canvas begins, until every row has written its end-of-text or ``max_canvases`` are done.
+  canvas begins, until every row has written its end-of-text or ``max_canvases`` are done. With ``min_distinct``
+  set, a canvas of fewer distinct tokens (a loop: ``linuxlinuxlinux``) is an end-of-text instead (genui's setting;
+  ``generate()`` has none).
 
 This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
 seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
@@ -68,6 +70,7 @@ class DenoiseSettings:
     stable_share: float = 1.0  # adaptive stop: the share of positions whose argmax must hold still (1: all of them)
     neighbour_repeat_penalty: float = 1.0  # each position's left neighbour's token made less likely (1: off)
     settle_after: int = 0  # a position accepted with one token this many steps in a row keeps it (0: never)
+    min_distinct: int = 0  # a finished canvas with fewer distinct tokens is a loop: dropped, its row ends (0: off)
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
@@ -102,6 +105,8 @@ class DenoiseSettings:
             )
         if not isinstance(self.settle_after, int) or self.settle_after < 0:
             raise EngineError(f"settle_after must be 0 (never) or a positive integer, got {self.settle_after!r}")
+        if not isinstance(self.min_distinct, int) or self.min_distinct < 0:
+            raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
         if self.order not in ORDERS:
             raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
 
@@ -205,6 +210,16 @@ def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -
         choice = torch.multinomial(top.view(-1, top_k), 1, generator=generator).view(b, c, 1)
         return index.gather(-1, choice).squeeze(-1)
     return torch.multinomial(probs.view(-1, v), 1, generator=generator).view(b, c)
+
+
+def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tensor:
+    """The rows (B,) bool of a finished canvas (B, C) that loop: fewer than ``min_distinct`` distinct tokens and no
+    end-of-text (a canvas that ends its page is mostly padding). A denoiser that has lost its way writes one token or
+    two over and over (`linuxlinuxlinux`, often inside an attribute that never closes); every canvas after such a one
+    loops too, and the sanitiser would drop most of it. The loop ends the page instead, before that canvas."""
+    ordered = canvas.sort(dim=-1).values
+    distinct = 1 + (ordered[:, 1:] != ordered[:, :-1]).sum(dim=-1)
+    return (distinct < min_distinct) & ~(canvas == eos_id).any(dim=-1)
 
 
 class StableAndConfident:
@@ -312,6 +327,8 @@ def denoise(
                 if stopped.all():
                     break
             canvas = argmax.clone()
+            if settings.min_distinct and settings.stop_at_eos and not given:
+                canvas[looping(canvas, settings.min_distinct, denoiser.eos_id)] = denoiser.eos_id
             if settings.stop_at_eos:
                 canvas[finished] = denoiser.pad_id
                 is_eos = canvas == denoiser.eos_id

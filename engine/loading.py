@@ -226,6 +226,7 @@ _SAMPLER_KEYS = {
     "stable_share": "stable_share",
     "neighbour_repeat_penalty": "neighbour_repeat_penalty",
     "settle_after": "settle_after",
+    "min_distinct": "min_distinct",
 }
 
 # DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.

@@ -25,6 +25,7 @@ from engine.denoise import (
     denoise,
     entropy_bound_accept,
     left_to_right_accept,
+    looping,
     penalise_neighbour_repeats,
     sample,
     spread_accept,
@@ -195,6 +196,47 @@ def test_a_rows_text_ends_at_its_end_of_text() -> None:
     assert tokens[0, 2] == 1 and (tokens[0, 3:] == 0).all()
 
 
+def test_a_canvas_of_few_distinct_tokens_loops_unless_it_ends_the_page() -> None:
+    canvas = torch.tensor(
+        [
+            [5, 6, 5, 6, 5, 6],  # two tokens over and over: a loop
+            [2, 3, 4, 5, 6, 7],  # six different ones
+            [5, 5, 1, 0, 0, 0],  # the end-of-text, then padding: the page's last canvas
+        ]
+    )
+    assert looping(canvas, 3, eos_id=1).tolist() == [True, False, False]
+    assert looping(canvas, 2, eos_id=1).tolist() == [False, False, False]
+
+
+def test_a_looping_canvas_ends_its_row_before_it() -> None:
+    fixed = _FixedDenoiser()
+    fixed.logits = torch.zeros(1, 6, 11)
+    fixed.logits[..., 3] = 9.0  # token 3 everywhere: one distinct token a canvas
+    prompt = torch.full((1, 3), 5, dtype=torch.long)
+    plain = DenoiseSettings(max_canvases=3, max_steps=2, entropy_bound=50.0)
+    assert denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator()).tolist() == [[3] * 18]
+    stopping = dataclasses.replace(plain, min_distinct=2)
+    tokens = denoise(fixed, prompt, torch.ones(1, 3), stopping, torch.Generator())
+    assert tokens.tolist() == [[1, 0, 0, 0, 0, 0]]  # the loop is dropped: the page ends where it began
+    assert fixed.commits == 2  # the first, plain run's two; the second run committed nothing
+
+
+def test_a_canvas_pinned_whole_is_kept_however_few_its_tokens() -> None:
+    tokens = torch.tensor([[4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0]])
+    keep = torch.tensor([[True] * 6 + [False] * 6])
+    settings = DenoiseSettings(max_canvases=2, max_steps=2, entropy_bound=50.0, min_distinct=2)
+    fixed = _FixedDenoiser()
+    out = denoise(
+        fixed,
+        torch.zeros(1, 3, dtype=torch.long),
+        torch.ones(1, 3),
+        settings,
+        torch.Generator(),
+        pins=Pins(tokens, keep),
+    )
+    assert out[0, :6].tolist() == [4] * 6
+
+
 def test_entropy_bound_acceptance_is_the_library_samplers() -> None:
     logits = torch.randn(3, 16, 50) * 3
     reference = EntropyBoundSampler(EntropyBoundSamplerConfig(entropy_bound=1.5), 16, 50, 8)
@@ -330,6 +372,7 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"stable_share": 1.5},
         {"neighbour_repeat_penalty": 0.5},
         {"settle_after": -1},
+        {"min_distinct": -1},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:

@@ -68,7 +68,7 @@ def _adapter(base: Path, folder: Path, canvas: int = 16) -> Path:
         json.dumps({"family": "adapted-causal-lm", "base": str(base), "canvas_length": canvas})
     )
     (folder / "generation_config.json").write_text(
-        json.dumps({"max_denoising_steps": 5, "t_max": 0.6, "t_min": 0.2, "entropy_bound": 2.0})
+        json.dumps({"max_denoising_steps": 5, "t_max": 0.6, "t_min": 0.2, "entropy_bound": 2.0, "min_distinct": 8})
     )
     return folder
 
@@ -78,7 +78,7 @@ def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_pat
     adapter = _adapter(base, tmp_path / "adapter")
     loaded = load_model(adapter, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
-    assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6
+    assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6 and loaded.defaults.min_distinct == 8
     assert not any("lora" in name for name, _ in loaded.model.named_parameters())  # merged into the base
     plain = load_model(base, device="cpu")  # the same base, unadapted
     assert plain.family == "causal-lm"
