@@ -240,26 +240,26 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
         attrs[(None, "type")] = "button"
 
 
-def _close_headings(parent: ElementTree.Element) -> None:
-    """Close every heading under ``parent`` before its first block child: that child, and everything after it in
-    the heading, move out to follow the heading. A heading left with nothing in it goes."""
-    index = 0
-    while index < len(parent):
-        element = parent[index]
-        _close_headings(element)
-        if element.tag in HEADINGS:
-            first = next((i for i, child in enumerate(element) if child.tag in BLOCKS), None)
-            if first is not None:
-                moved = list(element)[first:]
-                for child in moved:
-                    element.remove(child)
-                moved[-1].tail = (moved[-1].tail or "") + (element.tail or "")
-                element.tail = None
-                parent[index + 1 : index + 1] = moved
-                if not len(element) and not (element.text or "").strip():
-                    del parent[index]
-                    continue
-        index += 1
+def _close_headings(root: ElementTree.Element) -> None:
+    """Close every heading under ``root`` before its first block child: that child, and everything after it in the
+    heading, move out to follow the heading. A heading left with nothing in it goes. Iterative, as html5lib is: a
+    page nested thousands deep must not exhaust the stack."""
+    parents = {child: parent for parent in root.iter() for child in parent}
+    headings = [element for element in root.iter() if element.tag in HEADINGS]
+    for heading in reversed(headings):  # inner headings first: an outer one may move them out of it
+        first = next((i for i, child in enumerate(heading) if child.tag in BLOCKS), None)
+        if first is None:
+            continue
+        moved = list(heading)[first:]
+        for child in moved:
+            heading.remove(child)
+        moved[-1].tail = (moved[-1].tail or "") + (heading.tail or "")
+        heading.tail = None
+        parent = parents[heading]
+        index = list(parent).index(heading)
+        parent[index + 1 : index + 1] = moved
+        if not len(heading) and not (heading.text or "").strip():
+            del parent[index]
 
 
 def _split_fragment(url: str) -> tuple[str, str, str]:

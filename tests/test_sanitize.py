@@ -240,6 +240,11 @@ def test_a_heading_holds_no_blocks(written: str, expected: str) -> None:
     assert sanitize_html(once) == once
 
 
+def test_a_heading_thousands_of_elements_deep_is_closed_too() -> None:
+    output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")
+    assert output == "<div>" * 3000 + "<h1>Title</h1><p>Body</p>" + "</div>" * 3000
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # drafts: text cut off anywhere
 
