@@ -100,8 +100,8 @@ def default_dtype(target: torch.device) -> torch.dtype:
 
     Without them (x86 CPUs short of AVX512-BF16 or AMX; Arm CPUs without the BF16 extension) oneDNN emulates bfloat16,
     and a denoising step, a 64-token matrix product, runs several times slower than in float32: the bench page took
-    77 s in bfloat16 and 12 s in float32 on a 2-core AVX2 EPYC (docs/benchmarks.md). Decoding one token at a time is
-    memory-bound and faster in bfloat16 even there; the engine's work is canvases."""
+    45-77 s in bfloat16 and 10.3 s in float32 on a 2-core AVX2 EPYC (docs/benchmarks.md, session 13). Decoding one
+    token at a time is memory-bound and faster in bfloat16 even there; the engine's work is canvases."""
     if target.type != "cpu" or _cpu_has_bf16_units():
         return torch.bfloat16
     return torch.float32
