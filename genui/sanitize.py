@@ -244,8 +244,10 @@ def _close_headings(root: ElementTree.Element) -> None:
     """Close every heading under ``root`` before its first block child: that child, and everything after it in the
     heading, move out to follow the heading. A heading left with nothing in it goes. Iterative, as html5lib is: a
     page nested thousands deep must not exhaust the stack."""
-    parents = {child: parent for parent in root.iter() for child in parent}
     headings = [element for element in root.iter() if element.tag in HEADINGS]
+    if not headings:
+        return  # most drafts and pages past their first frames: no parent map to build
+    parents = {child: parent for parent in root.iter() for child in parent}
     for heading in reversed(headings):  # inner headings first: an outer one may move them out of it
         first = next((i for i, child in enumerate(heading) if child.tag in BLOCKS), None)
         if first is None:
