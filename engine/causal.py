@@ -81,7 +81,7 @@ class CausalDenoiser:
             "input_ids": inputs,
             "attention_mask": mask,
             "position_ids": positions,
-            "past_key_values": prefix.cache,
+            "cache": prefix.cache,
         }
         if logits:
             return self.model(**kwargs).logits.float()
@@ -102,7 +102,7 @@ class CausalDenoiser:
                 input_ids=input_ids[:, :-1],
                 attention_mask=mask[:, None],
                 position_ids=positions[:, :-1],
-                past_key_values=cache,
+                cache=cache,
             )
         return CausalPrefix(cache, real[:, :-1], input_ids[:, -1], positions[:, -1])
 
@@ -130,4 +130,4 @@ class CausalDenoiser:
 
     def next_token_logits(self, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
         """Logits (B, V) for the token after ``input_ids`` (B, T), which are appended to ``cache``."""
-        return self.model(input_ids=input_ids, past_key_values=cache, logits_to_keep=1).logits[:, -1].float()
+        return self.model(input_ids=input_ids, cache=cache, logits_to_keep=1).logits[:, -1].float()

@@ -53,10 +53,10 @@ class GemmaDenoiser:
             config=self.model.config,
             inputs_embeds=torch.empty((b, t, 0), dtype=self.model.dtype, device=input_ids.device),
             attention_mask=prefix.attention_mask,
-            past_key_values=prefix.cache,
+            cache=prefix.cache,
             position_ids=positions,
         )
-        encoder(input_ids=input_ids, attention_mask=masks, past_key_values=prefix.cache, position_ids=positions)
+        encoder(input_ids=input_ids, attention_mask=masks, cache=prefix.cache, position_ids=positions)
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> GemmaPrefix:
         cache = DynamicCache(config=self.model.config.get_text_config(decoder=True))
@@ -71,7 +71,7 @@ class GemmaDenoiser:
             prefix.decoder_masks = self.model.model.decoder.create_diffusion_decoder_attention_mask(
                 config=self.model.config,
                 inputs_embeds=canvas.unsqueeze(-1),  # only its shape is read
-                past_key_values=prefix.cache,
+                cache=prefix.cache,
                 decoder_attention_mask=F.pad(prefix.attention_mask, (0, self.canvas_length), value=True),
             )
         length = prefix.length
@@ -82,7 +82,7 @@ class GemmaDenoiser:
             decoder_input_ids=canvas,
             self_conditioning_logits=self_conditioning,
             decoder_attention_mask=prefix.decoder_masks,
-            past_key_values=prefix.cache,
+            cache=prefix.cache,
             decoder_position_ids=positions.unsqueeze(0),
         )
         return output.logits  # (B, C, V) float32, softcapped
@@ -100,7 +100,7 @@ class GemmaDenoiser:
 
     def next_token_logits(self, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
         """Logits (B, V) for the token after ``input_ids`` (B, T), which are appended to ``cache``."""
-        hidden = self.model.model.encoder(input_ids=input_ids, past_key_values=cache, use_cache=True)
+        hidden = self.model.model.encoder(input_ids=input_ids, cache=cache, use_cache=True)
         logits = self.model.lm_head(hidden.last_hidden_state[:, -1]).float()
         cap = self.model.config.text_config.final_logit_softcapping
         return torch.tanh(logits / cap) * cap if cap else logits

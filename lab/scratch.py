@@ -142,7 +142,7 @@ def diffusion_loss(
     enc = model.model.encoder(
         input_ids=ids,
         attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
-        past_key_values=cache,
+        cache=cache,
         position_ids=torch.arange(length, device=device)[None],
         use_cache=True,
     )
@@ -163,7 +163,7 @@ def diffusion_loss(
     noisy = torch.where(corrupt, noise, clean)
     kc = clean.shape[1]
     dec_kwargs = {
-        "past_key_values": cache,
+        "cache": cache,
         "decoder_attention_mask": {"full_attention": dec_mask, "sliding_attention": dec_mask},
         "decoder_position_ids": torch.arange(batch.prompt_len, batch.prompt_len + kc, device=device)[None],
     }

@@ -38,24 +38,24 @@ def test_one_pass_over_all_canvases_matches_one_decoder_call_per_canvas() -> Non
         model.model.encoder(
             input_ids=ids,
             attention_mask={"full_attention": enc_mask, "sliding_attention": enc_mask},
-            past_key_values=cache,
+            cache=cache,
             position_ids=torch.arange(ids.shape[1])[None],
             use_cache=True,
         )
         together = model(
             decoder_input_ids=noisy,
-            past_key_values=cache,
+            cache=cache,
             decoder_attention_mask={"full_attention": dec_mask, "sliding_attention": dec_mask},
             decoder_position_ids=torch.arange(prompt_len, prompt_len + k * c)[None],
         ).logits
         for canvas in range(k):
             alone = DynamicCache(config=text_config)
-            model.model.encoder(input_ids=ids[:1, : prompt_len + canvas * c], past_key_values=alone, use_cache=True)
-            ref = model(decoder_input_ids=noisy[:1, canvas * c : (canvas + 1) * c], past_key_values=alone).logits
+            model.model.encoder(input_ids=ids[:1, : prompt_len + canvas * c], cache=alone, use_cache=True)
+            ref = model(decoder_input_ids=noisy[:1, canvas * c : (canvas + 1) * c], cache=alone).logits
             torch.testing.assert_close(together[:1, canvas * c : (canvas + 1) * c], ref, atol=1e-4, rtol=1e-4)
         unpadded = DynamicCache(config=text_config)
-        model.model.encoder(input_ids=ids[1:, 3:prompt_len], past_key_values=unpadded, use_cache=True)
-        ref = model(decoder_input_ids=noisy[1:, :c], past_key_values=unpadded).logits
+        model.model.encoder(input_ids=ids[1:, 3:prompt_len], cache=unpadded, use_cache=True)
+        ref = model(decoder_input_ids=noisy[1:, :c], cache=unpadded).logits
         torch.testing.assert_close(together[1:, :c], ref, atol=1e-4, rtol=1e-4)
 
 
