@@ -245,10 +245,15 @@ def serve(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.torch_threads)  # more threads than free cores is catastrophically slow
         options = {"max_queue": args.max_queue, "max_batch": args.max_batch}
-        code: int = main(argv, load_engine=lambda model, device: load_engine(args.real_model, device, **options))
+        code: int = main(
+            argv,
+            load_engine=lambda model, device, int8: load_engine(
+                args.real_model, device, quantize="int8" if int8 else None, **options
+            ),
+        )
         return code
     engine = QueuedEngine(args.max_queue, args.max_batch, step_s=args.step_ms / 1000, steps=args.steps)
-    code = main(argv, load_engine=lambda model, device: engine)
+    code = main(argv, load_engine=lambda model, device, int8: engine)
     return code
 
 

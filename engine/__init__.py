@@ -43,12 +43,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
 
 
-def load_engine(model: str | Path | None = None, device: str | None = None, **scheduler_kwargs: Any) -> Scheduler:
+def load_engine(
+    model: str | Path | None = None, device: str | None = None, quantize: str | None = None, **scheduler_kwargs: Any
+) -> Scheduler:
     """Load a checkpoint (default: the shipped model) and serve it: ``Scheduler(load_model(model, device), ...)``."""
     from engine.loading import load_model
     from engine.scheduler import Scheduler
 
-    return Scheduler(load_model(model, device=device), **scheduler_kwargs)
+    return Scheduler(load_model(model, device=device, quantize=quantize), **scheduler_kwargs)
 
 
 __all__ = [

@@ -51,6 +51,8 @@ class LoadedModel:
     canvas_length: int  # tokens the model denoises at once
     defaults: DenoiseSettings  # the checkpoint's sampler settings (max_canvases is a placeholder)
     family: str = "diffusion-gemma"
+    weights: str = ""  # what the weights compute in: float32, bfloat16, or int8 (engine.quantize)
+    param_count: int = 0  # counted before quantizing, which hides the int8 layers' weights from parameters()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -58,7 +60,8 @@ class LoadedModel:
 
     @property
     def params(self) -> int:
-        return sum(p.numel() for p in self.model.parameters())  # tied weights are counted once
+        # tied weights are counted once
+        return self.param_count or sum(p.numel() for p in self.model.parameters())
 
 
 def load_model(
@@ -66,29 +69,39 @@ def load_model(
     device: str | None = None,
     dtype: torch.dtype | None = None,
     base: str | Path | None = None,
+    quantize: str | None = None,
 ) -> LoadedModel:
     """Load a checkpoint of either family (default: the shipped ``models/genui-smollm`` adapter).
 
     ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` defaults to ``default_dtype(device)``, except
     a DiffusionGemma on the CPU, which runs in float32. ``base`` replaces the base an adapter names (a folder or hub
-    id).
+    id). ``quantize="int8"`` runs a causal LM's linear layers in int8 on the CPU (engine.quantize), from float32.
     """
     source, model_id = _resolve(model)
     target = _device(device)
+    if quantize not in (None, "int8"):
+        raise ModelLoadError(f"quantize={quantize!r} is not one genui knows; use int8, or leave it out")
+    if quantize and (target.type != "cpu" or dtype not in (None, torch.float32)):
+        raise ModelLoadError("int8 runs on the CPU from float32 weights; leave out --device cuda and --dtype")
+    if quantize:
+        dtype = torch.float32
     genui_file = Path(source) / "genui.json"
     if genui_file.is_file():
-        return _load_adapted(source, model_id, genui_file, target, dtype or default_dtype(target), base)
+        return _load_adapted(source, model_id, genui_file, target, dtype or default_dtype(target), base, quantize)
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot read a model config from {source}: {_first_line(exc)}") from exc
     if config.model_type == "diffusion_gemma":
+        if quantize:
+            raise ModelLoadError(f"{source} is a DiffusionGemma checkpoint; int8 is for causal LMs (engine.quantize)")
         if dtype is None:
             dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
         return _load_gemma(source, model_id, config, target, dtype)
     if any(name.endswith("ForCausalLM") for name in getattr(config, "architectures", None) or []):
         network, tokenizer = _causal_lm(source, target, dtype or default_dtype(target))
-        return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, _sampler_defaults(Path(source)))
+        defaults = _sampler_defaults(Path(source))
+        return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, quantize=quantize)
     raise ModelLoadError(
         f"{source} holds a {config.model_type!r} checkpoint; genui runs DiffusionGemma checkpoints, causal LMs, and "
         "genui adapters (a folder with genui.json)"
@@ -150,7 +163,9 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
         stability_threshold=merged["stability_threshold"],
         confidence_threshold=merged["confidence_threshold"],
     )
-    return LoadedModel(GemmaDenoiser(network, tokenizer), tokenizer, target, model_id, config.canvas_length, defaults)
+    weights = str(dtype).removeprefix("torch.")
+    denoiser = GemmaDenoiser(network, tokenizer)
+    return LoadedModel(denoiser, tokenizer, target, model_id, config.canvas_length, defaults, weights=weights)
 
 
 def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
@@ -165,7 +180,13 @@ def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> 
 
 
 def _load_adapted(
-    source: str, model_id: str, genui_file: Path, target: torch.device, dtype: torch.dtype, base: str | Path | None
+    source: str,
+    model_id: str,
+    genui_file: Path,
+    target: torch.device,
+    dtype: torch.dtype,
+    base: str | Path | None,
+    quantize: str | None,
 ) -> LoadedModel:
     from peft import PeftModel
 
@@ -192,7 +213,8 @@ def _load_adapted(
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the adapter in {source} onto {base}: {_first_line(exc)}") from exc
-    return _causal(network, tokenizer, target, model_id, canvas, _sampler_defaults(Path(source)), family=ADAPTED)
+    defaults = _sampler_defaults(Path(source))
+    return _causal(network, tokenizer, target, model_id, canvas, defaults, family=ADAPTED, quantize=quantize)
 
 
 def _causal(
@@ -203,15 +225,25 @@ def _causal(
     canvas: int,
     defaults: DenoiseSettings,
     family: str = "causal-lm",
+    quantize: str | None = None,
 ) -> LoadedModel:
     from engine.causal import CausalDenoiser
 
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
-    return LoadedModel(
-        CausalDenoiser(network, tokenizer, canvas), tokenizer, target, model_id, canvas, defaults, family
-    )
+    count = sum(p.numel() for p in network.parameters())
+    weights = str(next(network.parameters()).dtype).removeprefix("torch.")
+    if quantize:
+        from engine.quantize import QuantizeError, quantize_int8
+
+        try:
+            network = quantize_int8(network, tokenizer)
+        except QuantizeError as exc:
+            raise ModelLoadError(f"{model_id}: {exc}") from exc
+        weights = quantize
+    denoiser = CausalDenoiser(network, tokenizer, canvas)
+    return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 
 
 _SAMPLER_KEYS = {

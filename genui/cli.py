@@ -30,17 +30,17 @@ class ClosableEngine(TextEngine, Protocol):
     async def close(self) -> None: ...
 
 
-EngineLoader = Callable[[str | None, str | None], ClosableEngine]  # (model, device) -> a started engine
+EngineLoader = Callable[[str | None, str | None, bool], ClosableEngine]  # (model, device, int8) -> a started engine
 
 
 class UsageError(Exception):
     """Something the user can fix; the message is the one line genui prints."""
 
 
-def _default_loader(model: str | None, device: str | None) -> ClosableEngine:
+def _default_loader(model: str | None, device: str | None, int8: bool) -> ClosableEngine:
     from engine import load_engine  # imports torch: only for the commands that need a model
 
-    engine: ClosableEngine = load_engine(model=model, device=device)
+    engine: ClosableEngine = load_engine(model=model, device=device, quantize="int8" if int8 else None)
     return engine
 
 
@@ -53,7 +53,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     sites = _sites(Path(args.sites_dir), args.site)
 
     async def serve() -> None:
-        engine = loader(args.model, args.device)
+        engine = loader(args.model, args.device, args.int8)
         try:
             app = create_app(sites, engine, db_path=args.db)
             # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
@@ -79,7 +79,7 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
 
     async def generate() -> DoneFrame:
-        engine = loader(args.model, args.device)
+        engine = loader(args.model, args.device, args.int8)
         try:
             async for frame in engine.stream(request):
                 if isinstance(frame, DoneFrame):
@@ -191,6 +191,12 @@ def _parser() -> argparse.ArgumentParser:
             help="checkpoint folder or hub id (default: the shipped models/genui-smollm adapter on its SmolLM2 base)",
         )
         command.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
+        command.add_argument(
+            "--int8",
+            action="store_true",
+            help="run a causal LM's linear layers in int8 on the CPU: about 2x faster steps than float32, held-out "
+            "loss about 2%% higher (docs/engine.md)",
+        )
 
     serve = commands.add_parser(
         "serve",

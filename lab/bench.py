@@ -219,16 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="fixed denoising steps (default: the checkpoint's adaptive stop)")
     parser.add_argument(
         "--dtype",
-        choices=["auto", "bfloat16", "float32"],
+        choices=["auto", "bfloat16", "float32", "int8"],
         default="auto",
-        help="what the default model computes in (default: auto, the engine's choice for the device)",
+        help="what the model computes in (default: auto, the engine's choice for the device); int8: a causal LM's "
+        "linear layers in int8, on the CPU (engine.quantize)",
     )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.tokens < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--runs, --tokens and --steps must be positive")
     try:
-        dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
-        loaded = load_model(args.model, device=args.device, dtype=dtype)
+        dtype = None if args.dtype in ("auto", "int8") else getattr(torch, args.dtype)
+        quantize = "int8" if args.dtype == "int8" else None
+        loaded = load_model(args.model, device=args.device, dtype=dtype, quantize=quantize)
     except ModelLoadError as exc:
         print(f"genui bench: {exc}", file=sys.stderr)
         return 2
@@ -238,11 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         autoregressive_row(loaded, args.runs, args.tokens),
     ]
     canvases = math.ceil(args.tokens / loaded.canvas_length)
-    dtype_name = str(next(loaded.model.parameters()).dtype).removeprefix("torch.")
     notes = [
         f"a page of {canvases} canvas(es) of {loaded.canvas_length} tokens per run; prompt: the wiki's 'Hash table'",
         f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50)",
-        f"torch threads: {torch.get_num_threads()}; weights in {dtype_name}",
+        f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}",
     ]
     if loaded.device.type == "cuda":
         reference, note = reference_section(loaded, args.runs)

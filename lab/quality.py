@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: CUDA when there is one)")
+    parser.add_argument(
+        "--int8", action="store_true", help="a causal LM's linear layers in int8, on the CPU (engine.quantize)"
+    )
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by lab.corpus")
     parser.add_argument("--packed", type=Path, help="packed corpus (lab.data) for the held-out loss column")
     parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sites = {s.name: s for s in load_sites(args.sites_dir)}
     dictionary = load_dictionary()
-    engine = load_engine(args.model, device=args.device)
+    engine = load_engine(args.model, device=args.device, quantize="int8" if args.int8 else None)
     results = asyncio.run(
         generate_pages(
             engine,
@@ -412,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
                 rotated = held[1:] + held[:1]
                 row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
     if args.json:
-        summary = {"model": engine.model_id, "seed": args.seed, "openings": not args.no_openings, "sampler": sampler}
+        summary = {
+            "model": engine.model_id,
+            "weights": engine.loaded.weights,
+            "seed": args.seed,
+            "openings": not args.no_openings,
+            "sampler": sampler,
+        }
         corpus = [asdict(r) for r in reference]
         print(json.dumps({**summary, "sites": [asdict(r) for r in rows], "corpus": corpus}, indent=1))
     else:

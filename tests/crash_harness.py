@@ -436,7 +436,7 @@ def _serve(args: argparse.Namespace) -> int:
     argv = ["serve", "--host", "127.0.0.1", "--port", "0", "--db", args.db]
     for site in args.site:
         argv += ["--site", site]
-    code: int = main(argv, load_engine=lambda model, device: engine)
+    code: int = main(argv, load_engine=lambda model, device, int8: engine)
     return code
 
 

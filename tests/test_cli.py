@@ -13,7 +13,7 @@ from genui.cli import main
 from genui.sites import load_site
 
 
-def fake_loader(model: str | None, device: str | None) -> FakeEngine:
+def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
     return FakeEngine()
 
 
@@ -21,8 +21,11 @@ def fake_loader(model: str | None, device: str | None) -> FakeEngine:
     ("argv", "words"),
     [
         ([], ["serve", "render", "new", "sites", "bench", "corpus", "train", "quality"]),
-        (["serve"], ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--db", "127.0.0.1", "8000"]),
-        (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device"]),
+        (
+            ["serve"],
+            ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db", "127.0.0.1", "8000"],
+        ),
+        (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
         (["sites"], ["--sites-dir"]),
     ],
@@ -67,11 +70,23 @@ def test_render_json_has_html_canvases_and_seconds(capsys: pytest.CaptureFixture
 
 
 def test_render_prints_the_sanitised_html(capsys: pytest.CaptureFixture[str]) -> None:
-    def loader(model: str | None, device: str | None) -> FakeEngine:
+    def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
         return FakeEngine(lambda prompt, seed: '<h1 onclick="x()">Hi</h1><script>alert(1)</script>')
 
     assert main(["render", str(SITES_DIR / "wiki"), "/"], load_engine=loader) == 0
     assert capsys.readouterr().out.strip() == "<h1>Hi</h1>"
+
+
+def test_int8_reaches_the_model_loader(capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[bool] = []
+
+    def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
+        asked.append(int8)
+        return FakeEngine()
+
+    assert main(["render", "wiki", "/"], load_engine=loader) == 0
+    assert main(["render", "wiki", "/", "--int8"], load_engine=loader) == 0
+    assert asked == [False, True]
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -96,7 +111,7 @@ def test_a_bad_site_config_is_a_one_line_error_naming_the_file(
 
 
 def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
-    def loader(model: str | None, device: str | None) -> FakeEngine:
+    def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
         raise EngineError(f"cannot read a model config from {model}: no such folder")
 
     assert main(["render", "wiki", "/", "--model", "/no/such/model"], load_engine=loader) == 2
