@@ -104,6 +104,12 @@ _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x20\x7f]+")
 _SCRIPT_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_END = re.compile(r"[/?#\\]")
 _MAX_PASSES = 4
+# A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
+# `</` just before another tag (`</</p>`, `</\n</div>`) is no markup (a browser swallows the tag after it as a
+# comment, bleach shows it as text); a tag name echoed right after its tag (`</div>div>`, `<p>p>`) is text a reader
+# would see. Neither occurs in the sites' corpus (44,833 pages), so both are dropped before parsing.
+_STRAY_END_START = re.compile(r"</(?=\s*<)")
+_ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
 # A fragment marker that is not the `#` of a numeric character reference (`&#35;`).
 _FRAGMENT = re.compile(r"(?<!&)#")
 
@@ -116,12 +122,13 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
         a draft's URLs are still noise and each one would otherwise fire (or invite) a request per step.
 
     A trailing tag cut off mid-way (`<a href="/wi`) is removed and open tags are closed, so a draft frame renders
-    as the text so far. The function is idempotent: sanitising its own output changes nothing.
+    as the text so far. A stuttered piece of a tag (`</</p>`, `</div>div>`) is removed. The function is
+    idempotent: sanitising its own output changes nothing.
     """
     if not html_text:
         return ""
     cleaner = _cleaner(allow_images and not draft, draft)
-    cleaned = cleaner.clean(_drop_partial_tag(html_text))
+    cleaned = cleaner.clean(_drop_partial_tag(_drop_stutters(html_text)))
     # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
     # inside an <h1> by the adoption agency algorithm), so clean until the output is its own fixed point.
     for _ in range(_MAX_PASSES):
@@ -130,6 +137,10 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
             break
         cleaned = again
     return cleaned
+
+
+def _drop_stutters(text: str) -> str:
+    return _ECHOED_NAME.sub(r"\1", _STRAY_END_START.sub("", text))
 
 
 def _drop_partial_tag(text: str) -> str:

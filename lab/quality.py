@@ -184,6 +184,7 @@ class PageResult:
     steps: list[int]
     seconds: float
     stopped_early: list[bool] = field(default_factory=list)  # per canvas: the adaptive stop ended it
+    raw: str = ""  # what the model wrote, before the sanitiser: ``html`` is this sanitised
 
 
 async def generate_pages(
@@ -214,7 +215,7 @@ async def generate_pages(
         assert done is not None
         steps = [c.steps for c in done.canvases]
         early = [c.stopped_early for c in done.canvases]
-        results.append(PageResult(name, url, sanitize_html(done.text), steps, done.seconds, early))
+        results.append(PageResult(name, url, sanitize_html(done.text), steps, done.seconds, early, raw=done.text))
         if progress:
             progress(f"{name}{url}: {done.seconds:.1f}s")
     return results
@@ -285,6 +286,21 @@ def corpus_pages(corpus: Path, per_site: int) -> list[PageResult]:
     return [page for site in sorted(pages) for page in pages[site]]
 
 
+def saved_pages(path: Path) -> list[PageResult]:
+    """Pages written by ``--save-pages``; one saved with the model's own text (``raw``) is sanitised again from it."""
+    pages = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                page = PageResult(**json.loads(line))
+                if page.raw:
+                    page.html = sanitize_html(page.raw)
+                pages.append(page)
+    if not pages:
+        raise ValueError("no pages in it")
+    return pages
+
+
 def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = None) -> None:
     """The report as a Markdown table; ``reference`` rows (the corpus's own pages) follow, marked "(corpus)"."""
     head = (
@@ -351,6 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         "--save-pages", type=Path, metavar="FILE", help="also write every generated page to FILE (JSON lines)"
     )
     parser.add_argument(
+        "--rescore",
+        type=Path,
+        metavar="FILE",
+        help="report on pages saved by --save-pages instead of generating them (no model is loaded); a page saved "
+        "with the model's own text is sanitised again, so a sanitiser change can be measured on the same pages",
+    )
+    parser.add_argument(
         "--no-openings",
         action="store_true",
         help="leave out the routes' openings (sites/*/site.toml), so the model writes every byte measured",
@@ -377,10 +400,33 @@ def main(argv: list[str] | None = None) -> int:
         for site, path in pages:
             print(f"{site}\t{path}")
         return 0
-    from engine import load_engine  # the model is loaded only when a report is asked for
-
     sites = {s.name: s for s in load_sites(args.sites_dir)}
     dictionary = load_dictionary()
+    if args.rescore:
+        if args.packed or args.save_pages:
+            print("--rescore reads saved pages: it takes neither --packed nor --save-pages", file=sys.stderr)
+            return 2
+        try:
+            results = saved_pages(args.rescore)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"{args.rescore}: not a file of pages saved by --save-pages ({e})", file=sys.stderr)
+            return 2
+        rows = report(results, sites, dictionary)
+        reference = report(
+            [r for r in originals if (r.site, r.path) in {(x.site, x.path) for x in results}], sites, dictionary
+        )
+        if args.json:
+            summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
+            print(
+                json.dumps(
+                    {**summary, "sites": [asdict(r) for r in rows], "corpus": [asdict(r) for r in reference]}, indent=1
+                )
+            )
+        else:
+            print_table(rows, reference)
+        return 0
+    from engine import load_engine  # the model is loaded only when a report is asked for
+
     engine = load_engine(args.model, device=args.device, quantize="int8" if args.int8 else None)
     results = asyncio.run(
         generate_pages(

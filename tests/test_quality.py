@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from engine_fixtures import build_tiny_llama_base
 
 from genui.routing import SiteRouter
+from genui.sanitize import sanitize_html
 from genui.sites import load_sites
 from lab import quality
 from lab.adapt import main as adapt_main
@@ -161,6 +163,7 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     pages = [json.loads(line) for line in saved.read_text().splitlines()]  # the pages behind the numbers
     assert sorted((p["site"], p["path"]) for p in pages) == [("forum", "/")] * 2 + [("wiki", "/")] * 2
     assert all(isinstance(p["html"], str) and p["steps"] and p["seconds"] > 0 for p in pages)
+    assert all(p["raw"] and sanitize_html(p["raw"]) == p["html"] for p in pages)  # the model's own text is kept
     assert set(sites) == {"wiki", "forum"}
     for row in sites.values():
         assert row["pages"] == 2 and 1 <= row["steps_per_canvas"] <= 3
@@ -169,3 +172,35 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     corpus_rows = {row["site"]: row for row in result["corpus"]}
     assert set(corpus_rows) == {"wiki", "forum"} and corpus_rows["wiki"]["pages"] == 2
     assert corpus_rows["wiki"]["dictionary_words"] == 1.0 and corpus_rows["wiki"]["heldout_loss"] is None
+
+    # the saved pages report the same again, with no model loaded
+    assert quality.main(["--corpus", str(corpus), "--per-site", "2", "--rescore", str(saved), "--json"]) == 0
+    rescored = {row["site"]: row for row in json.loads(capsys.readouterr().out)["sites"]}
+    for site, row in rescored.items():
+        expected = {**sites[site], "heldout_loss": None, "prompt_gain": None}
+        assert row == expected
+
+
+def test_rescoring_sanitises_a_saved_page_again_from_the_model_s_own_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--rescore` measures the sanitiser of today on pages saved earlier: `html` is rebuilt from `raw`."""
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
+    corpus = tmp_path / "corpus.jsonl"
+    row = {"site": "wiki", "path": "/wiki/Hash_table", "prompt": "p", "html": ARTICLE, "holdout": True}
+    corpus.write_text(json.dumps(row) + "\n")
+    stale = PageResult("wiki", "/wiki/Hash_table", "<p>stale</p>", [5], 1.0, [True], raw=ARTICLE + "<script>x</script>")
+    older = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, [True])  # saved before `raw` was kept
+    saved = tmp_path / "pages.jsonl"
+    saved.write_text("".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in (stale, older)))
+
+    pages = quality.saved_pages(saved)
+    assert pages[0].html == sanitize_html(ARTICLE) and "script" not in pages[0].html
+    assert pages[1].html == ARTICLE
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["resanitised"] == 1 and result["sites"][0]["skeleton"] == 1.0
+
+    saved.write_text("not json\n")
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved)]) == 2
+    assert "not a file of pages saved by --save-pages" in capsys.readouterr().err

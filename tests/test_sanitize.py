@@ -266,6 +266,29 @@ def test_a_tag_cut_off_at_the_end_is_dropped_not_shown(draft: str, expected: str
     assert sanitize_html(draft) == expected
 
 
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # pages of the default model (the quality report's held-out forum and wiki pages, session 16)
+        ('<p><a href="/r/law">law</</a> · 11 points</p>', '<p><a href="/r/law">law</a> · 11 points</p>'),
+        ("<p>revenue tax.</</p></div>", "<p>revenue tax.</p>"),
+        ("<article><p>units.</p>\n</</article>", "<article><p>units.</p>\n</article>"),
+        ("<div><p>x</p></\n</div>", "<div><p>x</p>\n</div>"),
+        ("<div><p>HELLO!</p></div>div>\n<p>y</p>", "<div><p>HELLO!</p></div>\n<p>y</p>"),
+        ("<p>by <b>reduceer_linty</b>b> in it</p>", "<p>by <b>reduceer_linty</b> in it</p>"),
+        ('<p class="x">p>The human</p>', '<p class="x">The human</p>'),
+        ("<p>a</</</p><p>b</p>", "<p>a</p><p>b</p>"),
+        # text that only looks alike stays
+        ("<p>a &lt;/ b and x</p>", "<p>a &lt;/ b and x</p>"),
+        ("<p>1 &lt;&lt; 2, div&gt; <b>b</b></p>", "<p>1 &lt;&lt; 2, div&gt; <b>b</b></p>"),
+    ],
+)
+def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected: str) -> None:
+    """Neighbouring canvas positions sometimes write the same piece of a tag twice; a reader would see it as text."""
+    assert sanitize_html(written) == expected
+    assert sanitize_html(written, draft=True) == expected.replace(' href="/r/law"', "")
+
+
 def test_open_tags_in_a_draft_are_closed() -> None:
     output = sanitize_html("<article><h1>Title</h1><ul><li>one<li>two <b>bold", draft=True)
     assert output == "<article><h1>Title</h1><ul><li>one</li><li>two <b>bold</b></li></ul></article>"
