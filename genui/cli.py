@@ -194,8 +194,8 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--int8",
             action="store_true",
-            help="run a causal LM's linear layers in int8 on the CPU: about 2x faster steps than float32, held-out "
-            "loss about 2%% higher (docs/engine.md)",
+            help="run a causal LM's linear layers in int8 on the CPU: pages 1.3-1.6x sooner than in float32 on a "
+            "2-core AVX2 CPU, held-out loss 2-7%% higher (docs/model.md)",
         )
 
     serve = commands.add_parser(
