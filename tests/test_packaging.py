@@ -74,3 +74,24 @@ def test_a_checkout_uses_its_own_folders() -> None:
 
     assert (SITES_DIR, STATIC_DIR) == (ROOT / "sites", ROOT / "static")
     assert DEFAULT_DB == ROOT / "var" / "genui.sqlite3" and DEFAULT_MODEL == ROOT / "models" / "genui-smollm"
+
+
+def test_every_dependency_is_pinned_in_the_constraints_dev_installs_with() -> None:
+    """./dev installs under constraints.txt; a dependency added to pyproject.toml without a pin there would come in
+    at whatever version was released last, which is what broke fresh installs once (transformers 5.24)."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    pinned = {}
+    for line in (root / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not name==version"
+            pinned[re.sub(r"[-_.]+", "-", name).lower()] = version
+    names = {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", spec)[0]).lower() for spec in wanted}  # type: ignore[index]
+    assert names - {"torch"} <= set(pinned), f"not in constraints.txt: {sorted(names - {'torch'} - set(pinned))}"
+    assert "torch" not in pinned  # ./dev picks the torch build for the machine
+    assert "-c constraints.txt" in (root / "dev").read_text()
