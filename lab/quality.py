@@ -412,9 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.rescore}: not a file of pages saved by --save-pages ({e})", file=sys.stderr)
             return 2
         rows = report(results, sites, dictionary)
-        reference = report(
-            [r for r in originals if (r.site, r.path) in {(x.site, x.path) for x in results}], sites, dictionary
-        )
+        saved = {(r.site, r.path) for r in results}
+        reference = report([r for r in originals if (r.site, r.path) in saved], sites, dictionary)
         if args.json:
             summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
             print(
