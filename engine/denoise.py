@@ -71,6 +71,8 @@ class DenoiseSettings:
     neighbour_repeat_penalty: float = 1.0  # each position's left neighbour's token made less likely (1: off)
     settle_after: int = 0  # a position accepted with one token this many steps in a row keeps it (0: never)
     min_distinct: int = 0  # a finished canvas with fewer distinct tokens is a loop: dropped, its row ends (0: off)
+    refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
+    refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
@@ -105,6 +107,12 @@ class DenoiseSettings:
             )
         if not isinstance(self.settle_after, int) or self.settle_after < 0:
             raise EngineError(f"settle_after must be 0 (never) or a positive integer, got {self.settle_after!r}")
+        if not isinstance(self.refresh_every, int) or self.refresh_every < 0:
+            raise EngineError(
+                f"refresh_every must be 0 (every step whole) or a count of steps, got {self.refresh_every!r}"
+            )
+        if not isinstance(self.refresh_neighbours, int) or self.refresh_neighbours < 0:
+            raise EngineError(f"refresh_neighbours must be 0 or a count of positions, got {self.refresh_neighbours!r}")
         if not isinstance(self.min_distinct, int) or self.min_distinct < 0:
             raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
         if self.order not in ORDERS:
@@ -265,6 +273,11 @@ def denoise(
     """Write up to ``max_canvases`` canvases after each prompt of ``input_ids`` (B, T); returns the new tokens
     (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``)."""
     settings.check()
+    changed_only = getattr(denoiser, "denoise_changed", None)  # a step over the changed positions alone
+    if settings.refresh_every and changed_only is None:
+        raise EngineError(
+            f"refresh_every needs a denoiser that can recompute part of a canvas; {type(denoiser).__name__} cannot"
+        )
     b, device = input_ids.shape[0], input_ids.device
     c, vocab = denoiser.canvas_length, denoiser.vocab_size
     with torch.inference_mode():
@@ -289,7 +302,11 @@ def denoise(
                 if cancelled():
                     raise GenerationCancelled
                 active = ~stopped
-                logits = denoiser.denoise(prefix, current, self_conditioning)  # (B, C, V)
+                step = settings.max_steps - remaining
+                if changed_only is not None and settings.refresh_every and step % settings.refresh_every:
+                    logits = changed_only(prefix, current, settings.refresh_neighbours)
+                else:
+                    logits = denoiser.denoise(prefix, current, self_conditioning)  # (B, C, V)
                 if settings.neighbour_repeat_penalty != 1:
                     kept = accepted if pinned is None else accepted | pinned.keep
                     penalty = settings.neighbour_repeat_penalty

@@ -259,6 +259,8 @@ _SAMPLER_KEYS = {
     "neighbour_repeat_penalty": "neighbour_repeat_penalty",
     "settle_after": "settle_after",
     "min_distinct": "min_distinct",
+    "refresh_every": "refresh_every",
+    "refresh_neighbours": "refresh_neighbours",
 }
 
 # DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.

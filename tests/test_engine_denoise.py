@@ -373,6 +373,8 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"neighbour_repeat_penalty": 0.5},
         {"settle_after": -1},
         {"min_distinct": -1},
+        {"refresh_every": -2},
+        {"refresh_neighbours": -1},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
@@ -471,3 +473,76 @@ def test_settled_positions_keep_their_token_and_a_settled_canvas_stops() -> None
     out = denoise(Flipping(), prompt, torch.ones(1, 3), settling, torch.Generator().manual_seed(0), counter)
     assert steps[0] < 30  # every position held one token twice in a row, then kept it, and the canvas stopped
     assert set(out[0].tolist()) == {3, 4}  # the settled samples, not the argmax (3 wins a tie everywhere)
+
+
+def _llama(layers: int) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=1,
+        pad_token_id=1,
+        bos_token_id=0,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize(
+    ("neighbours", "recomputed"), [(0, [3, 6]), (1, [2, 3, 4, 5, 6, 7]), (2, [1, 2, 3, 4, 5, 6, 7])]
+)
+def test_a_step_over_the_changed_positions_computes_them_as_a_whole_step_does(
+    neighbours: int, recomputed: list[int]
+) -> None:
+    """With one layer a position's keys and values depend on its own input only, so reusing the unchanged
+    positions' is exact there: the recomputed positions' logits (the changed ones and their neighbours) equal a
+    whole step's; the rest are the last step's."""
+    denoiser = CausalDenoiser(_llama(1), _Tokens(), 8)  # type: ignore[arg-type]
+    input_ids, mask = left_pad([[5, 6, 7], [9, 10, 11, 12, 13, 14]], 1, torch.device("cpu"))
+    with torch.no_grad():
+        prefix = denoiser.prefill(input_ids, mask)
+        length = prefix.cache.get_seq_length()
+        first = torch.arange(30, 38).repeat(2, 1)
+        before = denoiser.denoise(prefix, first, None)
+        second = first.clone()
+        second[0, 2], second[1, 5] = 50, 60  # the inputs of slots 3 and 6 (a canvas is read shifted by one)
+        partial = denoiser.denoise_changed(prefix, second, neighbours)
+        assert prefix.cache.get_seq_length() == length  # read, never written
+        whole = denoiser.denoise(prefix, second, None)
+    torch.testing.assert_close(partial[:, recomputed], whole[:, recomputed], atol=1e-5, rtol=1e-5)
+    kept = [slot for slot in range(8) if slot not in recomputed]
+    assert torch.equal(partial[:, kept], before[:, kept])
+    assert not torch.allclose(whole[:, kept], before[:, kept])  # so the reused logits are an approximation
+
+
+def test_refreshing_every_step_is_the_whole_step_loop_and_fewer_refreshes_run_the_partial_steps() -> None:
+    model = _llama(2)
+    input_ids, mask = left_pad([[5, 6, 7], [9, 10, 11, 12]], 1, torch.device("cpu"))
+    settings = DenoiseSettings(max_canvases=2, max_steps=6, entropy_bound=2.0, stop_at_eos=False)
+
+    class Counting(CausalDenoiser):
+        partial = 0
+
+        def denoise_changed(self, prefix, canvas, neighbours):  # type: ignore[no-untyped-def]
+            Counting.partial += 1
+            return super().denoise_changed(prefix, canvas, neighbours)
+
+    def run(refresh: int) -> torch.Tensor:
+        denoiser = Counting(model, _Tokens(), 8)  # type: ignore[arg-type]
+        chosen = dataclasses.replace(settings, refresh_every=refresh)
+        return denoise(denoiser, input_ids, mask, chosen, torch.Generator().manual_seed(3))
+
+    assert torch.equal(run(1), run(0)) and Counting.partial == 0
+    out = run(3)
+    assert Counting.partial == 2 * 4  # steps 2, 3, 5 and 6 of each canvas reuse; 1 and 4 are whole
+    assert out.shape == (2, 16)
+
+
+def test_refresh_every_is_refused_for_a_family_that_recomputes_every_position() -> None:
+    settings = DenoiseSettings(max_canvases=1, max_steps=3, entropy_bound=1.0, refresh_every=2)
+    with pytest.raises(EngineError, match="refresh_every"):
+        denoise(_FixedDenoiser(), torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, None)  # type: ignore[arg-type]
