@@ -361,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
+    parser.add_argument(
+        "--site",
+        action="append",
+        metavar="NAME",
+        help="report on this site's held-out pages only (repeat for several; default: every site in the corpus)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--list", action="store_true", help="only list the held-out pages")
     parser.add_argument(
@@ -395,12 +401,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
         return 2
     originals = corpus_pages(args.corpus, args.per_site)
+    if args.site:
+        unknown = sorted(set(args.site) - {r.site for r in originals})
+        if unknown:
+            print(f"--site {', '.join(unknown)}: {args.corpus} has no held-out pages of it", file=sys.stderr)
+            return 2
+        originals = [r for r in originals if r.site in args.site]
     pages = [(r.site, r.path) for r in originals]
     if args.list:
         for site, path in pages:
             print(f"{site}\t{path}")
         return 0
     sites = {s.name: s for s in load_sites(args.sites_dir)}
+    missing = sorted({site for site, _ in pages} - sites.keys())
+    if missing:
+        print(
+            f"{args.sites_dir} has no site {', '.join(missing)}, whose held-out pages {args.corpus} holds: "
+            "name the sites to report on with --site",
+            file=sys.stderr,
+        )
+        return 2
     dictionary = load_dictionary()
     if args.rescore:
         if args.packed or args.save_pages:

@@ -204,3 +204,34 @@ def test_rescoring_sanitises_a_saved_page_again_from_the_model_s_own_text(
     saved.write_text("not json\n")
     assert quality.main(["--corpus", str(corpus), "--rescore", str(saved)]) == 2
     assert "not a file of pages saved by --save-pages" in capsys.readouterr().err
+
+
+def test_site_chooses_the_sites_reported_on_and_a_missing_site_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--site` keeps one site's held-out pages; a `--sites-dir` without a site the corpus holds is a clear error,
+    not a KeyError from deep in the report."""
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
+    rows = [
+        {"site": "wiki", "path": "/wiki/Hash_table", "prompt": "p", "html": ARTICLE, "holdout": True},
+        {"site": "forum", "path": "/forum/", "prompt": "p", "html": "<p>board</p>", "holdout": True},
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert quality.main(["--corpus", str(corpus), "--list", "--site", "wiki"]) == 0
+    assert capsys.readouterr().out == "wiki\t/wiki/Hash_table\n"
+    assert quality.main(["--corpus", str(corpus), "--list", "--site", "blog"]) == 2
+    assert "--site blog" in capsys.readouterr().err
+
+    only_wiki = tmp_path / "sites"
+    only_wiki.mkdir()
+    (only_wiki / "wiki").symlink_to(Path(__file__).resolve().parent.parent / "sites" / "wiki")
+    saved = tmp_path / "pages.jsonl"
+    page = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, [True])
+    saved.write_text(json.dumps(dataclasses.asdict(page)) + "\n")
+    common = ["--corpus", str(corpus), "--sites-dir", str(only_wiki), "--rescore", str(saved), "--json"]
+    assert quality.main(common) == 2
+    err = capsys.readouterr().err
+    assert "has no site forum" in err and "--site" in err
+    assert quality.main([*common, "--site", "wiki"]) == 0
+    assert [row["site"] for row in json.loads(capsys.readouterr().out)["sites"]] == ["wiki"]
