@@ -2,9 +2,10 @@
 
 Per site: share of well-formed pages with the site's skeleton, share of wiki articles whose ``<h1>`` is their title,
 share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
-distinct-2 diversity, the share of a page's five-word phrases found on another page of the site (pages that differ
-with their prompt share few), median denoising steps per canvas, the share of canvases the adaptive stop ended
-before their step cap, and (given the packed corpus) the held-out denoising loss and the prompt gain. The same
+distinct-2 diversity, the share of words that repeat the word before them (`data data`), the share of a page's
+five-word phrases found on another page of the site (pages that differ with their prompt share few), median
+denoising steps per canvas, the share of canvases the adaptive stop ended before their step cap, and (given the
+packed corpus) the held-out denoising loss and the prompt gain. The same
 held-out pages as the corpus has them go through the same measures, as the reference (rows marked "(corpus)", the
 "corpus" list in JSON): what a page that matched the corpus would score.
 Prints a table; ``--json`` prints one object.
@@ -153,6 +154,12 @@ def words(text: str) -> list[str]:
     return re.findall(r"[A-Za-z]+(?:'[a-z]+)?", text)
 
 
+def doubled_words(texts: Iterable[str]) -> float:
+    """The share of words that repeat the word before them (`of of`), case aside; the text of each page apart."""
+    pairs = [(a, b) for t in texts for ws in [words(t.lower())] for a, b in zip(ws, ws[1:], strict=False)]
+    return sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.0
+
+
 def distinct_2(texts: Iterable[str]) -> float:
     bigrams = [tuple(ws[i : i + 2]) for t in texts for ws in [words(t.lower())] for i in range(len(ws) - 1)]
     return len(set(bigrams)) / len(bigrams) if bigrams else 0.0
@@ -172,6 +179,7 @@ class SiteReport:
     title_h1: float | None = None  # wiki articles whose <h1> is their title
     stopped_early: float | None = None  # denoised canvases the adaptive stop ended before max_steps
     shared_phrases: float = 0.0  # five-word phrases of a page also found on another page of the site
+    doubled_words: float = 0.0  # words that repeat the word before them
     heldout_loss: float | None = None
     prompt_gain: float | None = None  # held-out loss under another page's prompt minus under its own
 
@@ -247,6 +255,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 if articles
                 else None,
                 shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes]),
+                doubled_words=doubled_words(" ".join(sh.text) for sh in shapes),
                 stopped_early=sum(early) / len(early) if early else None,
             )
         )
@@ -311,6 +320,7 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         "dict words",
         "valid links",
         "distinct-2",
+        "doubled words",
         "shared 5-grams",
         "steps/canvas",
         "stopped early",
@@ -329,7 +339,8 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         timing = f"{r.steps_per_canvas:.1f} | {early} | {r.seconds_per_page:.2f}" if r.seconds_per_page else "- | - | -"
         print(
             f"{label} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | {r.valid_links:.1%} "
-            f"({r.links}) | {r.distinct_2:.3f} | {r.shared_phrases:.1%} | {timing} | {loss} | {gain}"
+            f"({r.links}) | {r.distinct_2:.3f} | {r.doubled_words:.2%} | {r.shared_phrases:.1%} | {timing} | {loss} "
+            f"| {gain}"
         )
 
 

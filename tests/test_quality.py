@@ -15,7 +15,7 @@ from genui.sanitize import sanitize_html
 from genui.sites import load_sites
 from lab import quality
 from lab.adapt import main as adapt_main
-from lab.quality import PageResult, distinct_2, report, shape, shared_phrases, skeleton_ok
+from lab.quality import PageResult, distinct_2, doubled_words, report, shape, shared_phrases, skeleton_ok
 
 SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
 ARTICLE = (
@@ -92,6 +92,13 @@ def test_links_are_valid_only_when_they_hit_a_route_of_the_site() -> None:
 def test_distinct_2_is_one_for_all_new_bigrams_and_lower_for_repeats() -> None:
     assert distinct_2(["a b c"]) == 1.0
     assert distinct_2(["a b a b a b"]) < 0.5
+
+
+def test_doubled_words_counts_a_word_next_to_itself_within_a_page() -> None:
+    assert doubled_words(["a data structure", "of the"]) == 0.0
+    assert doubled_words(["A data Data structure"]) == 1 / 3  # case aside
+    assert doubled_words(["one page ends", "ends the next"]) == 0.0  # pages apart
+    assert doubled_words([]) == 0.0
 
 
 def test_report_measures_dictionary_words_per_site() -> None:
