@@ -73,6 +73,7 @@ class DenoiseSettings:
     min_distinct: int = 0  # a finished canvas with fewer distinct tokens is a loop: dropped, its row ends (0: off)
     refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
     refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
+    drop_doubled_words: bool = False  # a canvas's text leaves out a word token its left neighbour wrote too
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
@@ -115,6 +116,8 @@ class DenoiseSettings:
             raise EngineError(f"refresh_neighbours must be 0 or a count of positions, got {self.refresh_neighbours!r}")
         if not isinstance(self.min_distinct, int) or self.min_distinct < 0:
             raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
+        if not isinstance(self.drop_doubled_words, bool):
+            raise EngineError(f"drop_doubled_words must be true or false, got {self.drop_doubled_words!r}")
         if self.order not in ORDERS:
             raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
 
@@ -208,6 +211,16 @@ def penalise_neighbour_repeats(
     known = torch.where(kept, canvas, v)  # the processor leaves ids past the vocabulary alone
     left = torch.cat([before[:, None], known[:, :-1]], dim=-1).reshape(b * c, 1)
     return RepetitionPenaltyLogitsProcessor(penalty)(left, logits.reshape(b * c, v)).view(b, c, v)
+
+
+def doubled(canvas: torch.Tensor, before: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """The positions (B, C) bool of a canvas (B, C) holding the same token as a neighbour, end-of-text (the padding
+    after a page's end) aside; ``before`` (B,) is the token before the canvas, the first position's left neighbour.
+    Such a position never settles: a token written twice (`HashHash`, `table table`, `</</h1`) is the denoiser's
+    commonest mistake, and only self-correction, which settling stops, undoes it."""
+    left = torch.cat([before[:, None], canvas[:, :-1]], dim=-1)
+    right = torch.nn.functional.pad(canvas[:, :-1] == canvas[:, 1:], (0, 1), value=False)
+    return ((canvas == left) | right) & (canvas != eos_id)
 
 
 def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -314,7 +327,7 @@ def denoise(
                 if pinned is not None:
                     logits = pin(logits, pinned)
                 if settings.settle_after:
-                    settled = streak >= settings.settle_after
+                    settled = (streak >= settings.settle_after) & ~doubled(current, before, denoiser.eos_id)
                     logits = pin(logits, Pins(current, settled))
                 heat = temperature(settings, remaining)
                 if heat is not None:
@@ -336,8 +349,9 @@ def denoise(
                         if self_conditioning is not None:
                             logits = torch.where(stopped[:, None, None], self_conditioning.to(logits.dtype), logits)
                     stopped |= stopper(new_argmax, mean_entropy)
-                if settings.settle_after:
-                    stopped |= (streak >= settings.settle_after).all(dim=-1)  # nothing left that may change
+                if settings.settle_after:  # nothing left that may change
+                    held = (streak >= settings.settle_after) & ~doubled(new_current, before, denoiser.eos_id)
+                    stopped |= held.all(dim=-1)
                 current, argmax, self_conditioning = new_current, new_argmax, logits
                 if observer is not None:
                     observer.step(argmax, accepted.sum(dim=-1), mean_entropy, active)

@@ -161,7 +161,7 @@ def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:
     Raises GenerationCancelled when every row's consumer has gone.
     """
     cut = plan.settings.stop_at_eos if plan.cut_at_eos is None else plan.cut_at_eos
-    streamer = FrameStreamer(loaded.tokenizer, plan.rows, plan.settings, loaded.denoiser.eos_id, cut)
+    streamer = FrameStreamer(loaded.tokenizer, plan.rows, plan.settings, loaded.denoiser.eos_id, cut, plan.pins)
     generator = torch.Generator(device=loaded.device).manual_seed(plan.seed)
     tokens = denoise(
         loaded.denoiser,

@@ -261,6 +261,7 @@ _SAMPLER_KEYS = {
     "min_distinct": "min_distinct",
     "refresh_every": "refresh_every",
     "refresh_neighbours": "refresh_neighbours",
+    "drop_doubled_words": "drop_doubled_words",
 }
 
 # DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.

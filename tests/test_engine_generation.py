@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -7,8 +8,9 @@ import torch
 from engine_fixtures import tiny_model
 
 from engine import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, LoadedModel, StepFrame
+from engine.denoise import Pins
 from engine.generation import left_pad, plan_batch, run_plan, settings_for
-from engine.streaming import Row
+from engine.streaming import FrameStreamer, Row
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +220,40 @@ def test_max_tokens_rounds_up_to_whole_canvases_and_replaces_max_canvases(loaded
     assert len(final.canvases) == 2
     with pytest.raises(EngineError, match="max_tokens"):
         settings_for(loaded, GenerationRequest(prompt="x", max_tokens=0))
+
+
+def test_a_word_written_twice_is_left_out_of_the_text_unless_pinned(loaded: LoadedModel) -> None:
+    tokenizer, length = loaded.tokenizer, loaded.canvas_length
+
+    def one(text: str) -> int:
+        (token,) = tokenizer.encode(text, add_special_tokens=False)
+        return int(token)
+
+    hash_, table, keys, fox, digit = one("Hash"), one(" table"), one(" keys"), one(" fox"), one("11"[0])
+    letter, h, the, the_ = one("A"), one(" h"), one("The"), one(" the")
+    # Two canvases: an opening `HashHash` (pinned: the reader's title), words and digits written twice, and a
+    # repeat across the canvases' boundary.
+    first = [hash_, hash_, table, table, digit, digit, letter, letter, h, h, the, the_, the_]
+    first += [fox] * (length - len(first) - 1) + [keys]
+    second = [keys, table] + [fox] * (length - 2)
+    pinned = Pins(torch.tensor([first + second]), torch.tensor([[True, True] + [False] * (2 * length - 2)]))
+
+    def text(drop: bool, pins: Pins | None) -> str:
+        frames: list[Frame] = []
+        settings = dataclasses.replace(
+            settings_for(loaded, GenerationRequest(prompt="x", max_canvases=2)), drop_doubled_words=drop
+        )
+        streamer = FrameStreamer(tokenizer, [Row(emit=frames.append)], settings, loaded.denoiser.eos_id, False, pins)
+        for canvas in (first, second):
+            streamer.canvas(torch.tensor([canvas]))
+        streamer.end()
+        return done(frames).text
+
+    def decoded(ids: list[int]) -> str:
+        return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+    assert text(False, pinned) == decoded(first + second)
+    # The pin stays, and so do digits, a letter in a word (`AA`) and a word's start after a piece (`The the`).
+    kept = [hash_, hash_, table, digit, digit, letter, letter, h, the, the_, fox, keys, table, fox]
+    assert text(True, pinned) == decoded(kept)
+    assert text(True, None) == decoded(kept[1:])
