@@ -18,6 +18,7 @@ from contextlib import aclosing
 import torch
 
 from engine.channel import FrameChannel
+from engine.denoise import token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from engine.generation import canvases as canvas_count
 from engine.generation import check_length, encode_opening, fits, settings_for
@@ -86,7 +87,7 @@ def generate_autoregressive(
                 next_input = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (1, 1)
             else:
                 next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
-            entropies.append(float(torch.special.entr(torch.softmax(logits, dim=-1)).sum()))
+            entropies.append(float(token_entropy(logits, torch.softmax(logits, dim=-1, dtype=torch.float32)).sum()))
             token = int(next_input)
             if request.stop_at_eos and token == denoiser.eos_id:
                 break

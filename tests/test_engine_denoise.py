@@ -19,6 +19,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 
 from engine.causal import CausalDenoiser
 from engine.denoise import (
+    _NEVER,
     DenoiseSettings,
     Pins,
     StableAndConfident,
@@ -29,6 +30,7 @@ from engine.denoise import (
     penalise_neighbour_repeats,
     sample,
     spread_accept,
+    token_entropy,
 )
 from engine.frames import EngineError
 from engine.generation import left_pad
@@ -326,9 +328,23 @@ def test_a_stable_share_below_one_stops_with_a_few_positions_still_changing() ->
 
 def test_top_k_sampling_draws_only_the_likeliest_tokens() -> None:
     probs = torch.softmax(torch.randn(2, 8, 100), dim=-1)
-    drawn = sample(probs, 5, torch.Generator().manual_seed(0))
+    drawn, likeliest = sample(probs, 5, torch.Generator().manual_seed(0))
     top = probs.topk(5, dim=-1).indices
     assert (top == drawn.unsqueeze(-1)).any(dim=-1).all()
+    assert torch.equal(likeliest, probs.argmax(dim=-1))
+    assert torch.equal(sample(probs, 0, torch.Generator().manual_seed(0))[1], probs.argmax(dim=-1))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 0.2])
+def test_token_entropy_is_the_entropy_of_the_softmax(temperature: float) -> None:
+    logits = torch.randn(2, 8, 49_152, generator=torch.Generator().manual_seed(1)) * 6 / temperature
+    logits[0, 0] = _NEVER  # a pinned position: all its probability on one token
+    logits[0, 0, 7] = 0.0
+    probs = torch.softmax(logits, dim=-1)
+    reference = torch.special.entr(torch.softmax(logits.double(), dim=-1)).sum(dim=-1)
+    ours = token_entropy(logits, probs)
+    assert ours.dtype == torch.float32 and ours[0, 0] == 0
+    torch.testing.assert_close(ours.double(), reference, atol=2e-5, rtol=1e-5)
 
 
 def test_pinned_positions_come_back_exact_and_the_rest_is_written(tmp_path: Path) -> None:
