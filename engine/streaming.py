@@ -4,8 +4,9 @@ The loop (engine.denoise) calls ``step`` after every denoising step with the arg
 finished canvas; the caller calls ``end`` when the loop returns. The streamer decodes those ids for every row of
 the batch and hands each row's frames to that row's ``emit``, in the model's worker thread.
 
-With ``drop_doubled_words`` set, a finished canvas's text leaves out a word token (letters only, as decoded) that
-repeats the token before it, case aside: `data data` reads `data`, `a a` reads `a`, `HashHash` reads `Hash`.
+With ``drop_doubled_words`` set, a finished canvas's text leaves out a word (letters only, as decoded) that
+repeats the one before it, case aside: `data data` reads `data`, `a a` reads `a`, `HashHash` reads `Hash`,
+`Desktop desktop` reads `Desktop`, and across a separator stuck to both, `client.py.py` reads `client.py`.
 Neighbouring positions are sampled each from its own marginal, and a token written twice is what a denoiser writes
 most often and keeps (the default model: 2.1-8.4% of the words of its pages, against 0.2-0.3% in the sites'
 corpus). Pinned tokens (openings, infill's kept text) are never left out, nor digits or markup. Only the text
@@ -26,6 +27,8 @@ from engine.frames import CanvasFrame, DoneFrame, Frame, StepFrame
 
 __all__ = ["FrameStreamer", "GenerationCancelled", "Row"]
 
+_SEPARATORS = frozenset(".-_")  # a word written twice across one of these, stuck to both, is one word too many
+
 
 @dataclass(eq=False)
 class Row:
@@ -44,6 +47,8 @@ class Row:
 class _RowState:
     tokens: list[int] = field(default_factory=list)  # the text's tokens (doubled words left out)
     last: int | None = None  # the last token the row wrote, left out or not
+    word: str = ""  # the letters (lower case) of the word that token ends; "" after anything but letters
+    before_separator: str = ""  # where that token is a separator (`.`, `-`, `_`): the word before it
     written: int = 0  # the tokens the row wrote, left out or not
     canvases: list[CanvasFrame] = field(default_factory=list)
     steps: int = 0  # denoising steps of the current canvas
@@ -67,7 +72,7 @@ class FrameStreamer:
         self.tokenizer = tokenizer
         self.pins = pins  # pinned positions are never left out as doubled words
         self.drop_doubled = settings.drop_doubled_words
-        self._words: dict[int, tuple[bool, str] | None] = {}  # token id -> the word it is (see _word)
+        self._texts: dict[int, str] = {}  # token id -> its text alone
         self.rows = rows
         self.max_canvases = settings.max_canvases
         self.max_steps = settings.max_steps
@@ -143,14 +148,69 @@ class FrameStreamer:
         return pins.keep.tolist() if pins is not None else [[False] * tokens.shape[1] for _ in self.rows]
 
     def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool]) -> list[int]:
-        """``ids`` without the word tokens that repeat the token before them (pinned ones stay)."""
-        kept = []
-        for token, held in zip(ids, pinned, strict=False):
-            word = self._word(token)
-            if held or word is None or word != self._word(state.last):
+        """``ids`` without the words that repeat the word before them (pinned tokens stay):
+
+        - a word token equal to the token before it (`data data`, `HashHash`, `a a`);
+        - a whole word equal to the whole word before it, however that one was split (`Desktop desktop`, where
+          `Desktop` is two pieces after a tag);
+        - a word repeated across a separator it is stuck to (`.`, `-`, `_`): `client.py.py` reads `client.py`,
+          `object-oriented-oriented` reads `object-oriented`. The repeat must end its word, so `bash.bashrc`
+          stays, and the word before the separator must be the same whole word, so `numpy.py` stays.
+        """
+        kept: list[int] = []
+        for index, (token, held) in enumerate(zip(ids, pinned, strict=False)):
+            word, letters = self._word(token), self._letters(token)
+            repeat = not held and (
+                (word is not None and word == self._word(state.last))
+                or (letters is not None and letters[0] and len(letters[1]) >= 2 and letters[1] == state.word)
+            )
+            ends = index + 1 < len(ids) and not self._piece(ids[index + 1])  # nothing after the canvas is known
+            across = (
+                not held
+                and letters is not None
+                and not letters[0]
+                and ends
+                and letters[1] == state.before_separator
+                and index > 0
+                and not pinned[index - 1]  # the separator is this canvas's, and not pinned
+            )
+            if across:
+                kept.pop()  # the separator goes with the repeat
+            elif not repeat:
                 kept.append(token)
-            state.last = token
+            self._follow(state, token)
         return kept
+
+    def _follow(self, state: _RowState, token: int) -> None:
+        """Move the row's word tracking on past ``token``."""
+        letters = self._letters(token)
+        if letters is None:
+            separator = self._text(token) in _SEPARATORS
+            state.before_separator = state.word if separator and len(state.word) >= 2 else ""
+            state.word = ""
+        else:
+            state.word = letters[1] if letters[0] else state.word + letters[1]
+            state.before_separator = ""
+        state.last = token
+
+    def _text(self, token: int) -> str:
+        if token not in self._texts:
+            self._texts[token] = self.tokenizer.decode([token])
+        return self._texts[token]
+
+    def _letters(self, token: int) -> tuple[bool, str] | None:
+        """(whether the token starts a word with a space, its letters in lower case) for a token of ASCII letters
+        with or without a leading space; None for anything else."""
+        text = self._text(token)
+        letters = text.removeprefix(" ")
+        if not (letters.isascii() and letters.isalpha()):
+            return None
+        return len(letters) < len(text), letters.lower()
+
+    def _piece(self, token: int) -> bool:
+        """Whether the token goes on the word before it: letters with no space before them."""
+        letters = self._letters(token)
+        return letters is not None and not letters[0]
 
     def _word(self, token: int | None) -> tuple[bool, str] | None:
         """A token as a word: (whether it starts one, its letters in lower case); None for anything else. A piece
@@ -158,13 +218,8 @@ class FrameStreamer:
         `KITTYTY` too, while `A` + `A` (in `AA`) does not."""
         if token is None:
             return None
-        if token not in self._words:
-            text = self.tokenizer.decode([token])
-            letters = text.removeprefix(" ")
-            whole = len(letters) < len(text)
-            ok = letters.isascii() and letters.isalpha() and (whole or len(letters) >= 2)
-            self._words[token] = (whole, letters.lower()) if ok else None
-        return self._words[token]
+        letters = self._letters(token)
+        return letters if letters is not None and (letters[0] or len(letters[1]) >= 2) else None
 
     def _cut(self, ids: list[int]) -> list[int]:
         if self.cut_at_eos and self.eos_id in ids:

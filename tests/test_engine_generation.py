@@ -257,3 +257,42 @@ def test_a_word_written_twice_is_left_out_of_the_text_unless_pinned(loaded: Load
     kept = [hash_, hash_, table, digit, digit, letter, letter, h, the, the_, fox, keys, table, fox]
     assert text(True, pinned) == decoded(kept)
     assert text(True, None) == decoded(kept[1:])
+
+
+def test_a_whole_word_or_a_word_across_a_separator_written_twice_is_left_out(loaded: LoadedModel) -> None:
+    tokenizer = loaded.tokenizer
+
+    def ids(*pieces: str) -> list[int]:
+        out = []
+        for piece in pieces:
+            (token,) = tokenizer.encode(piece, add_special_tokens=False)
+            out.append(int(token))
+        return out
+
+    def text(canvas: list[int], pinned: list[bool] | None = None) -> str:
+        frames: list[Frame] = []
+        settings = dataclasses.replace(
+            settings_for(loaded, GenerationRequest(prompt="x", max_canvases=1)), drop_doubled_words=True
+        )
+        padded = canvas + ids(" fox") * (loaded.canvas_length - len(canvas))
+        keep = (pinned or []) + [False] * (len(padded) - len(pinned or []))
+        pins = Pins(torch.tensor([padded]), torch.tensor([keep]))
+        streamer = FrameStreamer(tokenizer, [Row(emit=frames.append)], settings, loaded.denoiser.eos_id, False, pins)
+        streamer.canvas(torch.tensor([padded]))
+        streamer.end()
+        return done(frames).text.removesuffix(" fox")  # the padding, written over and over, reads once
+
+    # The tiny model's tokenizer has few merges; the default model's reads `>Desktop desktop` as `>`, `Desk`, `top`,
+    # ` desktop` and `client.py.py` as `client`, `.`, `py`, `.`, `py`.
+    # A word split in two pieces after a tag, then the same word whole.
+    assert text(ids(">", "h", "ash", " hash", " table")) == ">hash table"
+    # Across a separator stuck to both words, however often.
+    assert text(ids("Hash", ".", "Hash", "<")) == "Hash<"
+    assert text(ids(" table", "-", "ab", "-", "ab", "-", "ab", ",")) == " table-ab,"
+    assert text(ids("ash", "_", "ash", "/")) == "ash/"
+    # Not a repeat: the word goes on (`bash.bashrc`), the word before is longer (`numpy.py`), a space comes
+    # between (`one. One`), digits (`1.1`), or the separator is pinned.
+    for kept in (("Hash", ".", "Hash", "ab", "<"), ("h", "ash", ".", "ash", "<"), (" hash", ".", " hash", " table")):
+        assert text(ids(*kept)) == "".join(kept)
+    assert text(ids("1", ".", "1", "<")) == "1.1<"
+    assert text(ids("Hash", ".", "Hash", "<"), [False, True]) == "Hash.Hash<"
