@@ -241,8 +241,8 @@ def token_entropy(logits: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     ``torch.special.entr(probs)`` (whose log is slow on the many tiny probabilities of a 49k vocabulary), and
     closer to a float64 reference. The logits must be finite (the loop pins with a finite floor, ``_NEVER``)."""
     logits = logits.float()
-    shifted = logits - logits.amax(dim=-1, keepdim=True)
-    return (-torch.linalg.vecdot(probs, shifted) - probs.amax(dim=-1).log()).clamp_(min=0)
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # the one (B, C, V) tensor it allocates; reused in place
+    return (-shifted.mul_(probs).sum(dim=-1) - probs.amax(dim=-1).log()).clamp_(min=0)
 
 
 def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tensor:
