@@ -497,21 +497,12 @@ class Builder:
 
     def os_desktop(self) -> Example:
         rng = self.rng
-        icons = [
-            ("Home", "/files/home/user"),
-            ("Documents", "/files/usr/share/doc"),
-            ("Terminal", "/terminal?cmd=ls"),
-            ("Settings", "/settings/display"),
-            ("Browser", "/browser?url=genpedia.org/wiki/Unix"),
-            ("Programs", "/files/usr/bin"),
-            ("Notes", "/view/home/user/notes.txt"),
-        ]
-        rng.shuffle(icons)
-        links = "".join(f'<a class="icon" href="{href}">{name}</a>' for name, href in icons[: rng.randint(4, 7)])
+        # No icons on the page: genui draws the site's own (site.toml's navigation) below what the model writes. The
+        # two random draws that once chose seven icons' order and count stay, so the rest of the corpus is unchanged.
+        rng.shuffle([None] * 7)
+        rng.randint(4, 7)
         note = html.escape(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
-        body = (
-            f'<div class="desktop">\n<div class="icons">{links}</div>\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
-        )
+        body = f'<div class="desktop">\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
         return self._example("os", "/", "/", {}, body)
 
     def os_files(self, directory: str) -> Example:

@@ -36,6 +36,7 @@ def examples(builder: Builder) -> list[Example]:
     return [
         builder.wiki_article(FISH),
         builder.forum_board("linux"),
+        builder.os_desktop(),
         builder.os_files("/home/user"),
         builder.os_settings("display"),
         builder.os_browser(FISH),
@@ -52,7 +53,7 @@ def test_every_opening_starts_the_corpus_pages_of_its_route(builder: Builder) ->
         assert opening, f"{example.site}{example.path}: its route has no opening"
         assert example.html.startswith(opening), (example.path, opening, example.html[: len(opening) + 40])
         checked.append(location.route.pattern)
-    assert checked == ["/{title}", "/r/{board}", "/files/{path:path}", "/settings/{panel}", "/browser"]
+    assert checked == ["/{title}", "/r/{board}", "/", "/files/{path:path}", "/settings/{panel}", "/browser"]
 
 
 def test_the_browser_opening_names_the_page_of_any_address(builder: Builder) -> None:
