@@ -200,11 +200,14 @@ def encoded(headers: dict[str, str]) -> dict[bytes, bytes]:
 @example(target="/wiki/Lisp", headers={"HX-Current-URL": "http://["}, method="GET")
 @example(target="/wiki/Lisp", headers={"Referer": "http://[::1"}, method="GET")
 @example(target="/forum/r/b/t", headers={"Origin": "http://["}, method="POST")
+@example(target="////", headers={}, method="GET")  # once a failure of the test's own client, not of the app
 def test_any_path_query_and_headers_get_an_answer_below_500(
     client: TestClient, target: str, headers: dict[str, str], method: str
 ) -> None:
     with bounded():
-        response = client.request(method, target, headers=encoded(headers))
+        # Absolute, so that a target starting `//` (`////`, a valid path on the wire) is not taken for another host's
+        # address by the client, which refuses to send it.
+        response = client.request(method, f"http://testserver{target}", headers=encoded(headers))
     assert_answered(response.status_code, response.text)
 
 
