@@ -84,10 +84,12 @@ def generate_autoregressive(
             logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
             if temperature > 0:
                 logits = logits / temperature
-                next_input = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (1, 1)
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            if temperature > 0:
+                next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
             else:
                 next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
-            entropies.append(float(token_entropy(logits, torch.softmax(logits, dim=-1, dtype=torch.float32)).sum()))
+            entropies.append(float(token_entropy(logits, probs).sum()))
             token = int(next_input)
             if request.stop_at_eos and token == denoiser.eos_id:
                 break
