@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import unquote, urlsplit
 from xml.etree import ElementTree
 
 from bleach.html5lib_shim import BleachHTMLParser, Filter
@@ -110,6 +111,26 @@ _MAX_PASSES = 4
 # would see. Neither occurs in the sites' corpus (44,833 pages), so both are dropped before parsing.
 _STRAY_END_START = re.compile(r"</(?=\s*<)")
 _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
+# The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
+# a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`), a `">` written twice
+# (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own. And a quoted value that runs on into the next tag
+# (`<a href="/wiki/BNF</a>, and`) would swallow every tag after it up to the next quote. `_repair_tags` mends these
+# before parsing; a reader would otherwise see them as text (`BNF&lt;/a>, and &lt;a href=`).
+_VALUE_INTO_TAG = re.compile(
+    r"""(<([A-Za-z][\w-]*)(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
+    r"""\s+([^\s"'<>=/]+)\s*=\s*(["']))((?:(?!\4)[^<>])*)(?=</?[A-Za-z][^<>"']*>)"""
+)
+_MARKUP_TOKEN = re.compile(
+    r"""<!--.*?(?:-->|\Z)|<[!?][^>]*>?|</?[A-Za-z][^\s/>]*(?:[^>"']|"[^"]*"|'[^']*')*>|<[^<>]*>|[^<]+|<""", re.S
+)
+_TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
+_EMPTY_TAG = re.compile(r"</?\s*>")
+_LABEL_TWICE = re.compile(r"""^[^\s"<>]*">""")
+_WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*$")
+_START_WITHOUT_LT = re.compile(r"""(?<![\w<>/])([A-Za-z][A-Za-z0-9]*)(?:\s+[\w-]+\s*=\s*"[^"<>]*")+\s*$""")
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+)
 # A fragment marker that is not the `#` of a numeric character reference (`&#35;`).
 _FRAGMENT = re.compile(r"(?<!&)#")
 
@@ -128,7 +149,7 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
     if not html_text:
         return ""
     cleaner = _cleaner(allow_images and not draft, draft)
-    cleaned = cleaner.clean(_drop_partial_tag(_drop_stutters(html_text)))
+    cleaned = cleaner.clean(_drop_partial_tag(_repair_tags(_drop_stutters(html_text))))
     # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
     # inside an <h1> by the adoption agency algorithm), so clean until the output is its own fixed point.
     for _ in range(_MAX_PASSES):
@@ -141,6 +162,81 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
 
 def _drop_stutters(text: str) -> str:
     return _ECHOED_NAME.sub(r"\1", _STRAY_END_START.sub("", text))
+
+
+def _repair_tags(text: str) -> str:
+    text = _VALUE_INTO_TAG.sub(_close_value, text)
+    out: list[str] = []
+    open_tags: list[str] = []
+    after_start = False
+    tokens = _MARKUP_TOKEN.findall(text)
+    for at, token in enumerate(tokens):
+        if _is_tag(token):
+            name = _TAG_NAME.match(token)
+            if _EMPTY_TAG.fullmatch(token):
+                after_start = False
+                continue  # `<>` or `</\n>`: no tag a browser would read, shown as text
+            if name is not None:
+                _follow(open_tags, name[1].lower(), token)
+            out.append(token)
+            after_start = name is not None and not token.startswith("</")
+            continue
+        if ">" in token and not token.startswith("<"):
+            following = next((tokens[k] for k in range(at + 1, len(tokens)) if _is_tag(tokens[k])), "")
+            token = _repair_text(token, open_tags, after_start, following)
+        out.append(token)
+        after_start = False
+    return "".join(out)
+
+
+def _is_tag(token: str) -> bool:
+    return token.startswith("<") and token.endswith(">") and len(token) > 1
+
+
+def _close_value(match: re.Match[str]) -> str:
+    start, tag, attribute, quote, value = match.group(1, 2, 3, 4, 5)
+    closed = f"{start}{value}{quote}>"
+    if tag.lower() == "a" and attribute.lower() == "href":
+        # The link's text was never written: its target's last segment reads as what the model meant to write.
+        label = unquote(urlsplit(html.unescape(value)).path.rstrip("/").rpartition("/")[2])
+        closed += html.escape(label, quote=False)
+    return closed
+
+
+def _follow(open_tags: list[str], name: str, token: str) -> None:
+    if token.startswith("</"):
+        if name in open_tags:
+            del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
+    elif name not in _VOID and not token.endswith("/>"):
+        open_tags.append(name)
+
+
+def _repair_text(text: str, open_tags: list[str], after_start: bool, following: str) -> str:
+    if after_start:
+        text = _LABEL_TWICE.sub("", text, count=1)  # `flags">flags.py`: the label begun, its tag's end, the label
+    pieces = text.split(">")
+    out = []
+    for piece in pieces[:-1]:
+        if (start := _START_WITHOUT_LT.search(piece)) and start[1].lower() in ALLOWED_TAGS:
+            # `</li>li class="file">`: a start tag that lost its `<`.
+            out.append(f"{piece[: start.start()]}<{start[0]}>")
+            _follow(open_tags, start[1].lower(), "<" + start[0] + ">")
+            continue
+        word = _WORD_BEFORE.search(piece)
+        letters = word[0].lower() if word else ""
+        # The longest open element whose name ends the word: `fites_irb>` closes a <b>, `revisionsp>` a <p>.
+        name = next((letters[i:] for i in range(len(letters)) if letters[i:] in open_tags), None)
+        if name is not None and following.lower() != f"</{name}>":
+            del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
+            out.append(f"{piece[: len(piece) - len(name)]}</{name}>")
+        elif name is not None:
+            out.append(piece[: len(piece) - len(name)])  # `"Thep> Paul"</p>`: its own end tag follows
+        elif word is not None and letters in ALLOWED_TAGS and (word.start() == 0 or piece[word.start() - 1].isspace()):
+            out.append(piece[: word.start()])  # `h2>` alone, with no <h2> open: a tag's remains
+        else:
+            out.append(piece)  # a `>` on its own
+    out.append(pieces[-1])
+    return "".join(out)
 
 
 def _drop_partial_tag(text: str) -> str:

@@ -232,6 +232,11 @@ def read_file_tree(limit: int = 60000) -> dict[str, set[str]]:
 # Page builders
 
 
+def _attribute(value: str) -> str:
+    """`value` fit for a double-quoted attribute; a name with `'` in it is written as it was."""
+    return html.escape(value, quote=False).replace('"', "&quot;")
+
+
 def slug(title: str) -> str:
     return quote(title.replace(" ", "_"), safe="_-.()'+")
 
@@ -510,15 +515,16 @@ class Builder:
         items = []
         for name in children:
             full = f"{directory.rstrip('/')}/{name}"
+            href, text = _attribute(full), html.escape(name, quote=False)
             if full in self.tree:
-                items.append(f'<li class="dir"><a href="/files{full}">{name}/</a></li>')
+                items.append(f'<li class="dir"><a href="/files{href}">{text}/</a></li>')
             else:
-                items.append(f'<li class="file"><a href="/view{full}">{name}</a></li>')
-        up = directory.rsplit("/", 1)[0] or "/"
+                items.append(f'<li class="file"><a href="/view{href}">{text}</a></li>')
+        up = _attribute(directory.rsplit("/", 1)[0] or "/")
+        here = html.escape(directory, quote=False)
         inner = (
-            f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {directory}</p>\n<ul class="files">'
-            + "\n".join(items)
-            + "</ul>"
+            f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {here}</p>\n'
+            '<ul class="files">' + "\n".join(items) + "</ul>"
         )
         body = self._window(f"Files — {directory}", inner)
         path = directory.lstrip("/")

@@ -1,10 +1,24 @@
-"""The corpus builder's parsing of Debian's dictionary entries and package descriptions."""
+"""The corpus builder's parsing of Debian's dictionary entries and package descriptions, and the pages it writes."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
 from pathlib import Path
 
-from lab.corpus import Example, distinct, holdout, parse_entry, read_translations, slug
+from genui.resources import bundled
+from genui.sites import load_sites
+from lab.corpus import (
+    Builder,
+    Entry,
+    Example,
+    Package,
+    Sources,
+    distinct,
+    holdout,
+    parse_entry,
+    read_translations,
+    slug,
+)
 
 FOLDOC = """hash table
 HT
@@ -93,3 +107,52 @@ def test_a_shared_url_keeps_every_distinct_page_and_any_other_url_its_first() ->
         ("/", "<p>b</p>"),
         ("/files/etc", "<ul>1</ul>"),
     ]
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.text: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(self.get_starttag_text() or "")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
+    """genui's sanitiser reads a `>` in the model's text, and a `<` in a quoted value, as a tag the model broke
+    (genui/sanitize.py, `_repair_tags`): that is only right while the pages the model learns from write them as
+    entities, whatever their sources hold."""
+    entry = Entry(
+        title="less <than>",
+        paragraphs=("<programming> If a > b and b < c, see {ordering}.", 'Written "x<y>" in C.'),
+        refs=("ordering",),
+        categories=("<math>",),
+    )
+    sources = Sources(
+        entries={"less <than>": entry},
+        fortunes={"linux": ["a -> b, <stdin> and x >= 1", "Use the source, Luke."]},
+        packages=[Package("a<b", "1.0>", "utils", "x > y", "Reads <input> and writes > output.")],
+        tree={"/home/user": {"a>b.txt", "<dir>", "x&y"}, "/home/user/<dir>": set()},
+        names=["user", "hacker"],
+    )
+    builder = Builder({s.name: s for s in load_sites(bundled("sites"))}, seed=0, sources=sources)
+    pages = [
+        builder.wiki_article(entry),
+        builder.forum_thread("linux"),
+        builder.forum_board("linux"),
+        builder.os_files("/home/user"),
+        builder.os_viewer(sources.packages[0]),
+        *(builder.os_terminal() for _ in range(6)),
+        builder.os_browser(entry),
+    ]
+    for page in pages:
+        parser = _Text()
+        parser.feed(page.html)
+        parser.close()
+        assert not [t for t in parser.text if "<" in t or ">" in t], page.path
+        assert not [t for t in parser.tags if "<" in t[1:]], page.path
+    assert "&gt;" in pages[0].html and "&lt;programming&gt;" in pages[0].html
