@@ -11,8 +11,9 @@ The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
   below ``confidence_threshold`` (adaptive stopping), else after ``max_steps``;
 - the canvas's final tokens are the argmax of the last step's logits; they are written to the cache and the next
   canvas begins, until every row has written its end-of-text or ``max_canvases`` are done. With ``min_distinct``
-  set, a canvas of fewer distinct tokens (a loop: ``linuxlinuxlinux``) is an end-of-text instead (genui's setting;
-  ``generate()`` has none).
+  set, a canvas of fewer distinct tokens (a loop: ``linuxlinuxlinux``) is an end-of-text instead, and with
+  ``max_repeat`` set, a run of that many copies of one token ends the page where it starts (genui's settings;
+  ``generate()`` has neither).
 
 This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
 seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
@@ -71,6 +72,7 @@ class DenoiseSettings:
     neighbour_repeat_penalty: float = 1.0  # each position's left neighbour's token made less likely (1: off)
     settle_after: int = 0  # a position accepted with one token this many steps in a row keeps it (0: never)
     min_distinct: int = 0  # a finished canvas with fewer distinct tokens is a loop: dropped, its row ends (0: off)
+    max_repeat: int = 0  # a finished canvas with a run of this many of one token ends its row where it starts (0: off)
     refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
     refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
     drop_doubled_words: bool = False  # a canvas's text leaves out a word token its left neighbour wrote too
@@ -116,6 +118,8 @@ class DenoiseSettings:
             raise EngineError(f"refresh_neighbours must be 0 or a count of positions, got {self.refresh_neighbours!r}")
         if not isinstance(self.min_distinct, int) or self.min_distinct < 0:
             raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
+        if not isinstance(self.max_repeat, int) or self.max_repeat < 0 or self.max_repeat == 1:
+            raise EngineError(f"max_repeat must be 0 (off) or a run of 2 tokens or more, got {self.max_repeat!r}")
         if not isinstance(self.drop_doubled_words, bool):
             raise EngineError(f"drop_doubled_words must be true or false, got {self.drop_doubled_words!r}")
         if self.order not in ORDERS:
@@ -255,6 +259,19 @@ def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tenso
     return (distinct < min_distinct) & ~(canvas == eos_id).any(dim=-1)
 
 
+def repeat_start(canvas: torch.Tensor, max_repeat: int) -> torch.Tensor:
+    """Where the first run of ``max_repeat`` copies of one token starts in each row of a finished canvas (B, C): a
+    (B,) long, C for a row with no such run. `( ( ( ( ...` for fifty positions is a loop inside a canvas that still
+    holds other tokens; the page ends where it starts, and the text before it stays."""
+    length = canvas.shape[-1]
+    if length < max_repeat:
+        return torch.full(canvas.shape[:1], length, dtype=torch.long, device=canvas.device)
+    same = canvas[:, 1:] == canvas[:, :-1]  # (B, C-1): a position repeats the one before it
+    runs = same.unfold(1, max_repeat - 1, 1).all(dim=-1)  # (B, C-R+1): a run of R starts here
+    first = torch.where(runs.any(dim=-1), runs.float().argmax(dim=-1), length)
+    return first.long()
+
+
 class StableAndConfident:
     """Adaptive stopping: a row is done when its argmax canvas equals each of the last ``stability`` ones and its
     mean token entropy is below ``confidence``."""
@@ -371,6 +388,10 @@ def denoise(
             canvas = argmax.clone()
             if settings.min_distinct and settings.stop_at_eos and not given:
                 canvas[looping(canvas, settings.min_distinct, denoiser.eos_id)] = denoiser.eos_id
+            if settings.max_repeat and settings.stop_at_eos and not given:
+                start = repeat_start(canvas, settings.max_repeat)
+                rows = (start < canvas.shape[-1]).nonzero().flatten()
+                canvas[rows, start[rows]] = denoiser.eos_id
             if settings.stop_at_eos:
                 canvas[finished] = denoiser.pad_id
                 is_eos = canvas == denoiser.eos_id

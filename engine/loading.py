@@ -259,6 +259,7 @@ _SAMPLER_KEYS = {
     "neighbour_repeat_penalty": "neighbour_repeat_penalty",
     "settle_after": "settle_after",
     "min_distinct": "min_distinct",
+    "max_repeat": "max_repeat",
     "refresh_every": "refresh_every",
     "refresh_neighbours": "refresh_neighbours",
     "drop_doubled_words": "drop_doubled_words",

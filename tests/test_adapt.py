@@ -13,6 +13,7 @@ from engine_fixtures import build_tiny_llama_base
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
+from engine.loading import DEFAULT_MODEL
 from lab.adapt import layout_page, main, page_loss, pages_loss
 
 
@@ -116,6 +117,9 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base:
     assert [entry["step"] for entry in log] == [0, 1, 2, 3]
     spec = json.loads((export / "genui.json").read_text())
     assert spec["canvas_length"] == 8 and spec["base"] == str(tiny_base)  # the base it was trained on
+    # A new adapter is measured with the sampler settings the shipped one runs with, so the two compare.
+    shipped = json.loads((DEFAULT_MODEL / "generation_config.json").read_text())
+    assert json.loads((export / "generation_config.json").read_text()) == shipped
 
     loaded = load_model(export, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 8

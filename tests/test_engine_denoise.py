@@ -28,6 +28,7 @@ from engine.denoise import (
     left_to_right_accept,
     looping,
     penalise_neighbour_repeats,
+    repeat_start,
     sample,
     spread_accept,
     token_entropy,
@@ -223,6 +224,34 @@ def test_a_looping_canvas_ends_its_row_before_it() -> None:
     assert fixed.commits == 2  # the first, plain run's two; the second run committed nothing
 
 
+def test_a_run_of_one_token_is_found_where_it_starts() -> None:
+    canvas = torch.tensor(
+        [
+            [2, 3, 4, 4, 4, 4, 5, 6],  # a run of four from position 2
+            [2, 3, 4, 4, 4, 5, 5, 5],  # two runs of three
+            [7, 7, 7, 7, 7, 7, 7, 7],
+        ]
+    )
+    assert repeat_start(canvas, 4).tolist() == [2, 8, 0]
+    assert repeat_start(canvas, 3).tolist() == [2, 2, 0]
+    assert repeat_start(canvas, 9).tolist() == [8, 8, 8]
+
+
+def test_a_run_of_one_token_ends_its_row_where_it_starts() -> None:
+    fixed = _FixedDenoiser()
+    fixed.logits = torch.zeros(1, 6, 11)
+    fixed.logits[0, :2, 4] = 9.0  # two tokens of text, then the run: token 3 four times
+    fixed.logits[0, 2:, 3] = 9.0
+    prompt = torch.full((1, 3), 5, dtype=torch.long)
+    plain = DenoiseSettings(max_canvases=2, max_steps=2, entropy_bound=50.0, min_distinct=2)
+    assert denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator()).tolist() == [[4, 4, 3, 3, 3, 3] * 2]
+    stopping = dataclasses.replace(plain, max_repeat=4)
+    tokens = denoise(fixed, prompt, torch.ones(1, 3), stopping, torch.Generator())
+    assert tokens.tolist() == [[4, 4, 1, 0, 0, 0]]  # the text before the run stays; the page ends there
+    longer = dataclasses.replace(plain, max_repeat=5)
+    assert denoise(fixed, prompt, torch.ones(1, 3), longer, torch.Generator()).tolist() == [[4, 4, 3, 3, 3, 3] * 2]
+
+
 def test_a_canvas_pinned_whole_is_kept_however_few_its_tokens() -> None:
     tokens = torch.tensor([[4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0]])
     keep = torch.tensor([[True] * 6 + [False] * 6])
@@ -389,6 +418,8 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"neighbour_repeat_penalty": 0.5},
         {"settle_after": -1},
         {"min_distinct": -1},
+        {"max_repeat": 1},
+        {"max_repeat": -2},
         {"refresh_every": -2},
         {"refresh_neighbours": -1},
         {"drop_doubled_words": "yes"},
