@@ -112,7 +112,7 @@ _MAX_PASSES = 4
 _STRAY_END_START = re.compile(r"</(?=\s*<)")
 _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
 # The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
-# a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`), a `">` written twice
+# a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written twice
 # (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own. And a quoted value that runs on into the next tag
 # (`<a href="/wiki/BNF</a>, and`) would swallow every tag after it up to the next quote. `_repair_tags` mends these
 # before parsing; a reader would otherwise see them as text (`BNF&lt;/a>, and &lt;a href=`).
@@ -120,6 +120,8 @@ _VALUE_INTO_TAG = re.compile(
     r"""(<([A-Za-z][\w-]*)(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
     r"""\s+([^\s"'<>=/]+)\s*=\s*(["']))((?:(?!\4)[^<>])*)(?=</?[A-Za-z][^<>"']*>)"""
 )
+# An end tag that lost its `>` (`</li<li>`, `</a</a>`) is read by a browser as one tag named `li<li`: nothing closes.
+_UNFINISHED_END = re.compile(r"(</[A-Za-z][A-Za-z0-9]*)(?=\s*<)")
 _MARKUP_TOKEN = re.compile(
     r"""<!--.*?(?:-->|\Z)|<[!?][^>]*>?|</?[A-Za-z][^\s/>]*(?:[^>"']|"[^"]*"|'[^']*')*>|<[^<>]*>|[^<]+|<""", re.S
 )
@@ -165,7 +167,7 @@ def _drop_stutters(text: str) -> str:
 
 
 def _repair_tags(text: str) -> str:
-    text = _VALUE_INTO_TAG.sub(_close_value, text)
+    text = _VALUE_INTO_TAG.sub(_close_value, _UNFINISHED_END.sub(r"\1>", text))
     out: list[str] = []
     open_tags: list[str] = []
     after_start = False

@@ -319,6 +319,11 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
         ),
         ("<article><p>risk</p>\n\nh2>\n</article>", "<article><p>risk</p>\n\n\n</article>"),
         ("<div><p>Bush</p></\n></div>\n>\n", "<div><p>Bush</p></div>\n\n"),
+        (
+            '<ul><li><a href="/view/c.py">c.py</a</a></li<li>d</li></ul\n</div>',
+            '<ul><li><a href="/view/c.py">c.py</a></li><li>d</li></ul>\n',
+        ),
+        ('<p><a href="/r/para</a</a> · 23 points</p>', '<p><a href="/r/para">para</a> · 23 points</p>'),
         # text and attributes that only look alike stay
         ("<p>a &gt; b, p&gt; and &lt;programming&gt;</p>", "<p>a &gt; b, p&gt; and &lt;programming&gt;</p>"),
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
