@@ -268,8 +268,7 @@ def repeat_start(canvas: torch.Tensor, max_repeat: int) -> torch.Tensor:
         return torch.full(canvas.shape[:1], length, dtype=torch.long, device=canvas.device)
     same = canvas[:, 1:] == canvas[:, :-1]  # (B, C-1): a position repeats the one before it
     runs = same.unfold(1, max_repeat - 1, 1).all(dim=-1)  # (B, C-R+1): a run of R starts here
-    first = torch.where(runs.any(dim=-1), runs.float().argmax(dim=-1), length)
-    return first.long()
+    return torch.where(runs.any(dim=-1), runs.float().argmax(dim=-1), length)
 
 
 class StableAndConfident:
@@ -390,8 +389,8 @@ def denoise(
                 canvas[looping(canvas, settings.min_distinct, denoiser.eos_id)] = denoiser.eos_id
             if settings.max_repeat and settings.stop_at_eos and not given:
                 start = repeat_start(canvas, settings.max_repeat)
-                rows = (start < canvas.shape[-1]).nonzero().flatten()
-                canvas[rows, start[rows]] = denoiser.eos_id
+                hit = start < canvas.shape[-1]
+                canvas[hit, start[hit]] = denoiser.eos_id
             if settings.stop_at_eos:
                 canvas[finished] = denoiser.pad_id
                 is_eos = canvas == denoiser.eos_id

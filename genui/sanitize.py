@@ -229,7 +229,7 @@ def _repair_text(text: str, open_tags: list[str], after_start: bool, following: 
         # The longest open element whose name ends the word: `fites_irb>` closes a <b>, `revisionsp>` a <p>.
         name = next((letters[i:] for i in range(len(letters)) if letters[i:] in open_tags), None)
         if name is not None and following.lower() != f"</{name}>":
-            del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
+            _follow(open_tags, name, f"</{name}>")
             out.append(f"{piece[: len(piece) - len(name)]}</{name}>")
         elif name is not None:
             out.append(piece[: len(piece) - len(name)])  # `"Thep> Paul"</p>`: its own end tag follows
