@@ -53,6 +53,8 @@ fi
 python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed runs/base/adapt-packed.npz "${start[@]}" \
     --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
 python3 -m lab.adapt --out runs/gpu --export-only --export "$OUT/genui-smollm"
+# at most 8 files come back a call: the tokenizer files are the shipped ones, so they stay behind
+rm -f "$OUT"/genui-smollm/{tokenizer.json,tokenizer_config.json,special_tokens_map.json,chat_template.jinja,vocab.json,merges.txt}
 cp runs/gpu/log.json "$OUT/log.json"
 if [ "$QUALITY" != 0 ]; then
     python3 -m lab.quality --model "$OUT/genui-smollm" --device "$DEVICE" --corpus runs/base/heldout.jsonl \
