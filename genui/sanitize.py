@@ -130,6 +130,12 @@ _EMPTY_TAG = re.compile(r"</?\s*>")
 _LABEL_TWICE = re.compile(r"""^[^\s"<>]*">""")
 _WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*$")
 _START_WITHOUT_LT = re.compile(r"""(?<![\w<>/])([A-Za-z][A-Za-z0-9]*)(?:\s+[\w-]+\s*=\s*"[^"<>]*")+\s*$""")
+# A start tag that lost its name: `< href="/view/x.py">` (the `a` gone), or its `<name` and `>` both
+# (`\n class="file"<a href=`). The page's own tags say which element carries those attributes.
+_ATTRIBUTES = r"""[\w-]+\s*=\s*"[^"<>]*"(?:\s+[\w-]+\s*=\s*"[^"<>]*")*"""
+_NAMELESS_START = re.compile(rf"<\s+({_ATTRIBUTES})\s*>")
+_ATTRIBUTES_BEFORE_TAG = re.compile(rf"(?:^|(?<=\s))({_ATTRIBUTES})$")
+_ATTRIBUTE_NAME = re.compile(r"([\w-]+)\s*=")
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 )
@@ -170,6 +176,7 @@ def _repair_tags(text: str) -> str:
     text = _VALUE_INTO_TAG.sub(_close_value, _UNFINISHED_END.sub(r"\1>", text))
     out: list[str] = []
     open_tags: list[str] = []
+    carriers: dict[str, str] = {}  # an attribute list (and its names alone) -> the element that last carried it
     after_start = False
     tokens = _MARKUP_TOKEN.findall(text)
     for at, token in enumerate(tokens):
@@ -178,17 +185,39 @@ def _repair_tags(text: str) -> str:
             if _EMPTY_TAG.fullmatch(token):
                 after_start = False
                 continue  # `<>` or `</\n>`: no tag a browser would read, shown as text
+            if name is None and (nameless := _NAMELESS_START.fullmatch(token)):
+                carrier = carriers.get(_names(nameless[1]))
+                if carrier is None:
+                    continue  # `< href="x">` with no such tag before it: no element to give it, and no text
+                token = f"<{carrier} {nameless[1].strip()}>"
+                name = _TAG_NAME.match(token)
             if name is not None:
                 _follow(open_tags, name[1].lower(), token)
+                if not token.startswith("</"):
+                    attributes = token[name.end() : -1].strip().removesuffix("/").strip()
+                    carriers[attributes] = carriers[_names(attributes)] = name[1]
             out.append(token)
             after_start = name is not None and not token.startswith("</")
             continue
         if ">" in token and not token.startswith("<"):
             following = next((tokens[k] for k in range(at + 1, len(tokens)) if _is_tag(tokens[k])), "")
             token = _repair_text(token, open_tags, after_start, following)
+        if (
+            at + 1 < len(tokens)
+            and _is_tag(tokens[at + 1])
+            and (bare := _ATTRIBUTES_BEFORE_TAG.search(token))
+            and (carrier := carriers.get(bare[1].strip())) is not None
+        ):
+            # `\n class="file"<a href=`: only a list the page already gave an element, written out whole
+            token = f"{token[: bare.start()]}<{carrier} {bare[1].strip()}>"
+            _follow(open_tags, carrier.lower(), token)
         out.append(token)
         after_start = False
     return "".join(out)
+
+
+def _names(attributes: str) -> str:
+    return " ".join(sorted(_ATTRIBUTE_NAME.findall(attributes))) + "="
 
 
 def _is_tag(token: str) -> bool:

@@ -324,10 +324,22 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
             '<ul><li><a href="/view/c.py">c.py</a></li><li>d</li></ul>\n',
         ),
         ('<p><a href="/r/para</a</a> · 23 points</p>', '<p><a href="/r/para">para</a> · 23 points</p>'),
+        # session 23: a start tag that lost its name, or its `<name` and `>` both; the page's own tags name it
+        (
+            '<ul><li class="file"><a href="/view/a">a</a></li>\n<li class="file">< href="/view/r">r.py</li>',
+            '<ul><li class="file"><a href="/view/a">a</a></li>\n<li class="file"><a href="/view/r">r.py</a></li></ul>',
+        ),
+        (
+            '<ul><li class="file"><a href="/view/a">a</a></li>\n class="file"<a href="/view/b">b</a></li></ul>',
+            '<ul><li class="file"><a href="/view/a">a</a></li>\n <li class="file"><a href="/view/b">b</a></li></ul>',
+        ),
+        ('<p>< href="/view/r.py">r.py</p>', "<p>r.py</p>"),
         # text and attributes that only look alike stay
         ("<p>a &gt; b, p&gt; and &lt;programming&gt;</p>", "<p>a &gt; b, p&gt; and &lt;programming&gt;</p>"),
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
         ("<abbr title='a<b'>x</abbr>", '<abbr title="a&lt;b">x</abbr>'),
+        ('<p>he set x="y"<b>z</b></p>', '<p>he set x="y"<b>z</b></p>'),
+        ('<p class="x">a</p><p>set class="y"<b>z</b></p>', '<p class="x">a</p><p>set class="y"<b>z</b></p>'),
     ],
 )
 def test_a_tag_the_model_broke_is_mended_not_shown(written: str, expected: str) -> None:
