@@ -205,6 +205,7 @@ def _repair_tags(text: str) -> str:
         if (
             at + 1 < len(tokens)
             and _is_tag(tokens[at + 1])
+            and not tokens[at + 1].startswith("</")
             and (bare := _ATTRIBUTES_BEFORE_TAG.search(token))
             and (carrier := carriers.get(bare[1].strip())) is not None
         ):
