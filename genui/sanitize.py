@@ -201,12 +201,14 @@ def _repair_tags(text: str) -> str:
             continue
         if ">" in token and not token.startswith("<"):
             following = next((tokens[k] for k in range(at + 1, len(tokens)) if _is_tag(tokens[k])), "")
-            token = _repair_text(token, open_tags, after_start, following)
+            token = _repair_text(token, open_tags, carriers, after_start, following)
         if (
             at + 1 < len(tokens)
             and _is_tag(tokens[at + 1])
             and not tokens[at + 1].startswith("</")
-            and (bare := _ATTRIBUTES_BEFORE_TAG.search(token))
+            and token.endswith('"')
+            # the last few hundred characters: a list of attributes is short, and the search is quadratic in it
+            and (bare := _ATTRIBUTES_BEFORE_TAG.search(token, max(0, len(token) - 400)))
             and (carrier := carriers.get(bare[1].strip())) is not None
         ):
             # `\n class="file"<a href=`: only a list the page already gave an element, written out whole
@@ -243,7 +245,7 @@ def _follow(open_tags: list[str], name: str, token: str) -> None:
         open_tags.append(name)
 
 
-def _repair_text(text: str, open_tags: list[str], after_start: bool, following: str) -> str:
+def _repair_text(text: str, open_tags: list[str], carriers: dict[str, str], after_start: bool, following: str) -> str:
     if after_start:
         text = _LABEL_TWICE.sub("", text, count=1)  # `flags">flags.py`: the label begun, its tag's end, the label
     pieces = text.split(">")
@@ -253,6 +255,8 @@ def _repair_text(text: str, open_tags: list[str], after_start: bool, following: 
             # `</li>li class="file">`: a start tag that lost its `<`.
             out.append(f"{piece[: start.start()]}<{start[0]}>")
             _follow(open_tags, start[1].lower(), "<" + start[0] + ">")
+            attributes = start[0][len(start[1]) :].strip()
+            carriers[attributes] = carriers[_names(attributes)] = start[1]
             continue
         word = _WORD_BEFORE.search(piece)
         letters = word[0].lower() if word else ""

@@ -374,6 +374,8 @@ PIECES = [
     "{{7*7}}", "<p>", "</p>", "<a href=", "<img src=", "<pre>", "<td>", "<li>", "<b>", "<script>", "</script>",
     "<svg>", "<math>", "<template>", "<textarea>", "<noscript>", "<table>", "<button>", "<label for=",
     "genui-", "htmx-", "\u00a0", "\u2028", "\ufeff",
+    # pieces of tags the model broke (`_repair_tags`)
+    'li class="file">', '< href="/y">', ' class="file"', '">', "a>", "</li<li>",
 ]  # fmt: skip
 
 html_ish = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=40).map("".join)
