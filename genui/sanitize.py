@@ -194,8 +194,7 @@ def _repair_tags(text: str) -> str:
             if name is not None:
                 _follow(open_tags, name[1].lower(), token)
                 if not token.startswith("</"):
-                    attributes = token[name.end() : -1].strip().removesuffix("/").strip()
-                    carriers[attributes] = carriers[_names(attributes)] = name[1]
+                    _carry(carriers, name[1], token[name.end() : -1].removesuffix("/"))
             out.append(token)
             after_start = name is not None and not token.startswith("</")
             continue
@@ -221,6 +220,12 @@ def _repair_tags(text: str) -> str:
 
 def _names(attributes: str) -> str:
     return " ".join(sorted(_ATTRIBUTE_NAME.findall(attributes))) + "="
+
+
+def _carry(carriers: dict[str, str], name: str, attributes: str) -> None:
+    """Remember the element a start tag named for its attribute list, whole and by its names alone."""
+    attributes = attributes.strip()
+    carriers[attributes] = carriers[_names(attributes)] = name
 
 
 def _is_tag(token: str) -> bool:
@@ -255,8 +260,7 @@ def _repair_text(text: str, open_tags: list[str], carriers: dict[str, str], afte
             # `</li>li class="file">`: a start tag that lost its `<`.
             out.append(f"{piece[: start.start()]}<{start[0]}>")
             _follow(open_tags, start[1].lower(), "<" + start[0] + ">")
-            attributes = start[0][len(start[1]) :].strip()
-            carriers[attributes] = carriers[_names(attributes)] = start[1]
+            _carry(carriers, start[1], start[0][len(start[1]) :])
             continue
         word = _WORD_BEFORE.search(piece)
         letters = word[0].lower() if word else ""
