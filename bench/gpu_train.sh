@@ -13,6 +13,7 @@
 #   INIT     adapter a new run starts from (default models/genui-smollm; "none" starts from the bare base)
 #   BATCH    pages in one forward (default 32: 35k canvas tokens/s on an H100, against 1.7k one at a time)
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
+#   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
 #   DEVICE, WHEELS   cuda, runs/base/whl (a dry run here, with the venv on PATH: cpu, none)
 set -euo pipefail
@@ -33,6 +34,7 @@ MINUTES=${MINUTES:-8}
 INIT=${INIT:-models/genui-smollm}
 DEVICE=${DEVICE:-cuda}
 QUALITY=${QUALITY:-0}
+BENCH=${BENCH:-0}
 BATCH=${BATCH:-32}
 WHEELS=${WHEELS:-runs/base/whl}
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
@@ -52,12 +54,19 @@ fi
 # shellcheck disable=SC2086
 python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed runs/base/adapt-packed.npz "${start[@]}" \
     --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
-python3 -m lab.adapt --out runs/gpu --export-only --export "$OUT/genui-smollm"
+rm -rf runs/export
+python3 -m lab.adapt --out runs/gpu --export-only --export runs/export
+cp models/genui-smollm/generation_config.json runs/export/  # the shipped sampler settings, as the bench should run
 # at most 8 files come back a call: the tokenizer files are the shipped ones, so they stay behind
-rm -f "$OUT"/genui-smollm/{tokenizer.json,tokenizer_config.json,special_tokens_map.json,chat_template.jinja,vocab.json,merges.txt}
+mkdir -p "$OUT/genui-smollm"
+cp runs/export/{adapter_model.safetensors,adapter_config.json,genui.json} "$OUT/genui-smollm/"
 cp runs/gpu/log.json "$OUT/log.json"
+if [ "$BENCH" != 0 ]; then
+    python3 -c "import genui.cli as c; c.main()" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
+        >"$OUT/bench.json" 2>"$OUT/bench.err" || echo "bench failed: see bench.err"
+fi
 if [ "$QUALITY" != 0 ]; then
-    python3 -m lab.quality --model "$OUT/genui-smollm" --device "$DEVICE" --corpus runs/base/heldout.jsonl \
+    python3 -m lab.quality --model runs/export --device "$DEVICE" --corpus runs/base/heldout.jsonl \
         --packed runs/base/adapt-packed.npz --per-site "$QUALITY" --json \
         >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
 fi

@@ -18,13 +18,16 @@ import platform
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
+
+if TYPE_CHECKING:
+    from transformers import DiffusionGemmaForBlockDiffusion
 
 # The shipped model: a folder committed next to the engine package (models/ in a checkout), which a wheel carries
 # inside the package (engine/_bundle/models, mapped in by setup.py).
@@ -147,14 +150,23 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
-    # generate()'s own precedence: the checkpoint's generation_config, then DiffusionGemma's global defaults.
+    weights = str(dtype).removeprefix("torch.")
+    denoiser = GemmaDenoiser(network, tokenizer)
+    defaults = gemma_defaults(network)
+    return LoadedModel(denoiser, tokenizer, target, model_id, config.canvas_length, defaults, weights=weights)
+
+
+def gemma_defaults(network: DiffusionGemmaForBlockDiffusion) -> DenoiseSettings:
+    """A DiffusionGemma's sampler settings, in generate()'s own precedence: the checkpoint's generation_config, then
+    DiffusionGemma's global defaults. None of a causal LM's extras (refresh_every needs a denoiser that recomputes
+    part of a canvas, which DiffusionGemma's decoder cannot)."""
     from transformers.models.diffusion_gemma.generation_diffusion_gemma import DiffusionGemmaGenerationConfig
 
     merged = DiffusionGemmaGenerationConfig._get_default_generation_params()
     merged.update({k: v for k, v in network.generation_config.to_dict().items() if k in merged and v is not None})
     sampler = merged["sampler_config"]
     bound = sampler["entropy_bound"] if isinstance(sampler, dict) else sampler.entropy_bound
-    defaults = DenoiseSettings(
+    return DenoiseSettings(
         max_canvases=1,
         max_steps=int(merged["max_denoising_steps"]),
         entropy_bound=float(bound),
@@ -163,9 +175,6 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
         stability_threshold=merged["stability_threshold"],
         confidence_threshold=merged["confidence_threshold"],
     )
-    weights = str(dtype).removeprefix("torch.")
-    denoiser = GemmaDenoiser(network, tokenizer)
-    return LoadedModel(denoiser, tokenizer, target, model_id, config.canvas_length, defaults, weights=weights)
 
 
 def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:

@@ -28,7 +28,7 @@ from engine.config import tiny_vision_config
 from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, StepFrame
 from engine.gemma import GemmaDenoiser
 from engine.generation import plan_batch, run_plan
-from engine.loading import LoadedModel, ModelLoadError, load_model
+from engine.loading import LoadedModel, ModelLoadError, gemma_defaults, load_model
 from engine.streaming import Row
 
 # The wiki's article prompt for "Hash table", as genui renders it (sites/wiki/prompts/article.j2).
@@ -164,7 +164,7 @@ def reference_rows(loaded: LoadedModel, runs: int) -> list[dict[str, Any]]:
         device=loaded.device,
         model_id="random DiffusionGemma-26B-A4B shape",
         canvas_length=network.config.canvas_length,
-        defaults=loaded.defaults,
+        defaults=gemma_defaults(network),  # not loaded's: a causal LM's settings may ask what DiffusionGemma lacks
     )
     try:
         runs = min(runs, REFERENCE_RUNS)
@@ -188,6 +188,9 @@ def reference_section(loaded: LoadedModel, runs: int) -> tuple[list[dict[str, An
             f"26B-A4B-shaped rows skipped: {loaded.device} ran out of memory for them (25.3B random bf16 parameters, "
             "51 GB before activations)"
         )
+    except Exception as exc:  # the rows already measured matter more than these: a note names the failure instead
+        first = next(iter(str(exc).splitlines()), "")
+        return [], f"26B-A4B-shaped rows failed: {type(exc).__name__}: {first}"
     return rows, f"26B-A4B-shaped rows: random bf16 weights, {min(runs, REFERENCE_RUNS)} runs each"
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from engine_fixtures import build_tiny_checkpoint
 from transformers import DiffusionGemmaForBlockDiffusion
 
 from engine.config import TINY, make_config
+from engine.loading import load_model
 from lab import bench
 
 COLUMNS = {
@@ -99,3 +101,28 @@ def test_a_gpu_too_small_for_the_reference_rows_gets_a_note_not_a_crash(monkeypa
     loaded = SimpleNamespace(device=torch.device("cuda"))
     rows, note = bench.reference_section(loaded, runs=3)  # type: ignore[arg-type]
     assert rows == [] and note.startswith("26B-A4B-shaped rows skipped: cuda ran out of memory")
+
+
+def test_the_reference_rows_use_diffusiongemma_settings_not_the_default_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
+    # On a lent H200 the shipped model's refresh_every (a causal LM's partial recompute) reached the random
+    # DiffusionGemma, whose denoiser cannot do it, and the crash lost the rows already measured.
+    monkeypatch.setattr(bench, "reference_config", lambda: make_config(TINY))
+    monkeypatch.setattr(bench, "REFERENCE_STEPS", (2,))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    loaded = load_model(build_tiny_checkpoint(tmp_path / "tiny"), device="cpu")
+    loaded = dataclasses.replace(loaded, defaults=dataclasses.replace(loaded.defaults, refresh_every=4))
+    rows, note = bench.reference_section(loaded, runs=1)
+    assert [row["engine"] for row in rows] == ["diffusion", "autoregressive"], note
+    assert rows[0]["steps"] == 2 and rows[0]["model"] == "random DiffusionGemma-26B-A4B shape"
+
+
+def test_a_reference_row_that_fails_leaves_a_note_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore detail")
+
+    monkeypatch.setattr(bench, "reference_rows", broken)
+    rows, note = bench.reference_section(SimpleNamespace(device=torch.device("cuda")), runs=3)  # type: ignore[arg-type]
+    assert rows == []
+    assert note == "26B-A4B-shaped rows failed: RuntimeError: CUDA error: an illegal memory access was encountered"
