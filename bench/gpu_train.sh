@@ -62,7 +62,7 @@ mkdir -p "$OUT/genui-smollm"
 cp runs/export/{adapter_model.safetensors,adapter_config.json,genui.json} "$OUT/genui-smollm/"
 cp runs/gpu/log.json "$OUT/log.json"
 if [ "$BENCH" != 0 ]; then
-    python3 -c "import genui.cli as c; c.main()" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
+    python3 -c "import genui.cli as c; raise SystemExit(c.main())" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
         >"$OUT/bench.json" 2>"$OUT/bench.err" || echo "bench failed: see bench.err"
 fi
 if [ "$QUALITY" != 0 ]; then
