@@ -63,6 +63,8 @@ class _Shape(HTMLParser):
         self.h1: list[str] = []
         self.paragraphs: list[str] = []  # the text of each <p>
         self.debris: list[str] = []  # broken markup a reader would see: text, class and href values
+        self.elements: list[tuple[str, str, list[str]]] = []  # every element in order: (tag, class, its text)
+        self._open: list[int] = []  # the open elements' indexes in ``elements``, as ``stack`` holds their tags
         self._in_h1 = False
         self._in_p = 0
 
@@ -81,8 +83,10 @@ class _Shape(HTMLParser):
         if tag == "p":
             self._in_p += 1
             self.paragraphs.append("")
+        self.elements.append((tag, a.get("class") or "", []))
         if tag not in VOID:
             self.stack.append(tag)
+            self._open.append(len(self.elements) - 1)
 
     def handle_endtag(self, tag: str) -> None:
         if tag in VOID:
@@ -90,17 +94,23 @@ class _Shape(HTMLParser):
         if not self.stack or self.stack[-1] != tag:
             self.balanced = False
             if tag in self.stack:
-                while self.stack and self.stack.pop() != tag:
+                while self.stack and self._pop() != tag:
                     pass
             return
-        self.stack.pop()
+        self._pop()
         if tag == "h1":
             self._in_h1 = False
         if tag == "p":
             self._in_p -= 1
 
+    def _pop(self) -> str:
+        self._open.pop()
+        return self.stack.pop()
+
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+        for index in self._open:
+            self.elements[index][2].append(data)
         if found := _DEBRIS.search(data):
             self.debris.append(data[max(0, found.start() - 20) : found.end() + 20])
         if self._in_h1 and self.h1:
@@ -120,6 +130,36 @@ def shape(html_text: str) -> _Shape:
 
 def _count(s: _Shape, tag: str, cls: str | None = None) -> int:
     return sum(1 for t, c in s.tags if t == tag and (cls is None or cls in c.split()))
+
+
+def _texts(s: _Shape, *tags: str, cls: str | None = None) -> list[str]:
+    return ["".join(text) for t, c, text in s.elements if t in tags and (cls is None or cls in c.split())]
+
+
+def _desktop_ok(path: str, s: _Shape) -> bool:
+    """The window's contents for this kind of desktop page. The route's opening pins the window and its title bar
+    (sites/os/prompts/*_opening.j2), so those alone say nothing about what the model wrote."""
+    if not (_count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1):
+        return False
+    kind = urlsplit(path).path.strip("/").partition("/")[0]
+    worded = [t for t in _texts(s, "p", "pre", "h2") if _WORD.search(t)]
+    if kind == "files":  # a listing: one entry at least
+        return _count(s, "ul", "files") >= 1 and any(t.strip() for t in _texts(s, "li"))
+    if kind == "terminal":  # the command, then its output
+        return any(t.partition("\n")[2].strip().removesuffix("$").strip() for t in _texts(s, "pre", cls="terminal"))
+    if kind == "settings":  # a name and its value, pair after pair
+        pairs = [(t, text) for t, _, text in s.elements if t in ("dt", "dd")]
+        return (
+            _count(s, "dl", "settings") >= 1
+            and bool(pairs)
+            and [t for t, _ in pairs] == ["dt", "dd"] * (len(pairs) // 2)
+            and all("".join(text).strip() for _, text in pairs)
+        )
+    if kind == "browser":  # the page under its address bar
+        return any(_WORD.search(t) for t in _texts(s, "p")[1:])
+    if kind == "":  # the home screen: a note on the desktop
+        return _count(s, "div", "desktop") >= 1 and bool(worded)
+    return bool(worded)  # the viewer: the file's text
 
 
 def skeleton_ok(site: str, path: str, html_text: str) -> bool:
@@ -146,7 +186,7 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
         threads = [h for h in s.hrefs if h.startswith("/r/") and h.count("/") >= 3]
         return _count(s, "ul", "threads") >= 1 and _count(s, "li") >= 2 and len(threads) >= 2
     if site == "os":
-        return _count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1
+        return _desktop_ok(path, s)
     return s.balanced
 
 

@@ -11,10 +11,12 @@ import pytest
 from engine_fixtures import build_tiny_llama_base
 
 from genui.routing import SiteRouter
+from genui.runtime import SiteRuntime
 from genui.sanitize import sanitize_html
 from genui.sites import load_sites
 from lab import quality
 from lab.adapt import main as adapt_main
+from lab.corpus import Builder, Entry, Example, Package, Sources
 from lab.quality import PageResult, distinct_2, doubled_words, report, shape, shared_phrases, skeleton_ok
 
 SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
@@ -77,8 +79,55 @@ def test_forum_board_needs_a_list_of_two_threads_at_least() -> None:
 
 
 def test_os_screen_needs_a_window_with_a_title_bar() -> None:
-    assert skeleton_ok("os", "/", '<div class="window"><div class="titlebar">Files</div></div>')
-    assert not skeleton_ok("os", "/", '<div class="window"><p>no bar</p></div>')
+    assert skeleton_ok("os", "/view/a", '<div class="window"><div class="titlebar">a</div><p>Some text</p></div>')
+    assert not skeleton_ok("os", "/view/a", '<div class="window"><p>no bar</p></div>')
+
+
+def _desktop_pages() -> list[Example]:
+    """One page of each kind the desktop has, as the corpus builder writes them, from hand-written sources."""
+    package = Package("fish", "1.0-1", "shells", "friendly shell", "A shell that is\nfriendly.\n\nIt has colours.")
+    fish = Entry(title="FISH queue", paragraphs=("A joking way of pointing out a backlog.",), refs=(), categories=())
+    sources = Sources(
+        entries={"fish queue": fish},
+        fortunes={"linux": ["Use the source, Luke."]},
+        packages=[package],
+        tree={"/home/user": {"notes.txt", "src", "x"}, "/home/user/src": set()},
+        names=["user"],
+    )
+    builder = Builder(SITES, seed=0, sources=sources)
+    terminal = next(p for p in iter(builder.os_terminal, None) if "cmd=fortune" not in p.path)
+    return [
+        builder.os_desktop(),
+        builder.os_files("/home/user"),
+        builder.os_viewer(package),
+        terminal,
+        builder.os_settings("display"),
+        builder.os_browser(fish),
+    ]
+
+
+@pytest.mark.parametrize("page", _desktop_pages(), ids=lambda page: page.path.partition("?")[0])
+def test_a_desktop_page_needs_more_than_its_routes_opening(page: Example) -> None:
+    """The openings pin every window and its title bar, so the skeleton asks for what the model writes inside."""
+    runtime = SiteRuntime.build(SITES["os"], mount="")
+    location = runtime.locate(page.path)
+    assert location is not None
+    opening = runtime.prompts.opening(location.route, location.params, location.query)
+    assert skeleton_ok("os", page.path, page.html)
+    assert not skeleton_ok("os", page.path, sanitize_html(opening))
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "<dt>Display</dt><dt>1</dt><dd>dd</dd><dd>dtdddtdddt</dd>",  # step 3850's /os/settings/display, seed 0
+        "<dt>Resolution</dt><dd>1920 × 1080</dd><dt>Scale</dt>",
+        "<dt>Resolution</dt><dd> </dd>",
+    ],
+)
+def test_settings_need_each_name_followed_by_its_value(rows: str) -> None:
+    page = f'<div class="window"><div class="titlebar">Settings</div><dl class="settings">{rows}</dl></div>'
+    assert not skeleton_ok("os", "/settings/display", page)
 
 
 def test_links_are_valid_only_when_they_hit_a_route_of_the_site() -> None:
