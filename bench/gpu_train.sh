@@ -12,6 +12,8 @@
 #   MINUTES  training minutes in this call (default 8; a call may run 10 minutes in all)
 #   INIT     adapter a new run starts from (default models/genui-smollm; "none" starts from the bare base)
 #   BATCH    pages in one forward (default 32: 35k canvas tokens/s on an H100, against 1.7k one at a time)
+#   PACKED   the packed corpus to train on, carried in the first call (default data/adapt-packed.npz; e.g.
+#            data/adapt-weak.npz, packed with --repeat: docs/model.md, "Training on a lent GPU")
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
@@ -22,12 +24,13 @@ STAGE=${STAGE:-train}
 mkdir -p runs/base/whl
 cp .base/part-* runs/base/ 2>/dev/null || true
 cp .whl/*.whl runs/base/whl/ 2>/dev/null || true
-cp data/adapt-packed.npz data/heldout.jsonl runs/base/ 2>/dev/null || true
+PACKED=${PACKED:-data/adapt-packed.npz}
+cp "$PACKED" data/heldout.jsonl runs/base/ 2>/dev/null || true
 ls -la runs/base runs/base/whl
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD
 if [ "$STAGE" = base ]; then
-    if [ -n "${PROBE:-}" ]; then python3 bench/gpu_probe.py runs/base/adapt-packed.npz 2>&1 | tee "$OUT/probe.log"; fi
+    if [ -n "${PROBE:-}" ]; then python3 bench/gpu_probe.py "runs/base/$(basename "$PACKED")" 2>&1 | tee "$OUT/probe.log"; fi
     exit 0
 fi
 MINUTES=${MINUTES:-8}
@@ -52,7 +55,7 @@ if [ ! -f runs/gpu/checkpoint.pt ] && [ "$INIT" != none ]; then
     start=(--init "$INIT")
 fi
 # shellcheck disable=SC2086
-python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed runs/base/adapt-packed.npz "${start[@]}" \
+python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed "runs/base/$(basename "$PACKED")" "${start[@]}" \
     --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
 rm -rf runs/export
 python3 -m lab.adapt --out runs/gpu --export-only --export runs/export
@@ -67,7 +70,7 @@ if [ "$BENCH" != 0 ]; then
 fi
 if [ "$QUALITY" != 0 ]; then
     python3 -m lab.quality --model runs/export --device "$DEVICE" --corpus runs/base/heldout.jsonl \
-        --packed runs/base/adapt-packed.npz --per-site "$QUALITY" --json \
+        --packed "runs/base/$(basename "$PACKED")" --per-site "$QUALITY" --json \
         >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
 fi
 ls -la "$OUT" "$OUT/genui-smollm"

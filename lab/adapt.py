@@ -21,10 +21,11 @@ import argparse
 import json
 import math
 import random
+import re
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -177,9 +178,37 @@ def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
             yield from map(json.loads, handle)
 
 
-def pack_corpus(corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int) -> Packed:
+@dataclass(frozen=True)
+class Repeat:
+    """Training pages of one site whose path (query aside) fully matches ``path``, packed ``times`` times over."""
+
+    site: str
+    path: re.Pattern[str]
+    times: int
+
+    @classmethod
+    def parse(cls, text: str) -> Repeat:
+        """``SITE:PATH_REGEX=N``, e.g. ``os:/settings/.*=4``."""
+        spec, equals, times = text.rpartition("=")
+        site, colon, path = spec.partition(":")
+        if not (equals and colon and site and path and times.isdigit() and int(times) >= 1):
+            raise ValueError(f"--repeat {text!r}: write SITE:PATH_REGEX=N, e.g. os:/settings/.*=4")
+        try:
+            return cls(site, re.compile(path), int(times))
+        except re.error as e:
+            raise ValueError(f"--repeat {text!r}: {path!r} is not a regular expression ({e})") from e
+
+    def count(self, row: dict[str, Any]) -> int:
+        path = str(row.get("path", "")).partition("?")[0]
+        return self.times if row["site"] == self.site and self.path.fullmatch(path) else 1
+
+
+def pack_corpus(
+    corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int, repeats: Sequence[Repeat] = ()
+) -> Packed:
     """Every (prompt, page) of corpus JSONL files in the base's own format: its chat template, the page,
-    end-of-text."""
+    end-of-text. A training page that a ``repeats`` entry matches is packed that many times (the first match
+    counts); held-out pages once."""
     from transformers import AutoTokenizer
 
     from engine.causal import encode_prompt, end_of_text
@@ -200,8 +229,11 @@ def pack_corpus(corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int,
             names.append(row["site"])
         prompts.append(np.asarray(prompt, dtype=np.uint16))
         responses.append(np.asarray(response, dtype=np.uint16))
-        groups.append(names.index(row["site"]))
-        held.append(bool(row["holdout"]))
+        times = 1 if row["holdout"] else next((n for r in repeats if (n := r.count(row)) > 1), 1)
+        prompts += [np.asarray(prompt, dtype=np.uint16)] * (times - 1)
+        responses += [np.asarray(response, dtype=np.uint16)] * (times - 1)
+        groups += [names.index(row["site"])] * times
+        held += [bool(row["holdout"])] * times
     return Packed(
         np.concatenate(prompts),
         np.cumsum([0, *map(len, prompts)]),
@@ -445,14 +477,29 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSONL",
         help="pack these corpus files (genui corpus, genui distill) into --packed, then exit",
     )
+    parser.add_argument(
+        "--repeat",
+        action="append",
+        default=[],
+        metavar="SITE:PATH_REGEX=N",
+        help="with --pack: training pages of SITE whose path fully matches PATH_REGEX are packed N times "
+        "(e.g. os:/settings/.*=4); repeatable, the first match counts",
+    )
     for f in fields(AdaptConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = parser.parse_args(argv)
     random.seed(args.seed)
+    try:
+        repeats = [Repeat.parse(text) for text in args.repeat]
+    except ValueError as e:
+        parser.error(str(e))
+    if repeats and not args.pack:
+        parser.error("--repeat applies to --pack")
     if args.pack:
         from engine.base import ensure_base
 
-        packed = pack_corpus(args.pack, Path(args.base or ensure_base()), max_prompt=320, max_response=448)
+        base = Path(args.base or ensure_base())
+        packed = pack_corpus(args.pack, base, max_prompt=320, max_response=448, repeats=repeats)
         packed.save(args.packed)
         print(f"{len(packed)} pages packed into {args.packed}", file=sys.stderr)
         return 0

@@ -15,6 +15,7 @@ from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
 from engine.loading import DEFAULT_MODEL
 from lab.adapt import layout_page, main, page_loss, pages_loss
+from lab.data import Packed
 
 
 def test_a_canvas_sees_the_clean_prefix_before_it_and_all_of_itself() -> None:
@@ -132,3 +133,38 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base:
         torch.Generator().manual_seed(0),
     )
     assert tokens.shape[1] in (8, 16)
+
+
+def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:
+    rows = [
+        ("os", "/settings/display", False),
+        ("os", "/settings/sound", True),  # held out: packed once whatever matches it
+        ("os", "/files/settings/display", False),  # the whole path must match
+        ("os", "/", False),
+        ("forum", "/", False),
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": s, "path": p, "prompt": f"<page>{s}{p}</page>", "html": f"<p>{p}</p>", "holdout": h})
+            + "\n"
+            for s, p, h in rows
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]
+    assert main([*common, "--repeat", "os:/settings/.*=3", "--repeat", "os:/=2"]) == 0
+    pages = Packed.load(packed)
+    assert len(pages) == 3 + 1 + 1 + 2 + 1
+    assert pages.holdout.tolist() == [False] * 3 + [True] + [False] * 4
+    assert [pages.group_names[g] for g in pages.groups] == ["os"] * 7 + ["forum"]
+
+
+@pytest.mark.parametrize("bad", ["os:/settings/.*", "os=3", ":/x=3", "os:/x=0", "os:(=2"])
+def test_pack_refuses_a_repeat_it_cannot_read_and_says_how_to_write_one(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--out", str(tmp_path / "run"), "--pack", str(tmp_path / "c.jsonl"), "--repeat", bad])
+    assert exit_.value.code == 2
+    assert f"--repeat {bad!r}" in capsys.readouterr().err
