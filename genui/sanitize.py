@@ -15,6 +15,8 @@ Decisions worth knowing (docs/security.md has the full reasoning):
   the ids genui's own page uses as htmx swap targets. genui's own ids must therefore never start with it.
 - Elements whose content is code or foreign markup (`script`, `style`, `template`, `svg`, ...) are dropped with
   their content; any other disallowed tag is unwrapped and its text kept.
+- The model's own slips (a tag it broke, a heading it never closed, an element it left empty) are mended by
+  genui/mending.py before and after parsing, and the allowlist runs after it.
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ import html
 import re
 import threading
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, urlsplit
-from xml.etree import ElementTree
 
 from bleach.html5lib_shim import BleachHTMLParser, Filter
 from bleach.sanitizer import BleachSanitizerFilter, Cleaner
+
+from genui.mending import mend, tidy
 
 __all__ = ["ID_PREFIX", "sanitize_html"]
 
@@ -63,29 +64,6 @@ DROPPED_WITH_CONTENT = frozenset(
     }
 )  # fmt: skip
 
-HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-
-# Flow content a heading may not hold (its content model is phrasing content). A model that forgets `</h1>` puts
-# the rest of the page inside the heading, where the parser leaves it and the browser draws it at heading size; such
-# a block is moved out to follow the heading (`_close_headings`).
-BLOCKS = HEADINGS | frozenset(
-    {
-        "address", "article", "aside", "blockquote", "details", "div", "dl", "figure", "footer", "header", "hgroup",
-        "hr", "main", "menu", "nav", "ol", "p", "pre", "section", "table", "ul",
-    }
-)  # fmt: skip
-
-# Elements that show nothing when they hold nothing. An empty one is a piece the model left behind (`<li></li>` drawn
-# as a blank card, `<a href="/x"></a>`, the parser's copy of a link left open across a list item); the sites' corpus
-# (44,826 pages) has none. One with attributes other than `href` stays: a class or an id can give it a look of its own
-# in the site's CSS (`a.icon::before`), a title or a label a meaning.
-EMPTY_DROPPED = HEADINGS | frozenset(
-    {
-        "a", "b", "blockquote", "cite", "code", "dd", "div", "dl", "dt", "em", "i", "li", "mark", "ol", "p", "pre",
-        "q", "s", "small", "span", "strong", "sub", "sup", "u", "ul",
-    }
-)  # fmt: skip
-
 GLOBAL_ATTRIBUTES = frozenset({"aria-hidden", "aria-label", "class", "dir", "id", "lang", "role", "title"})
 
 TAG_ATTRIBUTES: dict[str, frozenset[str]] = {
@@ -116,40 +94,6 @@ _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x20\x7f]+")
 _SCRIPT_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_END = re.compile(r"[/?#\\]")
 _MAX_PASSES = 4
-# A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
-# `</` just before another tag (`</</p>`, `</\n</div>`) is no markup (a browser swallows the tag after it as a
-# comment, bleach shows it as text); a tag name echoed right after its tag (`</div>div>`, `<p>p>`) is text a reader
-# would see. Neither occurs in the sites' corpus (44,833 pages), so both are dropped before parsing.
-_STRAY_END_START = re.compile(r"</(?=\s*<)")
-_ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
-# The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
-# a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written twice
-# (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own. And a quoted value that runs on into the next tag
-# (`<a href="/wiki/BNF</a>, and`) would swallow every tag after it up to the next quote. `_repair_tags` mends these
-# before parsing; a reader would otherwise see them as text (`BNF&lt;/a>, and &lt;a href=`).
-_VALUE_INTO_TAG = re.compile(
-    r"""(<([A-Za-z][\w-]*)(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
-    r"""\s+([^\s"'<>=/]+)\s*=\s*(["']))((?:(?!\4)[^<>])*)(?=</?[A-Za-z][^<>"']*>)"""
-)
-# An end tag that lost its `>` (`</li<li>`, `</a</a>`) is read by a browser as one tag named `li<li`: nothing closes.
-_UNFINISHED_END = re.compile(r"(</[A-Za-z][A-Za-z0-9]*)(?=\s*<)")
-_MARKUP_TOKEN = re.compile(
-    r"""<!--.*?(?:-->|\Z)|<[!?][^>]*>?|</?[A-Za-z][^\s/>]*(?:[^>"']|"[^"]*"|'[^']*')*>|<[^<>]*>|[^<]+|<""", re.S
-)
-_TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
-_EMPTY_TAG = re.compile(r"</?\s*>")
-_LABEL_TWICE = re.compile(r"""^[^\s"<>]*">""")
-_WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*$")
-_START_WITHOUT_LT = re.compile(r"""(?<![\w<>/])([A-Za-z][A-Za-z0-9]*)(?:\s+[\w-]+\s*=\s*"[^"<>]*")+\s*$""")
-# A start tag that lost its name: `< href="/view/x.py">` (the `a` gone), or its `<name` and `>` both
-# (`\n class="file"<a href=`). The page's own tags say which element carries those attributes.
-_ATTRIBUTES = r"""[\w-]+\s*=\s*"[^"<>]*"(?:\s+[\w-]+\s*=\s*"[^"<>]*")*"""
-_NAMELESS_START = re.compile(rf"<\s+({_ATTRIBUTES})\s*>")
-_ATTRIBUTES_BEFORE_TAG = re.compile(rf"(?:^|(?<=\s))({_ATTRIBUTES})$")
-_ATTRIBUTE_NAME = re.compile(r"([\w-]+)\s*=")
-_VOID = frozenset(
-    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-)
 # A fragment marker that is not the `#` of a numeric character reference (`&#35;`).
 _FRAGMENT = re.compile(r"(?<!&)#")
 
@@ -168,7 +112,7 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
     if not html_text:
         return ""
     cleaner = _cleaner(allow_images and not draft, draft)
-    cleaned = cleaner.clean(_drop_partial_tag(_repair_tags(_drop_stutters(html_text))))
+    cleaned = cleaner.clean(mend(html_text, ALLOWED_TAGS))
     # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
     # inside an <h1> by the adoption agency algorithm), so clean until the output is its own fixed point.
     for _ in range(_MAX_PASSES):
@@ -177,132 +121,6 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
             break
         cleaned = again
     return cleaned
-
-
-def _drop_stutters(text: str) -> str:
-    return _ECHOED_NAME.sub(r"\1", _STRAY_END_START.sub("", text))
-
-
-def _repair_tags(text: str) -> str:
-    text = _VALUE_INTO_TAG.sub(_close_value, _UNFINISHED_END.sub(r"\1>", text))
-    out: list[str] = []
-    open_tags: list[str] = []
-    carriers: dict[str, str] = {}  # an attribute list (and its names alone) -> the element that last carried it
-    after_start = False
-    tokens = _MARKUP_TOKEN.findall(text)
-    for at, token in enumerate(tokens):
-        if _is_tag(token):
-            name = _TAG_NAME.match(token)
-            if _EMPTY_TAG.fullmatch(token):
-                after_start = False
-                continue  # `<>` or `</\n>`: no tag a browser would read, shown as text
-            if name is None and (nameless := _NAMELESS_START.fullmatch(token)):
-                carrier = carriers.get(_names(nameless[1]))
-                if carrier is None:
-                    continue  # `< href="x">` with no such tag before it: no element to give it, and no text
-                token = f"<{carrier} {nameless[1].strip()}>"
-                name = _TAG_NAME.match(token)
-            if name is not None:
-                _follow(open_tags, name[1].lower(), token)
-                if not token.startswith("</"):
-                    _carry(carriers, name[1], token[name.end() : -1].removesuffix("/"))
-            out.append(token)
-            after_start = name is not None and not token.startswith("</")
-            continue
-        if ">" in token and not token.startswith("<"):
-            following = next((tokens[k] for k in range(at + 1, len(tokens)) if _is_tag(tokens[k])), "")
-            token = _repair_text(token, open_tags, carriers, after_start, following)
-        if (
-            at + 1 < len(tokens)
-            and _is_tag(tokens[at + 1])
-            and not tokens[at + 1].startswith("</")
-            and token.endswith('"')
-            # the last few hundred characters: a list of attributes is short, and the search is quadratic in it
-            and (bare := _ATTRIBUTES_BEFORE_TAG.search(token, max(0, len(token) - 400)))
-            and (carrier := carriers.get(bare[1].strip())) is not None
-        ):
-            # `\n class="file"<a href=`: only a list the page already gave an element, written out whole
-            token = f"{token[: bare.start()]}<{carrier} {bare[1].strip()}>"
-            _follow(open_tags, carrier.lower(), token)
-        out.append(token)
-        after_start = False
-    return "".join(out)
-
-
-def _names(attributes: str) -> str:
-    return " ".join(sorted(_ATTRIBUTE_NAME.findall(attributes))) + "="
-
-
-def _carry(carriers: dict[str, str], name: str, attributes: str) -> None:
-    """Remember the element a start tag named for its attribute list, whole and by its names alone."""
-    attributes = attributes.strip()
-    carriers[attributes] = carriers[_names(attributes)] = name
-
-
-def _is_tag(token: str) -> bool:
-    return token.startswith("<") and token.endswith(">") and len(token) > 1
-
-
-def _close_value(match: re.Match[str]) -> str:
-    start, tag, attribute, quote, value = match.group(1, 2, 3, 4, 5)
-    closed = f"{start}{value}{quote}>"
-    if tag.lower() == "a" and attribute.lower() == "href":
-        # The link's text was never written: its target's last segment reads as what the model meant to write.
-        label = unquote(urlsplit(html.unescape(value)).path.rstrip("/").rpartition("/")[2])
-        closed += html.escape(label, quote=False)
-    return closed
-
-
-def _follow(open_tags: list[str], name: str, token: str) -> None:
-    if token.startswith("</"):
-        if name in open_tags:
-            del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name) :]
-    elif name not in _VOID and not token.endswith("/>"):
-        open_tags.append(name)
-
-
-def _repair_text(text: str, open_tags: list[str], carriers: dict[str, str], after_start: bool, following: str) -> str:
-    if after_start:
-        text = _LABEL_TWICE.sub("", text, count=1)  # `flags">flags.py`: the label begun, its tag's end, the label
-    pieces = text.split(">")
-    out = []
-    for piece in pieces[:-1]:
-        if (start := _START_WITHOUT_LT.search(piece)) and start[1].lower() in ALLOWED_TAGS:
-            # `</li>li class="file">`: a start tag that lost its `<`.
-            out.append(f"{piece[: start.start()]}<{start[0]}>")
-            _follow(open_tags, start[1].lower(), "<" + start[0] + ">")
-            _carry(carriers, start[1], start[0][len(start[1]) :])
-            continue
-        word = _WORD_BEFORE.search(piece)
-        letters = word[0].lower() if word else ""
-        # The longest open element whose name ends the word: `fites_irb>` closes a <b>, `revisionsp>` a <p>.
-        name = next((letters[i:] for i in range(len(letters)) if letters[i:] in open_tags), None)
-        if name is not None and following.lower() != f"</{name}>":
-            _follow(open_tags, name, f"</{name}>")
-            out.append(f"{piece[: len(piece) - len(name)]}</{name}>")
-        elif name is not None:
-            out.append(piece[: len(piece) - len(name)])  # `"Thep> Paul"</p>`: its own end tag follows
-        elif word is not None and letters in ALLOWED_TAGS and (word.start() == 0 or piece[word.start() - 1].isspace()):
-            out.append(piece[: word.start()])  # `h2>` alone, with no <h2> open: a tag's remains
-        else:
-            out.append(piece)  # a `>` on its own
-    out.append(pieces[-1])
-    return "".join(out)
-
-
-def _drop_partial_tag(text: str) -> str:
-    # The stdlib tokenizer holds back whatever it cannot finish yet: a tag (or a lone `<`) cut off by the end of a
-    # draft. bleach would escape it into visible text (`&lt;a href="/wi`); the next frame will carry it whole.
-    tokenizer = HTMLParser(convert_charrefs=True)
-    try:
-        tokenizer.feed(text)
-    except AssertionError:
-        # Python < 3.13 gives up on some malformed `<![` sections this way; html5lib copes, so clean it as it is.
-        return text
-    pending: str = tokenizer.rawdata
-    if pending.startswith("<") and not pending.startswith("<!"):
-        return text[: len(text) - len(pending)]
-    return text
 
 
 def _is_same_site(value: str) -> bool:
@@ -398,59 +216,6 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
         attrs[(None, "type")] = "button"
 
 
-def _close_headings(root: ElementTree.Element) -> None:
-    """Close every heading under ``root`` before its first block child: that child, and everything after it in the
-    heading, move out to follow the heading. A heading left with nothing in it goes. Iterative, as html5lib is: a
-    page nested thousands deep must not exhaust the stack."""
-    headings = [element for element in root.iter() if element.tag in HEADINGS]
-    if not headings:
-        return  # most drafts and pages past their first frames: no parent map to build
-    parents = {child: parent for parent in root.iter() for child in parent}
-    for heading in reversed(headings):  # inner headings first: an outer one may move them out of it
-        first = next((i for i, child in enumerate(heading) if child.tag in BLOCKS), None)
-        if first is None:
-            continue
-        moved = list(heading)[first:]
-        for child in moved:
-            heading.remove(child)
-        moved[-1].tail = (moved[-1].tail or "") + (heading.tail or "")
-        heading.tail = None
-        parent = parents[heading]
-        index = list(parent).index(heading)
-        parent[index + 1 : index + 1] = moved
-        if not len(heading) and not (heading.text or "").strip():
-            del parent[index]
-
-
-def _drop_empty(root: ElementTree.Element) -> None:
-    """Remove the elements of EMPTY_DROPPED under ``root`` that hold no text and no element, innermost first (so a
-    list item left holding only an empty link goes too); the whitespace they held stays, between the words around
-    them."""
-    for parent in reversed(list(root.iter())):  # every element after its descendants: they are emptied first
-        if not any(_is_empty(child) for child in parent):
-            continue
-        kept: list[ElementTree.Element] = []
-        for child in parent:
-            if not _is_empty(child):
-                kept.append(child)
-                continue
-            text = (child.text or "") + (child.tail or "")
-            if kept:
-                kept[-1].tail = (kept[-1].tail or "") + text
-            else:
-                parent.text = (parent.text or "") + text
-        parent[:] = kept
-
-
-def _is_empty(element: ElementTree.Element) -> bool:
-    return (
-        element.tag in EMPTY_DROPPED
-        and not len(element)
-        and not (element.text or "").strip()
-        and all(name == "href" for name in element.attrib)
-    )
-
-
 def _split_fragment(url: str) -> tuple[str, str, str]:
     match = _FRAGMENT.search(url)
     if match is None:
@@ -484,8 +249,7 @@ class _Cleaner(Cleaner):  # type: ignore[misc]
 
     def clean(self, text: str) -> str:
         dom = self.parser.parseFragment(text)
-        _close_headings(dom)
-        _drop_empty(dom)
+        tidy(dom)
         filtered = BleachSanitizerFilter(
             source=_DropWithContent(self.walker(dom)),
             allowed_tags=self.tags,

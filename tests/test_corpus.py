@@ -124,7 +124,7 @@ class _Text(HTMLParser):
 
 def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
     """genui's sanitiser reads a `>` in the model's text, and a `<` in a quoted value, as a tag the model broke
-    (genui/sanitize.py, `_repair_tags`): that is only right while the pages the model learns from write them as
+    (genui/mending.py, `_repair_tags`): that is only right while the pages the model learns from write them as
     entities, whatever their sources hold."""
     entry = Entry(
         title="less <than>",
