@@ -114,9 +114,10 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
     cleaner = _cleaner(allow_images and not draft, draft)
     cleaned = cleaner.clean(mend(html_text, ALLOWED_TAGS))
     # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
-    # inside an <h1> by the adoption agency algorithm), so clean until the output is its own fixed point.
+    # inside an <h1> by the adoption agency algorithm), and parsing can bring the pieces of a broken tag together
+    # (a NUL between them dropped), so mend and clean until the output is its own fixed point.
     for _ in range(_MAX_PASSES):
-        again = cleaner.clean(cleaned)
+        again = cleaner.clean(mend(cleaned, ALLOWED_TAGS))
         if again == cleaned:
             break
         cleaned = again
