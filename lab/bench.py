@@ -83,25 +83,28 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-Run = tuple[float, float, int, float, list[bool]]  # ttff, seconds, tokens, median steps, canvases stopped early
+# ttff, seconds, tokens, median steps a canvas, canvases stopped early, forward passes in all (denoising steps, or
+# tokens decoded one at a time)
+Run = tuple[float, float, int, float, list[bool], int]
 
 
 def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
     """Call ``once(seed)`` after one warm-up; summarise the timed calls."""
     once(runs)  # warm-up, with a seed none of the timed runs uses
     results = [once(seed) for seed in range(runs)]
-    totals = [seconds for _, seconds, _, _, _ in results]
+    totals = [seconds for _, seconds, *_ in results]
     p50 = statistics.median(totals)
-    tokens = statistics.median(tokens for _, _, tokens, _, _ in results)
-    early = [stopped for *_, canvases in results for stopped in canvases]
+    tokens = statistics.median(tokens for _, _, tokens, *_ in results)
+    early = [stopped for *_, canvases, _ in results for stopped in canvases]
     return {
         "tokens": int(tokens),
-        "steps": round(statistics.median(steps for _, _, _, steps, _ in results), 1),
+        "steps": round(statistics.median(steps for _, _, _, steps, *_ in results), 1),
         "stopped": round(sum(early) / len(early), 2) if early else None,
-        "ttff_s": round(statistics.median(ttff for ttff, _, _, _, _ in results), 4),
+        "ttff_s": round(statistics.median(ttff for ttff, *_ in results), 4),
         "p50_s": round(p50, 4),
         "p95_s": round(percentile(totals, 0.95), 4),
         "tokens_per_s": round(tokens / p50, 1) if p50 > 0 else 0.0,
+        "ms_step": round(statistics.median(1000 * seconds / max(n, 1) for _, seconds, *_, n in results), 1),
     }
 
 
@@ -142,13 +145,24 @@ def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str,
 
 def _measure(started: float, frames: list[tuple[float, Frame]], denoised: bool) -> Run:
     """(time to the first frame, time to the final frame, tokens, median steps per canvas, which canvases the
-    adaptive stop ended early: none listed for autoregressive decoding)."""
+    adaptive stop ended early: none listed for autoregressive decoding, and the forward passes in all)."""
     first = next(at for at, frame in frames if isinstance(frame, StepFrame))
     done = next(frame for _, frame in frames if isinstance(frame, DoneFrame))
     canvases = [frame for _, frame in frames if isinstance(frame, CanvasFrame)]
     tokens = sum(canvas.tokens for canvas in canvases)
     early = [c.stopped_early for c in done.canvases if c.steps] if denoised else []
-    return first - started, frames[-1][0] - started, tokens, statistics.median(c.steps for c in done.canvases), early
+    steps = [c.steps for c in done.canvases]
+    return first - started, frames[-1][0] - started, tokens, statistics.median(steps), early, sum(steps)
+
+
+def break_even(diffusion: dict[str, Any], autoregressive: dict[str, Any], canvas_length: int) -> str:
+    """How many steps a canvas diffusion may take to be as fast as, and 3x, the autoregressive row: a step costs
+    ``ms_step`` of the one, a token ``ms_step`` of the other."""
+    ratio = diffusion["ms_step"] / max(autoregressive["ms_step"], 1e-9)
+    return (
+        f"a denoising step costs {ratio:.2f} autoregressive tokens' time, so diffusion matches autoregressive "
+        f"decoding at {canvas_length / ratio:.1f} steps a canvas and is 3x faster at {canvas_length / ratio / 3:.1f}"
+    )
 
 
 def _describe(loaded: LoadedModel) -> dict[str, Any]:
@@ -198,6 +212,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     columns = [
         *("engine", "device", "model", "params", "tokens", "steps", "stopped", "ttff_s", "p50_s", "p95_s"),
         "tokens_per_s",
+        "ms_step",
     ]
     cells = [columns] + [[_cell(row[column]) for column in columns] for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
@@ -246,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     notes = [
         f"a page of {canvases} canvas(es) of {loaded.canvas_length} tokens per run; prompt: the wiki's 'Hash table'",
         f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50)",
+        break_even(rows[0], rows[1], loaded.canvas_length),
         f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}",
     ]
     if loaded.device.type == "cuda":

@@ -27,6 +27,7 @@ COLUMNS = {
     "p50_s",
     "p95_s",
     "tokens_per_s",
+    "ms_step",
 }
 
 
@@ -52,10 +53,14 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
     assert report["rows"][0]["steps"] == 2
     assert report["rows"][1]["steps"] == 32  # a token a step
+    for row, forwards in zip(report["rows"], (2 * 2, 2 * 32), strict=True):  # two canvases
+        assert row["ms_step"] == pytest.approx(1000 * row["p50_s"] / forwards, abs=0.06)  # one run: its p50, rounded
     assert report["rows"][0]["stopped"] == 0.0  # fixed steps: no adaptive stop
     assert report["rows"][1]["stopped"] is None  # decoding token by token has none
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
+    ratio = report["rows"][0]["ms_step"] / report["rows"][1]["ms_step"]
+    assert f"at {32 / ratio:.1f} steps a canvas and is 3x faster at {32 / ratio / 3:.1f}" in " ".join(report["notes"])
     assert any(note.endswith("weights in float32") for note in report["notes"])  # a DiffusionGemma on the CPU
 
 
