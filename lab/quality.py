@@ -136,30 +136,54 @@ def _texts(s: _Shape, *tags: str, cls: str | None = None) -> list[str]:
     return ["".join(text) for t, c, text in s.elements if t in tags and (cls is None or cls in c.split())]
 
 
+def _listing(s: _Shape) -> bool:
+    return _count(s, "ul", "files") >= 1 and any(t.strip() for t in _texts(s, "li"))
+
+
+def _worded(s: _Shape) -> bool:
+    return any(_WORD.search(t) for t in _texts(s, "p", "pre", "h2"))
+
+
+def _command_output(s: _Shape) -> bool:
+    return any(t.partition("\n")[2].strip().removesuffix("$").strip() for t in _texts(s, "pre", cls="terminal"))
+
+
+def _name_value_pairs(s: _Shape) -> bool:
+    pairs = [(t, "".join(text)) for t, _, text in s.elements if t in ("dt", "dd")]
+    return (
+        _count(s, "dl", "settings") >= 1
+        and bool(pairs)
+        and [t for t, _ in pairs] == ["dt", "dd"] * (len(pairs) // 2)
+        and all(text.strip() for _, text in pairs)
+    )
+
+
+def _page_under_address(s: _Shape) -> bool:
+    paragraphs = [(c, "".join(text)) for t, c, text in s.elements if t == "p"]
+    return any(_WORD.search(text) for c, text in paragraphs if "address" not in c.split())
+
+
+def _note(s: _Shape) -> bool:
+    return _count(s, "div", "desktop") >= 1 and _worded(s)
+
+
+# What the model must write inside the window, by the first segment of the desktop's routes (sites/os/site.toml):
+# the routes' openings pin the window and its title bar, so those alone say nothing about what the model wrote.
+_DESKTOP_CONTENT: dict[str, Callable[[_Shape], bool]] = {
+    "": _note,  # the home screen
+    "files": _listing,
+    "view": _worded,  # the file's text
+    "terminal": _command_output,
+    "settings": _name_value_pairs,
+    "browser": _page_under_address,
+}
+
+
 def _desktop_ok(path: str, s: _Shape) -> bool:
-    """The window's contents for this kind of desktop page. The route's opening pins the window and its title bar
-    (sites/os/prompts/*_opening.j2), so those alone say nothing about what the model wrote."""
     if not (_count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1):
         return False
-    kind = urlsplit(path).path.strip("/").partition("/")[0]
-    worded = [t for t in _texts(s, "p", "pre", "h2") if _WORD.search(t)]
-    if kind == "files":  # a listing: one entry at least
-        return _count(s, "ul", "files") >= 1 and any(t.strip() for t in _texts(s, "li"))
-    if kind == "terminal":  # the command, then its output
-        return any(t.partition("\n")[2].strip().removesuffix("$").strip() for t in _texts(s, "pre", cls="terminal"))
-    if kind == "settings":  # a name and its value, pair after pair
-        pairs = [(t, text) for t, _, text in s.elements if t in ("dt", "dd")]
-        return (
-            _count(s, "dl", "settings") >= 1
-            and bool(pairs)
-            and [t for t, _ in pairs] == ["dt", "dd"] * (len(pairs) // 2)
-            and all("".join(text).strip() for _, text in pairs)
-        )
-    if kind == "browser":  # the page under its address bar
-        return any(_WORD.search(t) for t in _texts(s, "p")[1:])
-    if kind == "":  # the home screen: a note on the desktop
-        return _count(s, "div", "desktop") >= 1 and bool(worded)
-    return bool(worded)  # the viewer: the file's text
+    content = _DESKTOP_CONTENT.get(urlsplit(path).path.strip("/").partition("/")[0])
+    return content is None or content(s)  # a route of a site's own making: the window is all it is known to need
 
 
 def skeleton_ok(site: str, path: str, html_text: str) -> bool:

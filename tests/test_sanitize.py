@@ -371,6 +371,8 @@ def test_pieces_of_a_tag_that_parsing_brings_together_are_mended_in_the_same_cal
         ('<p>word<b> </b>word <a href="/wiki/san"></a>.</p>', "<p>word word .</p>"),
         ('<ul><li><a href="/wiki/x"> </a></li></ul>', " "),
         ("<dl><dt></dt><dd></dd></dl><div>\n</div>", "\n"),
+        # attributes that give an empty element no look or meaning, or that the allowlist takes away
+        ('<p dir="ltr"></p><a href="/x" onclick="go()"></a><li class="htmx-indicator"></li>', ""),
     ],
 )
 def test_an_element_left_empty_is_dropped(written: str, expected: str) -> None:
@@ -388,6 +390,7 @@ def test_an_element_left_empty_is_dropped(written: str, expected: str) -> None:
         '<a href="/x" title="Terminal"></a>',
         '<div class="replies"></div>',
         "<p><br></p>",
+        "<p>\xa0</p>",  # a no-break space is text
         '<p><img src="/a.png" alt=""></p>',
         "<table><tr><td></td><td>x</td></tr></table>",
     ],
