@@ -226,11 +226,9 @@ def pack_corpus(
         response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
         if row["site"] not in names:
             names.append(row["site"])
-        prompts.append(np.asarray(prompt, dtype=np.uint16))
-        responses.append(np.asarray(response, dtype=np.uint16))
         times = 1 if row["holdout"] else next((r.times for r in repeats if r.matches(row)), 1)
-        prompts += [np.asarray(prompt, dtype=np.uint16)] * (times - 1)
-        responses += [np.asarray(response, dtype=np.uint16)] * (times - 1)
+        prompts += [np.asarray(prompt, dtype=np.uint16)] * times
+        responses += [np.asarray(response, dtype=np.uint16)] * times
         groups += [names.index(row["site"])] * times
         held += [bool(row["holdout"])] * times
     return Packed(
