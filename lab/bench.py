@@ -71,14 +71,19 @@ def build_random(
     """Random weights straight onto ``device``: built on the meta device (encoder and decoder weights tied, so
     allocated once), then materialised and initialised there. Building on the device directly would allocate the
     encoder's and the decoder's copies before tying them: twice the memory. ``seed`` fixes the weights, so every
-    run times the same model (some draws of a small one overflow into non-finite logits), and leaves the caller's
-    random state as it was."""
+    run times the same model, and leaves the caller's random state as it was."""
     with torch.device("meta"):
         model = DiffusionGemmaForBlockDiffusion._from_config(config, dtype=dtype)
     model.to_empty(device=device)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
         model.init_weights()  # also recomputes buffers (rotary frequencies, embedding scale) to_empty left blank
+    # transformers 5.24's _init_weights sets the decoder layers' layer_scalar and not the encoder layers', so those
+    # kept whatever memory to_empty found: now and then a non-finite scale, and non-finite logits. __init__ gives 1.
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            if name.rsplit(".", 1)[-1] == "layer_scalar":
+                buffer.fill_(1.0)
     return model.eval()
 
 
