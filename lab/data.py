@@ -7,8 +7,11 @@ The engine knows nothing of sites or HTML here; a "group" is an opaque label use
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -106,5 +109,75 @@ def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, 
         np.array(r_off, np.int64),
         np.array(groups, np.int16),
         np.array(held, bool),
+        tuple(names),
+    )
+
+
+def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
+    for path in files:
+        with path.open(encoding="utf-8") as handle:
+            yield from map(json.loads, handle)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Training pages of one site whose path (query aside) fully matches ``path``, packed ``times`` times over."""
+
+    site: str
+    path: re.Pattern[str]
+    times: int
+
+    @classmethod
+    def parse(cls, text: str) -> Repeat:
+        """``SITE:PATH_REGEX=N``, e.g. ``os:/settings/.*=4``."""
+        spec, equals, times = text.rpartition("=")
+        site, colon, path = spec.partition(":")
+        if not (equals and colon and site and path and times.isdecimal() and times.isascii() and int(times) >= 1):
+            raise ValueError(f"--repeat {text!r}: write SITE:PATH_REGEX=N, e.g. os:/settings/.*=4")
+        try:
+            return cls(site, re.compile(path), int(times))
+        except re.error as e:
+            raise ValueError(f"--repeat {text!r}: {path!r} is not a regular expression ({e})") from e
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        return row["site"] == self.site and self.path.fullmatch(str(row.get("path", "")).partition("?")[0]) is not None
+
+
+def pack_corpus(
+    corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int, repeats: Sequence[Repeat] = ()
+) -> Packed:
+    """Every (prompt, page) of corpus JSONL files in the base's own format: its chat template, the page,
+    end-of-text. A training page that a ``repeats`` entry matches is packed that many times (the first match
+    counts); held-out pages once."""
+    from transformers import AutoTokenizer
+
+    from engine.causal import encode_prompt, end_of_text
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    eos = end_of_text(tokenizer)
+    prompts: list[np.ndarray] = []
+    responses: list[np.ndarray] = []
+    groups: list[int] = []
+    held: list[bool] = []
+    names: list[str] = []
+    for row in _rows(corpus if isinstance(corpus, list) else [corpus]):
+        prompt = encode_prompt(tokenizer, row["prompt"])
+        if len(prompt) > max_prompt:
+            continue
+        response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
+        if row["site"] not in names:
+            names.append(row["site"])
+        times = 1 if row["holdout"] else next((r.times for r in repeats if r.matches(row)), 1)
+        prompts += [np.asarray(prompt, dtype=np.uint16)] * times
+        responses += [np.asarray(response, dtype=np.uint16)] * times
+        groups += [names.index(row["site"])] * times
+        held += [bool(row["holdout"])] * times
+    return Packed(
+        np.concatenate(prompts),
+        np.cumsum([0, *map(len, prompts)]),
+        np.concatenate(responses),
+        np.cumsum([0, *map(len, responses)]),
+        np.asarray(groups, dtype=np.int16),
+        np.asarray(held, dtype=bool),
         tuple(names),
     )
