@@ -17,6 +17,7 @@
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
+#   PROFILE  1: one bench page under torch.profiler after export (bench/step_profile.py), into $OUT/profile.txt
 #   DEVICE, WHEELS   cuda, runs/base/whl (a dry run here, with the venv on PATH: cpu, none)
 set -euo pipefail
 : "${OUT:?OUT must name the folder whose files come back}"
@@ -79,6 +80,9 @@ cp runs/gpu/log.json "$OUT/log.json"
 if [ "$BENCH" != 0 ]; then
     python3 -c "import genui.cli as c; raise SystemExit(c.main())" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
         >"$OUT/bench.json" 2>"$OUT/bench.err" || echo "bench failed: see bench.err"
+fi
+if [ "${PROFILE:-0}" != 0 ]; then
+    python3 bench/step_profile.py --model runs/export --device "$DEVICE" >"$OUT/profile.txt" 2>&1 || echo "profile failed: see profile.txt"
 fi
 if [ "$QUALITY" != 0 ]; then
     python3 -m lab.quality --model runs/export --device "$DEVICE" --corpus runs/base/heldout.jsonl \
