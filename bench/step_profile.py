@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from engine.frames import GenerationRequest, StepFrame
 from engine.generation import plan_batch, run_plan
-from engine.loading import load_model
+from engine.loading import LoadedModel, load_model
 from engine.streaming import Row
 from lab.bench import PROMPT
 
@@ -29,7 +29,7 @@ _SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
 
 
-def page(loaded, seed: int, tokens: int) -> int:
+def page(loaded: LoadedModel, seed: int, tokens: int) -> int:
     """One page as `genui bench` writes it; returns the denoising steps it took."""
     steps = 0
 
