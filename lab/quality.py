@@ -10,8 +10,10 @@ held-out pages as the corpus has them go through the same measures, as the refer
 "corpus" list in JSON): what a page that matched the corpus would score.
 Prints a table; ``--json`` prints one object.
 
-The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so, and
-``python -m lab.quality --list`` prints them from a corpus file.
+The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so. The report
+draws ``--per-site`` of them a site, each of the site's routes in proportion to its held-out pages and spread across
+them (``corpus_pages``; before session 27 it took the first ones, which the corpus writes route by route, so the
+desktop's were all file listings), and ``genui quality --list`` prints them.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from engine.frames import DoneFrame, TextEngine
 from genui.pages import SiteRuntime
 from genui.resources import bundled
-from genui.routing import SiteRouter
+from genui.routing import BadRequest, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
 
@@ -347,16 +349,67 @@ def load_dictionary(path: Path = WORDS) -> set[str]:
     return {w.lower() for w in path.read_text(encoding="utf-8", errors="replace").split() if w.isascii()}
 
 
-def corpus_pages(corpus: Path, per_site: int) -> list[PageResult]:
-    """The first ``per_site`` held-out pages of each site as the corpus has them, sanitised: the reference the
-    generated pages are measured against (no steps, no time)."""
-    pages: dict[str, list[PageResult]] = {}
+def route_of(routers: dict[str, SiteRouter], site: str, path: str) -> str:
+    """The route pattern a corpus page's path matches (its first path segment when no site or route knows it)."""
+    url = urlsplit(path)
+    router = routers.get(site)
+    try:
+        location = router.resolve(url.path, parse_qsl(url.query)) if router is not None else None
+    except BadRequest:
+        location = None
+    return location.route.pattern if location is not None else "/" + url.path.strip("/").partition("/")[0]
+
+
+def spread(groups: list[list[Any]], n: int) -> list[list[Any]]:
+    """``n`` items drawn from ``groups`` in proportion to their sizes (largest remainder), one at least from each
+    while ``n`` allows, evenly spaced within a group so a long run of alike items (one folder's listings) does not
+    fill a group's share."""
+    total = sum(len(g) for g in groups)
+    if n >= total:
+        return [list(g) for g in groups]
+    counts = [min(1, len(g)) if n >= len(groups) else 0 for g in groups]
+    left = n - sum(counts)
+    shares = [len(g) * left / total for g in groups]
+    counts = [min(len(g), c + int(share)) for g, c, share in zip(groups, counts, shares, strict=True)]
+    by_remainder = sorted(range(len(groups)), key=lambda i: (-(shares[i] - int(shares[i])), i))
+    while sum(counts) < n:
+        for i in by_remainder:
+            if sum(counts) < n and counts[i] < len(groups[i]):
+                counts[i] += 1
+    return [[g[k * len(g) // c] for k in range(c)] for g, c in zip(groups, counts, strict=True)]
+
+
+def corpus_pages(corpus: Path, per_site: int, routers: dict[str, SiteRouter]) -> list[PageResult]:
+    """``per_site`` held-out pages of each site as the corpus has them, sanitised: the pages the report generates,
+    and the reference it measures them against (no steps, no time). Each of a site's routes gives its share of the
+    site's held-out pages (``spread``): the corpus writes a route's pages in one run (every file listing, then every
+    file), so its first held-out pages would all be of one route."""
+    held: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with corpus.open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
-            if row["holdout"] and len(pages.setdefault(row["site"], [])) < per_site:
-                pages[row["site"]].append(PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0))
-    return [page for site in sorted(pages) for page in pages[site]]
+            if row["holdout"]:
+                routes = held.setdefault(row["site"], {})
+                routes.setdefault(route_of(routers, row["site"], row["path"]), []).append(row)
+    return [
+        PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0)
+        for site in sorted(held)
+        for group in spread(list(held[site].values()), per_site)
+        for row in group
+    ]
+
+
+def corpus_pages_at(corpus: Path, wanted: set[tuple[str, str]]) -> list[PageResult]:
+    """The corpus's own held-out pages at these (site, path) pairs, sanitised: the reference for pages saved by an
+    earlier report, whichever held-out pages it drew."""
+    pages: dict[tuple[str, str], PageResult] = {}
+    with corpus.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            key = (row["site"], row["path"])
+            if row["holdout"] and key in wanted and key not in pages:
+                pages[key] = PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0)
+    return list(pages.values())
 
 
 def saved_pages(path: Path) -> list[PageResult]:
@@ -475,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.exists():
         print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
         return 2
-    originals = corpus_pages(args.corpus, args.per_site)
+    sites = {s.name: s for s in load_sites(args.sites_dir)}
+    originals = corpus_pages(args.corpus, args.per_site, {name: SiteRouter(site) for name, site in sites.items()})
     if args.site:
         unknown = sorted(set(args.site) - {r.site for r in originals})
         if unknown:
@@ -487,7 +541,6 @@ def main(argv: list[str] | None = None) -> int:
         for site, path in pages:
             print(f"{site}\t{path}")
         return 0
-    sites = {s.name: s for s in load_sites(args.sites_dir)}
     missing = sorted({site for site, _ in pages} - sites.keys())
     if missing:
         print(
@@ -508,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         rows = report(results, sites, dictionary)
         saved = {(r.site, r.path) for r in results}
-        reference = report([r for r in originals if (r.site, r.path) in saved], sites, dictionary)
+        reference = report(corpus_pages_at(args.corpus, saved), sites, dictionary)
         if args.json:
             summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
             print(

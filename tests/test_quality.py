@@ -186,6 +186,32 @@ def test_shared_phrases_is_high_for_pages_that_repeat_each_other() -> None:
     assert shared_phrases([same, "a linked list chains nodes one after another by pointer"]) == 0.0
 
 
+def test_spread_gives_each_group_its_share_and_one_at_least_evenly_spaced() -> None:
+    files, views, terminal = list(range(100)), list(range(100, 140)), list(range(200, 202))
+    drawn = quality.spread([files, views, terminal], 10)
+    assert [len(g) for g in drawn] == [6, 3, 1]  # 1 each, then the 7 left by size: 4.9, 2.0, 0.1
+    assert drawn[0] == [0, 16, 33, 50, 66, 83] and drawn[1] == [100, 113, 126]  # across the group, not its start
+    assert quality.spread([files, terminal], 200) == [files, terminal]  # fewer than asked: all of them
+    assert [len(g) for g in quality.spread([files, views, terminal], 2)] == [1, 1, 0]  # too few for one each
+
+
+def test_the_held_out_pages_come_from_every_route_of_a_site(tmp_path: Path) -> None:
+    """The corpus writes a route's pages in one run; the first 20 held-out desktop pages were all file listings
+    of one folder tree until session 27, so no viewer, terminal or browser page was ever measured."""
+    rows = [{"site": "os", "path": f"/files/usr/lib/sdk/{i}", "html": "<p>x</p>"} for i in range(30)]
+    rows += [{"site": "os", "path": f"/view/usr/share/doc/{i}/README", "html": "<p>y</p>"} for i in range(6)]
+    rows += [{"site": "os", "path": "/terminal?cmd=ls", "html": "<p>z</p>"}]
+    rows += [{"site": "os", "path": "/settings/display", "html": "<p>not held out</p>", "holdout": False}]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"prompt": "p", "holdout": True} | row) + "\n" for row in rows))
+    routers = {"os": SiteRouter(SITES["os"])}
+    assert quality.route_of(routers, "os", "/terminal?cmd=ls") == "/terminal"
+    paths = [page.path for page in quality.corpus_pages(corpus, 6, routers)]
+    assert paths[:3] == ["/files/usr/lib/sdk/0", "/files/usr/lib/sdk/10", "/files/usr/lib/sdk/20"]
+    assert sum(p.startswith("/view/") for p in paths) == 2 and "/terminal?cmd=ls" in paths
+    assert [page.path for page in quality.corpus_pages(corpus, 6, {})] == paths  # no site: the first segment
+
+
 @pytest.mark.slow
 def test_the_report_runs_end_to_end_on_a_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
