@@ -8,7 +8,8 @@ One optimiser step sums pages until it has ``canvas_tokens`` supervised canvas t
   before it and its own tokens shifted by one, each of those replaced by a uniform random token with probability
   t ~ U(eps, 1) (one t per page), or, a ``plausible_noise`` share of them, by a wrong token that looks right
   (layout_page); a 4D mask lets canvas k see the clean prefix before it and, bidirectionally, itself;
-- the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not.
+- the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not, plus,
+  weighted by ``certainty``, the entropy of the slots whose most likely token is already the right one (pages_loss).
 
 The base stays frozen; LoRA (peft) adapts every projection of the upper layers, and the bottom ``frozen_layers``
 get no adapter, so the backward pass stops above them. The same command runs on CPU or CUDA (bf16 autocast where
@@ -51,6 +52,7 @@ class AdaptConfig:
     eps: float = 0.05  # lowest corruption level
     ar_weight: float = 0.5  # weight of the clean pass's next-token loss
     plausible_noise: float = 0.0  # share of the noised inputs given a plausible wrong token instead (see layout_page)
+    certainty: float = 0.0  # weight of the entropy of canvas slots the model already predicts right (see pages_loss)
     seed: int = 0
 
 
@@ -119,6 +121,11 @@ def layout_page(
     )
 
 
+# The temperature the certainty term's entropy is taken at: the sampler's first steps divide the logits by t_max
+# (0.5 in the shipped generation_config.json) before its entropy bound decides what a step accepts.
+CERTAINTY_TEMPERATURE = 0.5
+
+
 def page_loss(model: torch.nn.Module, page: PageLayout, ar_weight: float) -> tuple[torch.Tensor, float, float]:
     """(loss, canvas cross-entropy, next-token cross-entropy) of one page. ``model`` is a causal LM with .model
     (the decoder stack) and .lm_head; the head runs only where a loss needs it."""
@@ -126,13 +133,24 @@ def page_loss(model: torch.nn.Module, page: PageLayout, ar_weight: float) -> tup
     return total / len(page.canvas_targets), canvas_ce[0], ar_ce[0]
 
 
+def certain_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per slot (N,), the entropy of softmax(logits / CERTAINTY_TEMPERATURE) where the argmax is the target, else 0.
+
+    dParallel's certainty forcing (Chen et al. 2025): a step of the sampler accepts the slots whose entropy is under
+    its bound, so a denoiser that is right but unsure spends steps it need not. Lowering the entropy only where the
+    prediction is already right sharpens those slots without pushing the wrong ones towards their mistake."""
+    log_probs = torch.log_softmax(logits / CERTAINTY_TEMPERATURE, dim=-1)
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+    return entropy * (logits.argmax(dim=-1) == targets)
+
+
 def pages_loss(
-    model: torch.nn.Module, pages: list[PageLayout], ar_weight: float
+    model: torch.nn.Module, pages: list[PageLayout], ar_weight: float, certainty: float = 0.0
 ) -> tuple[torch.Tensor, tuple[list[float], list[float]]]:
-    """Several pages in one forward: Σ over pages of (canvas tokens) × (canvas CE + ar_weight × next-token CE),
-    and each page's two cross-entropies. The pages are padded to one length (a multiple of 64, so attention keeps
-    its fused kernels); a padding row attends only to itself, and no real row attends to padding, so each page
-    reads exactly what it reads alone."""
+    """Several pages in one forward: Σ over pages of (canvas tokens) × (canvas CE + ar_weight × next-token CE +
+    certainty × the mean certain_entropy of its canvas slots), and each page's two cross-entropies. The pages are
+    padded to one length (a multiple of 64, so attention keeps its fused kernels); a padding row attends only to
+    itself, and no real row attends to padding, so each page reads exactly what it reads alone."""
     device = next(model.parameters()).device
     lengths = [page.input_ids.shape[1] for page in pages]
     width = -(-max(lengths) // 64) * 64
@@ -151,17 +169,18 @@ def pages_loss(
     hidden = model.model(
         input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device), use_cache=False
     ).last_hidden_state.flatten(0, 1)  # (B * W, H)
-    canvas = F.cross_entropy(
-        model.lm_head(hidden[torch.cat(canvas_rows).to(device)]).float(),
-        torch.cat(canvas_targets).to(device),
-        reduction="none",
-    )
+    canvas_logits = model.lm_head(hidden[torch.cat(canvas_rows).to(device)]).float()
+    targets = torch.cat(canvas_targets).to(device)
+    canvas = F.cross_entropy(canvas_logits, targets, reduction="none")
+    canvas_terms = canvas + certainty * certain_entropy(canvas_logits, targets) if certainty else canvas
     ar = F.cross_entropy(
         model.lm_head(hidden[torch.cat(ar_rows).to(device)]).float(), torch.cat(ar_targets).to(device), reduction="none"
     )
-    canvas_means = [part.mean() for part in canvas.split([len(t) for t in canvas_targets])]
+    sizes = [len(t) for t in canvas_targets]
+    canvas_means = [part.mean() for part in canvas.split(sizes)]
+    term_means = [part.mean() for part in canvas_terms.split(sizes)]
     ar_means = [part.mean() for part in ar.split([len(t) for t in ar_targets])]
-    total = sum(len(t) * (c + ar_weight * a) for t, c, a in zip(canvas_targets, canvas_means, ar_means, strict=True))
+    total = sum(n * (c + ar_weight * a) for n, c, a in zip(sizes, term_means, ar_means, strict=True))
     return total, ([float(c.detach()) for c in canvas_means], [float(a.detach()) for a in ar_means])
 
 
@@ -314,7 +333,7 @@ def train(args: argparse.Namespace) -> None:
                 )
                 seen += len(pages[-1].canvas_targets)
             with _autocast(device):
-                loss, (canvas_ces, ar_ces) = pages_loss(inner, pages, cfg.ar_weight)
+                loss, (canvas_ces, ar_ces) = pages_loss(inner, pages, cfg.ar_weight, cfg.certainty)
             (loss / cfg.canvas_tokens).backward()
             for page, canvas_ce, ar_ce in zip(pages, canvas_ces, ar_ces, strict=True):
                 sums[0] += canvas_ce * len(page.canvas_targets)

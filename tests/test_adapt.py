@@ -14,7 +14,7 @@ from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
 from engine.loading import DEFAULT_MODEL
-from lab.adapt import layout_page, main, page_loss, pages_loss
+from lab.adapt import CERTAINTY_TEMPERATURE, certain_entropy, layout_page, main, page_loss, pages_loss
 from lab.data import Packed
 
 
@@ -93,6 +93,35 @@ def test_pages_in_one_forward_score_and_train_as_they_do_one_at_a_time(tiny_base
     assert canvas_ces == pytest.approx([c for _, c, _ in alone], abs=1e-5)
     assert ar_ces == pytest.approx([a for _, _, a in alone], abs=1e-5)
     assert all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip(model.parameters(), expected, strict=True))
+
+
+def test_certain_entropy_is_the_tempered_entropy_where_the_argmax_is_right_and_zero_elsewhere() -> None:
+    logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(0)) * 3
+    targets = logits.argmax(dim=-1)
+    targets[::2] = (targets[::2] + 1) % 50  # slots 0, 2, 4 predict the wrong token
+    reference = torch.distributions.Categorical(logits=logits / CERTAINTY_TEMPERATURE).entropy()
+    got = certain_entropy(logits, targets)
+    assert torch.allclose(got[1::2], reference[1::2], atol=1e-5) and (reference[1::2] > 0).all()
+    assert (got[::2] == 0).all()
+
+
+def test_the_certainty_term_adds_its_weight_times_the_certain_entropy_of_the_canvas_slots(tiny_base: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    page = layout_page(np.arange(3, 8, dtype=np.uint16), np.arange(9, 29, dtype=np.uint16), 8, 1, 40, 0.6, generator)
+    logits = model(input_ids=page.input_ids, attention_mask=page.mask, position_ids=page.position_ids).logits[0]
+    slots = logits[-len(page.canvas_targets) :].detach()
+    page.canvas_targets[::2] = slots[::2].argmax(dim=-1)  # half the slots right, so the term has something to weigh
+    entropy = certain_entropy(slots, page.canvas_targets)
+    assert (entropy[::2] > 0).all()
+    plain, (canvas_ce, _) = pages_loss(model, [page], 0.5)
+    weighted, (same_ce, _) = pages_loss(model, [page], 0.5, certainty=2.0)
+    assert weighted.item() == pytest.approx(plain.item() + 2.0 * entropy.sum().item(), rel=1e-5)
+    assert same_ce == canvas_ce  # the reported cross-entropy stays the cross-entropy
+    weighted.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
 
 
 def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base: Path, tmp_path: Path) -> None:
