@@ -14,6 +14,10 @@ The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its
 draws ``--per-site`` of them a site, each of the site's routes in proportion to its held-out pages and spread across
 them (``corpus_pages``; before session 27 it took the first ones, which the corpus writes route by route, so the
 desktop's were all file listings), and ``genui quality --list`` prints them.
+
+``--first-clicks`` measures instead what a new visitor opens first: each site's home page and the pages its own
+navigation links to (the desktop's icons, the wiki's "Start with" articles, the forum's boards), with each page's
+skeleton verdict. They are not held out, some are not in the corpus at all, and there is no corpus reference.
 """
 
 from __future__ import annotations
@@ -195,8 +199,8 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
     if not s.balanced or s.debris:
         return False
     if site == "wiki":
-        if path.startswith("/wiki/"):
-            title = urlsplit(path).path.removeprefix("/wiki/").replace("_", " ").strip().lower()
+        if _is_article(path):
+            title = _title(path)
             # A paragraph counts when it holds a word: "<p>&gt;</p>" is not one.
             return (
                 any(h.strip().lower() == title for h in s.h1) and sum(bool(_WORD.search(p)) for p in s.paragraphs) >= 2
@@ -305,7 +309,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         hrefs = [h for s in shapes for h in s.hrefs]
         steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
         early = [e for r in rows for n, e in zip(r.steps, r.stopped_early, strict=False) if n]
-        articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and "/wiki/" in r.path]
+        articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and _is_article(r.path)]
         out.append(
             SiteReport(
                 site=name,
@@ -330,6 +334,13 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
 
 def _title(path: str) -> str:
     return urlsplit(path).path.rsplit("/", 1)[-1].replace("_", " ").strip().lower()
+
+
+def _is_article(path: str) -> bool:
+    """A wiki article's path: the corpus writes ``/wiki/{title}`` (the alias the model links with), the site serves
+    ``/{title}``."""
+    here = urlsplit(path).path
+    return here.startswith("/wiki/") or (here.count("/") == 1 and here not in ("/", "/search"))
 
 
 def shared_phrases(texts: list[str], n: int = 5) -> float:
@@ -397,6 +408,17 @@ def corpus_pages(corpus: Path, per_site: int, routers: dict[str, SiteRouter]) ->
         for group in spread(list(held[site].values()), per_site)
         for row in group
     ]
+
+
+def first_clicks(sites: dict[str, Site]) -> list[tuple[str, str]]:
+    """Each site's home page and the pages its own navigation links to (the desktop's icons, the wiki's "Start
+    with" articles, the forum's boards): what a new visitor opens first, whether or not the corpus holds them."""
+    pages = []
+    for name in sorted(sites):
+        router = SiteRouter(sites[name])
+        urls = ["/", *(link.url for section in sites[name].navigation for link in section.links)]
+        pages += [(name, url) for url in dict.fromkeys(urls) if router.leads_to_page(url)]
+    return pages
 
 
 def corpus_pages_at(corpus: Path, wanted: set[tuple[str, str]]) -> list[PageResult]:
@@ -496,7 +518,14 @@ def main(argv: list[str] | None = None) -> int:
         help="report on this site's held-out pages only (repeat for several; default: every site in the corpus)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--list", action="store_true", help="only list the held-out pages")
+    parser.add_argument("--list", action="store_true", help="only list the pages the report would generate")
+    parser.add_argument(
+        "--first-clicks",
+        action="store_true",
+        help="report on each site's home page and the pages its navigation links to (what a new visitor opens "
+        "first; mostly not held out, some not in the corpus at all) instead of the held-out pages, and list each "
+        "page's skeleton verdict",
+    )
     parser.add_argument(
         "--save-pages", type=Path, metavar="FILE", help="also write every generated page to FILE (JSON lines)"
     )
@@ -525,18 +554,32 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("max_steps", "t_max", "t_min", "entropy_bound")
         if getattr(args, key) is not None
     }
-    if not args.corpus.exists():
-        print(f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr)
-        return 2
     sites = {s.name: s for s in load_sites(args.sites_dir)}
-    originals = corpus_pages(args.corpus, args.per_site, {name: SiteRouter(site) for name, site in sites.items()})
-    if args.site:
-        unknown = sorted(set(args.site) - {r.site for r in originals})
-        if unknown:
-            print(f"--site {', '.join(unknown)}: {args.corpus} has no held-out pages of it", file=sys.stderr)
+    if args.first_clicks:
+        if args.rescore or args.packed:
+            print("--first-clicks generates its own pages: it takes neither --rescore nor --packed", file=sys.stderr)
             return 2
-        originals = [r for r in originals if r.site in args.site]
-    pages = [(r.site, r.path) for r in originals]
+        unknown = sorted(set(args.site or ()) - sites.keys())
+        if unknown:
+            print(f"--site {', '.join(unknown)}: {args.sites_dir} has no such site", file=sys.stderr)
+            return 2
+        pages = [(site, url) for site, url in first_clicks(sites) if not args.site or site in args.site]
+        originals: list[PageResult] = []  # no reference: the corpus holds few of these pages, none held out
+    else:
+        if not args.corpus.exists():
+            print(
+                f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr
+            )
+            return 2
+        routers = {name: SiteRouter(site) for name, site in sites.items()}
+        originals = corpus_pages(args.corpus, args.per_site, routers)
+        if args.site:
+            unknown = sorted(set(args.site) - {r.site for r in originals})
+            if unknown:
+                print(f"--site {', '.join(unknown)}: {args.corpus} has no held-out pages of it", file=sys.stderr)
+                return 2
+            originals = [r for r in originals if r.site in args.site]
+        pages = [(r.site, r.path) for r in originals]
     if args.list:
         for site, path in pages:
             print(f"{site}\t{path}")
@@ -607,6 +650,10 @@ def main(argv: list[str] | None = None) -> int:
                 # The same pages under each other's prompts (rotated by one): the loss the prompt saves.
                 rotated = held[1:] + held[:1]
                 row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
+    verdicts = [
+        {"site": r.site, "path": r.path, "skeleton": skeleton_ok(r.site, r.path, r.html), "steps": r.steps}
+        for r in results
+    ]
     if args.json:
         summary = {
             "model": engine.model_id,
@@ -614,11 +661,18 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "openings": not args.no_openings,
             "sampler": sampler,
+            "pages_measured": "first clicks" if args.first_clicks else "held out",
         }
         corpus = [asdict(r) for r in reference]
-        print(json.dumps({**summary, "sites": [asdict(r) for r in rows], "corpus": corpus}, indent=1))
+        extra = {"pages": verdicts} if args.first_clicks else {}
+        print(json.dumps({**summary, "sites": [asdict(r) for r in rows], "corpus": corpus, **extra}, indent=1))
     else:
         print_table(rows, reference)
+        if args.first_clicks:
+            print("\nsite | page | skeleton | steps a canvas")
+            print("--- | --- | --- | ---")
+            for v in verdicts:
+                print(f"{v['site']} | {v['path']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
     return 0
 
 

@@ -32,6 +32,27 @@ def test_wiki_article_needs_its_title_in_h1_and_two_paragraphs() -> None:
     assert not skeleton_ok("wiki", "/wiki/Hash_table", "<h1>Hash table</h1><p>one paragraph</p><p>&gt; 9</p>")
 
 
+def test_a_wiki_article_is_checked_at_the_site_s_own_path_as_at_the_corpus_s_alias() -> None:
+    """The corpus writes /wiki/{title}; the site serves /{title}, which the home page's links open."""
+    assert skeleton_ok("wiki", "/Hash_table", ARTICLE)
+    assert not skeleton_ok("wiki", "/Linked_list", ARTICLE)
+    home = '<div class="home"><h1>Genpedia</h1><p>Welcome.</p></div>'
+    assert skeleton_ok("wiki", "/", home)
+    results = [PageResult("wiki", "/Hash_table", ARTICLE, [3], 1.0), PageResult("wiki", "/", home, [3], 1.0)]
+    assert report(results, SITES, {"a"})[0].title_h1 == 1.0  # the home page is no article
+
+
+def test_first_clicks_are_each_site_s_home_and_the_links_its_navigation_fixes() -> None:
+    pages = quality.first_clicks(SITES)
+    assert len(pages) == len(set(pages))
+    for name in SITES:
+        own = [url for site, url in pages if site == name]
+        assert own[0] == "/"
+        fixed = [link.url for section in SITES[name].navigation for link in section.links]
+        assert own[1:] == list(dict.fromkeys(fixed))  # the written-pages sections add none
+    assert ("os", "/terminal?cmd=ls") in pages and ("wiki", "/Hash_table") in pages
+
+
 def test_unbalanced_html_is_not_well_formed() -> None:
     assert not shape("<div><p>open</div>").balanced
     assert not skeleton_ok("wiki", "/wiki/Hash_table", ARTICLE.removesuffix("</article>"))
@@ -254,6 +275,15 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     corpus_rows = {row["site"]: row for row in result["corpus"]}
     assert set(corpus_rows) == {"wiki", "forum"} and corpus_rows["wiki"]["pages"] == 2
     assert corpus_rows["wiki"]["dictionary_words"] == 1.0 and corpus_rows["wiki"]["heldout_loss"] is None
+
+    # --first-clicks: the forum's home page and the boards its navigation names, each page's verdict listed
+    first = ["--model", str(model), "--first-clicks", "--site", "forum", "--steps", "2", "--device", "cpu", "--json"]
+    assert quality.main(first) == 0
+    clicks = json.loads(capsys.readouterr().out)
+    assert clicks["pages_measured"] == "first clicks" and clicks["corpus"] == []
+    assert [(p["site"], p["path"]) for p in clicks["pages"]] == quality.first_clicks({"forum": SITES["forum"]})
+    assert clicks["sites"][0]["pages"] == len(clicks["pages"]) and all(p["steps"] for p in clicks["pages"])
+    assert clicks["sites"][0]["skeleton"] == sum(p["skeleton"] for p in clicks["pages"]) / len(clicks["pages"])
 
     # the saved pages report the same again, with no model loaded
     assert quality.main(["--corpus", str(corpus), "--per-site", "2", "--rescore", str(saved), "--json"]) == 0
