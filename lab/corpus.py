@@ -5,7 +5,10 @@ Sources (install them with ``apt-get install dict-foldoc dict-jargon fortunes``;
 
 - FOLDOC and the Jargon File (dictd databases) -> wiki articles, search pages, forum "what is" threads;
 - fortunes -> forum posts and replies, desktop notes;
-- Debian package descriptions and installed file lists -> OS file manager, viewer and terminal screens.
+- Debian package descriptions and installed file lists (each package's first 150 paths) -> OS file manager, viewer
+  and terminal screens;
+- all three -> users' home folders on the desktop (notes, to-do lists, documents, downloads), /home/user's written
+  many times over, since the desktop's icons open it.
 
 Every prompt is rendered through the site's own prompt template (genui.prompts), so the model learns exactly the
 prompts the framework sends. The split is fixed: a page is held out when a hash of its site and path says so.
@@ -33,6 +36,8 @@ from genui.sites import Route, Site, load_sites
 
 DICTD = Path("/usr/share/dictd")
 FORTUNES = Path("/usr/share/games/fortunes")
+DPKG_INFO = Path("/var/lib/dpkg/info")
+PATHS_PER_PACKAGE = 150  # read_file_tree: 2,946 folders with files from 838 packages on the machine of session 28
 HOLDOUT_PER_MILLE = 8  # ~0.8% of pages, chosen by hash: the same pages on every machine
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _TITLE_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()'+-]{0,60}$")
@@ -212,19 +217,22 @@ def read_packages(limit: int = 20000) -> list[Package]:
     return packages
 
 
-def read_file_tree(limit: int = 60000) -> dict[str, set[str]]:
-    """Directory -> children, from the lists of installed Debian packages."""
+def read_file_tree(per_package: int = PATHS_PER_PACKAGE, info: Path = DPKG_INFO) -> dict[str, set[str]]:
+    """Directory -> children, from the lists of installed Debian packages: the first ``per_package`` paths of each.
+    dpkg lists a package's folders before its files, so those are its shallow ones; and no one package (an SDK of
+    50,000 files) fills the desktop. Until session 28 the tree took whole lists in name order up to 60,000 paths, so it
+    held the first 112 of 838 packages here, and two-fifths of the desktop's pages were one SDK's folders."""
     tree: dict[str, set[str]] = {}
-    count = 0
-    for lst in sorted(Path("/var/lib/dpkg/info").glob("*.list")):
+    for lst in sorted(info.glob("*.list")):
+        taken = 0
         for line in lst.read_text(errors="replace").splitlines():
+            if taken >= per_package:
+                break
             if not line.startswith("/") or line == "/." or not re.fullmatch(r"[A-Za-z0-9/._+-]+", line):
                 continue
             parent, _, name = line.rpartition("/")
             tree.setdefault(parent or "/", set()).add(name)
-            count += 1
-        if count > limit:
-            break
+            taken += 1
     return tree
 
 
@@ -248,6 +256,8 @@ def _words(rng: random.Random, words: list[str]) -> str:
 def username(rng: random.Random, words: list[str]) -> str:
     return f"{rng.choice(words)}_{rng.choice(words)}{rng.randint(1, 99) if rng.random() < 0.5 else ''}"
 
+
+HOME_USER = "user"  # whose home folder the desktop's icons open (sites/os/site.toml)
 
 # Routes with few URLs, each written many times over by the builder (Example.shared).
 SHARED_URLS = {("wiki", "/"), ("forum", "/"), ("forum", "/r/{board}"), ("os", "/"), ("os", "/settings/{panel}")}
@@ -296,6 +306,7 @@ class Builder:
         sources = sources or Sources.read()
         self.sites = sites
         self.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
+        self.seed = seed
         self.rng = random.Random(seed)
         self.budget = char_budget
         self.entries = sources.entries
@@ -323,9 +334,10 @@ class Builder:
         query: dict[str, str] | None = None,
         parent: Parent | None = None,
         posts: list[Post] | None = None,
+        shared: bool = False,
     ) -> Example:
         prompt = self.renderers[site].render(self._route(site, pattern), params, query, parent, posts)
-        shared = (site, pattern) in SHARED_URLS
+        shared = shared or (site, pattern) in SHARED_URLS
         return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path), shared=shared)
 
     def _linkify(self, text: str) -> str:
@@ -510,13 +522,14 @@ class Builder:
         body = f'<div class="desktop">\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
         return self._example("os", "/", "/", {}, body)
 
-    def os_files(self, directory: str) -> Example:
-        children = sorted(self.tree.get(directory, set()))[:18]
+    def os_files(self, directory: str, tree: dict[str, set[str]] | None = None, shared: bool = False) -> Example:
+        tree = self.tree if tree is None else tree
+        children = sorted(tree.get(directory, set()))[:18]
         items = []
         for name in children:
             full = f"{directory.rstrip('/')}/{name}"
             href, text = _attribute(full), html.escape(name, quote=False)
-            if full in self.tree:
+            if full in tree:
                 items.append(f'<li class="dir"><a href="/files{href}">{text}/</a></li>')
             else:
                 items.append(f'<li class="file"><a href="/view{href}">{text}</a></li>')
@@ -528,7 +541,7 @@ class Builder:
         )
         body = self._window(f"Files — {directory}", inner)
         path = directory.lstrip("/")
-        return self._example("os", "/files/{path:path}", f"/files/{path}", {"path": path}, body)
+        return self._example("os", "/files/{path:path}", f"/files/{path}", {"path": path}, body, shared=shared)
 
     def os_viewer(self, pkg: Package) -> Example:
         path = f"usr/share/doc/{pkg.name}/README"
@@ -536,6 +549,20 @@ class Builder:
         inner = self._fit(f"<h2>{html.escape(pkg.name)}: {html.escape(pkg.summary)}</h2>\n", paras, "")
         body = self._window(f"Viewer — /{path}", inner)
         return self._example("os", "/view/{path:path}", f"/view/{path}", {"path": path}, body)
+
+    def os_text(self, path: str, text: str, shared: bool = False) -> Example:
+        """A text file in the viewer, whole lines while they fit."""
+        lines = [html.escape(line, quote=False) + "\n" for line in text.strip().split("\n")]
+        inner = self._fit('<pre class="text">', lines, "</pre>")
+        body = self._window(f"Viewer — {path}", inner)
+        here = path.lstrip("/")
+        return self._example("os", "/view/{path:path}", f"/view/{here}", {"path": here}, body, shared=shared)
+
+    def _shell(self, cmd: str, out: str, shared: bool = False) -> Example:
+        inner = f'<pre class="terminal">$ {html.escape(cmd)}\n{html.escape(out)}\n$ </pre>'
+        body = self._window("Terminal", inner)
+        path = f"/terminal?cmd={quote(cmd)}"
+        return self._example("os", "/terminal", path, {}, body, query={"cmd": cmd}, shared=shared)
 
     def os_terminal(self) -> Example:
         rng = self.rng
@@ -555,9 +582,7 @@ class Builder:
         else:
             cmd = "fortune"
             out = rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))])
-        inner = f'<pre class="terminal">$ {html.escape(cmd)}\n{html.escape(out)}\n$ </pre>'
-        body = self._window("Terminal", inner)
-        return self._example("os", "/terminal", f"/terminal?cmd={quote(cmd)}", {}, body, query={"cmd": cmd})
+        return self._shell(cmd, out)
 
     SETTINGS = {
         "display": [
@@ -618,6 +643,61 @@ class Builder:
         body = self._window(f"Browser — {entry.title}", inner)
         return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
 
+    def home_files(self, rng: random.Random, user: str) -> dict[str, str]:
+        """What a user's home folder holds, path -> text ("" for a file the viewer does not show): notes (fortunes),
+        a to-do list (packages to try), documents (dictionary entries), downloaded packages."""
+        home = f"/home/{user}"
+        files: dict[str, str] = {}
+        if user == HOME_USER or rng.random() < 0.7:
+            pool = self.fortunes[rng.choice(sorted(self.fortunes))]
+            files[f"{home}/notes.txt"] = "\n\n".join(rng.sample(pool, min(len(pool), rng.randint(1, 3))))
+        if rng.random() < 0.5:
+            todo = rng.sample(self.packages, min(len(self.packages), rng.randint(2, 6)))
+            verbs = ("try", "install", "read about", "look at", "remove")
+            files[f"{home}/todo.txt"] = "\n".join(f"- {rng.choice(verbs)} {p.name}: {p.summary}" for p in todo)
+        if rng.random() < 0.7:
+            entries = sorted(self.entries.values(), key=lambda e: e.title)
+            for entry in rng.sample(entries, min(len(entries), rng.randint(2, 6))):
+                name = re.sub(r"[^A-Za-z0-9.+-]+", "_", entry.title).strip("_.") or "untitled"
+                text = "\n\n".join(re.sub(r"\{([^{}]+)\}", r"\1", p) for p in entry.paragraphs)
+                files[f"{home}/Documents/{name}.txt"] = f"{entry.title}\n\n{text}"
+        if rng.random() < 0.5:
+            for pkg in rng.sample(self.packages, min(len(self.packages), rng.randint(1, 4))):
+                version = re.sub(r"[^A-Za-z0-9.+~-]", "", pkg.version.rpartition(":")[2])
+                files[f"{home}/Downloads/{pkg.name}_{version}_amd64.deb"] = ""
+        return files or self.home_files(rng, user)  # an empty folder teaches nothing: draw again
+
+    def os_home(self, rng: random.Random, user: str) -> Iterator[Example]:
+        """One user's home folder: its listings, its text files in the viewer, ``ls`` of it in the terminal (a bare
+        ``ls`` too for HOME_USER, whose pages are shared: the desktop's icons open them, sites/os/site.toml)."""
+        files = self.home_files(rng, user)
+        tree: dict[str, set[str]] = {}
+        for path in files:
+            parent, _, name = path.rpartition("/")
+            while parent != "/home":
+                tree.setdefault(parent, set()).add(name)
+                parent, _, name = parent.rpartition("/")
+        shared = user == HOME_USER
+        for directory in sorted(tree):
+            yield self.os_files(directory, tree, shared=shared)
+        for path, text in files.items():
+            if text:
+                yield self.os_text(path, text, shared=shared)
+        listing = "\n".join(sorted(tree[f"/home/{user}"]))
+        yield self._shell(f"ls /home/{user}", listing, shared=shared)
+        if shared:
+            yield self._shell("ls", listing, shared=True)
+
+    def os_homes(self, users: int = 300, own: int = 150) -> Iterator[Example]:
+        """``users`` home folders of users named by dictionary words, and ``own`` of HOME_USER's, with an RNG of their
+        own so the pages built before them stay as they were."""
+        rng = random.Random(f"{self.seed}-home")
+        names = sorted({n for n in self.names if n != HOME_USER})
+        everyone = [*rng.sample(names, min(users, len(names))), *[HOME_USER] * own]
+        for user in everyone:
+            yield from self.os_home(rng, user)
+        yield self.os_files("/home", {"/home": set(everyone), **{f"/home/{u}": set() for u in everyone}})
+
     # -- all ----------------------------------------------------------------------------------------------------
 
     def build(self) -> Iterator[Example]:
@@ -650,6 +730,7 @@ class Builder:
             yield self.os_settings(rng.choice(sorted(self.SETTINGS)))
         for entry in rng.sample(entries, 2500):
             yield self.os_browser(entry)
+        yield from self.os_homes()
 
 
 def distinct(examples: Iterable[Example]) -> Iterator[Example]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from lab.corpus import (
     distinct,
     holdout,
     parse_entry,
+    read_file_tree,
     read_translations,
     slug,
 )
@@ -148,6 +151,7 @@ def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
         builder.os_viewer(sources.packages[0]),
         *(builder.os_terminal() for _ in range(6)),
         builder.os_browser(entry),
+        *builder.os_home(random.Random(0), "user"),
     ]
     for page in pages:
         parser = _Text()
@@ -156,3 +160,62 @@ def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
         assert not [t for t in parser.text if "<" in t or ">" in t], page.path
         assert not [t for t in parser.tags if "<" in t[1:]], page.path
     assert "&gt;" in pages[0].html and "&lt;programming&gt;" in pages[0].html
+
+
+def test_the_file_tree_takes_each_package_s_first_paths_so_none_fills_it(tmp_path: Path) -> None:
+    """dpkg lists a package's folders before its files: a cap per package keeps its shallow folders and lets every
+    package in, where whole lists in name order let an SDK of 50,000 files fill the desktop."""
+    sdk = ["/.", "/usr", "/usr/lib", "/usr/lib/sdk"] + [f"/usr/lib/sdk/m{i}.py" for i in range(500)]
+    (tmp_path / "a-sdk.list").write_text("\n".join(sdk) + "\n")
+    (tmp_path / "zsh.list").write_text("/.\n/bin\n/bin/zsh\n/usr/share/doc/zsh/README weird name\n")
+    tree = read_file_tree(per_package=10, info=tmp_path)
+    assert tree["/"] == {"usr", "bin"} and tree["/bin"] == {"zsh"}  # the last package is in
+    assert len(tree["/usr/lib/sdk"]) == 10 - 3  # /usr, /usr/lib and /usr/lib/sdk count against the cap
+    assert "/usr/share/doc/zsh" not in tree  # a path with a space is not a file name the pages can link
+
+
+def _home_builder() -> Builder:
+    entry = Entry("hash table", ("A {lookup table} of keys.", "A second paragraph."), ("lookup table",), ())
+    sources = Sources(
+        entries={"hash table": entry, "lisp": Entry("Lisp", ("A language of lists.",), (), ())},
+        fortunes={"linux": ["Use the source, Luke.", "Real programmers use cat.", "Ed is the standard editor."]},
+        packages=[Package(n, "1:2.0-1", "utils", f"{n} does things", "Long text. " * 10) for n in ("ed", "vim")],
+        tree={"/usr": {"bin"}, "/usr/bin": {"ed"}},
+        names=["user", "alice", "bob", "carol"],
+    )
+    return Builder({s.name: s for s in load_sites(bundled("sites"))}, seed=0, sources=sources)
+
+
+def test_home_folders_give_the_desktop_icons_pages_to_learn_from() -> None:
+    """The desktop's Home, Terminal and Notes icons open /files/home/user, a bare `ls` and /home/user/notes.txt;
+    the corpus writes many of each (shared URLs), beside other users' homes, and every link on a home listing leads
+    to a page of the corpus or to a file the viewer does not show (a .deb)."""
+    pages = list(_home_builder().os_homes(users=3, own=5))
+    by_path: dict[str, list[Example]] = {}
+    for page in pages:
+        by_path.setdefault(page.path, []).append(page)
+    for icon in ("/files/home/user", "/terminal?cmd=ls", "/view/home/user/notes.txt"):
+        assert len(by_path[icon]) == 5 and all(p.shared for p in by_path[icon]), icon
+    assert {p.path for p in pages if p.path.startswith("/files/home/") and not p.shared} >= {
+        f"/files/home/{u}" for u in ("alice", "bob", "carol")
+    }
+    assert by_path["/files/home"][0].html.count('<li class="dir">') == 4  # alice, bob, carol and user
+    notes = by_path["/view/home/user/notes.txt"][0]
+    assert '<pre class="text">' in notes.html and "Viewer — /home/user/notes.txt" in notes.html
+    for page in pages:
+        if page.path.startswith("/files/"):
+            for href in re.findall(r'href="([^"]+)"', page.html):
+                assert href in by_path or href.endswith(".deb") or href == "/files", (page.path, href)  # the root
+        if page.path.startswith("/terminal"):
+            assert page.html.count("$ ") == 2 and "\n\n$ " not in page.html  # a listing, never an empty one
+    assert all(p.prompt.startswith("<site>GenOS") for p in pages)
+
+
+def test_home_folders_draw_from_an_rng_of_their_own() -> None:
+    """They come after every other page (Builder.build) and leave the builder's RNG alone: adding them changed no
+    page the corpus held before, and no held-out page."""
+    builder = _home_builder()
+    state = builder.rng.getstate()
+    first = [(p.path, p.html) for p in builder.os_homes(users=3, own=2)]
+    assert builder.rng.getstate() == state
+    assert [(p.path, p.html) for p in _home_builder().os_homes(users=3, own=2)] == first  # and are the same each time
