@@ -65,6 +65,7 @@ class _Shape(HTMLParser):
         self.balanced = True
         self.tags: list[tuple[str, str]] = []  # (tag, class)
         self.hrefs: list[str] = []
+        self.links: list[tuple[str, tuple[str, ...]]] = []  # every link's href and the tags it sits in
         self.text: list[str] = []
         self.h1: list[str] = []
         self.paragraphs: list[str] = []  # the text of each <p>
@@ -83,6 +84,7 @@ class _Shape(HTMLParser):
             self.debris.append(f'href="{a["href"]}"')
         if tag == "a" and a.get("href"):
             self.hrefs.append(a["href"] or "")
+            self.links.append((a["href"] or "", tuple(self.stack)))
         if tag == "h1":
             self._in_h1 = True
             self.h1.append("")
@@ -142,19 +144,31 @@ def _texts(s: _Shape, *tags: str, cls: str | None = None) -> list[str]:
     return ["".join(text) for t, c, text in s.elements if t in tags and (cls is None or cls in c.split())]
 
 
-def _listing(s: _Shape) -> bool:
-    return _count(s, "ul", "files") >= 1 and any(t.strip() for t in _texts(s, "li"))
+def _listing(path: str, s: _Shape) -> bool:
+    """A list of the folder's entries, each linking to what is in it (``/files{folder}/name`` or
+    ``/view{folder}/name``, as the corpus writes them): a list of links elsewhere is not this folder's."""
+    folder = "/" + urlsplit(path).path.removeprefix("/files").strip("/")
+    inside = tuple(f"/{kind}{folder.rstrip('/')}/" for kind in ("files", "view"))
+    items = [href for href, within in s.links if "li" in within]
+    entry = lambda href: any(href.startswith(p) and len(href) > len(p) for p in inside)  # noqa: E731
+    return _count(s, "ul", "files") >= 1 and bool(items) and all(entry(href) for href in items)
 
 
-def _worded(s: _Shape) -> bool:
+def _worded(path: str, s: _Shape) -> bool:
     return any(_WORD.search(t) for t in _texts(s, "p", "pre", "h2"))
 
 
-def _command_output(s: _Shape) -> bool:
+def _file_text(path: str, s: _Shape) -> bool:
+    """The file's words, and not a folder's listing in the viewer (``p.path``'s words are a listing's)."""
+    text = [t for tag, c, t in s.elements if tag in ("p", "pre", "h2") and "path" not in c.split()]
+    return _count(s, "ul", "files") == 0 and any(_WORD.search("".join(t)) for t in text)
+
+
+def _command_output(path: str, s: _Shape) -> bool:
     return any(t.partition("\n")[2].strip().removesuffix("$").strip() for t in _texts(s, "pre", cls="terminal"))
 
 
-def _name_value_pairs(s: _Shape) -> bool:
+def _name_value_pairs(path: str, s: _Shape) -> bool:
     pairs = [(t, "".join(text)) for t, _, text in s.elements if t in ("dt", "dd")]
     return (
         _count(s, "dl", "settings") >= 1
@@ -164,21 +178,21 @@ def _name_value_pairs(s: _Shape) -> bool:
     )
 
 
-def _page_under_address(s: _Shape) -> bool:
+def _page_under_address(path: str, s: _Shape) -> bool:
     paragraphs = [(c, "".join(text)) for t, c, text in s.elements if t == "p"]
     return any(_WORD.search(text) for c, text in paragraphs if "address" not in c.split())
 
 
-def _note(s: _Shape) -> bool:
-    return _count(s, "div", "desktop") >= 1 and _worded(s)
+def _note(path: str, s: _Shape) -> bool:
+    return _count(s, "div", "desktop") >= 1 and _worded(path, s)
 
 
 # What the model must write inside the window, by the first segment of the desktop's routes (sites/os/site.toml):
 # the routes' openings pin the window and its title bar, so those alone say nothing about what the model wrote.
-_DESKTOP_CONTENT: dict[str, Callable[[_Shape], bool]] = {
+_DESKTOP_CONTENT: dict[str, Callable[[str, _Shape], bool]] = {
     "": _note,  # the home screen
     "files": _listing,
-    "view": _worded,  # the file's text
+    "view": _file_text,
     "terminal": _command_output,
     "settings": _name_value_pairs,
     "browser": _page_under_address,
@@ -189,7 +203,7 @@ def _desktop_ok(path: str, s: _Shape) -> bool:
     if not (_count(s, "div", "window") >= 1 and _count(s, "div", "titlebar") >= 1):
         return False
     content = _DESKTOP_CONTENT.get(urlsplit(path).path.strip("/").partition("/")[0])
-    return content is None or content(s)  # a route of a site's own making: the window is all it is known to need
+    return content is None or content(path, s)  # a route of a site's own making: the window is all it is known to need
 
 
 def skeleton_ok(site: str, path: str, html_text: str) -> bool:
@@ -556,8 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     sites = {s.name: s for s in load_sites(args.sites_dir)}
     if args.first_clicks:
-        if args.rescore or args.packed:
-            print("--first-clicks generates its own pages: it takes neither --rescore nor --packed", file=sys.stderr)
+        if args.packed:
+            print("--first-clicks: no held-out loss is measured on these pages, so no --packed", file=sys.stderr)
             return 2
         unknown = sorted(set(args.site or ()) - sites.keys())
         if unknown:
@@ -604,16 +618,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         rows = report(results, sites, dictionary)
         saved = {(r.site, r.path) for r in results}
-        reference = report(corpus_pages_at(args.corpus, saved), sites, dictionary)
-        if args.json:
-            summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
-            print(
-                json.dumps(
-                    {**summary, "sites": [asdict(r) for r in rows], "corpus": [asdict(r) for r in reference]}, indent=1
-                )
-            )
-        else:
-            print_table(rows, reference)
+        reference = [] if args.first_clicks else report(corpus_pages_at(args.corpus, saved), sites, dictionary)
+        summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
+        _emit(args, summary, rows, reference, results)
         return 0
     from engine import load_engine  # the model is loaded only when a report is asked for
 
@@ -650,30 +657,41 @@ def main(argv: list[str] | None = None) -> int:
                 # The same pages under each other's prompts (rotated by one): the loss the prompt saves.
                 rotated = held[1:] + held[:1]
                 row.prompt_gain = loss(packed.subset(held, prompts_from=rotated)) - row.heldout_loss
+    summary = {
+        "model": engine.model_id,
+        "weights": engine.loaded.weights,
+        "seed": args.seed,
+        "openings": not args.no_openings,
+        "sampler": sampler,
+    }
+    _emit(args, summary, rows, reference, results)
+    return 0
+
+
+def _emit(
+    args: argparse.Namespace,
+    summary: dict[str, Any],
+    rows: list[SiteReport],
+    reference: list[SiteReport],
+    results: list[PageResult],
+) -> None:
+    """Print the report: a table or JSON, and with ``--first-clicks`` each page's skeleton verdict."""
     verdicts = [
         {"site": r.site, "path": r.path, "skeleton": skeleton_ok(r.site, r.path, r.html), "steps": r.steps}
         for r in results
     ]
     if args.json:
-        summary = {
-            "model": engine.model_id,
-            "weights": engine.loaded.weights,
-            "seed": args.seed,
-            "openings": not args.no_openings,
-            "sampler": sampler,
-            "pages_measured": "first clicks" if args.first_clicks else "held out",
-        }
-        corpus = [asdict(r) for r in reference]
+        summary = {**summary, "pages_measured": "first clicks" if args.first_clicks else "held out"}
         extra = {"pages": verdicts} if args.first_clicks else {}
-        print(json.dumps({**summary, "sites": [asdict(r) for r in rows], "corpus": corpus, **extra}, indent=1))
-    else:
-        print_table(rows, reference)
-        if args.first_clicks:
-            print("\nsite | page | skeleton | steps a canvas")
-            print("--- | --- | --- | ---")
-            for v in verdicts:
-                print(f"{v['site']} | {v['path']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
-    return 0
+        sites = [asdict(r) for r in rows]
+        print(json.dumps({**summary, "sites": sites, "corpus": [asdict(r) for r in reference], **extra}, indent=1))
+        return
+    print_table(rows, reference)
+    if args.first_clicks:
+        print("\nsite | page | skeleton | steps a canvas")
+        print("--- | --- | --- | ---")
+        for v in verdicts:
+            print(f"{v['site']} | {v['path']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
 
 
 if __name__ == "__main__":

@@ -104,6 +104,31 @@ def test_os_screen_needs_a_window_with_a_title_bar() -> None:
     assert not skeleton_ok("os", "/view/a", '<div class="window"><p>no bar</p></div>')
 
 
+def _window(title: str, inner: str) -> str:
+    return f'<div class="window"><div class="titlebar">{title}</div><div class="body">{inner}</div></div>'
+
+
+def test_a_listing_links_into_its_own_folder_only_and_the_viewer_shows_no_listing() -> None:
+    """A folder's listing whose entries open other folders (step 3850's Home icon: /view/usr/user/user) is not that
+    folder's; a viewer that writes a listing (its Notes icon) shows no file."""
+
+    def listing(folder: str, *hrefs: str) -> str:
+        items = "".join(f'<li class="file"><a href="{h}">{h.rpartition("/")[2]}</a></li>' for h in hrefs)
+        return _window(
+            f"Files — {folder}", f'<p class="path"><a href="/files">..</a></p><ul class="files">{items}</ul>'
+        )
+
+    assert skeleton_ok("os", "/files/home/user", listing("/home/user", "/view/home/user/a.txt", "/files/home/user/src"))
+    assert skeleton_ok("os", "/files/", listing("/", "/files/usr", "/view/README"))
+    for wrong in ("/view/usr/user/user", "/files/home/user/", "/files/home/username/x", "/wiki/x"):
+        assert not skeleton_ok("os", "/files/home/user", listing("/home/user", "/view/home/user/a.txt", wrong))
+    text = _window("Viewer — /home/user/notes.txt", '<pre class="text">Use the source, Luke.</pre>')
+    assert skeleton_ok("os", "/view/home/user/notes.txt", text)
+    shown = listing("/home/user", "/view/home/user/notes/README").replace("Files", "Viewer")
+    assert not skeleton_ok("os", "/view/home/user/notes.txt", shown)
+    assert not skeleton_ok("os", "/view/home/user/notes.txt", _window("Viewer", '<p class="path">/home/user</p>'))
+
+
 def _desktop_pages() -> list[Example]:
     """One page of each kind the desktop has, as the corpus builder writes them, from hand-written sources."""
     package = Package("fish", "1.0-1", "shells", "friendly shell", "A shell that is\nfriendly.\n\nIt has colours.")
@@ -121,6 +146,7 @@ def _desktop_pages() -> list[Example]:
         builder.os_desktop(),
         builder.os_files("/home/user"),
         builder.os_viewer(package),
+        builder.os_text("/home/user/notes.txt", "Use the source, Luke."),
         terminal,
         builder.os_settings("display"),
         builder.os_browser(fish),
@@ -278,12 +304,15 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
 
     # --first-clicks: the forum's home page and the boards its navigation names, each page's verdict listed
     first = ["--model", str(model), "--first-clicks", "--site", "forum", "--steps", "2", "--device", "cpu", "--json"]
-    assert quality.main(first) == 0
+    assert quality.main([*first, "--save-pages", str(tmp_path / "clicks.jsonl")]) == 0
     clicks = json.loads(capsys.readouterr().out)
     assert clicks["pages_measured"] == "first clicks" and clicks["corpus"] == []
     assert [(p["site"], p["path"]) for p in clicks["pages"]] == quality.first_clicks({"forum": SITES["forum"]})
     assert clicks["sites"][0]["pages"] == len(clicks["pages"]) and all(p["steps"] for p in clicks["pages"])
     assert clicks["sites"][0]["skeleton"] == sum(p["skeleton"] for p in clicks["pages"]) / len(clicks["pages"])
+    again = ["--first-clicks", "--rescore", str(tmp_path / "clicks.jsonl"), "--json", "--corpus", "nowhere.jsonl"]
+    assert quality.main(again) == 0  # the saved pages' verdicts again, with no model and no corpus
+    assert json.loads(capsys.readouterr().out)["pages"] == clicks["pages"]
 
     # the saved pages report the same again, with no model loaded
     assert quality.main(["--corpus", str(corpus), "--per-site", "2", "--rescore", str(saved), "--json"]) == 0
