@@ -150,8 +150,11 @@ def _listing(path: str, s: _Shape) -> bool:
     folder = "/" + urlsplit(path).path.removeprefix("/files").strip("/")
     inside = tuple(f"/{kind}{folder.rstrip('/')}/" for kind in ("files", "view"))
     items = [href for href, within in s.links if "li" in within]
-    entry = lambda href: any(href.startswith(p) and len(href) > len(p) for p in inside)  # noqa: E731
-    return _count(s, "ul", "files") >= 1 and bool(items) and all(entry(href) for href in items)
+
+    def in_folder(href: str) -> bool:
+        return any(href.startswith(p) and len(href) > len(p) for p in inside)
+
+    return _count(s, "ul", "files") >= 1 and bool(items) and all(in_folder(href) for href in items)
 
 
 def _worded(path: str, s: _Shape) -> bool:
