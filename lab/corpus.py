@@ -17,6 +17,7 @@ prompts the framework sends. The split is fixed: a page is held out when a hash 
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import hashlib
 import html
@@ -643,6 +644,10 @@ class Builder:
         body = self._window(f"Browser — {entry.title}", inner)
         return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
 
+    @functools.cached_property
+    def _entries_by_title(self) -> list[Entry]:
+        return sorted(self.entries.values(), key=lambda e: e.title)
+
     def home_files(self, rng: random.Random, user: str) -> dict[str, str]:
         """What a user's home folder holds, path -> text ("" for a file the viewer does not show): notes (fortunes),
         a to-do list (packages to try), documents (dictionary entries), downloaded packages."""
@@ -656,7 +661,7 @@ class Builder:
             verbs = ("try", "install", "read about", "look at", "remove")
             files[f"{home}/todo.txt"] = "\n".join(f"- {rng.choice(verbs)} {p.name}: {p.summary}" for p in todo)
         if rng.random() < 0.7:
-            entries = sorted(self.entries.values(), key=lambda e: e.title)
+            entries = self._entries_by_title
             for entry in rng.sample(entries, min(len(entries), rng.randint(2, 6))):
                 name = re.sub(r"[^A-Za-z0-9.+-]+", "_", entry.title).strip("_.") or "untitled"
                 text = "\n\n".join(re.sub(r"\{([^{}]+)\}", r"\1", p) for p in entry.paragraphs)
