@@ -254,6 +254,16 @@ def _words(rng: random.Random, words: list[str]) -> str:
     return rng.choice(words)
 
 
+def name_words(words: Iterable[str]) -> list[str]:
+    """The words user names and home folders are made of: short lower-case words, less those better-profanity lists
+    (wamerican holds slurs, and a user name is shown on every post and in the desktop's /home)."""
+    from better_profanity import profanity  # only the corpus builder needs it (a dev extra)
+
+    return [
+        w for w in words if w.isalpha() and w.islower() and 3 <= len(w) <= 7 and not profanity.contains_profanity(w)
+    ]
+
+
 def username(rng: random.Random, words: list[str]) -> str:
     return f"{rng.choice(words)}_{rng.choice(words)}{rng.randint(1, 99) if rng.random() < 0.5 else ''}"
 
@@ -289,11 +299,7 @@ class Sources:
                 if entry and entry.title.lower() not in entries:
                     entries[entry.title.lower()] = entry
         words = Path("/usr/share/dict/words")
-        names = (
-            [w for w in words.read_text().split() if w.isalpha() and w.islower() and 3 <= len(w) <= 7]
-            if words.exists()
-            else ["user"]
-        )
+        names = name_words(words.read_text().split()) if words.exists() else ["user"]
         return cls(entries, read_fortunes(), read_packages(), read_file_tree(), names)
 
 

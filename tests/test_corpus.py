@@ -17,6 +17,7 @@ from lab.corpus import (
     Sources,
     distinct,
     holdout,
+    name_words,
     parse_entry,
     read_file_tree,
     read_translations,
@@ -219,3 +220,10 @@ def test_home_folders_draw_from_an_rng_of_their_own() -> None:
     first = [(p.path, p.html) for p in builder.os_homes(users=3, own=2)]
     assert builder.rng.getstate() == state
     assert [(p.path, p.html) for p in _home_builder().os_homes(users=3, own=2)] == first  # and are the same each time
+
+
+def test_user_names_leave_out_the_word_list_s_slurs() -> None:
+    """wamerican holds slurs, and a name the corpus makes is a forum poster's and a /home folder's on the desktop;
+    the words user names are drawn from are the word list's short lower-case words less better-profanity's."""
+    words = ["apple", "Zebra", "nigger", "cunt", "faggot", "table", "x", "dictionary", "o'hare", "retard"]
+    assert name_words(words) == ["apple", "table"]
