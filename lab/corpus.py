@@ -118,10 +118,11 @@ def parse_entry(raw: str, jargon: bool) -> Entry | None:
             and (para.endswith((", n.", ", adj.", ", vt.", ", vi.")) or re.fullmatch(r"[a-z. ,]+", para))
         ):
             continue  # pronunciation and part of speech
-        m = re.match(r"^((?:<[^>]+>\s*)+)", para)
-        if m:
-            categories += [c.strip() for tag in re.findall(r"<([^>]+)>", m.group(1)) for c in tag.split(",")]
-            para = para[m.end() :].strip()
+        # FOLDOC's domain markers ("<language>") start a paragraph, or a sense after its number ("2. <language>
+        # An ...") or its acronym ("<processor> (NS32000) <processor> The ..."): they are categories, not text.
+        while m := re.match(r"^(\d+\.\s+|\([^()<>]*\)\s+)?((?:<[^>]+>\s*)+)", para):
+            categories += [c.strip() for tag in re.findall(r"<([^>]+)>", m.group(2)) for c in tag.split(",")]
+            para = (m.group(1) or "") + para[m.end() :].strip()
         para = re.sub(r"\s+", " ", para)
         if para:
             paragraphs.append(para)
