@@ -9,7 +9,7 @@ import pytest
 from genui.resources import bundled
 from genui.runtime import SiteRuntime
 from genui.sites import load_sites
-from lab.corpus import Builder, Entry, Example, Sources
+from lab.corpus import Builder, Entry, Example, Package, Sources
 
 FISH = Entry(
     title="FISH queue",
@@ -38,6 +38,10 @@ def examples(builder: Builder) -> list[Example]:
         builder.forum_board("linux"),
         builder.os_desktop(),
         builder.os_files("/home/user"),
+        builder.os_files("/home"),
+        builder.os_files("/"),
+        builder.os_text("/home/user/notes.txt", "Use the source, Luke."),
+        builder.os_viewer(Package("ed", "1.19-1", "editors", "line editor", "The standard text editor. " * 4)),
         builder.os_settings("display"),
         builder.os_browser(FISH),
     ]
@@ -53,7 +57,34 @@ def test_every_opening_starts_the_corpus_pages_of_its_route(builder: Builder) ->
         assert opening, f"{example.site}{example.path}: its route has no opening"
         assert example.html.startswith(opening), (example.path, opening, example.html[: len(opening) + 40])
         checked.append(location.route.pattern)
-    assert checked == ["/{title}", "/r/{board}", "/", "/files/{path:path}", "/settings/{panel}", "/browser"]
+    assert checked == [
+        "/{title}",
+        "/r/{board}",
+        "/",
+        *["/files/{path:path}"] * 3,
+        *["/view/{path:path}"] * 2,
+        "/settings/{panel}",
+        "/browser",
+    ]
+
+
+def test_a_listing_s_opening_pins_its_way_up_and_a_text_file_s_its_pre(builder: Builder) -> None:
+    """What the URL decides is pinned: a listing's ".." link and path and the start of its list; a file other than a
+    package's README starts its text in a <pre>."""
+    runtime = SiteRuntime.build(builder.sites["os"], mount="")
+
+    def opening(url: str) -> str:
+        location = runtime.locate(url)
+        assert location is not None, url
+        return runtime.prompts.opening(location.route, location.params, location.query)
+
+    assert opening("/files/home/user").endswith(
+        '<p class="path"><a href="/files/home">..</a> /home/user</p>\n<ul class="files">'
+    )
+    assert '<a href="/files">..</a> /home</p>' in opening("/files/home")
+    assert '<a href="/files">..</a> /</p>' in opening("/files/")
+    assert opening("/view/home/user/notes.txt").endswith('<div class="body">\n<pre class="text">')
+    assert opening("/view/usr/share/doc/ed/README").endswith('<div class="body">\n')
 
 
 def test_the_browser_opening_names_the_page_of_any_address(builder: Builder) -> None:
