@@ -656,8 +656,10 @@ class Builder:
         return sorted(self.entries.values(), key=lambda e: e.title)
 
     def home_files(self, rng: random.Random, user: str) -> dict[str, str]:
-        """What a user's home folder holds, path -> text ("" for a file the viewer does not show): notes (fortunes),
-        a to-do list (packages to try), documents (dictionary entries), downloaded packages."""
+        """What a user's home folder holds, path -> text ("" for a file the viewer does not show): notes and ideas
+        (fortunes), a to-do list (packages to try), a reading list (dictionary titles), documents (dictionary
+        entries), downloaded packages, music and pictures. Seven things each there or not: HOME_USER's folder,
+        written many times over, takes many forms (with four it had 8, and the model learnt none of them)."""
         home = f"/home/{user}"
         files: dict[str, str] = {}
         if user == HOME_USER or rng.random() < 0.7:
@@ -677,6 +679,17 @@ class Builder:
             for pkg in rng.sample(self.packages, min(len(self.packages), rng.randint(1, 4))):
                 version = re.sub(r"[^A-Za-z0-9.+~-]", "", pkg.version.rpartition(":")[2])
                 files[f"{home}/Downloads/{pkg.name}_{version}_amd64.deb"] = ""
+        if rng.random() < 0.4:
+            pool = self.fortunes[rng.choice(sorted(self.fortunes))]
+            files[f"{home}/ideas.txt"] = "\n\n".join(rng.sample(pool, min(len(pool), rng.randint(1, 2))))
+        if rng.random() < 0.4:
+            entries = self._entries_by_title
+            chosen = rng.sample(entries, min(len(entries), rng.randint(3, 8)))
+            files[f"{home}/reading.txt"] = "\n".join(f"- {entry.title}" for entry in chosen)
+        for folder, ext, p in (("Music", "ogg", 0.3), ("Pictures", "png", 0.3)):
+            if rng.random() < p:
+                for word in rng.sample(self.names, min(len(self.names), rng.randint(1, 4))):
+                    files[f"{home}/{folder}/{word}.{ext}"] = ""
         return files or self.home_files(rng, user)  # an empty folder teaches nothing: draw again
 
     def os_home(self, rng: random.Random, user: str) -> Iterator[Example]:

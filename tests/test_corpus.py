@@ -208,7 +208,7 @@ def _home_builder() -> Builder:
 def test_home_folders_give_the_desktop_icons_pages_to_learn_from() -> None:
     """The desktop's Home, Terminal and Notes icons open /files/home/user, a bare `ls` and /home/user/notes.txt;
     the corpus writes many of each (shared URLs), beside other users' homes, and every link on a home listing leads
-    to a page of the corpus or to a file the viewer does not show (a .deb)."""
+    to a page of the corpus or to a file the viewer does not show (a .deb, music, a picture)."""
     pages = list(_home_builder().os_homes(users=3, own=5))
     by_path: dict[str, list[Example]] = {}
     for page in pages:
@@ -224,7 +224,7 @@ def test_home_folders_give_the_desktop_icons_pages_to_learn_from() -> None:
     for page in pages:
         if page.path.startswith("/files/"):
             for href in re.findall(r'href="([^"]+)"', page.html):
-                assert href in by_path or href.endswith(".deb") or href == "/files", (page.path, href)  # the root
+                assert href in by_path or href.endswith((".deb", ".ogg", ".png")) or href == "/files", (page.path, href)
         if page.path.startswith("/terminal"):
             assert page.html.count("$ ") == 2 and "\n\n$ " not in page.html  # a listing, never an empty one
     assert all(p.prompt.startswith("<site>GenOS") for p in pages)
@@ -245,3 +245,12 @@ def test_user_names_leave_out_the_word_list_s_slurs() -> None:
     the words user names are drawn from are the word list's short lower-case words less better-profanity's."""
     words = ["apple", "Zebra", "nigger", "cunt", "faggot", "table", "x", "dictionary", "o'hare", "retard"]
     assert name_words(words) == ["apple", "table"]
+
+
+def test_the_desktop_s_own_home_folder_takes_many_forms() -> None:
+    """/files/home/user and a bare `ls` are written once per distinct page: with four optional things in the folder
+    they had 8 forms, too few to learn from (session 29); seven give the 150 copies many."""
+    pages = list(_home_builder().os_homes(users=0, own=150))
+    for icon in ("/files/home/user", "/terminal?cmd=ls"):
+        forms = {p.html for p in distinct(pages) if p.path == icon}
+        assert len(forms) >= 40, (icon, len(forms))
