@@ -686,8 +686,8 @@ class Builder:
             entries = self._entries_by_title
             chosen = rng.sample(entries, min(len(entries), rng.randint(3, 8)))
             files[f"{home}/reading.txt"] = "\n".join(f"- {entry.title}" for entry in chosen)
-        for folder, ext, p in (("Music", "ogg", 0.3), ("Pictures", "png", 0.3)):
-            if rng.random() < p:
+        for folder, ext in (("Music", "ogg"), ("Pictures", "png")):
+            if rng.random() < 0.3:
                 for word in rng.sample(self.names, min(len(self.names), rng.randint(1, 4))):
                     files[f"{home}/{folder}/{word}.{ext}"] = ""
         return files or self.home_files(rng, user)  # an empty folder teaches nothing: draw again
