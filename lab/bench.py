@@ -101,6 +101,7 @@ class Run:
     seconds: float  # to the final frame
     tokens: int
     steps: float  # median denoising steps a canvas (autoregressive: tokens a canvas)
+    canvas_steps: list[int]  # each canvas's steps, in order
     stopped_early: list[bool]  # per denoised canvas: the adaptive stop ended it (none for autoregressive decoding)
     step_seconds: float  # mean time from one step of a canvas to its next: what one more step costs
     fixed_seconds: float  # the rest: the prompt, each canvas's first step and its commit, the frames
@@ -114,9 +115,12 @@ def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
     p50 = statistics.median(totals)
     tokens = statistics.median(r.tokens for r in results)
     early = [stopped for r in results for stopped in r.stopped_early]
+    canvases = zip(*(r.canvas_steps for r in results), strict=True)  # each run of a page has as many canvases
     return {
         "tokens": int(tokens),
         "steps": round(statistics.median(r.steps for r in results), 1),
+        # A page's canvases apart: one the model writes on into takes many steps, one after its end of text few.
+        "steps_by_canvas": [round(statistics.median(steps), 1) for steps in canvases],
         "stopped": round(sum(early) / len(early), 2) if early else None,
         "ttff_s": round(statistics.median(r.ttff for r in results), 4),
         "p50_s": round(p50, 4),
@@ -176,6 +180,7 @@ def _measure(started: float, frames: list[tuple[float, Frame]], denoised: bool) 
         seconds=seconds,
         tokens=sum(canvas.tokens for canvas in canvases),
         steps=statistics.median(c.steps for c in done.canvases),
+        canvas_steps=[c.steps for c in done.canvases],
         stopped_early=[c.stopped_early for c in done.canvases if c.steps] if denoised else [],
         step_seconds=step_seconds,
         fixed_seconds=seconds - len(gaps) * step_seconds,
@@ -245,7 +250,8 @@ def reference_section(loaded: LoadedModel, runs: int) -> tuple[list[dict[str, An
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     columns = [
-        *("engine", "device", "model", "params", "tokens", "steps", "stopped", "ttff_s", "p50_s", "p95_s"),
+        *("engine", "device", "model", "params", "tokens", "steps", "steps_by_canvas", "stopped", "ttff_s", "p50_s"),
+        "p95_s",
         "tokens_per_s",
         "ms_step",
         "fixed_s",
@@ -258,6 +264,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return "/".join(_cell(item) for item in value) or "-"
     if isinstance(value, int) and value >= 10**6:
         return f"{value / 1e6:.1f}M"
     return str(value)

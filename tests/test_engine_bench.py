@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ COLUMNS = {
     "params",
     "tokens",
     "steps",
+    "steps_by_canvas",
     "stopped",
     "ttff_s",
     "p50_s",
@@ -54,6 +56,7 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
     assert report["rows"][0]["steps"] == 2
     assert report["rows"][1]["steps"] == 32  # a token a step
+    assert [row["steps_by_canvas"] for row in report["rows"]] == [[2, 2], [32, 32]]  # each canvas apart
     for row, gaps in zip(report["rows"], (2 * 1, 2 * 31), strict=True):  # two canvases: steps after their first
         assert row["ms_step"] > 0 and row["fixed_s"] > 0
         # one run, so its p50 is that run: the first steps and the rest, then the steps after them, rounded
@@ -166,3 +169,17 @@ def test_break_even_counts_each_canvas_first_step_in_the_fixed_cost() -> None:
     slow = bench.break_even({"ms_step": 100.0, "fixed_s": 4.0}, autoregressive, canvases=4)
     assert slow.endswith("3x is out of reach")  # the fixed cost alone is more than a third of 10 s
     assert "no break-even" in bench.break_even({"ms_step": 0.0, "fixed_s": 1.0}, autoregressive, canvases=4)
+
+
+def test_steps_by_canvas_takes_each_canvas_s_median_over_the_runs() -> None:
+    # A page that ends after two canvases on most runs: the canvases after its end settle fast, which the median over
+    # all of a page's canvases hides and the per-canvas column shows.
+    pages = {0: [17, 18, 3, 3], 1: [14, 16, 5, 3], 2: [18, 22, 19, 9], 3: [20, 13, 3, 3]}  # key 3: the warm-up's seed
+
+    def once(seed: int) -> bench.Run:
+        steps = pages[seed]
+        return bench.Run(0.1, 1.0, 256, statistics.median(steps), steps, [True] * 4, 0.05, 0.2)
+
+    row = bench.time_runs(3, once)
+    assert row["steps_by_canvas"] == [17, 18, 5, 3]
+    assert row["steps"] == 10  # the median of the runs' medians: 10, 9.5 and 18.5
