@@ -280,6 +280,7 @@ class PageResult:
     seconds: float
     stopped_early: list[bool] = field(default_factory=list)  # per canvas: the adaptive stop ended it
     raw: str = ""  # what the model wrote, before the sanitiser: ``html`` is this sanitised
+    seed: int = 0  # the noise's seed it was written with
 
 
 async def generate_pages(
@@ -310,7 +311,8 @@ async def generate_pages(
         assert done is not None
         steps = [c.steps for c in done.canvases]
         early = [c.stopped_early for c in done.canvases]
-        results.append(PageResult(name, url, sanitize_html(done.text), steps, done.seconds, early, raw=done.text))
+        html = sanitize_html(done.text)
+        results.append(PageResult(name, url, html, steps, done.seconds, early, raw=done.text, seed=seed))
         if progress:
             progress(f"{name}{url}: {done.seconds:.1f}s")
     return results
@@ -341,7 +343,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 title_h1=sum(_title(r.path) in [h.strip().lower() for h in sh.h1] for r, sh in articles) / len(articles)
                 if articles
                 else None,
-                shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes]),
+                shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes], [r.path for r in rows]),
                 doubled_words=doubled_words(" ".join(sh.text) for sh in shapes),
                 stopped_early=sum(early) / len(early) if early else None,
             )
@@ -360,13 +362,15 @@ def _is_article(path: str) -> bool:
     return here.startswith("/wiki/") or (here.count("/") == 1 and here not in ("/", "/search"))
 
 
-def shared_phrases(texts: list[str], n: int = 5) -> float:
-    """Mean over pages of the share of their n-word phrases that also occur on another page."""
+def shared_phrases(texts: list[str], paths: list[str] | None = None, n: int = 5) -> float:
+    """Mean over pages of the share of their n-word phrases that also occur on another page: with ``paths``, one at
+    another path (the same page written with another seed is not another page)."""
     grams = [{tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)} for ws in (words(t.lower()) for t in texts)]
+    keys = paths if paths is not None else list(range(len(texts)))
     shares = []
     for index, own in enumerate(grams):
         if own:
-            others = set().union(*(g for j, g in enumerate(grams) if j != index))
+            others = set().union(*(g for j, g in enumerate(grams) if keys[j] != keys[index]))
             shares.append(len(own & others) / len(own))
     return sum(shares) / len(shares) if shares else 0.0
 
@@ -526,7 +530,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by lab.corpus")
     parser.add_argument("--packed", type=Path, help="packed corpus (lab.data) for the held-out loss column")
     parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        nargs="+",
+        default=[0],
+        metavar="S",
+        help="the noise's seed (default 0); several: each page is written once a seed, and the report pools them "
+        "(the same pages each time: the seed does not change which pages are drawn)",
+    )
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
     parser.add_argument(
         "--site",
@@ -628,17 +640,15 @@ def main(argv: list[str] | None = None) -> int:
     from engine import load_engine  # the model is loaded only when a report is asked for
 
     engine = load_engine(args.model, device=args.device, quantize="int8" if args.int8 else None)
-    results = asyncio.run(
-        generate_pages(
-            engine,
-            sites,
-            pages,
-            args.seed,
-            progress=None if args.json else lambda m: print(m, file=sys.stderr),
-            openings=not args.no_openings,
-            sampler=sampler,
-        )
-    )
+    progress = None if args.json else lambda m: print(m, file=sys.stderr)
+
+    async def every_seed() -> list[PageResult]:  # one event loop for the engine, whatever the seeds
+        written = []
+        for seed in args.seed:
+            written += await generate_pages(engine, sites, pages, seed, progress, not args.no_openings, sampler)
+        return written
+
+    results = asyncio.run(every_seed())
     rows = report(results, sites, dictionary)
     reference = report(originals, sites, dictionary)
     if args.save_pages:
@@ -663,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "model": engine.model_id,
         "weights": engine.loaded.weights,
-        "seed": args.seed,
+        "seed": args.seed[0] if len(args.seed) == 1 else args.seed,
         "openings": not args.no_openings,
         "sampler": sampler,
     }
@@ -680,7 +690,13 @@ def _emit(
 ) -> None:
     """Print the report: a table or JSON, and with ``--first-clicks`` each page's skeleton verdict."""
     verdicts = [
-        {"site": r.site, "path": r.path, "skeleton": skeleton_ok(r.site, r.path, r.html), "steps": r.steps}
+        {
+            "site": r.site,
+            "path": r.path,
+            "seed": r.seed,
+            "skeleton": skeleton_ok(r.site, r.path, r.html),
+            "steps": r.steps,
+        }
         for r in results
     ]
     if args.json:
@@ -691,10 +707,10 @@ def _emit(
         return
     print_table(rows, reference)
     if args.first_clicks:
-        print("\nsite | page | skeleton | steps a canvas")
-        print("--- | --- | --- | ---")
+        print("\nsite | page | seed | skeleton | steps a canvas")
+        print("--- | --- | --- | --- | ---")
         for v in verdicts:
-            print(f"{v['site']} | {v['path']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
+            print(f"{v['site']} | {v['path']} | {v['seed']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
 
 
 if __name__ == "__main__":

@@ -231,6 +231,9 @@ def test_shared_phrases_is_high_for_pages_that_repeat_each_other() -> None:
     same = "the table maps keys to values in a flat array of buckets"
     assert shared_phrases([same, same]) == 1.0
     assert shared_phrases([same, "a linked list chains nodes one after another by pointer"]) == 0.0
+    # the same page written with two seeds is one page, not two that share their phrases
+    assert shared_phrases([same, same], ["/wiki/Hash_table", "/wiki/Hash_table"]) == 0.0
+    assert shared_phrases([same, same, same], ["/wiki/Hash_table", "/wiki/Hash_table", "/wiki/Linked_list"]) == 1.0
 
 
 def test_spread_gives_each_group_its_share_and_one_at_least_evenly_spaced() -> None:
@@ -313,6 +316,19 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     again = ["--first-clicks", "--rescore", str(tmp_path / "clicks.jsonl"), "--json", "--corpus", "nowhere.jsonl"]
     assert quality.main(again) == 0  # the saved pages' verdicts again, with no model and no corpus
     assert json.loads(capsys.readouterr().out)["pages"] == clicks["pages"]
+
+    # several seeds: each page written once a seed, pooled into one report, each verdict saying its seed
+    seeds = tmp_path / "seeds.jsonl"
+    assert quality.main([*first, "--seed", "0", "1", "--save-pages", str(seeds)]) == 0
+    pooled = json.loads(capsys.readouterr().out)
+    assert pooled["seed"] == [0, 1]
+    assert [(p["path"], p["seed"]) for p in pooled["pages"]] == [
+        (path, seed) for seed in (0, 1) for _, path in quality.first_clicks({"forum": SITES["forum"]})
+    ]
+    assert pooled["pages"][: len(clicks["pages"])] == [{**p, "seed": 0} for p in clicks["pages"]]  # seed 0 as alone
+    assert pooled["sites"][0]["pages"] == 2 * len(clicks["pages"])
+    assert pooled["sites"][0]["skeleton"] == sum(p["skeleton"] for p in pooled["pages"]) / len(pooled["pages"])
+    assert [json.loads(line)["seed"] for line in seeds.read_text().splitlines()] == [p["seed"] for p in pooled["pages"]]
 
     # the saved pages report the same again, with no model loaded
     assert quality.main(["--corpus", str(corpus), "--per-site", "2", "--rescore", str(saved), "--json"]) == 0
