@@ -60,6 +60,15 @@ _VALUE_INTO_TAG = re.compile(
     r"""(<([A-Za-z][\w-]*)(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
     r"""\s+([^\s"'<>=/]+)\s*=\s*(["']))((?:(?!\4)[^<>])*)(?=</?[A-Za-z][^<>"']*>)"""
 )
+# A quoted value cut short by the tag's own `>` or the next tag's `<`, its quote lost (`<div class="p></div>\n<div
+# class="replies">`, `<div class="replies<\n class="reply">`): the run to the next quote holds a `<` and ends in
+# another attribute's `name=`, so that quote opens a value and none closed this one. A closed value that holds a
+# bracket (`title="a<b"`) ends in its own quote, not in `=`, and stays.
+_VALUE_CUT_SHORT = re.compile(
+    r"""(<[A-Za-z][\w-]*(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
+    r"""\s+[^\s"'<>=/]+\s*=\s*(["']))([^"'<>]*)(?=(?:<|>(?:(?!\2).)*<)(?:(?!\2).)*=\s*\2)""",
+    re.S,
+)
 # An end tag that lost its `>` (`</li<li>`, `</a</a>`) is read by a browser as one tag named `li<li`: nothing closes.
 _UNFINISHED_END = re.compile(r"(</[A-Za-z][A-Za-z0-9]*)(?=\s*<)")
 _MARKUP_TOKEN = re.compile(
@@ -99,6 +108,8 @@ def _drop_stutters(text: str) -> str:
 
 def _repair_tags(text: str, tags: frozenset[str]) -> str:
     text = _VALUE_INTO_TAG.sub(_close_value, _UNFINISHED_END.sub(r"\1>", text))
+    # the value closed where it was cut: a `>` there ends its tag, a `<` needs one
+    text = _VALUE_CUT_SHORT.sub(lambda m: m[1] + m[3] + m[2] + (">" if m.string[m.end()] == "<" else ""), text)
     out: list[str] = []
     open_tags: list[str] = []
     carriers: dict[str, str] = {}  # an attribute list (and its names alone) -> the element that last carried it

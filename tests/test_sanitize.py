@@ -334,10 +334,25 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
             '<ul><li class="file"><a href="/view/a">a</a></li>\n <li class="file"><a href="/view/b">b</a></li></ul>',
         ),
         ('<p>< href="/view/r.py">r.py</p>', "<p>r.py</p>"),
+        # session 30: a quoted value cut short by `>` or `<`, its quote lost (the forum's held-out threads)
+        (
+            '<div class="post"><p>x</p>\n<div class="p></div>\n<div class="replies"><div class="reply">y</div></div>',
+            '<div class="post"><p>x</p>\n<div class="p"></div>\n<div class="replies"><div class="reply">y</div></div>'
+            "</div>",
+        ),
+        (
+            '<div class="post">x</div>\n<div class="replies<\n class="reply"><p>y</p></div></div>',
+            '<div class="post">x</div>\n<div class="replies"><div class="reply"><p>y</p></div></div>',
+        ),
+        (
+            '<p><a href="/wiki/x>foo</a> and <a href="/wiki/y">y</a></p>',
+            '<p><a href="/wiki/x">foo</a> and <a href="/wiki/y">y</a></p>',
+        ),
         # text and attributes that only look alike stay
         ("<p>a &gt; b, p&gt; and &lt;programming&gt;</p>", "<p>a &gt; b, p&gt; and &lt;programming&gt;</p>"),
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
         ("<abbr title='a<b'>x</abbr>", '<abbr title="a&lt;b">x</abbr>'),
+        ('<abbr title="a<b" class="c">x</abbr>', '<abbr title="a&lt;b" class="c">x</abbr>'),
         ('<p>he set x="y"<b>z</b></p>', '<p>he set x="y"<b>z</b></p>'),
         ('<p class="x">a</p><p>set class="y"<b>z</b></p>', '<p class="x">a</p><p>set class="y"<b>z</b></p>'),
     ],
@@ -425,7 +440,7 @@ PIECES = [
     "<svg>", "<math>", "<template>", "<textarea>", "<noscript>", "<table>", "<button>", "<label for=",
     "genui-", "htmx-", "\u00a0", "\u2028", "\ufeff",
     # pieces of tags the model broke (`_repair_tags`)
-    'li class="file">', '< href="/y">', ' class="file"', '">', "a>", "</li<li>",
+    'li class="file">', '< href="/y">', ' class="file"', '">', "a>", "</li<li>", '<div class="r', ' class="',
 ]  # fmt: skip
 
 html_ish = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=40).map("".join)
