@@ -56,8 +56,9 @@ _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IG
 # (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own. And a quoted value that runs on into the next tag
 # (`<a href="/wiki/BNF</a>, and`) would swallow every tag after it up to the next quote. `_repair_tags` mends these
 # before parsing; a reader would otherwise see them as text (`BNF&lt;/a>, and &lt;a href=`).
+_EARLIER_ATTRIBUTES = r"""(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
 _VALUE_INTO_TAG = re.compile(
-    r"""(<([A-Za-z][\w-]*)(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
+    rf"""(<([A-Za-z][\w-]*){_EARLIER_ATTRIBUTES}"""
     r"""\s+([^\s"'<>=/]+)\s*=\s*(["']))((?:(?!\4)[^<>])*)(?=</?[A-Za-z][^<>"']*>)"""
 )
 # A quoted value cut short by the tag's own `>` or the next tag's `<`, its quote lost (`<div class="p></div>\n<div
@@ -65,7 +66,7 @@ _VALUE_INTO_TAG = re.compile(
 # another attribute's `name=`, so that quote opens a value and none closed this one. A closed value that holds a
 # bracket (`title="a<b"`) ends in its own quote, not in `=`, and stays.
 _VALUE_CUT_SHORT = re.compile(
-    r"""(<[A-Za-z][\w-]*(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
+    rf"""(<[A-Za-z][\w-]*{_EARLIER_ATTRIBUTES}"""
     r"""\s+[^\s"'<>=/]+\s*=\s*(["']))([^"'<>]*)(?=(?:<|>(?:(?!\2).)*<)(?:(?!\2).)*=\s*\2)""",
     re.S,
 )
