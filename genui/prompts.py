@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import html
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from markupsafe import Markup
 
 from genui.sites import Route, Site, SiteConfigError
 
@@ -28,11 +30,22 @@ class Post:
     text: str
 
 
+def as_html_text(value: Any) -> Markup:
+    """A value as an opening writes it, the way the corpus writes text (lab.corpus): `&`, `<`, `>` and `"`
+    escaped, `'` as it is. Jinja2's own escaping writes `'` as `&#39;`, which the model never reads in training and
+    its tokenizer splits in five (`Don&#39;t`); `"` stays escaped, so a value is safe in a double-quoted attribute,
+    and genui refuses an opening that puts one in a single-quoted attribute (genui.sites)."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape(str(value), quote=False).replace('"', "&quot;"))
+
+
 def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(
         loader=FileSystemLoader(site.prompts_dir),
         undefined=StrictUndefined,
         autoescape=autoescape,
+        finalize=as_html_text if autoescape else None,
         keep_trailing_newline=True,
     )
 

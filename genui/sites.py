@@ -261,6 +261,7 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
         raise SiteConfigError(file, full, f"{path} does not exist", "create it or fix the name")
     if key.endswith("opening"):
         _check_opening_end(file, full, path)
+        _check_opening_quotes(file, full, path)
     return name
 
 
@@ -282,6 +283,24 @@ def _check_opening_end(file: Path, full: str, path: Path) -> None:
             f"{path} ends with a newline inside the attribute it stops in ({inside[-30:]!r}), which would be part of "
             "every page",
             "remove the file's final newline (an opening is used byte for byte)",
+        )
+
+
+# A template expression inside a single-quoted attribute value: `title='{{ x }}'`.
+_SINGLE_QUOTED_VALUE = re.compile(r"=\s*'[^'<>]*\{\{")
+
+
+def _check_opening_quotes(file: Path, full: str, path: Path) -> None:
+    """An opening writes its values with `'` unescaped (genui.prompts.as_html_text, as the corpus writes text), so
+    a value inside a single-quoted attribute could end it."""
+    found = _SINGLE_QUOTED_VALUE.search(path.read_text(encoding="utf-8"))
+    if found:
+        raise SiteConfigError(
+            file,
+            full,
+            f"{path} puts a value inside a single-quoted attribute ({found.group(0)!r}), where a `'` in the value "
+            "would end the attribute",
+            "quote the attribute with double quotes",
         )
 
 

@@ -242,9 +242,16 @@ def read_file_tree(per_package: int = PATHS_PER_PACKAGE, info: Path = DPKG_INFO)
 # Page builders
 
 
+def _text(value: str) -> str:
+    """`value` as an element's text: `&`, `<` and `>` escaped, quotes written as they are. SmolLM2's tokenizer
+    reads `"` and `'t` as one token each, and `&quot;` and `&#x27;t` as four and six: the escaped forms, in one page
+    of three before session 31, were where the forum's replies looped (`&quot;&quot;&quot;`, `Spockquot;`)."""
+    return html.escape(value, quote=False)
+
+
 def _attribute(value: str) -> str:
     """`value` fit for a double-quoted attribute; a name with `'` in it is written as it was."""
-    return html.escape(value, quote=False).replace('"', "&quot;")
+    return _text(value).replace('"', "&quot;")
 
 
 def slug(title: str) -> str:
@@ -353,13 +360,13 @@ class Builder:
             ref = m.group(1).strip()
             target = self.entries.get(ref.lower())
             if target is None:
-                return html.escape(ref)
-            return f'<a href="/wiki/{slug(target.title)}">{html.escape(ref)}</a>'
+                return _text(ref)
+            return f'<a href="/wiki/{slug(target.title)}">{_text(ref)}</a>'
 
-        return re.sub(r"\{([^{}]+)\}", link, html.escape(text, quote=False).replace("&#x27;", "'"))
+        return re.sub(r"\{([^{}]+)\}", link, _text(text))
 
     def _plain(self, text: str) -> str:
-        return html.escape(re.sub(r"\{([^{}]+)\}", r"\1", text), quote=False)
+        return _text(re.sub(r"\{([^{}]+)\}", r"\1", text))
 
     def _fit(self, head: str, parts: list[str], tail: str) -> str:
         """Whole paragraphs while they fit the character budget (a page is at most two canvases)."""
@@ -383,13 +390,13 @@ class Builder:
                 paras = [f"<p>{self._linkify(' '.join(s))}</p>\n" for s in (sentences[:half], sentences[half:])]
         cats = ", ".join(c for c in entry.categories if c.isascii())
         if cats and len(paras) < 3:
-            paras.append(f'<p class="categories">Categories: {html.escape(cats)}</p>\n')
+            paras.append(f'<p class="categories">Categories: {_text(cats)}</p>\n')
         see = [self.entries[r.lower()].title for r in entry.refs if r.lower() in self.entries][:5]
         tail = ""
         if see:
-            items = "".join(f'<li><a href="/wiki/{slug(t)}">{html.escape(t)}</a></li>' for t in see)
+            items = "".join(f'<li><a href="/wiki/{slug(t)}">{_text(t)}</a></li>' for t in see)
             tail = f"<h2>See also</h2>\n<ul>{items}</ul>\n"
-        body = self._fit(f'<article class="wiki">\n<h1>{html.escape(entry.title)}</h1>\n', paras, tail + "</article>")
+        body = self._fit(f'<article class="wiki">\n<h1>{_text(entry.title)}</h1>\n', paras, tail + "</article>")
         parent = None
         sources = self.linked_from.get(entry.title.lower())
         if sources and self.rng.random() < 0.5:
@@ -408,10 +415,10 @@ class Builder:
         for e in hits:
             first = re.split(r"(?<=[.!?]) ", e.paragraphs[0])[0][:160]
             items.append(
-                f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a><p>{self._plain(first)}</p></li>\n'
+                f'<li><a href="/wiki/{slug(e.title)}">{_text(e.title)}</a><p>{self._plain(first)}</p></li>\n'
             )
         body = self._fit(
-            f'<div class="search">\n<h1>Search results for “{html.escape(query)}”</h1>\n<ul class="results">\n',
+            f'<div class="search">\n<h1>Search results for “{_text(query)}”</h1>\n<ul class="results">\n',
             items,
             "</ul>\n</div>",
         )
@@ -420,11 +427,11 @@ class Builder:
     def wiki_home(self) -> Example:
         featured = self.rng.choice([e for e in self.entries.values() if len(e.paragraphs[0]) > 150])
         others = self.rng.sample(list(self.entries.values()), 5)
-        items = "".join(f'<li><a href="/wiki/{slug(e.title)}">{html.escape(e.title)}</a></li>' for e in others)
+        items = "".join(f'<li><a href="/wiki/{slug(e.title)}">{_text(e.title)}</a></li>' for e in others)
         site = self.sites["wiki"]
         body = (
-            f'<div class="home">\n<h1>Welcome to {html.escape(site.title)}</h1>\n<p>{html.escape(site.brief)}</p>\n'
-            f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{html.escape(featured.title)}</a></h2>\n'
+            f'<div class="home">\n<h1>Welcome to {_text(site.title)}</h1>\n<p>{_text(site.brief)}</p>\n'
+            f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{_text(featured.title)}</a></h2>\n'
             f"<p>{self._linkify(featured.paragraphs[0][:600])}</p>\n<h2>Other articles</h2>\n<ul>{items}</ul>\n</div>"
         )
         return self._example("wiki", "/", "/", {}, body)
@@ -448,15 +455,15 @@ class Builder:
                     "New here. What does it mean and where does it come from?",
                 ]
             )
-            answers = [self._plain(entry.paragraphs[0][:350])] + [html.escape(rng.choice(pool)) for _ in range(3)]
+            answers = [self._plain(entry.paragraphs[0][:350])] + [_text(rng.choice(pool)) for _ in range(3)]
         else:
             text = rng.choice(pool)
             words = re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]
             if len(words) < 3:
                 words = ["A", "thought", "for", "today"]
             title = " ".join(words)
-            post = html.escape(text)
-            answers = [html.escape(rng.choice(pool)) for _ in range(4)]
+            post = _text(text)
+            answers = [_text(rng.choice(pool)) for _ in range(4)]
         title = title[:70]
         user = username(rng, self.names)
         posts: list[Post] = []
@@ -469,11 +476,11 @@ class Builder:
             if i == 0 and rng.random() < 0.5:
                 reply += (
                     f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 9))}'
-                    f"<p>{html.escape(rng.choice(pool))}</p></div>"
+                    f"<p>{_text(rng.choice(pool))}</p></div>"
                 )
             replies.append(reply + "</div>\n")
         head = (
-            f'<div class="thread">\n<h1>{html.escape(title)}</h1>\n<div class="post"><p class="meta">posted by '
+            f'<div class="thread">\n<h1>{_text(title)}</h1>\n<div class="post"><p class="meta">posted by '
             f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {rng.randint(1, 99)} points</p><p>{post}</p></div>\n'
             f'<div class="replies">\n'
         )
@@ -491,7 +498,7 @@ class Builder:
             text = rng.choice(self.fortunes[board])
             title = " ".join(re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]) or "Hello"
             items.append(
-                f'<li><a href="/r/{board}/{slug(title)}">{html.escape(title)}</a> <span class="meta">by '
+                f'<li><a href="/r/{board}/{slug(title)}">{_text(title)}</a> <span class="meta">by '
                 f"{username(rng, self.names)} in {board} · {rng.randint(1, 99)} points · "
                 f"{rng.randint(0, 30)} replies</span></li>\n"
             )
@@ -509,7 +516,7 @@ class Builder:
         shown = self.rng.sample(boards, min(6, len(boards)))
         links = "".join(f'<li><a href="/r/{b}">{b}</a></li>' for b in shown)
         body = (
-            f'<div class="front">\n<h1>{html.escape(self.sites["forum"].title)}</h1>\n<ul class="threads">\n'
+            f'<div class="front">\n<h1>{_text(self.sites["forum"].title)}</h1>\n<ul class="threads">\n'
             f'{self._thread_list(boards, 5)}</ul>\n<h2>Boards</h2>\n<ul class="boards">{links}</ul>\n</div>'
         )
         return self._example("forum", "/", "/", {}, body)
@@ -517,7 +524,7 @@ class Builder:
     # -- os -----------------------------------------------------------------------------------------------------
 
     def _window(self, title: str, inner: str) -> str:
-        bar = f'<div class="titlebar">{html.escape(title)}</div>'
+        bar = f'<div class="titlebar">{_text(title)}</div>'
         return f'<div class="window">\n{bar}\n<div class="body">\n{inner}\n</div>\n</div>'
 
     def os_desktop(self) -> Example:
@@ -526,7 +533,7 @@ class Builder:
         # two random draws that once chose seven icons' order and count stay, so the rest of the corpus is unchanged.
         rng.shuffle([None] * 7)
         rng.randint(4, 7)
-        note = html.escape(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
+        note = _text(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
         body = f'<div class="desktop">\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
         return self._example("os", "/", "/", {}, body)
 
@@ -536,13 +543,13 @@ class Builder:
         items = []
         for name in children:
             full = f"{directory.rstrip('/')}/{name}"
-            href, text = _attribute(full), html.escape(name, quote=False)
+            href, text = _attribute(full), _text(name)
             if full in tree:
                 items.append(f'<li class="dir"><a href="/files{href}">{text}/</a></li>')
             else:
                 items.append(f'<li class="file"><a href="/view{href}">{text}</a></li>')
         up = _attribute(directory.rsplit("/", 1)[0] or "/")
-        here = html.escape(directory, quote=False)
+        here = _text(directory)
         inner = (
             f'<p class="path"><a href="/files{up if up != "/" else ""}">..</a> {here}</p>\n'
             '<ul class="files">' + "\n".join(items) + "</ul>"
@@ -553,21 +560,21 @@ class Builder:
 
     def os_viewer(self, pkg: Package) -> Example:
         path = f"usr/share/doc/{pkg.name}/README"
-        paras = [f"<p>{html.escape(p.replace(chr(10), ' '))}</p>\n" for p in pkg.description.split("\n\n") if p.strip()]
-        inner = self._fit(f"<h2>{html.escape(pkg.name)}: {html.escape(pkg.summary)}</h2>\n", paras, "")
+        paras = [f"<p>{_text(p.replace(chr(10), ' '))}</p>\n" for p in pkg.description.split("\n\n") if p.strip()]
+        inner = self._fit(f"<h2>{_text(pkg.name)}: {_text(pkg.summary)}</h2>\n", paras, "")
         body = self._window(f"Viewer — /{path}", inner)
         return self._example("os", "/view/{path:path}", f"/view/{path}", {"path": path}, body)
 
     def os_text(self, path: str, text: str, shared: bool = False) -> Example:
         """A text file in the viewer, whole lines while they fit."""
-        lines = [html.escape(line, quote=False) + "\n" for line in text.strip().split("\n")]
+        lines = [_text(line) + "\n" for line in text.strip().split("\n")]
         inner = self._fit('<pre class="text">', lines, "</pre>")
         body = self._window(f"Viewer — {path}", inner)
         here = path.lstrip("/")
         return self._example("os", "/view/{path:path}", f"/view/{here}", {"path": here}, body, shared=shared)
 
     def _shell(self, cmd: str, out: str, shared: bool = False) -> Example:
-        inner = f'<pre class="terminal">$ {html.escape(cmd)}\n{html.escape(out)}\n$ </pre>'
+        inner = f'<pre class="terminal">$ {_text(cmd)}\n{_text(out)}\n$ </pre>'
         body = self._window("Terminal", inner)
         path = f"/terminal?cmd={quote(cmd)}"
         return self._example("os", "/terminal", path, {}, body, query={"cmd": cmd}, shared=shared)
@@ -646,7 +653,7 @@ class Builder:
         url = f"genpedia.org/wiki/{slug(entry.title)}"
         paras = [f"<p>{self._plain(p)}</p>\n" for p in entry.paragraphs]
         inner = self._fit(
-            f'<p class="address">{html.escape(url)}</p>\n<h1>{html.escape(entry.title)}</h1>\n', paras, ""
+            f'<p class="address">{_text(url)}</p>\n<h1>{_text(entry.title)}</h1>\n', paras, ""
         )
         body = self._window(f"Browser — {entry.title}", inner)
         return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})

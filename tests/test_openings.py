@@ -17,13 +17,19 @@ FISH = Entry(
     refs=("FIFO",),
     categories=("jargon",),
 )
+MURPHY = Entry(
+    title="Murphy's Law",
+    paragraphs=('"If anything can go wrong, it will." Or, as the {FISH queue} shows, it already has.',),
+    refs=("FISH queue",),
+    categories=("jargon",),
+)
 
 
 @pytest.fixture(scope="module")
 def builder() -> Builder:
     sites = {site.name: site for site in load_sites(bundled("sites"))}
     sources = Sources(
-        entries={"fish queue": FISH},
+        entries={"fish queue": FISH, "murphy's law": MURPHY},
         fortunes={"linux": ["Linux is only free if your time has no value.", "Use the source, Luke."]},
         packages=[],
         tree={"/home/user": {"notes.txt", "src"}, "/home/user/src": set()},
@@ -35,6 +41,7 @@ def builder() -> Builder:
 def examples(builder: Builder) -> list[Example]:
     return [
         builder.wiki_article(FISH),
+        builder.wiki_article(MURPHY),  # an apostrophe, written as it is in the heading the opening pins
         builder.forum_board("linux"),
         builder.os_desktop(),
         builder.os_files("/home/user"),
@@ -58,6 +65,7 @@ def test_every_opening_starts_the_corpus_pages_of_its_route(builder: Builder) ->
         assert example.html.startswith(opening), (example.path, opening, example.html[: len(opening) + 40])
         checked.append(location.route.pattern)
     assert checked == [
+        "/{title}",
         "/{title}",
         "/r/{board}",
         "/",

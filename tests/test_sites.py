@@ -141,6 +141,29 @@ def test_an_opening_may_not_end_with_a_newline_inside_an_attribute(tmp_path: Pat
     assert "open.j2 ends with a newline inside the attribute" in caught.value.problem
 
 
+@pytest.mark.parametrize(
+    ("opening", "refused"),
+    [
+        ("<a title='{{ params.name }}'>", True),  # a name with ' in it would end the attribute
+        ("<a title = 'x {{ params.name }}'>", True),
+        ('<a title="{{ params.name }}">', False),  # " is escaped in values
+        ("<h1>{{ params.name }}'s page</h1>", False),  # text, not an attribute
+    ],
+)
+def test_an_opening_may_not_put_a_value_in_a_single_quoted_attribute(
+    tmp_path: Path, opening: str, refused: bool
+) -> None:
+    write_site(tmp_path, GOOD.replace('opening = "home.j2"', 'opening = "open.j2"'))
+    (tmp_path / "prompts" / "open.j2").write_text(opening, encoding="utf-8")
+    if not refused:
+        assert load_site(tmp_path).routes[1].opening == "open.j2"
+        return
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes[1].opening" and "double quotes" in caught.value.fix
+    assert "open.j2 puts a value inside a single-quoted attribute" in caught.value.problem
+
+
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
     write_site(tmp_path, GOOD.split("[[routes]]")[0])
     with pytest.raises(SiteConfigError) as caught:
