@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from starlette.convertors import Convertor
 from starlette.routing import compile_path, replace_params
@@ -44,8 +44,15 @@ class Location:
 
     @property
     def url(self) -> str:
-        """The site-relative URL of this page, query included."""
-        return f"{self.path}?{self.query_string}" if self.query else self.path
+        """The site-relative URL of this page, query included (a `?` in the path written `%3F`)."""
+        return f"{url_path(self.path)}?{self.query_string}" if self.query else url_path(self.path)
+
+
+def url_path(path: str) -> str:
+    """A decoded path as a URL's path: the characters that would end it or start an escape percent-encoded.
+    ``/r/debian/What_is_V.11?`` is a page (a forum thread whose title asks), and its URL is
+    ``/r/debian/What_is_V.11%3F``; the rest is left as it is, as browsers accept it."""
+    return path.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def versioned(url: str, version: int) -> str:
@@ -123,9 +130,8 @@ class SiteRouter:
     def _check_link(self, url: str, key: str) -> None:
         """A link in the site's navigation must lead to a page, by the page's own URL."""
         file = self.site.root / "site.toml"
-        path, _, query = url.partition("?")
         try:
-            location = self.resolve(path, parse_qsl(query))
+            location = self.locate(url)
         except BadRequest as err:
             raise SiteConfigError(file, key, f"{url!r} is not a page's URL ({err})", "fix the URL") from None
         if location is None:
@@ -159,6 +165,12 @@ class SiteRouter:
                     return Location(compiled.route, page, params, normalise_query(compiled.route, pairs), aliased)
         return None
 
+    def locate(self, url: str) -> Location | None:
+        """The page at a site-relative URL, query included (``/search?q=lisp``, ``/r/debian/What_is_V.11%3F``): its
+        path percent-decoded first, as Starlette decodes a request's. Raises BadRequest if malformed."""
+        path, _, query = url.partition("?")
+        return self.resolve(unquote(path), parse_qsl(query, keep_blank_values=True))
+
     def link_target(self, href: str) -> str | None:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
         href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves."""
@@ -169,12 +181,12 @@ class SiteRouter:
         if parts.scheme or parts.netloc or not parts.path.startswith("/"):
             return None
         try:
-            location = self.resolve(parts.path, parse_qsl(parts.query))
+            location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
         except BadRequest:
             return None
         if location is None:
             return None
-        return urlunsplit(("", "", location.path, parts.query, parts.fragment)) if location.aliased else href
+        return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qsl
 
 from engine.frames import GenerationRequest
 from genui.links import LinkRewriter
@@ -30,8 +29,7 @@ class SiteRuntime:
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
-        path, _, query = site_url.partition("?")
-        return self.router.resolve(path, parse_qsl(query, keep_blank_values=True))
+        return self.router.locate(site_url)
 
     def url(self, site_url: str) -> str:
         """The served URL of a site-relative URL."""

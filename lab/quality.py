@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from engine.frames import DoneFrame, TextEngine
 from genui.pages import SiteRuntime
@@ -386,7 +386,7 @@ def route_of(routers: dict[str, SiteRouter], site: str, path: str) -> str:
     url = urlsplit(path)
     router = routers.get(site)
     try:
-        location = router.resolve(url.path, parse_qsl(url.query)) if router is not None else None
+        location = router.locate(path) if router is not None else None
     except BadRequest:
         location = None
     return location.route.pattern if location is not None else "/" + url.path.strip("/").partition("/")[0]

@@ -97,6 +97,21 @@ def test_the_stream_watches_the_run_the_request_started(client_factory: ClientFa
     assert len(engine.calls) == 1
 
 
+def test_a_page_whose_path_holds_a_question_mark_is_one_page_for_the_request_and_its_stream(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A forum thread titled "What is V.11?" lives at /r/debian/What_is_V.11%3F: the request's decoded path and the
+    stream's URL must name the same page (the stream once cut the path at the ?, and wrote another thread)."""
+    engine = FakeEngine(delay=0.01)
+    client = client_factory(all_sites, engine)
+    placeholder = client.get("/forum/r/debian/What_is_V.11%3F", headers=HTMX).text
+    frames = ws_messages(client, live_url(placeholder))
+    assert "<h1>What is V.11?</h1>" in frames[-1]
+    assert len(engine.calls) == 1  # the stream watched the request's own run
+    response = client.get("/forum/r/debian/What_is_V.11%3F")
+    assert response.status_code == 200 and "<h1>What is V.11?</h1>" in response.text and "ws-connect" not in response.text
+
+
 def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     visit(client, "/wiki/Hash_table")

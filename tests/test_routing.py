@@ -57,6 +57,7 @@ def test_an_alias_never_shadows_a_pattern(wiki_router: SiteRouter) -> None:
         ("/Lisp", "/Lisp"),
         ("/wiki/Lisp", "/Lisp"),
         ("/wiki/Lisp#History", "/Lisp#History"),
+        ("/wiki/What_is_it%3F", "/What_is_it%3F"),  # the title's ? stays in the path, encoded
         ("/search?q=lisp", "/search?q=lisp"),
         ("/wiki/a/b", None),
         ("https://example.com/wiki/Lisp", None),
@@ -66,6 +67,27 @@ def test_an_alias_never_shadows_a_pattern(wiki_router: SiteRouter) -> None:
 def test_a_link_target_is_the_pages_own_path(wiki_router: SiteRouter, href: str, target: str | None) -> None:
     assert wiki_router.link_target(href) == target
     assert wiki_router.leads_to_page(href) == (target is not None)
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "title"),
+    [
+        ("/What_is_V.11%3F", "/What_is_V.11?", "What_is_V.11?"),  # a forum thread's title that asks
+        ("/100%25_pure", "/100%_pure", "100%_pure"),
+        ("/C%23", "/C#", "C#"),
+        ("/Hash%20table", "/Hash table", "Hash table"),
+    ],
+)
+def test_a_url_s_path_is_decoded_as_starlette_decodes_a_request_s(
+    wiki_router: SiteRouter, url: str, path: str, title: str
+) -> None:
+    """A link or a stream names a page by its URL; the view gets the request's decoded path. Both must be the same
+    page: the ? of /What_is_V.11%3F was once read as the start of a query, so the live stream wrote What_is_V.11."""
+    located, requested = wiki_router.locate(url), wiki_router.resolve(path)
+    assert located is not None and requested is not None
+    assert located.path == requested.path == path and located.params == {"title": title}
+    assert wiki_router.locate(located.url) == located  # the page's URL leads back to it
+    assert located.url == url.replace("%20", " ")  # only what would end the path or start an escape is encoded
 
 
 def test_path_parameter_spans_slashes(os_router: SiteRouter) -> None:
