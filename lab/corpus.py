@@ -414,9 +414,7 @@ class Builder:
         items = []
         for e in hits:
             first = re.split(r"(?<=[.!?]) ", e.paragraphs[0])[0][:160]
-            items.append(
-                f'<li><a href="/wiki/{slug(e.title)}">{_text(e.title)}</a><p>{self._plain(first)}</p></li>\n'
-            )
+            items.append(f'<li><a href="/wiki/{slug(e.title)}">{_text(e.title)}</a><p>{self._plain(first)}</p></li>\n')
         body = self._fit(
             f'<div class="search">\n<h1>Search results for “{_text(query)}”</h1>\n<ul class="results">\n',
             items,
@@ -652,9 +650,7 @@ class Builder:
     def os_browser(self, entry: Entry) -> Example:
         url = f"genpedia.org/wiki/{slug(entry.title)}"
         paras = [f"<p>{self._plain(p)}</p>\n" for p in entry.paragraphs]
-        inner = self._fit(
-            f'<p class="address">{_text(url)}</p>\n<h1>{_text(entry.title)}</h1>\n', paras, ""
-        )
+        inner = self._fit(f'<p class="address">{_text(url)}</p>\n<h1>{_text(entry.title)}</h1>\n', paras, "")
         body = self._window(f"Browser — {entry.title}", inner)
         return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
 

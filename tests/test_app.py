@@ -108,8 +108,8 @@ def test_a_page_whose_path_holds_a_question_mark_is_one_page_for_the_request_and
     frames = ws_messages(client, live_url(placeholder))
     assert "<h1>What is V.11?</h1>" in frames[-1]
     assert len(engine.calls) == 1  # the stream watched the request's own run
-    response = client.get("/forum/r/debian/What_is_V.11%3F")
-    assert response.status_code == 200 and "<h1>What is V.11?</h1>" in response.text and "ws-connect" not in response.text
+    cached = client.get("/forum/r/debian/What_is_V.11%3F")
+    assert cached.status_code == 200 and "<h1>What is V.11?</h1>" in cached.text and "ws-connect" not in cached.text
 
 
 def test_htmx_request_on_a_cached_page_gets_the_fragment(client_factory: ClientFactory, all_sites: list[Site]) -> None:
