@@ -32,9 +32,10 @@ class Post:
 
 def as_html_text(value: Any) -> Markup:
     """A value as an opening writes it, the way the corpus writes text (lab.corpus): `&`, `<`, `>` and `"`
-    escaped, `'` as it is. Jinja2's own escaping writes `'` as `&#39;`, which the model never reads in training and
-    its tokenizer splits in five (`Don&#39;t`); `"` stays escaped, so a value is safe in a double-quoted attribute,
-    and genui refuses an opening that puts one in a single-quoted attribute (genui.sites)."""
+    escaped, `'` as it is. Jinja2's own escaping writes `don't` as `don&#39;t`, which the model never reads in
+    training and its tokenizer reads as six tokens after `don` where `'t` is one. `"` stays escaped, so a value is
+    safe in a double-quoted attribute, and genui refuses an opening that puts one in a single-quoted attribute
+    (genui.sites)."""
     if isinstance(value, Markup):
         return value
     return Markup(html.escape(str(value), quote=False).replace('"', "&quot;"))

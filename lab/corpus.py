@@ -244,8 +244,8 @@ def read_file_tree(per_package: int = PATHS_PER_PACKAGE, info: Path = DPKG_INFO)
 
 def _text(value: str) -> str:
     """`value` as an element's text: `&`, `<` and `>` escaped, quotes written as they are. SmolLM2's tokenizer
-    reads `"` and `'t` as one token each, and `&quot;` and `&#x27;t` as four and six: the escaped forms, in one page
-    of three before session 31, were where the forum's replies looped (`&quot;&quot;&quot;`, `Spockquot;`)."""
+    reads `"` and `'t` as one token each, and `&quot;` and `&#x27;t` as four and seven: the escaped forms, in one
+    page of three before session 31, were where the forum's replies looped (`&quot;&quot;&quot;`, `Spockquot;`)."""
     return html.escape(value, quote=False)
 
 
