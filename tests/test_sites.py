@@ -119,6 +119,18 @@ def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: s
     assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
 
 
+def opening_error(tmp_path: Path, opening: str) -> SiteConfigError | None:
+    """The error loading a site whose second route opens with ``opening``; None when it loads with it."""
+    write_site(tmp_path, GOOD.replace('opening = "home.j2"', 'opening = "open.j2"'))
+    (tmp_path / "prompts" / "open.j2").write_text(opening, encoding="utf-8")
+    try:
+        site = load_site(tmp_path)
+    except SiteConfigError as error:
+        return error
+    assert site.routes[1].opening == "open.j2"
+    return None
+
+
 @pytest.mark.parametrize(
     ("opening", "refused"),
     [
@@ -130,15 +142,11 @@ def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: s
     ],
 )
 def test_an_opening_may_not_end_with_a_newline_inside_an_attribute(tmp_path: Path, opening: str, refused: bool) -> None:
-    write_site(tmp_path, GOOD.replace('opening = "home.j2"', 'opening = "open.j2"'))
-    (tmp_path / "prompts" / "open.j2").write_text(opening, encoding="utf-8")
-    if not refused:
-        assert load_site(tmp_path).routes[1].opening == "open.j2"
-        return
-    with pytest.raises(SiteConfigError) as caught:
-        load_site(tmp_path)
-    assert caught.value.key == "routes[1].opening" and "final newline" in caught.value.fix
-    assert "open.j2 ends with a newline inside the attribute" in caught.value.problem
+    error = opening_error(tmp_path, opening)
+    assert (error is not None) == refused
+    if error is not None:
+        assert error.key == "routes[1].opening" and "final newline" in error.fix
+        assert "open.j2 ends with a newline inside the attribute" in error.problem
 
 
 @pytest.mark.parametrize(
@@ -153,15 +161,11 @@ def test_an_opening_may_not_end_with_a_newline_inside_an_attribute(tmp_path: Pat
 def test_an_opening_may_not_put_a_value_in_a_single_quoted_attribute(
     tmp_path: Path, opening: str, refused: bool
 ) -> None:
-    write_site(tmp_path, GOOD.replace('opening = "home.j2"', 'opening = "open.j2"'))
-    (tmp_path / "prompts" / "open.j2").write_text(opening, encoding="utf-8")
-    if not refused:
-        assert load_site(tmp_path).routes[1].opening == "open.j2"
-        return
-    with pytest.raises(SiteConfigError) as caught:
-        load_site(tmp_path)
-    assert caught.value.key == "routes[1].opening" and "double quotes" in caught.value.fix
-    assert "open.j2 puts a value inside a single-quoted attribute" in caught.value.problem
+    error = opening_error(tmp_path, opening)
+    assert (error is not None) == refused
+    if error is not None:
+        assert error.key == "routes[1].opening" and "double quotes" in error.fix
+        assert "open.j2 puts a value inside a single-quoted attribute" in error.problem
 
 
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
