@@ -29,7 +29,7 @@ tokens = 512   # the most tokens a page may take; most stop earlier (end of text
 # The sampler, when this site wants other than the model's generation_config.json (docs/sites.md):
 # t_max = 0.5          # temperature at the first denoising step ...
 # t_min = 0.2          # ... falling to this at the last (lower: tidier, fewer steps)
-# entropy_bound = 8.0  # uncertainty one step may accept (higher: fewer steps, more doubled tokens)
+# entropy_bound = 1.0  # uncertainty one step may accept (higher: fewer steps, more broken pages)
 
 [[routes]]
 pattern = "/"

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from fakes import ClientFactory, visit
 
+from engine.loading import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
 from genui.scaffold import create_site, title_from_name
@@ -60,16 +62,25 @@ def test_title_from_name() -> None:
     assert title_from_name("my-recipes") == "My Recipes" and title_from_name("x_y") == "X Y"
 
 
-def test_the_sampler_keys_the_scaffold_comments_out_load_when_uncommented(tmp_path: Path) -> None:
+def test_the_sampler_keys_the_scaffold_comments_out_load_as_the_shipped_models_when_uncommented(
+    tmp_path: Path,
+) -> None:
+    # A site that uncomments them keeps the default model's sampler: the comments may not drift from its settings.
     create_site("recipes", "A cookbook.", tmp_path)
     toml = tmp_path / "recipes" / "site.toml"
     text = toml.read_text(encoding="utf-8")
-    for key in ("t_max", "t_min", "entropy_bound"):
+    for key in ("steps", "t_max", "t_min", "entropy_bound"):
         assert f"# {key} = " in text
         text = text.replace(f"# {key} = ", f"{key} = ")
     toml.write_text(text, encoding="utf-8")
     model = load_site(tmp_path / "recipes").model
-    assert (model.t_max, model.t_min, model.entropy_bound) == (0.5, 0.2, 8.0)
+    shipped = json.loads((DEFAULT_MODEL / "generation_config.json").read_text(encoding="utf-8"))
+    assert (model.steps, model.t_max, model.t_min, model.entropy_bound) == (
+        shipped["max_denoising_steps"],
+        shipped["t_max"],
+        shipped["t_min"],
+        shipped["entropy_bound"],
+    )
 
 
 def test_a_new_sites_home_lists_its_pages_and_where_to_start(tmp_path: Path, client_factory: ClientFactory) -> None:
