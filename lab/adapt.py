@@ -420,9 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat",
         action="append",
         default=[],
-        metavar="SITE:PATH_REGEX=N",
-        help="with --pack: training pages of SITE whose path fully matches PATH_REGEX are packed N times "
-        "(e.g. os:/settings/.*=4); repeatable, the first match counts",
+        metavar="SITE:PATH_REGEX[~HTML_REGEX]=N",
+        help="with --pack: training pages of SITE whose path, without its query or with it, fully matches "
+        "PATH_REGEX (and whose page holds a match of HTML_REGEX, '.' matching newlines too) are packed N times "
+        "(e.g. os:/settings/.*=4, 'wiki:/wiki/.*~</p>.*<p>=2'); repeatable, the first match counts; a repeat "
+        "that matches no training page stops the pack",
     )
     for f in fields(AdaptConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
@@ -438,7 +440,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine.base import ensure_base
 
         base = Path(args.base or ensure_base())
-        packed = pack_corpus(args.pack, base, max_prompt=320, max_response=448, repeats=repeats)
+        try:
+            packed = pack_corpus(args.pack, base, max_prompt=320, max_response=448, repeats=repeats)
+        except ValueError as e:
+            parser.error(str(e))
         packed.save(args.packed)
         print(f"{len(packed)} pages packed into {args.packed}", file=sys.stderr)
         return 0

@@ -121,26 +121,55 @@ def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Repeat:
-    """Training pages of one site whose path (query aside) fully matches ``path``, packed ``times`` times over."""
+    """Training pages of one site whose path (query aside) fully matches ``path``, packed ``times`` times over; with
+    ``html``, only those whose page also holds a match of it (a page's shape, not its route: ``<p>.*<p>`` for two
+    paragraphs)."""
 
     site: str
     path: re.Pattern[str]
     times: int
+    html: re.Pattern[str] | None = None
 
     @classmethod
     def parse(cls, text: str) -> Repeat:
-        """``SITE:PATH_REGEX=N``, e.g. ``os:/settings/.*=4``."""
+        """``SITE:PATH_REGEX=N`` or ``SITE:PATH_REGEX~HTML_REGEX=N``, e.g. ``os:/settings/.*=4``."""
         spec, equals, times = text.rpartition("=")
-        site, colon, path = spec.partition(":")
+        site, colon, rest = spec.partition(":")
+        path, tilde, html = rest.partition("~")
         if not (equals and colon and site and path and times.isdecimal() and times.isascii() and int(times) >= 1):
-            raise ValueError(f"--repeat {text!r}: write SITE:PATH_REGEX=N, e.g. os:/settings/.*=4")
-        try:
-            return cls(site, re.compile(path), int(times))
-        except re.error as e:
-            raise ValueError(f"--repeat {text!r}: {path!r} is not a regular expression ({e})") from e
+            raise ValueError(
+                f"--repeat {text!r}: write SITE:PATH_REGEX=N or SITE:PATH_REGEX~HTML_REGEX=N, e.g. {_EXAMPLE}"
+            )
+        if tilde and not html:
+            raise ValueError(
+                f"--repeat {text!r}: nothing after the ~: write the HTML_REGEX there, e.g. {_EXAMPLE_HTML}"
+            )
+        return cls(
+            site,
+            _compile(text, "PATH_REGEX", path),
+            int(times),
+            _compile(text, "HTML_REGEX", html, re.S) if tilde else None,
+        )
 
     def matches(self, row: dict[str, Any]) -> bool:
-        return row["site"] == self.site and self.path.fullmatch(str(row.get("path", "")).partition("?")[0]) is not None
+        path = str(row.get("path", ""))
+        return (
+            row["site"] == self.site
+            # the path alone, or with its query when the regex names one (os:/terminal\?cmd=ls)
+            and (self.path.fullmatch(path.partition("?")[0]) or self.path.fullmatch(path)) is not None
+            and (self.html is None or self.html.search(str(row.get("html", ""))) is not None)
+        )
+
+
+def _compile(text: str, what: str, pattern: str, flags: int = 0) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, flags)
+    except re.error as e:
+        raise ValueError(f"--repeat {text!r}: {what} {pattern!r} is not a regular expression ({e})") from e
+
+
+_EXAMPLE = "os:/settings/.*=4"
+_EXAMPLE_HTML = "'wiki:/wiki/.*~</p>.*<p>=2' (articles of two paragraphs or more)"
 
 
 def pack_corpus(
@@ -148,7 +177,8 @@ def pack_corpus(
 ) -> Packed:
     """Every (prompt, page) of corpus JSONL files in the base's own format: its chat template, the page,
     end-of-text. A training page that a ``repeats`` entry matches is packed that many times (the first match
-    counts); held-out pages once."""
+    counts); held-out pages once. A repeat that no training page matches at all is a mistake (a site or a path
+    misspelt), so it raises ValueError."""
     from transformers import AutoTokenizer
 
     from engine.causal import encode_prompt, end_of_text
@@ -160,6 +190,7 @@ def pack_corpus(
     groups: list[int] = []
     held: list[bool] = []
     names: list[str] = []
+    unmatched = set(repeats)
     for row in _rows(corpus if isinstance(corpus, list) else [corpus]):
         prompt = encode_prompt(tokenizer, row["prompt"])
         if len(prompt) > max_prompt:
@@ -167,11 +198,18 @@ def pack_corpus(
         response = tokenizer.encode(row["html"], add_special_tokens=False)[: max_response - 1] + [eos]
         if row["site"] not in names:
             names.append(row["site"])
-        times = 1 if row["holdout"] else next((r.times for r in repeats if r.matches(row)), 1)
+        matching = [] if row["holdout"] else [r for r in repeats if r.matches(row)]
+        unmatched.difference_update(matching)
+        times = matching[0].times if matching else 1
         prompts += [np.asarray(prompt, dtype=np.uint16)] * times
         responses += [np.asarray(response, dtype=np.uint16)] * times
         groups += [names.index(row["site"])] * times
         held += [bool(row["holdout"])] * times
+    if unmatched:
+        said = ", ".join(
+            f"{r.site}:{r.path.pattern}" + (f"~{r.html.pattern}" if r.html else "") for r in repeats if r in unmatched
+        )
+        raise ValueError(f"--repeat {said}: no training page of the corpus matches it (sites: {', '.join(names)})")
     return Packed(
         np.concatenate(prompts),
         np.cumsum([0, *map(len, prompts)]),

@@ -193,7 +193,58 @@ def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Pat
     assert len(Packed.load(packed)) == 3 + 1 + 1 + 1 + 1
 
 
-@pytest.mark.parametrize("bad", ["os:/settings/.*", "os=3", ":/x=3", "os:/x=0", "os:(=2", "os:/x=²"])
+def test_pack_repeats_a_route_by_its_query_and_refuses_a_repeat_that_matches_no_page(
+    tiny_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [("/terminal?cmd=ls", False), ("/terminal?cmd=ls%20/home/user", False), ("/terminal?cmd=pwd", False)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": "os", "path": p, "prompt": f"<page>{p}</page>", "html": "<pre>$</pre>", "holdout": h})
+            + "\n"
+            for p, h in rows
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]
+    # sessions 29-33 wrote this one, which matched no page while only the path (query aside) was matched
+    assert main([*common, "--repeat", "os:/terminal\\?cmd=ls(%20/home.*)?=4"]) == 0
+    assert len(Packed.load(packed)) == 4 + 4 + 1
+    assert main([*common, "--repeat", "os:/terminal=2"]) == 0  # the path alone still matches every command
+    assert len(Packed.load(packed)) == 2 + 2 + 2
+    packed.unlink()
+    for mistaken in ("wiki:/terminal.*=2", "os:/terminal\\?cmd=cd=2", "os:/terminal~<p>=2"):
+        with pytest.raises(SystemExit) as exit_:
+            main([*common, "--repeat", "os:/terminal=2", "--repeat", mistaken])
+        assert exit_.value.code == 2
+        assert "no training page of the corpus matches it (sites: os)" in capsys.readouterr().err
+        assert not packed.exists()  # nothing half-made is left to train on
+
+
+def test_pack_repeats_only_the_pages_whose_html_holds_the_shape_it_is_told(tiny_base: Path, tmp_path: Path) -> None:
+    pages = {
+        "/wiki/One": "<article>\n<h1>One</h1>\n<p>a</p>\n</article>",
+        "/wiki/Two": "<article>\n<h1>Two</h1>\n<p>a</p>\n<p>b</p>\n</article>",  # the paragraphs on two lines
+        "/wiki/Three": "<article><h1>Three</h1><p>a</p><p>b</p><p>c</p></article>",
+    }
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": "wiki", "path": p, "prompt": f"<title>{p}</title>", "html": h, "holdout": False}) + "\n"
+            for p, h in pages.items()
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]
+    assert main([*common, "--repeat", "wiki:/wiki/.*~</p>.*<p>=3"]) == 0
+    assert len(Packed.load(packed)) == 1 + 3 + 3
+    assert main([*common, "--repeat", "wiki:/wiki/.*~<p>c</p>=2", "--repeat", "wiki:/wiki/T.*=4"]) == 0
+    assert len(Packed.load(packed)) == 1 + 4 + 2  # the first match counts, the HTML's included
+
+
+@pytest.mark.parametrize(
+    "bad", ["os:/settings/.*", "os=3", ":/x=3", "os:/x=0", "os:(=2", "os:/x=²", "os:/x~=2", "os:/x~(p=2", "os:~<p>=2"]
+)
 def test_pack_refuses_a_repeat_it_cannot_read_and_says_how_to_write_one(
     bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
