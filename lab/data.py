@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +121,15 @@ def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Repeat:
-    """Training pages of one site whose path (query aside) fully matches ``path``, packed ``times`` times over; with
-    ``html``, only those whose page also holds a match of it (a page's shape, not its route: ``<p>.*<p>`` for two
-    paragraphs)."""
+    """Training pages of one site whose path, without its query or with it, fully matches ``path``, packed ``times``
+    times over; with ``html``, only those whose page also holds a match of it (a page's shape, not its route:
+    ``</p>.*<p>`` for two paragraphs). ``text`` is the repeat as written, to name it in errors."""
 
     site: str
     path: re.Pattern[str]
     times: int
     html: re.Pattern[str] | None = None
+    text: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Repeat:
@@ -149,6 +150,7 @@ class Repeat:
             _compile(text, "PATH_REGEX", path),
             int(times),
             _compile(text, "HTML_REGEX", html, re.S) if tilde else None,
+            text,
         )
 
     def matches(self, row: dict[str, Any]) -> bool:
@@ -206,9 +208,7 @@ def pack_corpus(
         groups += [names.index(row["site"])] * times
         held += [bool(row["holdout"])] * times
     if unmatched:
-        said = ", ".join(
-            f"{r.site}:{r.path.pattern}" + (f"~{r.html.pattern}" if r.html else "") for r in repeats if r in unmatched
-        )
+        said = ", ".join(repr(r.text) for r in repeats if r in unmatched)
         raise ValueError(f"--repeat {said}: no training page of the corpus matches it (sites: {', '.join(names)})")
     return Packed(
         np.concatenate(prompts),
