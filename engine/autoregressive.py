@@ -10,6 +10,7 @@ a DoneFrame at the end. It exists for benchmarks and comparisons; it does not ba
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ import torch
 from engine.channel import FrameChannel
 from engine.denoise import token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
+from engine.gaps import fits_with_gaps, write_with_gaps
 from engine.generation import canvases as canvas_count
 from engine.generation import check_length, encode_opening, fits, settings_for
 from engine.loading import LoadedModel
@@ -133,10 +135,12 @@ class AutoregressiveEngine:
         return f"{self.loaded.model_id}/autoregressive"  # same weights, different text: keep caches apart
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        if request.gaps:
+            return write_with_gaps(self.loaded, request, self.stream)
         return self._frames(request)
 
     def fits(self, request: GenerationRequest) -> bool:
-        return fits(self.loaded, request)
+        return fits_with_gaps(self.loaded, request, functools.partial(fits, self.loaded))
 
     async def close(self) -> None:
         """Fail the streams still open, stop decoding, and wait for the worker thread."""

@@ -27,6 +27,7 @@ class GenerationRequest:
     confidence_threshold: float | None = None  # adaptive stop: mean token entropy below this
     stop_at_eos: bool = True
     opening: str = ""  # text the response starts with, word for word: fixed at the page start, written around
+    gaps: tuple[str, ...] = ()  # the opening goes on after holes the model fills: opening, hole, gaps[0], hole, ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,8 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
     if len(requests) != len(rows) or not requests:
         raise ValueError("plan_batch needs one row per request")
     first = requests[0]
+    if any(request.gaps for request in requests):
+        raise ValueError("an opening with gaps is written turn by turn (engine.gaps), not planned as one batch")
     if any(batch_key(request) != batch_key(first) for request in requests):
         raise ValueError("requests in one batch must share their generation settings")
     settings = settings_for(loaded, first)

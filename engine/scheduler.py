@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from types import TracebackType
 
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
+from engine.gaps import fits_with_gaps, variants_in_turn, write_with_gaps
 from engine.generation import Plan, batch_key, fits, plan_batch, run_plan, settings_for
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
@@ -79,10 +81,12 @@ class Scheduler:
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         """Frames for one request: StepFrames and a CanvasFrame per canvas, then one DoneFrame."""
+        if request.gaps:
+            return write_with_gaps(self.loaded, request, self.stream)
         return self._frames([request], key=batch_key(request))
 
     def fits(self, request: GenerationRequest) -> bool:
-        return fits(self.loaded, request)
+        return fits_with_gaps(self.loaded, request, functools.partial(fits, self.loaded))
 
     def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
         """``n`` variants of one prompt from one batched generate() call; frames carry ``variant`` 0..n-1.
@@ -91,6 +95,8 @@ class Scheduler:
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        if request.gaps:  # turns cannot share a batch: each variant's openings differ after its first hole
+            return variants_in_turn(request, n, self.stream)
         return self._frames([request] * n, key=None)
 
     def infill(self, request: InfillRequest) -> AsyncIterator[Frame]:

@@ -66,7 +66,7 @@ def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str
     ``before`` is only what the model reads; the page keeps its own bytes, so a long page is cut from the front,
     at a tag boundary.
     """
-    probe = replace(request, max_tokens=room or engine.canvas_length, opening="")
+    probe = replace(request, max_tokens=room or engine.canvas_length, opening="", gaps=())
     while before and not engine.fits(replace(probe, prompt=request.prompt + before)):
         cut = before.find("<", len(before) // 2)
         before = before[cut:] if cut > 0 else ""

@@ -7,11 +7,24 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from genui.sites import Route, Site, SiteConfigError
+
+GAP = "\ue000"  # where an opening's gap() stands in its rendered text: a private-use character no value keeps
+
+
+def gap() -> Markup:
+    """A hole in an opening that the model fills with one line of text (engine.gaps)."""
+    return Markup(GAP)
+
+
+def split_gaps(opening: str) -> tuple[str, tuple[str, ...]]:
+    """A rendered opening as the engine takes it: the text before its first gap, and the text after each gap."""
+    first, *after = opening.split(GAP)
+    return first, tuple(after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +51,25 @@ def as_html_text(value: Any) -> Markup:
     (genui.sites)."""
     if isinstance(value, Markup):
         return value
-    return Markup(html.escape(str(value), quote=False).replace('"', "&quot;"))
+    return Markup(html.escape(str(value).replace(GAP, ""), quote=False).replace('"', "&quot;"))
 
 
 def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
-    return ImmutableSandboxedEnvironment(
+    env = ImmutableSandboxedEnvironment(
         loader=FileSystemLoader(site.prompts_dir),
         undefined=StrictUndefined,
         autoescape=autoescape,
         finalize=as_html_text if autoescape else None,
         keep_trailing_newline=True,
     )
+    if autoescape:  # openings
+        env.globals["gap"] = gap
+    return env
+
+
+def _calls_gap(env: ImmutableSandboxedEnvironment, name: str) -> bool:
+    source = env.loader.get_source(env, name)[0] if env.loader is not None else ""
+    return any(name.name == "gap" for name in env.parse(source).find_all(nodes.Name))
 
 
 class PromptRenderer:
@@ -66,6 +87,13 @@ class PromptRenderer:
                 if opening is not None:
                     self._check(opening, self._html)
                     digest.update(b"\0" + (site.prompts_dir / opening).read_bytes())
+            if route.reply_opening is not None and _calls_gap(self._html, route.reply_opening):
+                raise SiteConfigError(
+                    site.prompts_dir / route.reply_opening,
+                    "gap()",
+                    "a reply opening cannot have gaps: replies are written in place after the thread",
+                    "move the gap() into the route's opening, or write the text out",
+                )
             self._versions[route] = digest.hexdigest()[:16]  # unchanged for a route without openings
 
     def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:

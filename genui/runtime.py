@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from engine.frames import GenerationRequest
 from genui.links import LinkRewriter
-from genui.prompts import PromptRenderer
+from genui.prompts import PromptRenderer, split_gaps
 from genui.routing import Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site
@@ -36,14 +36,16 @@ class SiteRuntime:
         return self.mount + site_url
 
     def request(self, prompt: str, seed: int, opening: str = "") -> GenerationRequest:
-        """What the engine is asked for one page of this site."""
+        """What the engine is asked for one page of this site; ``opening`` is a rendered opening, gaps and all."""
         model = self.site.model
+        opening, gaps = split_gaps(opening)
         return GenerationRequest(
             prompt=prompt,
             max_tokens=model.tokens,
             max_steps=model.steps,
             seed=seed,
             opening=opening,
+            gaps=gaps,
             t_max=model.t_max,
             t_min=model.t_min,
             entropy_bound=model.entropy_bound,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR
 
-from genui.prompts import Parent, Post, PromptRenderer
+from genui.prompts import GAP, Parent, Post, PromptRenderer, split_gaps
 from genui.sites import Site, SiteConfigError, load_site
 
 
@@ -101,3 +101,29 @@ def test_a_syntax_error_in_an_opening_is_a_config_error_naming_the_file(tmp_path
     with pytest.raises(SiteConfigError) as caught:
         PromptRenderer(load_site(root))
     assert caught.value.file.endswith("article_opening.j2") and caught.value.fix
+
+
+def test_an_opening_s_gaps_split_it_into_the_pieces_the_model_writes_between(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article_opening.j2").write_text(
+        "<h1>{{ params.title }}</h1><p>Born {{ gap() }}, died {{ gap() }}.</p>", encoding="utf-8"
+    )
+    site = load_site(root)
+    opening = PromptRenderer(site).opening(site.routes[2], {"title": "Ada"})
+    assert split_gaps(opening) == ("<h1>Ada</h1><p>Born ", (", died ", ".</p>"))
+    assert split_gaps("<h1>Ada</h1>") == ("<h1>Ada</h1>", ())
+
+
+def test_url_text_cannot_make_a_gap(wiki: Site) -> None:
+    opening = PromptRenderer(wiki).opening(wiki.routes[2], {"title": f"A{GAP}B"})
+    assert GAP not in opening and "<h1>AB</h1>" in opening
+
+
+def test_a_gap_in_a_reply_opening_is_a_config_error_naming_the_file_and_the_fix(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "forum")
+    (root / "prompts" / "reply_opening.j2").write_text('<div class="reply">{{ gap() }}', encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    error = caught.value
+    assert error.file.endswith("reply_opening.j2") and error.key == "gap()"
+    assert "route's opening" in error.fix
