@@ -10,7 +10,6 @@ a DoneFrame at the end. It exists for benchmarks and comparisons; it does not ba
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,14 +20,11 @@ import torch
 from engine.channel import FrameChannel
 from engine.denoise import token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.gaps import fits_with_gaps, write_with_gaps
+from engine.gaps import fill_gaps, fits_with_gaps
 from engine.generation import canvases as canvas_count
-from engine.generation import check_length, encode_opening, fits, settings_for
+from engine.generation import check_length, encode_opening, next_token, sampling_temperature, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
-
-# generate()'s default final temperature; the baseline samples at the temperature diffusion ends its canvases with.
-DEFAULT_TEMPERATURE = 0.4
 
 
 def generate_autoregressive(
@@ -46,9 +42,9 @@ def generate_autoregressive(
     """
     started = time.perf_counter() if started is None else started
     settings_for(loaded, request)  # the same validation as the diffusion engine
+    request = fill_gaps(loaded, request, emit, cancelled)  # an opening's holes (engine.gaps), then the rest
     denoiser, tokenizer, length = loaded.denoiser, loaded.tokenizer, loaded.canvas_length
-    temperature = request.t_min if request.t_min is not None else loaded.defaults.t_min
-    temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
+    temperature = sampling_temperature(loaded, request)
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
 
     prompt = denoiser.encode_prompt(request.prompt)
@@ -84,14 +80,10 @@ def generate_autoregressive(
             if cancelled():
                 raise GenerationCancelled
             logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
+            next_input = next_token(logits, temperature, generator)  # (1, 1)
             if temperature > 0:
                 logits = logits / temperature
-            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-            if temperature > 0:
-                next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
-            else:
-                next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
-            entropies.append(float(token_entropy(logits, probs).sum()))
+            entropies.append(float(token_entropy(logits, torch.softmax(logits, dim=-1, dtype=torch.float32)).sum()))
             token = int(next_input)
             if request.stop_at_eos and token == denoiser.eos_id:
                 break
@@ -135,12 +127,10 @@ class AutoregressiveEngine:
         return f"{self.loaded.model_id}/autoregressive"  # same weights, different text: keep caches apart
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
-        if request.gaps:
-            return write_with_gaps(self.loaded, request, self.stream)
         return self._frames(request)
 
     def fits(self, request: GenerationRequest) -> bool:
-        return fits_with_gaps(self.loaded, request, functools.partial(fits, self.loaded))
+        return fits_with_gaps(self.loaded, request)
 
     async def close(self) -> None:
         """Fail the streams still open, stop decoding, and wait for the worker thread."""

@@ -2,28 +2,30 @@
 
 A request's ``opening`` is pinned word for word at the start of the page (engine.generation.plan_batch). Pins hold
 positions, and the text the model writes in a hole has no length known beforehand, so pins alone can fix only a
-prefix. With ``gaps`` the page is written in turns instead: ``opening``, a hole, ``gaps[0]``, a hole, ``gaps[1]``,
-and so on. Each turn is an ordinary run whose opening is all the text decided so far, given room for one hole
-(GAP_TOKENS); the hole keeps one line of what the model wrote there, up to its first tag or line end, and the fixed
-text after it joins the next turn's opening. The last turn writes the rest of the page as any page is written.
+prefix. With ``gaps`` the opening goes on after holes: ``opening``, a hole, ``gaps[0]``, a hole, ``gaps[1]``, and
+so on. Before the page is denoised, each hole is written in the model's next-token mode (both families are causal
+LMs too: engine.autoregressive), from the prompt and the text decided so far, until the model ends the line, opens
+a tag or has written GAP_TOKENS tokens; the whole opening, holes filled, is then pinned as any opening is.
 
-A hole costs a prefill and the canvas (rarely two) it falls in. Frames of the turns before the last are drafts of
-the whole page so far (StepFrames only, numbered by the turn's own canvases); the last turn's frames pass as they
-are, and its DoneFrame carries every turn's canvases, time and counts.
+A hole holds a value, a name or a short phrase: a few tokens, which one token at a time writes whole and cheaply,
+where a denoised canvas settles on a length first and often cuts a value short (``1`` for ``1920 × 1080``,
+docs/model.md, session 35).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+from collections.abc import Callable
 
-from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import canvases
+import torch
+from transformers import Cache
+
+from engine.frames import EngineError, Frame, GenerationRequest, StepFrame
+from engine.generation import canvases, check_length, fits, next_token, sampling_temperature
 from engine.loading import LoadedModel
+from engine.streaming import GenerationCancelled
 
-GAP_TOKENS = 24  # the most tokens a hole may hold: a value, a name or a short phrase
+GAP_TOKENS = 24  # the most tokens a hole may hold
 _ENDS = ("<", "\n")  # where the model's text in a hole stops: a tag (the fixed text's own) or a new line
 
 
@@ -38,97 +40,87 @@ def hole_text(written: str, tokens: int, count: Callable[[str], list[int]], deco
     return text.strip()
 
 
-def fits_with_gaps(loaded: LoadedModel, request: GenerationRequest, fits: Callable[[GenerationRequest], bool]) -> bool:
-    """Whether the request fits with every hole at its longest."""
+def fits_with_gaps(loaded: LoadedModel, request: GenerationRequest) -> bool:
+    """Whether the request fits the model with every hole at its longest."""
     if not request.gaps:
-        return fits(request)
-    room = GAP_TOKENS * len(request.gaps)
+        return fits(loaded, request)
     whole = request.opening + "".join(request.gaps)
     ids = loaded.tokenizer.encode(whole, add_special_tokens=False)
     try:
         budget = canvases(loaded, request) * loaded.canvas_length
     except EngineError:
         return False
-    return len(ids) + room < budget and fits(dataclasses.replace(request, opening=whole, gaps=()))
+    room = len(ids) + GAP_TOKENS * len(request.gaps)
+    return room < budget and fits(loaded, dataclasses.replace(request, opening=whole, gaps=()))
 
 
-async def write_with_gaps(
-    loaded: LoadedModel, request: GenerationRequest, run: Callable[[GenerationRequest], AsyncIterator[Frame]]
-) -> AsyncIterator[Frame]:
-    """The frames of ``request`` written turn by turn, one turn per hole (see the module's docstring); ``run``
-    writes one turn."""
-    tokenizer = loaded.tokenizer
-    budget = canvases(loaded, request) * loaded.canvas_length
-
-    def count(text: str) -> list[int]:
-        ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
-        return ids
-
-    def decode(ids: list[int]) -> str:
-        text: str = tokenizer.decode(ids)
-        return text
-
-    started = time.perf_counter()
-    decided, rest = request.opening, list(request.gaps)
-    spent: list[CanvasFrame] = []
-    totals: dict[str, float] = {}
-    ttff: float | None = None
-    while rest:
-        room = len(count(decided)) + GAP_TOKENS
-        if room >= budget:
+def fill_gaps(
+    loaded: LoadedModel,
+    request: GenerationRequest,
+    emit: Callable[[Frame], None] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+    variant: int = 0,
+) -> GenerationRequest:
+    """``request`` with its holes written: its opening is the whole fixed text with the model's text in each hole,
+    and it has no gaps left. ``emit`` gets a StepFrame of the page so far after each hole. Runs in the calling
+    thread; raises GenerationCancelled once ``cancelled()`` turns true."""
+    if not request.gaps:
+        return request
+    tokenizer, length = loaded.tokenizer, loaded.canvas_length
+    budget = canvases(loaded, request) * length
+    prompt = loaded.denoiser.encode_prompt(request.prompt)
+    temperature = sampling_temperature(loaded, request)
+    generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
+    decided = request.opening
+    cache = loaded.denoiser.new_cache()  # the prompt and the page so far, read once: each hole goes on from it
+    unread = prompt + tokenizer.encode(decided, add_special_tokens=False)
+    for index, after in enumerate(request.gaps):
+        before = len(tokenizer.encode(decided, add_special_tokens=False))
+        if before + GAP_TOKENS >= budget:
             raise EngineError(
-                f"the opening's text before a gap is {room - GAP_TOKENS} tokens, which leaves no room for the gap in "
-                f"the page's {budget} tokens; shorten the opening or raise the page's tokens"
+                f"the opening's text before gap {index + 1} is {before} tokens, which leaves no room for the "
+                f"gap in the page's {budget} tokens; shorten the opening or raise the page's tokens"
             )
-        turn = dataclasses.replace(request, opening=decided, gaps=(), max_tokens=room, stop_at_eos=True)
-        finished: dict[int, str] = {}
-        done: DoneFrame | None = None
-        async with aclosing(run(turn)) as frames:
-            async for frame in frames:
-                if ttff is None:
-                    ttff = time.perf_counter() - started
-                if isinstance(frame, StepFrame):
-                    draft = "".join(text for index, text in sorted(finished.items()) if index < frame.canvas)
-                    yield dataclasses.replace(frame, text=draft + frame.text)
-                elif isinstance(frame, CanvasFrame):
-                    finished[frame.canvas] = frame.text
-                elif isinstance(frame, DoneFrame):
-                    done = frame
-        if done is None:
-            raise EngineError("a gap's turn ended without a final frame")
-        if not done.text.startswith(decided):
-            raise EngineError("a gap's turn did not keep its opening word for word")  # a tokenizer that rewrites text
-        spent.extend(done.canvases)
-        for name, value in done.stats.items():
-            totals[name] = totals.get(name, 0.0) + value
-        decided += hole_text(done.text[len(decided) :], GAP_TOKENS, count, decode) + rest.pop(0)
-    last = dataclasses.replace(request, opening=decided, gaps=())
-    async with aclosing(run(last)) as frames:
-        async for frame in frames:
-            if ttff is None:
-                ttff = time.perf_counter() - started
-            if not isinstance(frame, DoneFrame):
-                yield frame
-                continue
-            for name, value in frame.stats.items():
-                totals[name] = totals.get(name, 0.0) + value
-            forwards = totals.get("forwards", 0.0)
-            yield dataclasses.replace(
-                frame,
-                canvases=(*spent, *frame.canvases),
-                tokens_per_forward=totals.get("tokens", 0.0) / forwards if forwards else frame.tokens_per_forward,
-                ttff_s=ttff,
-                seconds=time.perf_counter() - started,
-                stats=totals,
-            )
+        check_length(loaded, len(prompt), before + GAP_TOKENS)
+        hole, spare = _write_hole(loaded, unread, cache, temperature, generator, cancelled)
+        decided += hole + after
+        try:
+            cache.crop(-spare)  # back to the page so far: the hole keeps less than the model wrote
+            unread = tokenizer.encode(hole + after, add_special_tokens=False)
+        except (RuntimeError, ValueError):  # a sliding-window layer past its window keeps no past to go back to
+            cache = loaded.denoiser.new_cache()
+            unread = prompt + tokenizer.encode(decided, add_special_tokens=False)
+        if emit is not None:
+            text = tokenizer.decode(tokenizer.encode(decided, add_special_tokens=False))
+            written = len(tokenizer.encode(hole, add_special_tokens=False))
+            emit(StepFrame(before // length, index + 1, text, written, 0.0, variant))
+    return dataclasses.replace(request, opening=decided, gaps=())
 
 
-async def variants_in_turn(
-    request: GenerationRequest, n: int, stream: Callable[[GenerationRequest], AsyncIterator[Frame]]
-) -> AsyncIterator[Frame]:
-    """``n`` variants of a request with gaps, one after another (seeds ``seed`` .. ``seed + n - 1``); frames carry
-    ``variant`` 0..n-1."""
-    for variant in range(n):
-        async with aclosing(stream(dataclasses.replace(request, seed=request.seed + variant))) as frames:
-            async for frame in frames:
-                yield dataclasses.replace(frame, variant=variant)
+def _write_hole(
+    loaded: LoadedModel,
+    unread: list[int],
+    cache: Cache,
+    temperature: float,
+    generator: torch.Generator,
+    cancelled: Callable[[], bool],
+) -> tuple[str, int]:
+    """The text the model writes after the ``cache`` and the ``unread`` tokens, token by token, cut as a hole keeps
+    it, and how many of its tokens the cache holds after the unread ones."""
+    denoiser, tokenizer = loaded.denoiser, loaded.tokenizer
+    next_input = torch.tensor([unread], dtype=torch.long, device=loaded.device)  # (1, T), then (1, 1)
+    written: list[int] = []
+    with torch.inference_mode():
+        for _ in range(GAP_TOKENS + 1):
+            if cancelled():
+                raise GenerationCancelled
+            next_input = next_token(denoiser.next_token_logits(next_input, cache), temperature, generator)
+            token = int(next_input)
+            if token == denoiser.eos_id:
+                break
+            written.append(token)
+            if any(end in tokenizer.decode(written) for end in _ENDS):
+                break
+    text: str = tokenizer.decode(written, skip_special_tokens=True)
+    kept = hole_text(text, GAP_TOKENS, lambda t: list(tokenizer.encode(t, add_special_tokens=False)), tokenizer.decode)
+    return kept, max(0, len(written) - 1)  # every token but the last went through the model

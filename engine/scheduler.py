@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import threading
 import time
@@ -23,8 +22,8 @@ from types import TracebackType
 
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
-from engine.gaps import fits_with_gaps, variants_in_turn, write_with_gaps
-from engine.generation import Plan, batch_key, fits, plan_batch, run_plan, settings_for
+from engine.gaps import fill_gaps, fits_with_gaps
+from engine.generation import Plan, batch_key, plan_batch, run_plan, settings_for
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled, Row
@@ -81,12 +80,11 @@ class Scheduler:
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         """Frames for one request: StepFrames and a CanvasFrame per canvas, then one DoneFrame."""
-        if request.gaps:
-            return write_with_gaps(self.loaded, request, self.stream)
-        return self._frames([request], key=batch_key(request))
+        # An opening with gaps runs alone: its holes are written before its canvases (engine.gaps).
+        return self._frames([request], key=None if request.gaps else batch_key(request))
 
     def fits(self, request: GenerationRequest) -> bool:
-        return fits_with_gaps(self.loaded, request, functools.partial(fits, self.loaded))
+        return fits_with_gaps(self.loaded, request)
 
     def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
         """``n`` variants of one prompt from one batched generate() call; frames carry ``variant`` 0..n-1.
@@ -95,8 +93,6 @@ class Scheduler:
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        if request.gaps:  # turns cannot share a batch: each variant's openings differ after its first hole
-            return variants_in_turn(request, n, self.stream)
         return self._frames([request] * n, key=None)
 
     def infill(self, request: InfillRequest) -> AsyncIterator[Frame]:
@@ -204,6 +200,8 @@ class Scheduler:
         if not jobs:
             return
         try:
+            for job in jobs:
+                self._fill_gaps(job)
             run_plan(self.loaded, self._plan(jobs))
         except GenerationCancelled:
             pass
@@ -215,6 +213,20 @@ class Scheduler:
         finally:
             for job in jobs:
                 job.channel.close()
+
+    def _fill_gaps(self, job: _Job) -> None:
+        """Write the holes of each of the job's openings (engine.gaps); variant i samples them from seed + i."""
+        if any(request.gaps for request in job.requests):
+            job.requests = [
+                fill_gaps(
+                    self.loaded,
+                    dataclasses.replace(request, seed=request.seed + row.variant),
+                    row.emit,
+                    row.cancelled,
+                    row.variant,
+                )
+                for request, row in zip(job.requests, job.rows(), strict=True)
+            ]
 
     def _plans_alone(self, job: _Job) -> bool:
         try:

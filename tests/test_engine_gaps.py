@@ -1,18 +1,18 @@
-"""Openings with gaps (engine.gaps): the page is written turn by turn, one turn per hole, and every fixed piece of
-the opening comes back word for word, in order, around what the model wrote in the holes."""
+"""Openings with gaps (engine.gaps): the model writes each hole token by token before the page is denoised, and
+every fixed piece of the opening comes back word for word, in order, around what it wrote there."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from engine_fixtures import collect, tiny_model
+from transformers import DynamicCache
 
 from engine import (
     AutoregressiveEngine,
-    CanvasFrame,
     DoneFrame,
     EngineError,
     Frame,
@@ -21,9 +21,9 @@ from engine import (
     Scheduler,
     StepFrame,
 )
-from engine.gaps import GAP_TOKENS, hole_text, write_with_gaps
+from engine.gaps import GAP_TOKENS, fill_gaps, hole_text
 from engine.generation import plan_batch
-from engine.streaming import Row
+from engine.streaming import GenerationCancelled, Row
 
 
 @pytest.fixture(scope="module")
@@ -52,66 +52,34 @@ def test_a_hole_keeps_one_line_of_text_up_to_the_first_tag() -> None:
     assert hole_text("abcdefgh<", 3, words, letters) == "abc"  # at most `tokens` tokens
 
 
-class Scripted:
-    """A stand-in engine: each turn's text is its opening, then the next scripted continuation, in two canvases."""
-
-    def __init__(self, continuations: list[str]) -> None:
-        self.continuations = continuations
-        self.openings: list[str] = []
-        self.budgets: list[int | None] = []
-
-    async def run(self, request: GenerationRequest) -> AsyncIterator[Frame]:
-        self.openings.append(request.opening)
-        self.budgets.append(request.max_tokens)
-        assert not request.gaps
-        text = request.opening + self.continuations[len(self.openings) - 1]
-        half = len(text) // 2
-        canvases = []
-        for index, part in enumerate((text[:half], text[half:])):
-            yield StepFrame(canvas=index, step=1, text=part[:-1], accepted=1, entropy=0.5)
-            canvas = CanvasFrame(canvas=index, steps=3, text=part, tokens=len(part), seconds=0.1)
-            canvases.append(canvas)
-            yield canvas
-        yield DoneFrame(text, tuple(canvases), 2.0, 0.01, 0.2, stats={"tokens": 10.0, "forwards": 5.0})
+PATTERN = re.escape(OPENING) + "([^<\n]*)" + re.escape(GAPS[0]) + "([^<\n]*)" + re.escape(GAPS[1])
 
 
-async def test_each_turn_opens_with_everything_decided_so_far(loaded: LoadedModel) -> None:
-    engine = Scripted(["Ada</dd><dt>Size", " 4 GiB \n</dd></dl>", "</p>tail"])
-    request = GenerationRequest(prompt="p", max_tokens=512, opening=OPENING, gaps=GAPS)
-    frames = await collect(write_with_gaps(loaded, request, engine.run))
-
-    assert engine.openings == [
-        OPENING,
-        OPENING + "Ada" + GAPS[0],
-        OPENING + "Ada" + GAPS[0] + "4 GiB" + GAPS[1],
-    ]
-    ids = [len(loaded.tokenizer.encode(o, add_special_tokens=False)) for o in engine.openings]
-    assert engine.budgets[:2] == [ids[0] + GAP_TOKENS, ids[1] + GAP_TOKENS]  # room for one hole a turn
-    assert engine.budgets[2] == 512  # the last turn has the page's own budget
-    done = frames[-1]
-    assert isinstance(done, DoneFrame)
-    assert done.text == "<dl><dt>Name</dt><dd>Ada</dd><dt>Size</dt><dd>4 GiB</dd></dl></p>tail"
-    assert len(done.canvases) == 6  # every turn's canvases count
-    assert done.stats == {"tokens": 30.0, "forwards": 15.0}
-    assert done.tokens_per_forward == 2.0
+def test_the_holes_are_written_before_the_page_and_the_fixed_text_kept_word_for_word(loaded: LoadedModel) -> None:
+    frames: list[Frame] = []
+    request = GenerationRequest(prompt="A list", max_tokens=256, seed=3, opening=OPENING, gaps=GAPS)
+    filled = fill_gaps(loaded, request, frames.append)
+    assert filled.gaps == () and filled.prompt == request.prompt and filled.max_tokens == 256
+    match = re.fullmatch(PATTERN, filled.opening)
+    assert match is not None, filled.opening
+    count = len(loaded.tokenizer.encode(match[1], add_special_tokens=False))
+    assert count <= GAP_TOKENS
+    assert [f.step for f in frames if isinstance(f, StepFrame)] == [1, 2]  # a draft of the page after each hole
+    assert isinstance(frames[0], StepFrame) and frames[0].text == OPENING + match[1] + GAPS[0]
+    assert fill_gaps(loaded, request) == filled  # the request's seed decides the holes
+    assert fill_gaps(loaded, dataclasses.replace(request, gaps=())) == dataclasses.replace(request, gaps=())
 
 
-async def test_turns_before_the_last_show_drafts_of_the_whole_page(loaded: LoadedModel) -> None:
-    engine = Scripted(["Ada</dd>", "4 GiB</dd>", "</p>tail"])
-    request = GenerationRequest(prompt="p", max_tokens=512, opening=OPENING, gaps=GAPS)
-    frames = await collect(write_with_gaps(loaded, request, engine.run))
-    first_turn = frames[:2]  # one draft per canvas; the turn's own CanvasFrames and DoneFrame stay inside
-    assert all(isinstance(f, StepFrame) for f in first_turn)
-    assert first_turn[1].text == (OPENING + "Ada</dd>")[:-1]  # canvas 0's final text, then canvas 1's draft
-    kinds = [type(f).__name__ for f in frames[4:]]  # the last turn's frames pass as they are
-    assert kinds == ["StepFrame", "CanvasFrame", "StepFrame", "CanvasFrame", "DoneFrame"]
+def test_a_cancelled_request_stops_writing_its_holes(loaded: LoadedModel) -> None:
+    request = GenerationRequest(prompt="A list", max_tokens=256, opening=OPENING, gaps=GAPS)
+    with pytest.raises(GenerationCancelled):
+        fill_gaps(loaded, request, cancelled=lambda: True)
 
 
-async def test_an_opening_too_long_for_its_holes_is_refused(loaded: LoadedModel) -> None:
-    engine = Scripted(["x</dd>"] * 3)
+def test_an_opening_too_long_for_its_holes_is_refused(loaded: LoadedModel) -> None:
     request = GenerationRequest(prompt="p", max_tokens=32, opening=OPENING * 4, gaps=GAPS)
     with pytest.raises(EngineError, match="no room for the gap"):
-        await collect(write_with_gaps(loaded, request, engine.run))
+        fill_gaps(loaded, request)
 
 
 async def test_the_scheduler_fills_the_holes_with_the_model_s_text(loaded: LoadedModel) -> None:
@@ -122,14 +90,16 @@ async def test_the_scheduler_fills_the_holes_with_the_model_s_text(loaded: Loade
         variants = await collect(engine.stream_variants(request, 2))
     done = frames[-1]
     assert isinstance(done, DoneFrame)
-    pattern = re.escape(OPENING) + "([^<\n]*)" + re.escape(GAPS[0]) + "([^<\n]*)" + re.escape(GAPS[1])
-    assert re.match(pattern, done.text), done.text
+    filled = fill_gaps(loaded, request)
+    assert done.text.startswith(filled.opening), done.text  # the holes as fill_gaps writes them, then the canvases
     assert all(c.steps <= 4 for c in done.canvases)
-    assert len(done.canvases) >= 3  # a canvas for each hole at least, and the last turn's
-    ends = [f for f in variants if isinstance(f, DoneFrame)]
+    assert [f.step for f in frames[:2] if isinstance(f, StepFrame)] == [1, 2]  # the holes' drafts come first
+    ends = sorted((f for f in variants if isinstance(f, DoneFrame)), key=lambda f: f.variant)
     assert [f.variant for f in ends] == [0, 1]
-    assert ends[0].text == done.text  # variant 0 is the request's own seed
-    assert all(re.match(pattern, f.text) for f in ends)
+    openings = [re.match(PATTERN, f.text) for f in ends]
+    assert all(openings), [f.text for f in ends]
+    assert ends[0].text.startswith(filled.opening)  # variant 0 writes its holes from the request's seed
+    assert fill_gaps(loaded, dataclasses.replace(request, seed=4)).opening in ends[1].text  # variant 1 from seed + 1
 
 
 async def test_the_autoregressive_engine_fills_the_holes_too(loaded: LoadedModel) -> None:
@@ -141,7 +111,7 @@ async def test_the_autoregressive_engine_fills_the_holes_too(loaded: LoadedModel
         await engine.close()
     done = frames[-1]
     assert isinstance(done, DoneFrame)
-    assert re.match(re.escape(OPENING) + "[^<\n]*" + re.escape(GAPS[0]) + "[^<\n]*" + re.escape(GAPS[1]), done.text)
+    assert re.match(PATTERN, done.text), done.text
 
 
 async def test_a_request_with_gaps_does_not_fit_where_its_holes_cannot(loaded: LoadedModel) -> None:
@@ -158,3 +128,23 @@ def test_a_plan_refuses_gaps_it_would_otherwise_ignore(loaded: LoadedModel) -> N
     request = GenerationRequest(prompt="p", opening=OPENING, gaps=GAPS)
     with pytest.raises(ValueError, match="turn by turn"):
         plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
+
+
+def test_a_cache_that_cannot_go_back_is_read_again(loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sliding-window layer past its window cannot be cropped (transformers raises); the holes go on from a fresh
+    cache that reads the page so far again."""
+    made: list[DynamicCache] = []
+
+    class Stuck(DynamicCache):
+        def crop(self, tokens_to_remove: int) -> None:
+            raise RuntimeError("no past recorded")
+
+    def new_cache() -> DynamicCache:
+        made.append(Stuck())
+        return made[-1]
+
+    monkeypatch.setattr(loaded.denoiser, "new_cache", new_cache)
+    request = GenerationRequest(prompt="A list", max_tokens=256, seed=3, opening=OPENING, gaps=GAPS)
+    filled = fill_gaps(loaded, request)
+    assert re.fullmatch(PATTERN, filled.opening), filled.opening
+    assert len(made) == 3  # one to start with, one after each hole
