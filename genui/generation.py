@@ -207,6 +207,8 @@ class Generation:
                 elif isinstance(frame, CanvasFrame):
                     finished[frame.canvas] = frame.text
                     text = "".join(text for _, text in sorted(finished.items()))
+                    if frame.steps == 0 and self._snapshot.text.startswith(text):
+                        continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
                 elif isinstance(frame, DoneFrame):
                     self._publish(replace(self._snapshot, page=self._finish(frame)))

@@ -103,6 +103,7 @@ class Variations:
 
     async def _run(self, start: Callable[[], AsyncIterator[Frame]]) -> None:
         finished: list[dict[int, str]] = [{} for _ in range(self.n)]  # per candidate: canvas index -> final text
+        shown = [""] * self.n  # per candidate: the text of its newest draft
         done: dict[int, str] = {}
         frames: AsyncIterator[Frame] | None = None
         try:
@@ -116,6 +117,9 @@ class Variations:
                         stable[frame.canvas] = frame.text
                     text = "".join(text for index, text in sorted(stable.items()) if index < frame.canvas)
                     text += frame.text
+                    if isinstance(frame, CanvasFrame) and frame.steps == 0 and shown[frame.variant].startswith(text):
+                        continue  # an opening's canvas, already shown with the gaps filled in it: no step back
+                    shown[frame.variant] = text
                     drafts = list(self._latest.drafts)
                     drafts[frame.variant] = self.runtime.render(text, draft=True)
                     self._publish(Candidates(tuple(drafts)))

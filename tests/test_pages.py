@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR, FakeEngine
 
-from engine.frames import EngineError, Frame, GenerationRequest
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from genui.generation import Generation, first_heading
 from genui.pages import Job, NoSuchVersion, Pages
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.sites import Site, load_site
-from genui.store import Store, StoredPage
+from genui.store import PageKey, Store, StoredPage
 
 
 @pytest.fixture
@@ -246,3 +246,28 @@ def test_a_url_too_long_for_the_model_is_a_bad_request(store: Store) -> None:
     with pytest.raises(BadRequest, match="longer than the model can read"):
         pages.generation(long, 1)
     assert "<thread>Macros</thread>" in pages.prompt(forum_job(pages, "/r/lisp/Macros")).text
+
+
+async def test_a_draft_never_steps_back_to_an_opening_s_canvas(wiki: Site) -> None:
+    """An opening with gaps shows the page growing gap by gap (engine.gaps), then its canvases come back pinned
+    whole (no step); those must not replace the longer draft already on screen with its first canvas alone."""
+    filled = '<article class="wiki">\n<h1>Lisp</h1>\n<p>Born 1958'
+
+    async def frames() -> AsyncIterator[Frame]:
+        for frame in (
+            StepFrame(1, 1, filled, 2, 0.0),  # after the gap: the page so far
+            CanvasFrame(0, 0, filled[:20], 20, 0.0),  # the filled opening's canvases, taken as they are
+            CanvasFrame(1, 0, filled[20:], 20, 0.0),
+            StepFrame(2, 1, ", by McCarthy", 3, 0.5),
+            CanvasFrame(2, 1, ", by McCarthy.</p>", 3, 0.1),
+            DoneFrame(filled + ", by McCarthy.</p>", (), 1.0, 0.0, 0.1),
+        ):
+            await asyncio.sleep(0.02)  # the watcher sees every draft
+            yield frame
+
+    runtime = SiteRuntime.build(wiki, mount="/wiki")
+    key = PageKey("wiki", "/Lisp", "", "m", "t")
+    run = Generation(runtime, key, 1, frames, None, 8, None, lambda generation: None, 10.0)
+    seen = [snapshot.text async for snapshot in run.watch() if not snapshot.finished]
+    assert filled in seen and seen[-1] == filled + ", by McCarthy.</p>"
+    assert [len(text) for text in seen] == sorted(len(text) for text in seen), seen  # the draft only grows
