@@ -4,8 +4,9 @@ A request's ``opening`` is pinned word for word at the start of the page (engine
 positions, and the text the model writes in a hole has no length known beforehand, so pins alone can fix only a
 prefix. With ``gaps`` the opening goes on after holes: ``opening``, a hole, ``gaps[0]``, a hole, ``gaps[1]``, and
 so on. Before the page is denoised, each hole is written in the model's next-token mode (both families are causal
-LMs too: engine.autoregressive), from the prompt and the text decided so far, until the model ends the line, opens
-a tag or has written GAP_TOKENS tokens; the whole opening, holes filled, is then pinned as any opening is.
+LMs too: engine.autoregressive), sampled at GAP_TEMPERATURE, from the prompt and the text decided so far, until the
+model ends the line, opens a tag or has written GAP_TOKENS tokens; the whole opening, holes filled, is then pinned
+as any opening is.
 
 A hole holds a value, a name or a short phrase: a few tokens, which one token at a time writes whole and cheaply,
 where a denoised canvas settles on a length first and often cuts a value short (``1`` for ``1920 × 1080``,
@@ -21,11 +22,15 @@ import torch
 from transformers import Cache
 
 from engine.frames import EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import canvases, check_length, fits, next_token, sampling_temperature
+from engine.generation import canvases, check_length, fits, next_token
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
 GAP_TOKENS = 24  # the most tokens a hole may hold
+# A hole's tokens are sampled at this temperature. The checkpoint's final one (0.2 for the shipped model) wrote the
+# same values at every seed, so a page's versions and variations hardly differed; 0.7 varies them and keeps them the
+# corpus's (docs/model.md, session 35).
+GAP_TEMPERATURE = 0.7
 _ENDS = ("<", "\n")  # where the model's text in a hole stops: a tag (the fixed text's own) or a new line
 
 
@@ -69,7 +74,7 @@ def fill_gaps(
     tokenizer, length = loaded.tokenizer, loaded.canvas_length
     budget = canvases(loaded, request) * length
     prompt = loaded.denoiser.encode_prompt(request.prompt)
-    temperature = sampling_temperature(loaded, request)
+    temperature = GAP_TEMPERATURE
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
     decided = request.opening
     cache = loaded.denoiser.new_cache()  # the prompt and the page so far, read once: each hole goes on from it

@@ -154,8 +154,8 @@ def test_the_model_alone_writes_the_wiki_skeleton_on_most_seeds() -> None:
 def test_the_display_panel_names_its_settings_and_the_model_fills_in_their_values() -> None:
     """The os site's settings opening names each panel's settings and leaves a gap for each value (engine.gaps),
     which the model writes a token at a time: the panel comes out as the corpus's panels are, a <dd> after each
-    <dt>, with values the corpus gives those settings (75 of 75 over every panel at seeds 0-2, docs/model.md,
-    session 35), where the model alone put them out of step on 5 of 6 seeds of the display panel."""
+    <dt>, with values the corpus gives those settings (147 of 150 over every panel at seeds 0-5,
+    docs/model.md, session 35), where the model alone put them out of step on 5 of 6 seeds of the display panel."""
     from lab.corpus import Builder
 
     page = render(page=("os", "/settings/display"))
