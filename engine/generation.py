@@ -151,7 +151,7 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
         raise ValueError("plan_batch needs one row per request")
     first = requests[0]
     if any(request.gaps for request in requests):
-        raise ValueError("an opening with gaps is written turn by turn (engine.gaps), not planned as one batch")
+        raise ValueError("an opening's gaps are filled before it is planned (engine.gaps.fill_gaps)")
     if any(batch_key(request) != batch_key(first) for request in requests):
         raise ValueError("requests in one batch must share their generation settings")
     settings = settings_for(loaded, first)

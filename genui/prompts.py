@@ -69,7 +69,7 @@ def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
 
 def _calls_gap(env: ImmutableSandboxedEnvironment, name: str) -> bool:
     source = env.loader.get_source(env, name)[0] if env.loader is not None else ""
-    return any(name.name == "gap" for name in env.parse(source).find_all(nodes.Name))
+    return any(node.name == "gap" for node in env.parse(source).find_all(nodes.Name))
 
 
 class PromptRenderer:

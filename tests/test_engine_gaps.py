@@ -126,7 +126,7 @@ async def test_a_request_with_gaps_does_not_fit_where_its_holes_cannot(loaded: L
 
 def test_a_plan_refuses_gaps_it_would_otherwise_ignore(loaded: LoadedModel) -> None:
     request = GenerationRequest(prompt="p", opening=OPENING, gaps=GAPS)
-    with pytest.raises(ValueError, match="turn by turn"):
+    with pytest.raises(ValueError, match="filled before it is planned"):
         plan_batch(loaded, [request], [Row(emit=lambda frame: None)])
 
 
