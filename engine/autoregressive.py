@@ -22,9 +22,12 @@ from engine.denoise import token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from engine.gaps import fill_gaps, fits_with_gaps
 from engine.generation import canvases as canvas_count
-from engine.generation import check_length, encode_opening, next_token, sampling_temperature, settings_for
+from engine.generation import check_length, encode_opening, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
+
+# generate()'s default final temperature; the baseline samples at the temperature diffusion ends its canvases with.
+DEFAULT_TEMPERATURE = 0.4
 
 
 def generate_autoregressive(
@@ -44,7 +47,8 @@ def generate_autoregressive(
     settings_for(loaded, request)  # the same validation as the diffusion engine
     request = fill_gaps(loaded, request, emit, cancelled)  # an opening's holes (engine.gaps), then the rest
     denoiser, tokenizer, length = loaded.denoiser, loaded.tokenizer, loaded.canvas_length
-    temperature = sampling_temperature(loaded, request)
+    temperature = request.t_min if request.t_min is not None else loaded.defaults.t_min
+    temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
     generator = torch.Generator(device=loaded.device).manual_seed(request.seed)
 
     prompt = denoiser.encode_prompt(request.prompt)
@@ -80,10 +84,14 @@ def generate_autoregressive(
             if cancelled():
                 raise GenerationCancelled
             logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
-            next_input = next_token(logits, temperature, generator)  # (1, 1)
             if temperature > 0:
                 logits = logits / temperature
-            entropies.append(float(token_entropy(logits, torch.softmax(logits, dim=-1, dtype=torch.float32)).sum()))
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            if temperature > 0:
+                next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
+            else:
+                next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
+            entropies.append(float(token_entropy(logits, probs).sum()))
             token = int(next_input)
             if request.stop_at_eos and token == denoiser.eos_id:
                 break

@@ -22,7 +22,7 @@ import torch
 from transformers import Cache
 
 from engine.frames import EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import canvases, check_length, fits, next_token
+from engine.generation import canvases, check_length, fits
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
@@ -96,9 +96,8 @@ def fill_gaps(
             cache = loaded.denoiser.new_cache()
             unread = prompt + tokenizer.encode(decided, add_special_tokens=False)
         if emit is not None:
-            text = tokenizer.decode(tokenizer.encode(decided, add_special_tokens=False))
             written = len(tokenizer.encode(hole, add_special_tokens=False))
-            emit(StepFrame(before // length, index + 1, text, written, 0.0, variant))
+            emit(StepFrame(before // length, index + 1, decided, written, 0.0, variant))
     return dataclasses.replace(request, opening=decided, gaps=())
 
 
@@ -119,7 +118,9 @@ def _write_hole(
         for _ in range(GAP_TOKENS + 1):
             if cancelled():
                 raise GenerationCancelled
-            next_input = next_token(denoiser.next_token_logits(next_input, cache), temperature, generator)
+            logits = denoiser.next_token_logits(next_input, cache) / temperature  # (1, V)
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
             token = int(next_input)
             if token == denoiser.eos_id:
                 break

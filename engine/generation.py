@@ -78,25 +78,6 @@ def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSett
     return settings
 
 
-# generate()'s default final temperature; text written a token at a time is sampled at the temperature diffusion ends
-# its canvases with.
-DEFAULT_TEMPERATURE = 0.4
-
-
-def sampling_temperature(loaded: LoadedModel, request: GenerationRequest) -> float:
-    """The temperature of text written a token at a time: ``t_min`` (or the checkpoint's, else 0.4); 0 is greedy."""
-    temperature = request.t_min if request.t_min is not None else loaded.defaults.t_min
-    return DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-
-
-def next_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """The next token (1, 1) from next-token logits (1, V): sampled at ``temperature``, the argmax at 0."""
-    if temperature <= 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = torch.softmax(logits / temperature, dim=-1, dtype=torch.float32)
-    return torch.multinomial(probs, 1, generator=generator)
-
-
 def batch_key(request: GenerationRequest) -> tuple[Any, ...]:
     """Requests with equal keys run with the same settings and may share one batch."""
     return (
