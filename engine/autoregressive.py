@@ -25,6 +25,7 @@ from engine.generation import canvases as canvas_count
 from engine.generation import check_length, encode_opening, settings_for
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
+from engine.threads import release_openmp_threads
 
 # generate()'s default final temperature; the baseline samples at the temperature diffusion ends its canvases with.
 DEFAULT_TEMPERATURE = 0.4
@@ -127,6 +128,7 @@ class AutoregressiveEngine:
         self.loaded = loaded
         self.step_every = step_every
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genui-autoregressive")
+        release_openmp_threads()  # the model was loaded in this thread; the executor's computes from now on
         self._open: set[FrameChannel] = set()
         self._closed = False
 
@@ -174,3 +176,4 @@ class AutoregressiveEngine:
             channel.fail(exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}"))
         finally:
             channel.close()
+            release_openmp_threads()  # one request at a time: idle until the next (engine.threads)

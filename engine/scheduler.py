@@ -27,6 +27,7 @@ from engine.generation import Plan, batch_key, plan_batch, run_plan, settings_fo
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled, Row
+from engine.threads import release_openmp_threads
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Scheduler:
         self._lock = threading.Condition()
         self._batch_s = 1.0  # moving average of one generate() call, for retry_after
         self._worker = threading.Thread(target=self._work, name="genui-engine", daemon=True)
+        release_openmp_threads()  # the model was loaded in this thread; the worker computes from now on
         self._worker.start()
 
     @property
@@ -162,6 +164,7 @@ class Scheduler:
                 if self._closed:
                     return None
                 if not self._pending:
+                    release_openmp_threads()  # idle: another engine's worker may compute meanwhile
                     self._lock.wait()
                     continue
                 first = self._pending[0]

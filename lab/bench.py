@@ -5,13 +5,16 @@ frame, p50 and p95 of the whole page, the median denoising steps per canvas, the
 stop ended before the step cap (``stopped``), and tokens per second at p50. The
 diffusion row writes the page in canvases with the checkpoint's sampler and adaptive stopping, or exactly
 ``--steps`` steps a canvas when given; the autoregressive row decodes the same number of tokens with the same
-weights in their causal mode (engine.autoregressive). On CUDA, rows for a random-weight model of
+weights in their causal mode (engine.autoregressive). Both run in the calling thread; the "diffusion, served" row
+writes the diffusion row's pages again through the engine as ``genui serve`` runs it (a worker thread, frames
+crossing to an event loop), so what serving adds is measured, not assumed. On CUDA, rows for a random-weight model of
 DiffusionGemma-26B-A4B's shape follow, at fixed 24 and 48 steps and autoregressively.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import statistics
@@ -30,6 +33,7 @@ from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, Step
 from engine.gemma import GemmaDenoiser
 from engine.generation import plan_batch, run_plan
 from engine.loading import LoadedModel, ModelLoadError, gemma_defaults, load_model
+from engine.scheduler import Scheduler
 from engine.streaming import Row
 
 # The wiki's article prompt for "Hash table", as genui renders it (sites/wiki/prompts/article.j2).
@@ -131,24 +135,48 @@ def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
     }
 
 
+def page_request(loaded: LoadedModel, seed: int, steps: int | None, tokens: int) -> GenerationRequest:
+    return GenerationRequest(
+        prompt=PROMPT,
+        max_canvases=math.ceil(tokens / loaded.canvas_length),
+        max_steps=steps,
+        seed=seed,
+        stop_at_eos=False,
+        # A canvas cannot hold still for as many steps as it has: fixed steps means no adaptive stop.
+        stability_threshold=steps,
+    )
+
+
 def diffusion_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -> dict[str, Any]:
     def once(seed: int) -> Run:
         frames: list[tuple[float, Frame]] = []
-        request = GenerationRequest(
-            prompt=PROMPT,
-            max_canvases=math.ceil(tokens / loaded.canvas_length),
-            max_steps=steps,
-            seed=seed,
-            stop_at_eos=False,
-            # A canvas cannot hold still for as many steps as it has: fixed steps means no adaptive stop.
-            stability_threshold=steps,
-        )
         started = time.perf_counter()
         row = Row(emit=lambda frame: frames.append((time.perf_counter(), frame)), started=started)
-        run_plan(loaded, plan_batch(loaded, [request], [row]))
+        run_plan(loaded, plan_batch(loaded, [page_request(loaded, seed, steps, tokens)], [row]))
         return _measure(started, frames, denoised=True)
 
     return {"engine": "diffusion", **_describe(loaded), **time_runs(runs, once)}
+
+
+def served_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -> dict[str, Any]:
+    """The diffusion row's pages as ``genui serve`` writes them: through the engine (engine.Scheduler), whose worker
+    thread computes while frames cross to an event loop, each timed when it arrives there."""
+    loop = asyncio.new_event_loop()
+    scheduler = Scheduler(loaded)
+
+    async def page(request: GenerationRequest) -> list[tuple[float, Frame]]:
+        return [(time.perf_counter(), frame) async for frame in scheduler.stream(request)]
+
+    def once(seed: int) -> Run:
+        started = time.perf_counter()
+        frames = loop.run_until_complete(page(page_request(loaded, seed, steps, tokens)))
+        return _measure(started, frames, denoised=True)
+
+    try:
+        return {"engine": "diffusion, served", **_describe(loaded), **time_runs(runs, once)}
+    finally:
+        loop.run_until_complete(scheduler.close())
+        loop.close()
 
 
 def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str, Any]:
@@ -300,12 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         diffusion_row(loaded, args.runs, args.steps, args.tokens),
         autoregressive_row(loaded, args.runs, args.tokens),
+        served_row(loaded, args.runs, args.steps, args.tokens),
     ]
     canvases = math.ceil(args.tokens / loaded.canvas_length)
     notes = [
         f"a page of {canvases} canvas(es) of {loaded.canvas_length} tokens per run; prompt: the wiki's 'Hash table'",
         f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50)",
         break_even(rows[0], rows[1], canvases),
+        f"served through the engine, the same pages take {rows[2]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the "
+        "diffusion row's time (p50)",
         f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}",
     ]
     if loaded.device.type == "cuda":

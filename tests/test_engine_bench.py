@@ -49,23 +49,24 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     argv = ["--json", "--model", str(checkpoint), "--runs", "1", "--steps", "2", "--device", "cpu", "--tokens", "40"]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive"]
+    assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive", "diffusion, served"]
     for row in report["rows"]:
         assert set(row) == COLUMNS
         assert row["device"] == "cpu" and row["tokens"] == 64 and row["params"] > 0  # 40 tokens: two canvases
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
     assert report["rows"][0]["steps"] == 2
     assert report["rows"][1]["steps"] == 32  # a token a step
-    assert [row["steps_by_canvas"] for row in report["rows"]] == [[2, 2], [32, 32]]  # each canvas apart
-    for row, gaps in zip(report["rows"], (2 * 1, 2 * 31), strict=True):  # two canvases: steps after their first
+    assert [row["steps_by_canvas"] for row in report["rows"]] == [[2, 2], [32, 32], [2, 2]]  # each canvas apart
+    for row, gaps in zip(report["rows"], (2 * 1, 2 * 31, 2 * 1), strict=True):  # two canvases: after their first
         assert row["ms_step"] > 0 and row["fixed_s"] > 0
         # one run, so its p50 is that run: the first steps and the rest, then the steps after them, rounded
         assert row["fixed_s"] + gaps * row["ms_step"] / 1000 == pytest.approx(row["p50_s"], abs=0.005)
-    assert report["rows"][0]["stopped"] == 0.0  # fixed steps: no adaptive stop
+    assert report["rows"][0]["stopped"] == report["rows"][2]["stopped"] == 0.0  # fixed steps: no adaptive stop
     assert report["rows"][1]["stopped"] is None  # decoding token by token has none
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
-    diffusion, autoregressive = report["rows"]
+    assert any(note.startswith("served through the engine, the same pages take") for note in report["notes"])
+    diffusion, autoregressive, _ = report["rows"]
     at_par = 1 + (autoregressive["p50_s"] - diffusion["fixed_s"]) / (diffusion["ms_step"] / 1000) / 2
     assert f"matches autoregressive decoding at {at_par:.1f} steps a canvas" in " ".join(report["notes"])
     assert any(note.endswith("weights in float32") for note in report["notes"])  # a DiffusionGemma on the CPU
@@ -77,7 +78,8 @@ def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureF
     assert bench.main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == list(bench.format_table([]).split())
-    assert lines[1].startswith("diffusion") and lines[2].startswith("autoregressive")
+    assert lines[1].startswith("diffusion ") and lines[2].startswith("autoregressive")
+    assert lines[3].startswith("diffusion, served")
     assert "note: torch threads: 1; weights in bfloat16" in lines
 
 

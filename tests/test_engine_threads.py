@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from engine_fixtures import collect, tiny_model
+
+import engine.autoregressive
+import engine.scheduler
+from engine import AutoregressiveEngine, GenerationRequest, LoadedModel, Scheduler
+from engine.threads import openmp_runtimes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A thread that has run a parallel op keeps its OpenMP team (here one worker thread); released, the team goes.
+_TEAM = """
+import os, threading, torch
+from engine.threads import release_openmp_threads
+tasks = lambda: len(os.listdir("/proc/self/task"))
+torch.set_num_threads(2)
+def parallel_op():
+    torch.randn(2_000_000).exp_().sum()
+parallel_op()
+kept = tasks()
+released = release_openmp_threads()
+after = tasks()
+parallel_op()
+print(kept, after, tasks(), released)
+"""
+
+
+async def eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within a second: a worker thread releases its team just after its last frame."""
+    for _ in range(100):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
+    with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
+        yield model
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libgomp is the Linux wheels' OpenMP")
+def test_torch_runs_on_a_libgomp_the_engine_finds() -> None:
+    assert openmp_runtimes(), "torch's libgomp was not found in /proc/self/maps: engine.threads would do nothing"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libgomp is the Linux wheels' OpenMP")
+def test_releasing_frees_the_calling_threads_team_and_the_next_op_builds_one() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _TEAM], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    kept, after, again, released = int(out[0]), int(out[1]), int(out[2]), out[3]
+    assert released == "True"
+    assert after == kept - 1  # the team's one worker thread exited
+    assert again == kept  # and the next parallel op started a new team
+
+
+async def test_the_scheduler_releases_the_loading_threads_team_and_its_own_when_idle(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(
+        engine.scheduler, "release_openmp_threads", lambda: calls.append(threading.current_thread().name)
+    )
+    scheduler = Scheduler(loaded)
+    try:
+        assert calls[0] == threading.current_thread().name  # before the worker starts computing
+        assert await collect(scheduler.stream(GenerationRequest(prompt="a page", max_steps=2)))
+        assert await eventually(lambda: calls.count("genui-engine") >= 2)  # idle before the page, and after it
+    finally:
+        await scheduler.close()
+
+
+async def test_the_autoregressive_engine_releases_its_team_after_each_request(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(
+        engine.autoregressive, "release_openmp_threads", lambda: calls.append(threading.current_thread().name)
+    )
+    baseline = AutoregressiveEngine(loaded)
+    try:
+        assert calls == [threading.current_thread().name]
+        await collect(baseline.stream(GenerationRequest(prompt="a page")))
+        await collect(baseline.stream(GenerationRequest(prompt="another")))
+        assert await eventually(lambda: len(calls) == 3)
+        assert all(name.startswith("genui-autoregressive") for name in calls[1:])
+    finally:
+        await baseline.close()
