@@ -27,8 +27,9 @@ _PAUSE_HARD = 2  # omp_pause_hard (OpenMP 5.0): libgomp frees the calling thread
 
 @functools.cache
 def openmp_runtimes() -> tuple[ctypes.CDLL, ...]:
-    """The libgomp copies this process has loaded (torch's own, which the Linux wheels bundle under a hashed
-    name), each with ``omp_pause_resource_all``; none on another OS or runtime. Looked up once, after torch."""
+    """The libgomp copies this process has loaded (torch's, from wherever it came: matched by the file's path in
+    /proc/self/maps, not by soname, which could find another copy), each with ``omp_pause_resource_all``; none on
+    another OS or runtime. Looked up once, after torch."""
     if not sys.platform.startswith("linux"):
         return ()
     try:
