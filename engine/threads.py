@@ -2,8 +2,8 @@
 
 torch's CPU kernels run on OpenMP (libgomp in the Linux wheels), and each thread that runs a parallel op keeps a
 team of worker threads of its own until it exits. Once the teams together hold more threads than the process may use
-CPUs, libgomp stops spin-waiting between parallel regions (its "throttled" spin count of 100), so every small op
-pays for waking its team through the kernel. The engine loads a model in the caller's thread and computes in a
+CPUs, libgomp stops spin-waiting between parallel regions (a far shorter "throttled" spin), so every small op pays
+for waking its team through the kernel. The engine loads a model in the caller's thread and computes in a
 worker thread: two teams. On a 2-core machine that made a denoising step 99 ms against 58 ms, and a served page about
 1.5 times slower than the same page run in the caller's thread (docs/benchmarks.md, session 36).
 

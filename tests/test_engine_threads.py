@@ -43,6 +43,13 @@ async def eventually(condition: Callable[[], bool]) -> bool:
     return condition()
 
 
+def record_releases(module: object, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that call ``module``'s release_openmp_threads, in order."""
+    calls: list[str] = []
+    monkeypatch.setattr(module, "release_openmp_threads", lambda: calls.append(threading.current_thread().name))
+    return calls
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
     with tiny_model(tmp_path_factory.mktemp("tiny")) as model:
@@ -68,10 +75,7 @@ def test_releasing_frees_the_calling_threads_team_and_the_next_op_builds_one() -
 async def test_the_scheduler_releases_the_loading_threads_team_and_its_own_when_idle(
     loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[str] = []
-    monkeypatch.setattr(
-        engine.scheduler, "release_openmp_threads", lambda: calls.append(threading.current_thread().name)
-    )
+    calls = record_releases(engine.scheduler, monkeypatch)
     scheduler = Scheduler(loaded)
     try:
         assert calls[0] == threading.current_thread().name  # before the worker starts computing
@@ -84,10 +88,7 @@ async def test_the_scheduler_releases_the_loading_threads_team_and_its_own_when_
 async def test_the_autoregressive_engine_releases_its_team_after_each_request(
     loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[str] = []
-    monkeypatch.setattr(
-        engine.autoregressive, "release_openmp_threads", lambda: calls.append(threading.current_thread().name)
-    )
+    calls = record_releases(engine.autoregressive, monkeypatch)
     baseline = AutoregressiveEngine(loaded)
     try:
         assert calls == [threading.current_thread().name]
