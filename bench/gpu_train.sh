@@ -18,6 +18,10 @@
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
 #   PROFILE  1: one bench page under torch.profiler after export (bench/step_profile.py), into $OUT/profile.txt
+#   BESIDE   a second run's arguments on top of ARGS (e.g. "--certainty 0.3"): it trains at the same time on the same
+#            GPU, into runs/gpu-b, so a lease gives a change and its control the same steps, data order and noise.
+#            Its adapter comes back as $OUT/genui-smollm-b/adapter_model.safetensors and $OUT/b.tgz (its config,
+#            log.json and train.log): at most 8 files come back a call. BENCH, PROFILE and QUALITY use the first run.
 #   DEVICE, WHEELS   cuda, runs/base/whl (a dry run here, with the venv on PATH: cpu, none)
 set -euo pipefail
 : "${OUT:?OUT must name the folder whose files come back}"
@@ -55,21 +59,47 @@ if [ ! -f "$packed" ]; then
     echo "no $packed: carry $PACKED in the lease's first call" >&2
     exit 2
 fi
-# A run resumes at its place in its own pages' order: another packed file under it would be read from that place.
-if [ -f runs/gpu/packed ] && [ "$(cat runs/gpu/packed)" != "$PACKED" ]; then
-    echo "runs/gpu was trained on $(cat runs/gpu/packed), not $PACKED: name that one again" >&2
-    exit 2
+# train RUN LOG [ARGS...]: trains (or resumes) the run folder RUN, its output into LOG
+train() {
+    local run=$1 log=$2
+    shift 2
+    # A run resumes at its place in its own pages' order: another packed file under it would be read from that place.
+    if [ -f "$run/packed" ] && [ "$(cat "$run/packed")" != "$PACKED" ]; then
+        echo "$run was trained on $(cat "$run/packed"), not $PACKED: name that one again" >&2
+        return 2
+    fi
+    mkdir -p "$run"
+    echo "$PACKED" >"$run/packed"
+    local start=()
+    if [ ! -f "$run/checkpoint.pt" ] && [ "$INIT" != none ]; then
+        start=(--init "$INIT")
+    fi
+    # shellcheck disable=SC2086
+    python3 -m lab.adapt --device "$DEVICE" --out "$run" --packed "$packed" "${start[@]}" \
+        --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} "$@" >"$log" 2>&1
+}
+python3 -c "from engine.base import ensure_base; print('base', ensure_base())"  # once, before two runs could race
+: >"$OUT/train.log"
+if [ -n "${BESIDE:-}" ]; then
+    # two runs on one GPU: each takes half the CPU's threads for its own work
+    threads=$(( $(nproc) / 2 ))
+    # shellcheck disable=SC2086
+    train runs/gpu-b runs/gpu-b.log --threads "$threads" $BESIDE &
+    beside=$!
+    train runs/gpu "$OUT/train.log" --threads "$threads" &
+    first=$!
+    tail -f "$OUT/train.log" --pid "$first" 2>/dev/null || true
+    status=0
+    wait "$first" || status=$?
+    wait "$beside" || { echo "the run beside failed: its log follows" >&2; tail -20 runs/gpu-b.log >&2; status=2; }
+    [ "$status" = 0 ] || exit "$status"
+    tail -3 runs/gpu-b.log
+else
+    train runs/gpu "$OUT/train.log" &
+    first=$!
+    tail -f "$OUT/train.log" --pid "$first" 2>/dev/null || true
+    wait "$first"
 fi
-mkdir -p runs/gpu
-echo "$PACKED" >runs/gpu/packed
-
-start=()
-if [ ! -f runs/gpu/checkpoint.pt ] && [ "$INIT" != none ]; then
-    start=(--init "$INIT")
-fi
-# shellcheck disable=SC2086
-python3 -m lab.adapt --device "$DEVICE" --out runs/gpu --packed "$packed" "${start[@]}" \
-    --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} 2>&1 | tee "$OUT/train.log"
 rm -rf runs/export
 python3 -m lab.adapt --out runs/gpu --export-only --export runs/export
 cp models/genui-smollm/generation_config.json runs/export/  # the shipped sampler settings, as the bench should run
@@ -77,6 +107,15 @@ cp models/genui-smollm/generation_config.json runs/export/  # the shipped sample
 mkdir -p "$OUT/genui-smollm"
 cp runs/export/{adapter_model.safetensors,adapter_config.json,genui.json} "$OUT/genui-smollm/"
 cp runs/gpu/log.json "$OUT/log.json"
+if [ -n "${BESIDE:-}" ]; then
+    rm -rf runs/export-b
+    python3 -m lab.adapt --out runs/gpu-b --export-only --export runs/export-b
+    cp models/genui-smollm/generation_config.json runs/export-b/
+    mkdir -p "$OUT/genui-smollm-b"
+    cp runs/export-b/adapter_model.safetensors "$OUT/genui-smollm-b/"
+    cp runs/gpu-b/log.json runs/gpu-b.log runs/export-b/
+    tar -czf "$OUT/b.tgz" -C runs/export-b adapter_config.json genui.json log.json gpu-b.log
+fi
 if [ "$BENCH" != 0 ]; then
     python3 -c "import genui.cli as c; raise SystemExit(c.main())" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
         >"$OUT/bench.json" 2>"$OUT/bench.err" || echo "bench failed: see bench.err"
@@ -89,4 +128,4 @@ if [ "$QUALITY" != 0 ]; then
         --packed "$packed" --per-site "$QUALITY" --json \
         >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
 fi
-ls -la "$OUT" "$OUT/genui-smollm"
+ls -la "$OUT" "$OUT"/genui-smollm*
