@@ -14,7 +14,8 @@
 #   BATCH    pages in one forward (default 32: 35k canvas tokens/s on an H100, against 1.7k one at a time)
 #   PACKED   the packed corpus to train on, carried in the first call (default data/adapt-packed.npz; e.g.
 #            data/adapt-weak.npz, packed with --repeat: docs/model.md, "Training on a lent GPU")
-#   PACKED_B the packed corpus of the run BESIDE (default PACKED), carried in the first call beside PACKED
+#   PACKED_B the packed corpus of the run BESIDE (default PACKED), carried in any call up to the training one (with
+#            part-ac: beside part-aa and PACKED it would pass a call's 64 MiB)
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
@@ -58,7 +59,7 @@ fi
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 for pack in "$PACKED" "$PACKED_B"; do
     if [ ! -f "runs/base/$(basename "$pack")" ]; then
-        echo "no runs/base/$(basename "$pack"): carry $pack in the lease's first call" >&2
+        echo "no runs/base/$(basename "$pack"): carry $pack in this call or an earlier one of the lease" >&2
         exit 2
     fi
 done
