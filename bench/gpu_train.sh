@@ -16,6 +16,9 @@
 #            data/adapt-weak.npz, packed with --repeat: docs/model.md, "Training on a lent GPU")
 #   PACKED_B the packed corpus of the run BESIDE (default PACKED), carried in any call up to the training one (with
 #            part-ac: beside part-aa and PACKED it would pass a call's 64 MiB)
+#   TRAJ     a file of the denoiser's own paths (genui trajectories), kept in runs/base/ as PACKED is, in any call up
+#            to the training one; a run trains on it when ARGS or BESIDE say so: "--trajectories runs/base/NAME
+#            --trajectory-share 0.5"
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
 #   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
@@ -33,7 +36,7 @@ cp .base/part-* runs/base/ 2>/dev/null || true
 cp .whl/*.whl runs/base/whl/ 2>/dev/null || true
 PACKED=${PACKED:-data/adapt-packed.npz}
 PACKED_B=${PACKED_B:-$PACKED}
-cp "$PACKED" "$PACKED_B" data/heldout.jsonl runs/base/ 2>/dev/null || true
+cp "$PACKED" "$PACKED_B" data/heldout.jsonl ${TRAJ:+"$TRAJ"} runs/base/ 2>/dev/null || true
 ls -la runs/base runs/base/whl
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD

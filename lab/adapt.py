@@ -9,7 +9,10 @@ One optimiser step sums pages until it has ``canvas_tokens`` supervised canvas t
   t ~ U(eps, 1) (one t per page), or, a ``plausible_noise`` share of them, by a wrong token that looks right
   (layout_page); a 4D mask lets canvas k see the clean prefix before it and, bidirectionally, itself;
 - the loss is the cross-entropy of every canvas slot against the clean token it predicts, noised or not, plus,
-  weighted by ``certainty``, the entropy of the slots whose most likely token is already the right one (pages_loss).
+  weighted by ``certainty``, the entropy of the slots whose most likely token is already the right one (pages_loss);
+- with ``--trajectories`` (lab.trajectories), a ``trajectory_share`` of the pages are ones the denoiser wrote
+  itself, each canvas's input a canvas its sampler read on the way there and its target where the sampler ended
+  (consistency training, as CLLMs for Jacobi decoding), with no next-token loss.
 
 The base stays frozen; LoRA (peft) adapts every projection of the upper layers, and the bottom ``frozen_layers``
 get no adapter, so the backward pass stops above them. The same command runs on CPU or CUDA (bf16 autocast where
@@ -33,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.data import Packed, Repeat, pack_corpus
+from lab.trajectories import Trajectories
 
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -53,6 +57,7 @@ class AdaptConfig:
     ar_weight: float = 0.5  # weight of the clean pass's next-token loss
     plausible_noise: float = 0.0  # share of the noised inputs given a plausible wrong token instead (see layout_page)
     certainty: float = 0.0  # weight of the entropy of canvas slots the model already predicts right (see pages_loss)
+    trajectory_share: float = 0.0  # share of pages drawn from --trajectories (the denoiser's own paths), if given
     seed: int = 0
 
 
@@ -68,6 +73,9 @@ class PageLayout:
     canvas_targets: torch.Tensor  # (K*C,) the clean token each canvas slot predicts
     ar_positions: torch.Tensor  # (R,) clean positions whose next token is a real response token
     ar_targets: torch.Tensor  # (R,)
+    ar_scale: float = (
+        1.0  # times ar_weight: 0 for a page the denoiser wrote, whose text the causal mode should not learn
+    )
 
 
 def layout_page(
@@ -79,11 +87,17 @@ def layout_page(
     t: float,
     generator: torch.Generator,
     plausible: float = 0.0,
+    states: np.ndarray | None = None,
 ) -> PageLayout:
     """One page in the training layout. A noised input is a uniform random token, or with probability
     ``plausible`` a wrong token that looks right: half of those repeat the clean token before it (a doubled token,
     "like like"), half are a token from elsewhere in the page. Uniform noise is easy to tell from text; the
-    denoiser's own mistakes are not, and it must learn to overwrite them to correct itself."""
+    denoiser's own mistakes are not, and it must learn to overwrite them to correct itself.
+
+    ``states`` (K, C), a canvas the sampler read on its way to each of the page's canvases (lab.trajectories),
+    replaces the noise: canvas k's inputs are the clean token before it and that canvas shifted by one, as the
+    engine feeds it (engine.causal), and its targets are the page the sampler ended with, which ``response`` is.
+    The page's next-token loss is then off (``ar_scale`` 0): the causal mode keeps learning from the corpus only."""
     p, r = len(prompt), len(response)
     k = math.ceil(r / canvas)
     clean = torch.cat(
@@ -102,6 +116,10 @@ def layout_page(
         pick = torch.rand((k, canvas), generator=generator)
         replacement = torch.where(pick < plausible / 2, doubled, torch.where(pick < plausible, elsewhere, replacement))
     noisy = torch.where(hit, replacement, noisy)
+    if states is not None:
+        if states.shape != (k, canvas):
+            raise ValueError(f"states must be ({k}, {canvas}), one canvas a canvas of the page; got {states.shape}")
+        noisy[:, 1:] = torch.from_numpy(states[:, :-1].astype(np.int64))
 
     total = n + k * canvas
     mask = torch.zeros((total, total), dtype=torch.bool)
@@ -118,6 +136,7 @@ def layout_page(
         canvas_targets=clean[source + 1].flatten(),
         ar_positions=ar_positions,
         ar_targets=clean[ar_positions + 1],
+        ar_scale=0.0 if states is not None else 1.0,
     )
 
 
@@ -180,7 +199,8 @@ def pages_loss(
     canvas_means = [part.mean() for part in canvas.split(sizes)]
     term_means = [part.mean() for part in canvas_terms.split(sizes)]
     ar_means = [part.mean() for part in ar.split([len(t) for t in ar_targets])]
-    total = sum(n * (c + ar_weight * a) for n, c, a in zip(sizes, term_means, ar_means, strict=True))
+    scales = [page.ar_scale for page in pages]
+    total = sum(n * (c + ar_weight * x * a) for n, c, x, a in zip(sizes, term_means, scales, ar_means, strict=True))
     return total, ([float(c.detach()) for c in canvas_means], [float(a.detach()) for a in ar_means])
 
 
@@ -226,6 +246,42 @@ def heldout_loss(model: torch.nn.Module, packed: Packed, cfg: AdaptConfig, eos: 
     return total / max(1, len(rows))
 
 
+# The first pages of a trajectories file are kept out of training to measure on (when it has enough to spare).
+HELDOUT_TRAJECTORIES = 16
+
+
+def trajectory_rows(trajectories: Trajectories) -> tuple[np.ndarray, np.ndarray]:
+    """(held-out rows, training rows) of a trajectories file: the first HELDOUT_TRAJECTORIES pages are held out
+    when the file has four times as many, else none."""
+    rows = np.arange(len(trajectories))
+    spare = HELDOUT_TRAJECTORIES if len(trajectories) >= 4 * HELDOUT_TRAJECTORIES else 0
+    return rows[:spare], rows[spare:]
+
+
+def heldout_trajectory_loss(model: torch.nn.Module, trajectories: Trajectories, eos: int) -> float:
+    """Mean canvas cross-entropy of the held-out trajectory pages against the page their sampler ended with, from a
+    recorded canvas drawn with a fixed seed: how far the denoiser jumps along its own path in one step."""
+    rows, _ = trajectory_rows(trajectories)
+    generator = torch.Generator().manual_seed(1234)
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    total = 0.0
+    with torch.no_grad(), _autocast(next(model.parameters()).device):
+        for row in rows:
+            states = trajectories.pick(int(row), generator)
+            page = layout_page(
+                trajectories.prompt(row),
+                trajectories.response(row),
+                trajectories.canvas_length,
+                eos,
+                inner.config.vocab_size,
+                0.0,
+                generator,
+                states=states,
+            )
+            total += page_loss(inner, page, 0.0)[1]
+    return total / max(1, len(rows))
+
+
 def _autocast(device: torch.device) -> torch.autocast:
     # bf16 where the device computes in it; a CPU without bf16 units emulates it, several times slower than fp32
     from engine.loading import default_dtype
@@ -263,6 +319,17 @@ def train(args: argparse.Namespace) -> None:
     tokenizer = AutoTokenizer.from_pretrained(base)
     eos = end_of_text(tokenizer)
     packed = Packed.load(args.packed)
+    trajectories = Trajectories.load(args.trajectories) if args.trajectories else None
+    if cfg.trajectory_share and trajectories is None:
+        raise SystemExit("genui adapt: --trajectory-share needs --trajectories FILE (from genui trajectories)")
+    if trajectories is not None:
+        if trajectories.canvas_length != cfg.canvas_length:
+            raise SystemExit(
+                f"genui adapt: {args.trajectories} was recorded with {trajectories.canvas_length}-token canvases, "
+                f"and this run trains {cfg.canvas_length}; record them again with a model of this run's canvases"
+            )
+        if not 0 <= cfg.trajectory_share <= 1:
+            raise SystemExit(f"genui adapt: --trajectory-share is a share, 0 to 1; got {cfg.trajectory_share}")
     model = add_adapter(load_base(base, device), cfg)
     inner = model.get_base_model()
     vocab = inner.config.vocab_size
@@ -272,11 +339,16 @@ def train(args: argparse.Namespace) -> None:
     order = np.random.default_rng(cfg.seed).permutation(np.flatnonzero(~packed.holdout))
     step, cursor, log = 0, 0, []
     generator = torch.Generator().manual_seed(cfg.seed)
+    paths = np.array([], dtype=np.int64)  # the training trajectories, in a seeded order
+    if trajectories is not None:
+        paths = np.random.default_rng(cfg.seed).permutation(trajectory_rows(trajectories)[1])
+    path_cursor = 0
     if state is not None:
         set_peft_model_state_dict(model, state["adapter"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step, cursor, log = state["step"], state["cursor"], state["log"]
+        path_cursor = state.get("path_cursor", 0)
         generator.set_state(state["generator"])
     else:
         if args.init:  # a new run from exported weights (the shipped adapter): same rank, layers and modules
@@ -286,6 +358,9 @@ def train(args: argparse.Namespace) -> None:
         held = heldout_loss(model, packed, cfg, eos)
         log.append({"step": 0, "heldout": held, "tokens": 0})
         print(f"held-out canvas loss before training: {held:.3f}", file=sys.stderr)
+        if trajectories is not None and len(trajectory_rows(trajectories)[0]):
+            log[-1]["trajectory"] = heldout_trajectory_loss(model, trajectories, eos)
+            print(f"held-out trajectory loss before training: {log[-1]['trajectory']:.3f}", file=sys.stderr)
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "base": base}, indent=2))
 
     def save() -> None:
@@ -297,6 +372,7 @@ def train(args: argparse.Namespace) -> None:
             "schedule": schedule.state_dict(),
             "step": step,
             "cursor": cursor,
+            "path_cursor": path_cursor,
             "log": log,
             "generator": generator.get_state(),
         }
@@ -316,6 +392,25 @@ def train(args: argparse.Namespace) -> None:
         while seen < cfg.canvas_tokens:
             pages = []
             while seen < cfg.canvas_tokens and len(pages) < batch_pages:
+                # (no draw at all without trajectories, so such a run reads the pages and noise it always did)
+                if len(paths) and float(torch.rand((), generator=generator)) < cfg.trajectory_share:
+                    assert trajectories is not None
+                    row = int(paths[path_cursor % len(paths)])
+                    path_cursor += 1
+                    pages.append(
+                        layout_page(
+                            trajectories.prompt(row),
+                            trajectories.response(row),
+                            cfg.canvas_length,
+                            eos,
+                            vocab,
+                            0.0,
+                            generator,
+                            states=trajectories.pick(row, generator),
+                        )
+                    )
+                    seen += len(pages[-1].canvas_targets)
+                    continue
                 row = order[cursor % len(order)]
                 cursor += 1
                 t = cfg.eps + (1 - cfg.eps) * float(torch.rand((), generator=generator))
@@ -350,8 +445,11 @@ def train(args: argparse.Namespace) -> None:
         if step % args.eval_every == 0 or step == last:
             model.eval()
             entry["heldout"] = heldout_loss(model, packed, cfg, eos)
+            if trajectories is not None and len(trajectory_rows(trajectories)[0]):
+                entry["trajectory"] = heldout_trajectory_loss(model, trajectories, eos)
             model.train()
-            print(f"\nstep {step}: held-out canvas loss {entry['heldout']:.3f}", file=sys.stderr)
+            along = f", trajectory loss {entry['trajectory']:.3f}" if "trajectory" in entry else ""
+            print(f"\nstep {step}: held-out canvas loss {entry['heldout']:.3f}{along}", file=sys.stderr)
         log.append(entry)
         if step % args.save_every == 0:
             save()
@@ -397,6 +495,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="run folder: checkpoints and log (resumed if present)")
     parser.add_argument("--packed", type=Path, default=Path("data/adapt-packed.npz"), help="from genui adapt --pack")
     parser.add_argument("--base", help="causal-LM checkpoint folder or hub id (default: the pinned SmolLM2 base)")
+    parser.add_argument(
+        "--trajectories",
+        type=Path,
+        help="the denoiser's own paths (genui trajectories): --trajectory-share of the pages come from them",
+    )
     parser.add_argument("--device", help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--init", type=Path, help="a new run starts from this exported adapter (e.g. the shipped one)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads on CPU (default: torch's choice)")

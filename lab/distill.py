@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from engine.frames import GenerationRequest
 from genui.pages import SiteRuntime
 from genui.resources import bundled
 from genui.sanitize import sanitize_html
@@ -37,6 +38,7 @@ class Job:
     prompt: str
     opening: str
     budget: int  # the site's page budget in tokens
+    request: GenerationRequest | None = None  # the request the site sends for it (genui trajectories writes that)
 
 
 def plan_jobs(
@@ -59,7 +61,7 @@ def plan_jobs(
         if location is None:
             continue
         request = runtimes[name].direct_request(location, seed)
-        jobs.append(Job(name, path, request.prompt, request.opening or "", sites[name].model.tokens))
+        jobs.append(Job(name, path, request.prompt, request.opening or "", sites[name].model.tokens, request))
         if len(jobs) == pages:
             break
     return jobs

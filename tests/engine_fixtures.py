@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,23 @@ def build_tiny_llama_base(folder: Path, positions: int = 2048) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder / "base")
     tokenizer.save_pretrained(folder / "base")
     return folder / "base"
+
+
+def build_tiny_adapter(base: Path, folder: Path, canvas: int = 16) -> Path:
+    """A genui adapter on a tiny Llama base (build_tiny_llama_base): a LoRA with one non-zero projection."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(base), LoraConfig(r=4, target_modules=["q_proj"]))
+    torch.nn.init.normal_(model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    (folder / "genui.json").write_text(
+        json.dumps({"family": "adapted-causal-lm", "base": str(base), "canvas_length": canvas})
+    )
+    (folder / "generation_config.json").write_text(
+        json.dumps({"max_denoising_steps": 5, "t_max": 0.6, "t_min": 0.2, "entropy_bound": 2.0, "min_distinct": 8})
+    )
+    return folder
 
 
 async def collect(frames: AsyncIterator[Frame]) -> list[Frame]:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import build_tiny_checkpoint, build_tiny_llama_base
-from transformers import AutoTokenizer, BertConfig, LlamaForCausalLM
+from engine_fixtures import build_tiny_adapter, build_tiny_checkpoint, build_tiny_llama_base
+from transformers import BertConfig
 
 import engine.loading
 from engine import EngineError, ModelLoadError, load_model
@@ -57,25 +56,9 @@ def _tiny_llama_base(folder: Path) -> Path:
     return build_tiny_llama_base(folder, positions=512)
 
 
-def _adapter(base: Path, folder: Path, canvas: int = 16) -> Path:
-    from peft import LoraConfig, get_peft_model
-
-    model = get_peft_model(LlamaForCausalLM.from_pretrained(base), LoraConfig(r=4, target_modules=["q_proj"]))
-    torch.nn.init.normal_(model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight)
-    model.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(base).save_pretrained(folder)
-    (folder / "genui.json").write_text(
-        json.dumps({"family": "adapted-causal-lm", "base": str(base), "canvas_length": canvas})
-    )
-    (folder / "generation_config.json").write_text(
-        json.dumps({"max_denoising_steps": 5, "t_max": 0.6, "t_min": 0.2, "entropy_bound": 2.0, "min_distinct": 8})
-    )
-    return folder
-
-
 def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_path: Path) -> None:
     base = _tiny_llama_base(tmp_path)
-    adapter = _adapter(base, tmp_path / "adapter")
+    adapter = build_tiny_adapter(base, tmp_path / "adapter")
     loaded = load_model(adapter, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
     assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6 and loaded.defaults.min_distinct == 8
@@ -91,7 +74,7 @@ def test_a_causal_lm_computes_in_bfloat16_only_where_the_cpu_has_bfloat16_units(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, units: bool
 ) -> None:
     monkeypatch.setattr(engine.loading, "_cpu_has_bf16_units", lambda: units)
-    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
     expected = torch.bfloat16 if units else torch.float32
     assert next(load_model(adapter, device="cpu").model.parameters()).dtype == expected
     assert next(load_model(adapter, device="cpu", dtype=torch.float32).model.parameters()).dtype == torch.float32
@@ -105,7 +88,7 @@ def test_this_cpus_bfloat16_units_are_read_from_its_flags() -> None:
 
 
 def test_an_adapter_with_a_broken_genui_json_names_file_and_keys(tmp_path: Path) -> None:
-    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
     (adapter / "genui.json").write_text('{"family": "adapted-causal-lm"}')
     with pytest.raises(ModelLoadError, match="genui.json: needs family .* canvas_length"):
         load_model(adapter, device="cpu")
@@ -115,7 +98,7 @@ def test_an_adapter_with_a_broken_genui_json_names_file_and_keys(tmp_path: Path)
 
 
 def test_an_adapters_bad_sampler_setting_names_the_file(tmp_path: Path) -> None:
-    adapter = _adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
     (adapter / "generation_config.json").write_text('{"t_max": 0.2, "t_min": 0.5}')
     with pytest.raises(ModelLoadError, match="generation_config.json: temperatures"):
         load_model(adapter, device="cpu")
