@@ -144,7 +144,7 @@ DELEGATED = {
     "bench": ("lab.bench", "benchmark the engine: diffusion vs autoregressive on one canvas"),
     "corpus": ("lab.corpus", "build the default model's corpus from Debian's packaged text"),
     "distill": ("lab.distill", "let a model write training pages itself (extra corpus for genui adapt)"),
-    "trajectories": ("lab.trajectories", "record the denoiser's own paths to its pages (consistency targets for adapt)"),
+    "trajectories": ("lab.trajectories", "record the denoiser's own paths to its pages (for adapt --trajectories)"),
     "adapt": ("lab.adapt", "adapt a pretrained causal LM into genui's block-diffusion denoiser (the default model)"),
     "train": ("lab.scratch", "train (or resume training) a DiffusionGemma from scratch on a packed corpus"),
     "quality": ("lab.quality", "the default model's quality report on held-out pages"),

@@ -73,9 +73,7 @@ class PageLayout:
     canvas_targets: torch.Tensor  # (K*C,) the clean token each canvas slot predicts
     ar_positions: torch.Tensor  # (R,) clean positions whose next token is a real response token
     ar_targets: torch.Tensor  # (R,)
-    ar_scale: float = (
-        1.0  # times ar_weight: 0 for a page the denoiser wrote, whose text the causal mode should not learn
-    )
+    ar_scale: float = 1.0  # times ar_weight: 0 for a page the denoiser wrote (its causal mode should not learn it)
 
 
 def layout_page(
