@@ -385,7 +385,7 @@ def train(args: argparse.Namespace) -> None:
     bar = tqdm(total=last, initial=step, desc="adapt", unit="step", file=sys.stderr, mininterval=5)
     tokens = log[-1]["tokens"] if log else 0
     while step < last and time.monotonic() < deadline:
-        seen, sums = 0, [0.0, 0.0, 0]
+        seen, sums = 0, [0.0, 0.0, 0, 0]  # canvas CE, next-token CE, pages, tokens of pages with a next-token loss
         optimizer.zero_grad(set_to_none=True)
         while seen < cfg.canvas_tokens:
             pages = []
@@ -430,14 +430,17 @@ def train(args: argparse.Namespace) -> None:
             (loss / cfg.canvas_tokens).backward()
             for page, canvas_ce, ar_ce in zip(pages, canvas_ces, ar_ces, strict=True):
                 sums[0] += canvas_ce * len(page.canvas_targets)
-                sums[1] += ar_ce * len(page.canvas_targets)
+                if page.ar_scale:  # a trajectory page's next-token loss is not trained on, so not reported
+                    sums[1] += ar_ce * len(page.canvas_targets)
+                    sums[3] += len(page.canvas_targets)
                 sums[2] += 1
         torch.nn.utils.clip_grad_norm_(trainable, cfg.clip)
         optimizer.step()
         schedule.step()
         step += 1
         tokens += seen
-        entry = {"step": step, "canvas": sums[0] / seen, "ar": sums[1] / seen, "tokens": tokens, "pages": sums[2]}
+        ar = sums[1] / sums[3] if sums[3] else math.nan
+        entry = {"step": step, "canvas": sums[0] / seen, "ar": ar, "tokens": tokens, "pages": sums[2]}
         bar.update(1)
         bar.set_postfix(canvas=f"{entry['canvas']:.3f}", ar=f"{entry['ar']:.3f}")
         if step % args.eval_every == 0 or step == last:
