@@ -18,7 +18,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -70,6 +70,29 @@ def plan_jobs(
 def dictionary_share(page: str, dictionary: set[str]) -> float:
     found = [w.lower() for w in words(" ".join(shape(page).text))]
     return sum(w in dictionary for w in found) / len(found) if found else 0.0
+
+
+@dataclass
+class Keeper:
+    """Which written pages are kept (sanitised, with their site's skeleton and ``min_words`` dictionary words), and
+    how many each site tried and kept; genui distill and genui trajectories keep pages alike."""
+
+    dictionary: set[str]
+    min_words: float
+    counts: dict[str, list[int]] = field(default_factory=dict)  # site -> [kept, tried]
+
+    def keep(self, job: Job, text: str) -> str | None:
+        """The page sanitised if it is kept, else None."""
+        page = sanitize_html(text)
+        ok = skeleton_ok(job.site, job.path, page) and dictionary_share(page, self.dictionary) >= self.min_words
+        count = self.counts.setdefault(job.site, [0, 0])
+        count[0] += ok
+        count[1] += 1
+        return page if ok else None
+
+    def summary(self, jobs: int, seconds: float, out: Path) -> str:
+        sites = {site: {"tried": n, "kept": k} for site, (k, n) in sorted(self.counts.items())}
+        return json.dumps({"pages": jobs, "seconds": round(seconds, 1), "sites": sites, "out": str(out)})
 
 
 def write_pages(model: torch.nn.Module, tokenizer, jobs: list[Job], args: argparse.Namespace) -> list[str]:  # type: ignore[no-untyped-def]
@@ -154,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.is_file():
         with args.out.open(encoding="utf-8") as handle:
             done = {(row["site"], row["path"]) for row in map(json.loads, handle)}
-    dictionary = load_dictionary()
+    keeper = Keeper(load_dictionary(), args.min_words)
     jobs = plan_jobs(args.corpus, args.sites_dir, done, args.pages, args.seed, args.site)
 
     from tqdm import tqdm
@@ -164,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:  # after loading, which fits torch's threads to the CPUs
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed + len(done))  # a resumed run draws afresh
-    kept: dict[str, list[int]] = {}
     started = time.perf_counter()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(jobs), desc="distill", unit="page", file=sys.stderr, mininterval=5)
@@ -172,19 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         for first in range(0, len(jobs), args.batch):
             batch = jobs[first : first + args.batch]
             for job, text in zip(batch, write_pages(model, tokenizer, batch, args), strict=True):
-                page = sanitize_html(text)
-                ok = skeleton_ok(job.site, job.path, page) and dictionary_share(page, dictionary) >= args.min_words
-                kept.setdefault(job.site, [0, 0])[0] += ok
-                kept[job.site][1] += 1
-                if ok:
+                page = keeper.keep(job, text)
+                if page is not None:
                     row = {"site": job.site, "path": job.path, "prompt": job.prompt, "html": page, "holdout": False}
                     out.write(json.dumps({**row, "source": source}) + "\n")
             out.flush()
             bar.update(len(batch))
     bar.close()
-    seconds = time.perf_counter() - started
-    summary = {site: {"tried": n, "kept": k} for site, (k, n) in sorted(kept.items())}
-    print(json.dumps({"pages": len(jobs), "seconds": round(seconds, 1), "sites": summary, "out": str(args.out)}))
+    print(keeper.summary(len(jobs), time.perf_counter() - started, args.out))
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -242,9 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.gaps import fill_gaps
     from engine.generation import batch_key
     from engine.loading import load_model
-    from genui.sanitize import sanitize_html
-    from lab.distill import dictionary_share, plan_jobs
-    from lab.quality import load_dictionary, skeleton_ok
+    from lab.distill import Keeper, plan_jobs
+    from lab.quality import load_dictionary
 
     kept_pages = Trajectories.load(args.out).pages() if args.out.is_file() else []
     done = {(page["site"], page["path"]) for page in kept_pages}
@@ -255,11 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"genui trajectories: {args.model} is a {loaded.family} checkpoint; it takes a genui adapter")
     if args.threads:
         torch.set_num_threads(args.threads)
-    dictionary = load_dictionary()
+    keeper = Keeper(load_dictionary(), args.min_words)
     groups: dict[Any, list[Any]] = {}
     for job in jobs:  # requests that share their settings share a batch
         groups.setdefault(batch_key(job.request), []).append(job)
-    tally: dict[str, list[int]] = {}
     started = time.perf_counter()
     bar = tqdm(total=len(jobs), desc="trajectories", unit="page", file=sys.stderr, mininterval=5)
     batches = 0
@@ -270,11 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             batches += 1
             requests = [fill_gaps(loaded, dataclasses.replace(job.request, seed=seed)) for job in batch]
             for job, (text, response, states, owners, prompt) in zip(batch, record(loaded, requests), strict=True):
-                page = sanitize_html(text)
-                ok = skeleton_ok(job.site, job.path, page) and dictionary_share(page, dictionary) >= args.min_words
-                tally.setdefault(job.site, [0, 0])[0] += ok
-                tally[job.site][1] += 1
-                if ok:
+                if keeper.keep(job, text) is not None:
                     kept_pages.append(
                         {
                             "prompt": prompt,
@@ -290,9 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 Trajectories.build(loaded.canvas_length, kept_pages).save(args.out)
     Trajectories.build(loaded.canvas_length, kept_pages).save(args.out)
     bar.close()
-    seconds = time.perf_counter() - started
-    summary = {site: {"tried": n, "kept": k} for site, (k, n) in sorted(tally.items())}
-    print(json.dumps({"pages": len(jobs), "seconds": round(seconds, 1), "sites": summary, "out": str(args.out)}))
+    print(keeper.summary(len(jobs), time.perf_counter() - started, args.out))
     return 0
 
 

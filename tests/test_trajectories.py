@@ -161,7 +161,7 @@ def test_a_run_trains_on_trajectories_reports_their_held_out_loss_and_resumes(ti
 def test_the_command_keeps_pages_with_their_skeleton_and_a_run_resumes(
     tiny_adapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lab.quality
+    import lab.distill
 
     corpus = tmp_path / "corpus.jsonl"
     rows = [("wiki", "/wiki/Hash_table", False), ("wiki", "/wiki/Array", True), ("wiki", "/wiki/Linked_list", False)]
@@ -169,7 +169,7 @@ def test_the_command_keeps_pages_with_their_skeleton_and_a_run_resumes(
         "".join(json.dumps({"site": s, "path": p, "prompt": "p", "html": "x", "holdout": h}) + "\n" for s, p, h in rows)
     )
     # the tiny random model writes noise: the check passes the hash table's page only
-    monkeypatch.setattr(lab.quality, "skeleton_ok", lambda site, path, html: path == "/wiki/Hash_table")
+    monkeypatch.setattr(lab.distill, "skeleton_ok", lambda site, path, html: path == "/wiki/Hash_table")
     out = tmp_path / "t.npz"
     common = ["--corpus", str(corpus), "--out", str(out), "--model", str(tiny_adapter), "--min-words", "0"]
     assert trajectories.main([*common, "--pages", "5", "--batch", "2"]) == 0
