@@ -1,6 +1,7 @@
 """The quality report: generate the held-out pages of each example site and measure what a visitor would notice.
 
-Per site: share of well-formed pages with the site's skeleton, share of wiki articles whose ``<h1>`` is their title,
+Per site: share of well-formed pages with the site's skeleton (judged on the page as served: sanitised, then its
+links pointed at the site's pages, as ``genui serve`` sends it), share of wiki articles whose ``<h1>`` is their title,
 share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
 distinct-2 diversity, the share of words that repeat the word before them (`data data`), the share of a page's
 five-word phrases found on another page of the site (pages that differ with their prompt share few), median
@@ -318,22 +319,37 @@ async def generate_pages(
     return results
 
 
+def served(page: PageResult, runtime: SiteRuntime) -> str:
+    """The page as ``genui serve`` sends it (``SiteRuntime.render``): sanitised, then each link pointed at the site's
+    page (``/Hop%20tomorrow`` for the model's ``/Hop tomorrow``), or left as its text where no route serves it. The
+    skeleton is judged on this, what a visitor gets; the links' validity on what the model wrote."""
+    return runtime.render(page.raw or page.html)
+
+
+def skeleton_verdicts(results: list[PageResult], sites: dict[str, Site]) -> list[bool]:
+    """Each page's skeleton verdict, on the page as served."""
+    runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
+    return [skeleton_ok(r.site, r.path, served(r, runtimes[r.site])) for r in results]
+
+
 def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[str]) -> list[SiteReport]:
     out = []
     for name in sorted({r.site for r in results}):
         rows = [r for r in results if r.site == name]
         router = SiteRouter(sites[name])
         shapes = [shape(r.html) for r in rows]
+        runtime = SiteRuntime.build(sites[name], mount="")
+        shown = [served(r, runtime) for r in rows]
         all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
         hrefs = [h for s in shapes for h in s.hrefs]
         steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
         early = [e for r in rows for n, e in zip(r.steps, r.stopped_early, strict=False) if n]
-        articles = [(r, sh) for r, sh in zip(rows, shapes, strict=True) if name == "wiki" and _is_article(r.path)]
+        articles = [(r, shape(h)) for r, h in zip(rows, shown, strict=True) if name == "wiki" and _is_article(r.path)]
         out.append(
             SiteReport(
                 site=name,
                 pages=len(rows),
-                skeleton=sum(skeleton_ok(name, r.path, r.html) for r in rows) / len(rows),
+                skeleton=sum(skeleton_ok(name, r.path, h) for r, h in zip(rows, shown, strict=True)) / len(rows),
                 dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
                 valid_links=sum(router.leads_to_page(h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
                 links=len(hrefs),
@@ -635,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = {(r.site, r.path) for r in results}
         reference = [] if args.first_clicks else report(corpus_pages_at(args.corpus, saved), sites, dictionary)
         summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
-        _emit(args, summary, rows, reference, results)
+        _emit(args, sites, summary, rows, reference, results)
         return 0
     from engine import load_engine  # the model is loaded only when a report is asked for
 
@@ -677,12 +693,13 @@ def main(argv: list[str] | None = None) -> int:
         "openings": not args.no_openings,
         "sampler": sampler,
     }
-    _emit(args, summary, rows, reference, results)
+    _emit(args, sites, summary, rows, reference, results)
     return 0
 
 
 def _emit(
     args: argparse.Namespace,
+    sites: dict[str, Site],
     summary: dict[str, Any],
     rows: list[SiteReport],
     reference: list[SiteReport],
@@ -690,14 +707,8 @@ def _emit(
 ) -> None:
     """Print the report: a table or JSON, and with ``--first-clicks`` each page's skeleton verdict."""
     verdicts = [
-        {
-            "site": r.site,
-            "path": r.path,
-            "seed": r.seed,
-            "skeleton": skeleton_ok(r.site, r.path, r.html),
-            "steps": r.steps,
-        }
-        for r in results
+        {"site": r.site, "path": r.path, "seed": r.seed, "skeleton": ok, "steps": r.steps}
+        for r, ok in zip(results, skeleton_verdicts(results, sites), strict=True)
     ]
     if args.json:
         summary = {**summary, "pages_measured": "first clicks" if args.first_clicks else "held out"}

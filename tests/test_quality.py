@@ -395,3 +395,26 @@ def test_site_chooses_the_sites_reported_on_and_a_missing_site_is_named(
     assert "has no site forum" in err and "--site" in err
     assert quality.main([*common, "--site", "wiki"]) == 0
     assert [row["site"] for row in json.loads(capsys.readouterr().out)["sites"]] == ["wiki"]
+
+
+def test_the_skeleton_is_judged_on_the_page_as_served_and_the_links_on_what_the_model_wrote() -> None:
+    """A thread link written with spaces is a working link once served (genui quotes it); a link run on into the
+    text that no route serves is shown as its text. Both are markup debris in the sanitised page alone."""
+    board = (
+        '<div class="board"><h1>r/linux</h1><ul class="threads">'
+        '<li><a href="/r/linux/Hop tomorrow">Hop tomorrow</a></li>'
+        '<li><a href="/r/linux/Kernel_news">Kernel news</a></li></ul></div>'
+    )
+    article = ARTICLE.replace("<p>A table.</p>", '<p>A <a href="/wiki/apt_support/apt support">table</a>.</p>')
+    pages = [
+        PageResult("forum", "/r/linux", board, [5], 1.0),
+        PageResult("wiki", "/wiki/Hash_table", article, [5], 1.0),
+    ]
+    assert not skeleton_ok("forum", "/r/linux", board) and not skeleton_ok("wiki", "/wiki/Hash_table", article)
+    forum, wiki = report(pages, SITES, dictionary=set())
+    assert forum.skeleton == 1.0 and wiki.skeleton == 1.0
+    assert forum.valid_links == 1.0  # a space is a page the forum serves
+    assert wiki.valid_links == 0.5 and wiki.links == 2  # the run-on link counts against the model all the same
+    broken = board.replace('class="threads"', 'class="thr"eads"')
+    (still,) = report([PageResult("forum", "/r/linux", broken, [5], 1.0)], SITES, dictionary=set())
+    assert still.skeleton == 0.0
