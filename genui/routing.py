@@ -22,6 +22,7 @@ MAX_PATH = 512  # characters of a decoded path; longer is a malformed request, n
 MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is collapsed
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
+_SPACES = re.compile(r" +")
 
 
 class BadRequest(ValueError):
@@ -36,7 +37,9 @@ class Location:
     path: str  # canonical site-relative path, e.g. "/Hash_table"
     params: dict[str, str]
     query: dict[str, str]  # only the route's declared keys with a non-empty value, in declaration order
-    aliased: bool = False  # matched one of the route's aliases: the page lives at ``path``, not where it was asked for
+    # matched one of the route's aliases, or wrote a space its route spells otherwise (``Route.spaces``): the page
+    # lives at ``path``, not where it was asked for
+    aliased: bool = False
 
     @property
     def query_string(self) -> str:
@@ -137,7 +140,9 @@ class SiteRouter:
         if location is None:
             raise SiteConfigError(file, key, f"no route serves {url!r}", "write a URL that one of the routes matches")
         if location.aliased:
-            raise SiteConfigError(file, key, f"{url!r} is an alias", f"write the page's own URL, {location.path!r}")
+            raise SiteConfigError(
+                file, key, f"{url!r} redirects to {location.path!r}", f"write the page's own URL, {location.path!r}"
+            )
 
     def _compile(self, pattern: str, key: str) -> tuple[re.Pattern[str], str, dict[str, Convertor[Any]]]:
         try:
@@ -161,8 +166,13 @@ class SiteRouter:
                         continue
                     convertors = compiled.convertors
                     params = {name: str(convertors[name].convert(value)) for name, value in match.groupdict().items()}
-                    page = replace_params(compiled.path_format, convertors, dict(params))[0] if aliased else candidate
-                    return Location(compiled.route, page, params, normalise_query(compiled.route, pairs), aliased)
+                    spaces = compiled.route.spaces
+                    written = params
+                    if spaces is not None:
+                        params = {name: _SPACES.sub(spaces, value) for name, value in params.items()}
+                    moved = aliased or params != written  # an alias, or a page whose URL writes spaces another way
+                    page = replace_params(compiled.path_format, convertors, dict(params))[0] if moved else candidate
+                    return Location(compiled.route, page, params, normalise_query(compiled.route, pairs), moved)
         return None
 
     def locate(self, url: str) -> Location | None:

@@ -14,6 +14,7 @@ from typing import Any
 CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
 NAV_LOOKS = ("list", "icons")
+SPACE_MARKS = ("_", "-", "+", ".", "~")  # what a route's ``spaces`` may turn a space into: URL-safe, not a separator
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
@@ -52,6 +53,7 @@ class Route:
     posts: bool = False  # users may post here; their posts are stored and shown
     reply_opening: str | None = None  # file name under prompts/: HTML new replies to posts start with, word for word
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
+    spaces: str | None = None  # the character a run of spaces in a parameter becomes ("_": /Hash table is /Hash_table)
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -130,7 +132,18 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    known = {"pattern", "template", "opening", "reply_opening", "context", "query", "cache", "posts", "aliases"}
+    known = {
+        "pattern",
+        "template",
+        "opening",
+        "reply_opening",
+        "context",
+        "query",
+        "cache",
+        "posts",
+        "aliases",
+        "spaces",
+    }
     for key in data:
         if key not in known:
             raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
@@ -147,6 +160,14 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 f"{alias!r} has other parameters than the pattern {pattern!r}",
                 "give it exactly the pattern's parameters",
             )
+    spaces = data.get("spaces")
+    if spaces is not None and (not isinstance(spaces, str) or spaces not in SPACE_MARKS):
+        raise SiteConfigError(
+            file,
+            f"{where}spaces",
+            f"{spaces!r} cannot stand for a space in a URL",
+            f'write spaces = "_" (or one of {"".join(SPACE_MARKS)}), or remove it to keep spaces as they are',
+        )
     template = _prompt_file(file, root, f"{where}template", data, "template", "page.j2")
     opening = None
     if "opening" in data:
@@ -183,6 +204,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         posts=posts,
         reply_opening=reply_opening,
         aliases=aliases,
+        spaces=spaces,
     )
 
 

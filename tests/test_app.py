@@ -164,6 +164,15 @@ def test_an_alias_redirects_to_the_pages_own_url(
     assert engine.calls == []
 
 
+def test_a_thread_asked_for_with_spaces_redirects_to_its_own_url(client_factory: ClientFactory) -> None:
+    engine = FakeEngine()
+    response = client_factory([load_site(SITES_DIR / "forum")], engine).get(
+        "/r/linux/Kernel%20news?v=2", follow_redirects=False
+    )
+    assert response.status_code == 308 and response.headers["location"] == "/r/linux/Kernel_news?v=2"
+    assert engine.calls == []
+
+
 def test_a_single_sites_alias_redirects_under_the_root(client_factory: ClientFactory, wiki: Site) -> None:
     response = client_factory([wiki]).get("/wiki/Lisp", follow_redirects=False)
     assert response.status_code == 308 and response.headers["location"] == "/Lisp"

@@ -257,6 +257,10 @@ def test_an_obeyed_injection_in_the_url_reaches_no_browser_surface(
 ) -> None:
     client, engine = forum
     placeholder = client.get(url, headers=HTMX)
+    if placeholder.status_code == 308:  # a title written with spaces lives at its URL with underscores (spaces = "_")
+        url = placeholder.headers["location"]
+        assert url.startswith("/wiki/") and not set("<>\"' ") & set(url) and engine.calls == []
+        placeholder = client.get(url, headers=HTMX)
     assert placeholder.status_code == 200
     assert_safe(placeholder.text, "placeholder")  # the guessed title comes from the URL
     live = re.search(r'ws-connect="([^"]+)"', placeholder.text)

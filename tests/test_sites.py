@@ -106,6 +106,9 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('cache = "none"', 'cache = "none"\nreply_opening = "home.j2"', "routes[3].reply_opening"),
         ('query = ["q"]', 'query = "q"', "routes[3].query"),
         ('pattern = "/find"', 'pattern = "/"', "routes[3].pattern"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "/"', "routes[1].spaces"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "__"', "routes[1].spaces"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = true', "routes[1].spaces"),
         ('title = "Demo"', 'title = "Demo', "-"),
     ],
 )
@@ -281,7 +284,7 @@ def test_navigation_that_is_not_an_array_of_tables_names_its_key(tmp_path: Path)
     ("url", "problem", "fix"),
     [
         ("/no/such/page", "no route serves", "one of the routes matches"),
-        ("/p/Start", "is an alias", "'/page/Start'"),
+        ("/p/Start", "redirects to '/page/Start'", "'/page/Start'"),
         ("/page/../x", "dot segment", "fix the URL"),
     ],
 )
