@@ -76,6 +76,7 @@ class DenoiseSettings:
     refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
     refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
     drop_doubled_words: bool = False  # a canvas's text leaves out a word token its left neighbour wrote too
+    end_last: bool = False  # an end of text is accepted only once every position before it in the canvas is
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
@@ -120,6 +121,8 @@ class DenoiseSettings:
             raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
         if not isinstance(self.max_repeat, int) or self.max_repeat < 0 or self.max_repeat == 1:
             raise EngineError(f"max_repeat must be 0 (off) or a run of 2 tokens or more, got {self.max_repeat!r}")
+        if not isinstance(self.end_last, bool):
+            raise EngineError(f"end_last must be true or false, got {self.end_last!r}")
         if not isinstance(self.drop_doubled_words, bool):
             raise EngineError(f"drop_doubled_words must be true or false, got {self.drop_doubled_words!r}")
         if self.order not in ORDERS:
@@ -200,6 +203,14 @@ ORDERS = {
     # the EB-sampler's, spread out: no two neighbours join in one step (as dilated unmasking schedules do)
     "spread": spread_accept,
 }
+
+
+def hold_back_ends(accepted: torch.Tensor, sampled: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """The accepted positions (B, C) bool less each sampled end of text with a position before it not accepted. The
+    end of a page is among the surest tokens of its last canvas; accepted first, it fixes where the page ends before
+    the text that should decide it is written. Held back, it is accepted with the last of the text."""
+    gap_before = torch.nn.functional.pad((~accepted).long().cumsum(dim=-1)[:, :-1], (1, 0)) > 0
+    return accepted & ~((sampled == eos_id) & gap_before)
 
 
 def penalise_neighbour_repeats(
@@ -365,6 +376,8 @@ def denoise(
                 entropy = token_entropy(logits, probs)  # (B, C)
                 again = accepted & (sampled == current)  # kept the step before, and the same token sampled now
                 accepted = settings.accept(entropy, accepted)
+                if settings.end_last:
+                    accepted = hold_back_ends(accepted, sampled, denoiser.eos_id)
                 streak = torch.where(accepted, torch.where(again, streak + 1, 1), 0)
                 # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
                 new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))

@@ -272,6 +272,7 @@ _SAMPLER_KEYS = {
     "refresh_every": "refresh_every",
     "refresh_neighbours": "refresh_neighbours",
     "drop_doubled_words": "drop_doubled_words",
+    "end_last": "end_last",
 }
 
 # DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.

@@ -25,6 +25,7 @@ from engine.denoise import (
     StableAndConfident,
     denoise,
     entropy_bound_accept,
+    hold_back_ends,
     left_to_right_accept,
     looping,
     penalise_neighbour_repeats,
@@ -333,6 +334,29 @@ def test_the_order_decides_which_samples_the_next_step_sees(order: str) -> None:
     assert (second[3:] == 7).all() if order != "left_to_right" else not (second[3:] == 7).any()
 
 
+def test_an_end_of_text_is_accepted_only_with_every_position_before_it() -> None:
+    eos = 1
+    accepted = torch.tensor([[True, False, True, True, True], [True, True, True, True, True]])
+    sampled = torch.tensor([[5, 6, 7, eos, eos], [5, 6, eos, eos, eos]])
+    held = hold_back_ends(accepted, sampled, eos)
+    # row 0: the ends wait for position 1; the word after the gap is no end and stays; row 1 has no gap
+    assert held.tolist() == [[True, False, True, False, False], [True] * 5]
+
+
+@pytest.mark.parametrize("end_last", [False, True])
+def test_with_end_last_the_next_step_sees_no_end_before_the_text(end_last: bool) -> None:
+    recording = _Recording()
+    recording.logits[0, 3:] = 0.0  # unsure of positions 2 and 3 (the bound takes one of them), sure the page ends at 4
+    recording.logits[0, 4:, recording.eos_id] = 50.0
+    settings = DenoiseSettings(max_canvases=1, max_steps=2, entropy_bound=0.5, stop_at_eos=False, end_last=end_last)
+    denoise(
+        recording, torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, torch.Generator().manual_seed(0)
+    )
+    second = recording.seen[1][0]
+    assert second[:2].tolist() == [5, 5]
+    assert (second[4:] == recording.eos_id).all() != end_last
+
+
 def test_stopping_is_the_library_criterions() -> None:
     ours, theirs = StableAndConfident(2, 3.0), StableAndConfidentStoppingCriteria(2, 3.0)
     generator = torch.Generator().manual_seed(0)
@@ -423,6 +447,7 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"refresh_every": -2},
         {"refresh_neighbours": -1},
         {"drop_doubled_words": "yes"},
+        {"end_last": 1},
     ],
 )
 def test_settings_the_loop_cannot_run_are_refused_by_name(change: dict[str, object]) -> None:
