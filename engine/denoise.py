@@ -76,7 +76,7 @@ class DenoiseSettings:
     refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
     refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
     drop_doubled_words: bool = False  # a canvas's text leaves out a word token its left neighbour wrote too
-    end_last: bool = False  # an end of text is accepted only once every position before it in the canvas is
+    end_last: bool = False  # a sampled end of text is accepted only with every position before it in its canvas
 
     def accept(self, entropy: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
         """The positions (B, C) bool a step keeps, from each position's sample entropy (B, C) and the positions the
