@@ -15,6 +15,18 @@ CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
 NAV_LOOKS = ("list", "icons")
 SPACE_MARKS = ("_", "-", "+", ".", "~")  # what a route's ``spaces`` may turn a space into: URL-safe, not a separator
+ROUTE_KEYS = (
+    "pattern",
+    "template",
+    "opening",
+    "reply_opening",
+    "context",
+    "query",
+    "cache",
+    "posts",
+    "aliases",
+    "spaces",
+)
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
@@ -132,21 +144,11 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    known = {
-        "pattern",
-        "template",
-        "opening",
-        "reply_opening",
-        "context",
-        "query",
-        "cache",
-        "posts",
-        "aliases",
-        "spaces",
-    }
     for key in data:
-        if key not in known:
-            raise SiteConfigError(file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(known)}")
+        if key not in ROUTE_KEYS:
+            raise SiteConfigError(
+                file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(ROUTE_KEYS)}"
+            )
     pattern = _expect(file, data, "pattern", str, 'add pattern = "/page/{name}"', where=where)
     _check_pattern(file, f"{where}pattern", pattern)
     aliases = _string_list(file, data, "aliases", where, ())
