@@ -491,9 +491,48 @@ def export(run: Path, dest: Path) -> None:
     print(f"exported step {state['step']} of {run} to {dest}", file=sys.stderr)
 
 
+def soup(folders: list[Path], dest: Path) -> None:
+    """Write the mean of exported adapters as one model folder (a uniform model soup, Wortsman et al. 2022).
+
+    Each LoRA matrix is averaged on its own. For adapters trained on from one adapter, as a lease's runs are, the
+    product of the means is close to the mean of their weight updates. The adapters must agree in everything but their
+    weights; the folder's other files (tokenizer, sampler settings, genui.json) are the first one's.
+    """
+    from safetensors.torch import load_file, save_file
+
+    def settings(folder: Path) -> tuple[dict, dict]:
+        files = [folder / "adapter_config.json", folder / "genui.json", folder / "adapter_model.safetensors"]
+        for file in files:
+            if not file.is_file():
+                raise ValueError(f"{file} does not exist: --soup takes exported adapter folders (genui adapt --export)")
+        config, spec = (json.loads(file.read_text()) for file in files[:2])
+        if isinstance(config.get("target_modules"), list):  # peft writes a set: its order varies between runs
+            config["target_modules"] = sorted(config["target_modules"])
+        return config, spec
+
+    first = settings(folders[0])
+    weights = [load_file(folders[0] / "adapter_model.safetensors")]
+    for folder in folders[1:]:
+        if settings(folder) != first:
+            raise ValueError(f"{folder}: its adapter_config.json or genui.json differs from {folders[0]}'s")
+        weights.append(load_file(folder / "adapter_model.safetensors"))
+        shapes = {name: tensor.shape for name, tensor in weights[-1].items()}
+        if shapes != {name: tensor.shape for name, tensor in weights[0].items()}:
+            raise ValueError(f"{folder}: its adapter's matrices differ from {folders[0]}'s in name or shape")
+    if dest.resolve() in [folder.resolve() for folder in folders]:
+        raise ValueError(f"--export {dest} is one of the adapters: write the soup to a new folder")
+    shutil.copytree(folders[0], dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.log", "log.json", "*.pt"))
+    mean = {
+        name: torch.stack([w[name].float() for w in weights]).mean(0).to(tensor.dtype)
+        for name, tensor in weights[0].items()
+    }
+    save_file(mean, dest / "adapter_model.safetensors", metadata={"format": "pt"})
+    print(f"wrote the mean of {len(folders)} adapters to {dest}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui adapt", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="run folder: checkpoints and log (resumed if present)")
+    parser.add_argument("--out", type=Path, help="run folder: checkpoints and log (resumed if present)")
     parser.add_argument("--packed", type=Path, default=Path("data/adapt-packed.npz"), help="from genui adapt --pack")
     parser.add_argument("--base", help="causal-LM checkpoint folder or hub id (default: the pinned SmolLM2 base)")
     parser.add_argument(
@@ -513,6 +552,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--export", type=Path, help="after training, write the adapter as a model folder here")
     parser.add_argument("--export-only", action="store_true", help="only export the run's checkpoint to --export")
+    parser.add_argument(
+        "--soup",
+        type=Path,
+        nargs="+",
+        metavar="ADAPTER",
+        help="write the mean of these exported adapter folders to --export (a model soup), then exit",
+    )
     parser.add_argument(
         "--pack",
         type=Path,
@@ -551,6 +597,16 @@ def main(argv: list[str] | None = None) -> int:
         packed.save(args.packed)
         print(f"{len(packed)} pages packed into {args.packed}", file=sys.stderr)
         return 0
+    if args.soup:
+        if not args.export or len(args.soup) < 2:
+            parser.error("--soup needs two adapter folders or more and --export DIR")
+        try:
+            soup(args.soup, args.export)
+        except ValueError as e:
+            parser.error(str(e))
+        return 0
+    if not args.out:
+        parser.error("the run folder is missing: name it with --out DIR")
     if args.export_only:
         if not args.export:
             parser.error("--export-only needs --export DIR")

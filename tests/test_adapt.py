@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from engine_fixtures import build_tiny_llama_base
+from safetensors.torch import load_file, save_file
 
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
@@ -124,7 +126,9 @@ def test_the_certainty_term_adds_its_weight_times_the_certain_entropy_of_the_can
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
 
 
-def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base: Path, tmp_path: Path) -> None:
+def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(
+    tiny_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     corpus = tmp_path / "corpus.jsonl"
     rows = [
         {"site": "wiki", "path": f"/wiki/{n}", "prompt": f"<title>{n}</title>", "html": f"<h1>{n}</h1><p>x</p>"}
@@ -162,6 +166,28 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(tiny_base:
         torch.Generator().manual_seed(0),
     )
     assert tokens.shape[1] in (8, 16)
+
+    # A soup of two exports is their mean, matrix by matrix, and loads as the export does.
+    other = tmp_path / "other"
+    shutil.copytree(export, other)
+    weights = load_file(export / "adapter_model.safetensors")
+    shifted = {name: tensor + 0.25 for name, tensor in weights.items()}
+    save_file(shifted, other / "adapter_model.safetensors")
+    souped = tmp_path / "soup"
+    assert main(["--soup", str(export), str(other), "--export", str(souped)]) == 0
+    mean = load_file(souped / "adapter_model.safetensors")
+    assert mean.keys() == weights.keys()
+    for name, tensor in weights.items():
+        assert torch.allclose(mean[name].float(), (tensor.float() + shifted[name].float()) / 2, atol=1e-2)
+        assert not torch.equal(mean[name], tensor)
+    assert load_model(souped, device="cpu").canvas_length == 8
+    # Adapters that differ in more than their weights are refused, by name.
+    spec["canvas_length"] = 16
+    (other / "genui.json").write_text(json.dumps(spec))
+    with pytest.raises(SystemExit):
+        main(["--soup", str(export), str(other), "--export", str(tmp_path / "soup2")])
+    assert f"{other}: its adapter_config.json or genui.json differs" in capsys.readouterr().err
+    assert not (tmp_path / "soup2").exists()
 
 
 def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:
