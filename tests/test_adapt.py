@@ -278,3 +278,9 @@ def test_pack_refuses_a_repeat_it_cannot_read_and_says_how_to_write_one(
         main(["--out", str(tmp_path / "run"), "--pack", str(tmp_path / "c.jsonl"), "--repeat", bad])
     assert exit_.value.code == 2
     assert f"--repeat {bad!r}" in capsys.readouterr().err
+
+
+def test_a_run_without_a_run_folder_is_refused_with_the_flag_to_add(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--steps", "1"])
+    assert exit.value.code == 2 and "name it with --out DIR" in capsys.readouterr().err
