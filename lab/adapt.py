@@ -496,7 +496,9 @@ def soup(folders: list[Path], dest: Path) -> None:
 
     Each LoRA matrix is averaged on its own. For adapters trained on from one adapter, as a lease's runs are, the
     product of the means is close to the mean of their weight updates. The adapters must agree in everything but their
-    weights; the folder's other files (tokenizer, sampler settings, genui.json) are the first one's.
+    weights; the folder's other files (tokenizer, sampler settings, genui.json) are the first one's. peft's
+    ``add_weighted_adapter`` combines adapters of a loaded model: its "linear" scales each A and B by the square root
+    of a weight (a uniform mean needs weights 1/n²), its "svd" refactors the exact mean; neither is needed on files.
     """
     from safetensors.torch import load_file, save_file
 
