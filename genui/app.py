@@ -73,12 +73,15 @@ def create_app(
     db_path: Path | str = DEFAULT_DB,
     draft_interval: float = 0.1,
     unclaimed_s: float = UNCLAIMED_S,
+    read_ahead: int = 0,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
     Without an engine the app loads the default one (engine.load_engine()) at start-up and closes it at shutdown;
     an engine passed in belongs to the caller. A live stream sends a draft at most every ``draft_interval``
     seconds (the final page at once). A page's run that nobody comes to watch stops after ``unclaimed_s`` seconds.
+    While no visitor's run is under way, the first ``read_ahead`` uncached pages linked from the newest page shown
+    are written and stored, so that a click on one is answered at once (genui/readahead.py; 0: never).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -86,7 +89,7 @@ def create_app(
     single = len(sites) == 1
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
-    pages = Pages(runtimes, store, engine, unclaimed_s)
+    pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)
     stream = Stream(pages, screens, draft_interval)

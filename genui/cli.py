@@ -24,6 +24,7 @@ from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import Site, SiteConfigError, load_site, load_sites
 
 USAGE_ERROR = 2
+READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
 
 
 class ClosableEngine(TextEngine, Protocol):
@@ -55,7 +56,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     async def serve() -> None:
         engine = loader(args.model, args.device, args.int8)
         try:
-            app = create_app(sites, engine, db_path=args.db)
+            app = create_app(sites, engine, db_path=args.db, read_ahead=args.read_ahead)
             # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
             config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio")
             await uvicorn.Server(config).serve()
@@ -173,6 +174,17 @@ def _sites(directory: Path, names: list[str] | None) -> list[Site]:
     return [by_name[name] for name in dict.fromkeys(names)]
 
 
+def _count(text: str) -> int:
+    """A command-line count: 0 or a positive whole number."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number, got {text!r}")
+    return value
+
+
 def _site(name_or_folder: str, directory: Path) -> Site:
     folder = Path(name_or_folder)
     if (folder / "site.toml").is_file():
@@ -209,6 +221,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
+    serve.add_argument(
+        "--read-ahead",
+        type=_count,
+        default=READ_AHEAD,
+        metavar="N",
+        help="while no visitor waits, write the first N unwritten pages the newest page shown links to, so a click "
+        "on one is answered at once; 0 never does (default: %(default)s)",
+    )
     model_options(serve)
     serve.set_defaults(run=_serve)
 

@@ -131,6 +131,11 @@ class Generation:
         self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
 
     @property
+    def page(self) -> StoredPage | None:
+        """The finished page, once there is one."""
+        return self._snapshot.page
+
+    @property
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 

@@ -29,6 +29,7 @@ from genui.edits import (
 )
 from genui.generation import WHOLE, Generation, Splice, first_heading
 from genui.prompts import Parent, Post
+from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
@@ -92,13 +93,16 @@ class Pages:
         store: Store,
         engine: TextEngine | None = None,
         unclaimed_s: float = UNCLAIMED_S,
+        read_ahead: int = 0,
     ) -> None:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
         self.store = store
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
+        self._ahead: Generation | None = None  # the run reading ahead, if any (genui/readahead.py)
         self.variations = VariationSets()
+        self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
 
     def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
         """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from."""
@@ -123,6 +127,14 @@ class Pages:
         already writing it, so a GET never starts a version nobody asked to regenerate. Raises NoSuchVersion, and
         BadRequest when the prompt cannot fit the model.
         """
+        shown = self._open(job, version, write_next)
+        if isinstance(shown, StoredPage):
+            self.reader.shown(job, shown)
+        else:
+            self.reader.opened(shown)
+        return shown
+
+    def _open(self, job: Job, version: int | None, write_next: bool) -> StoredPage | Generation:
         newest = self.versions(job)
         if version is None and (splicing := self.running(job, newest + 1)) is not None and not splicing.splice.whole:
             return splicing  # a thread's replies or a section being written in place: everyone watches it land
@@ -142,16 +154,22 @@ class Pages:
     def versions(self, job: Job) -> int:
         return self.store.versions(job.key) if job.cached else 0
 
-    def generation(self, job: Job, version: int) -> Generation:
-        """The run writing ``version`` of the page: the one under way, or a new one (its prompt fitted first)."""
+    def generation(self, job: Job, version: int, *, ahead: bool = False) -> Generation:
+        """The run writing ``version`` of the page: the one under way, or a new one (its prompt fitted first).
+        ``ahead``: a run nobody asked for yet (reading ahead), which gives way to every other."""
         assert self.engine is not None
         slot = (job.key, version)
         running = self._running.get(slot)
         if running is None:
             engine, prompt = self.engine, self.prompt(job)
             request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
-            running = self._start(job, version, lambda: engine.stream(request), prompt.parent, self._canvases(job))
+            frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
+            running = self._start(job, version, frames, prompt.parent, canvases, ahead=ahead)
         return running
+
+    def busy(self) -> bool:
+        """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
+        return any(run is not self._ahead for run in self._running.values()) or self.variations.running
 
     def append(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
         """The run adding a thread's replies to its readers' newest posts, in place: the next version is the newest
@@ -223,6 +241,7 @@ class Pages:
         prompt = self.prompt(job)
         request = job.runtime.request(prompt.text, self.versions(job), prompt.opening)
         url = job.location.url
+        self.reader.give_way()
         return self.variations.add(
             Variations(
                 job.runtime, job.key, url, lambda: engine.stream_variants(request, VARIANTS), VARIANTS, self.unclaimed_s
@@ -254,12 +273,21 @@ class Pages:
         parent: Parent | None,
         canvases: int | None,
         splice: Splice = WHOLE,
+        ahead: bool = False,
     ) -> Generation:
         store = self.store if job.cached else None
+
+        def ended(generation: Generation) -> None:
+            self._ended(generation, job)
+
         running = Generation(
-            job.runtime, job.key, version, frames, parent, canvases, store, self._ended, self.unclaimed_s, splice
+            job.runtime, job.key, version, frames, parent, canvases, store, ended, self.unclaimed_s, splice
         )
         self._running[(job.key, version)] = running
+        if ahead:
+            self._ahead = running
+        else:
+            self.reader.give_way()
         return running
 
     def _canvases(self, job: Job) -> int | None:
@@ -278,6 +306,7 @@ class Pages:
 
     async def close(self) -> None:
         """Cancel every run under way (at shutdown)."""
+        await self.reader.close()
         tasks = [generation.cancel() for generation in list(self._running.values())]
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -317,10 +346,19 @@ class Pages:
         assert fitted is not None
         return fitted
 
-    def _ended(self, generation: Generation) -> None:
+    def _ended(self, generation: Generation, job: Job) -> None:
         slot = (generation.key, generation.version)
-        if self._running.get(slot) is generation:
-            del self._running[slot]
+        if self._running.get(slot) is not generation:
+            return  # told already (a cancelled run tells twice)
+        del self._running[slot]
+        if generation is self._ahead:
+            self._ahead = None
+            return  # the reader reads on by itself
+        page = generation.page
+        if page is not None:
+            self.reader.shown(job, page)  # the page its visitor is about to see
+        else:
+            self.reader.ended()
 
     def _parent(self, runtime: SiteRuntime, parent_url: str | None, here: Location) -> Parent | None:
         if not parent_url:

@@ -83,6 +83,10 @@ class Variations:
     def pages(self) -> tuple[str, ...] | None:
         return self._latest.pages
 
+    @property
+    def finished(self) -> bool:
+        return self._latest.finished
+
     def cancel(self) -> asyncio.Task[None]:
         self._fail(EngineError("the variations were cancelled"))
         self._task.cancel()
@@ -158,6 +162,11 @@ class VariationSets:
             _, oldest = self._sets.popitem(last=False)
             oldest.cancel()
         return variations
+
+    @property
+    def running(self) -> bool:
+        """Whether a set is still being written."""
+        return any(not variations.finished for variations in self._sets.values())
 
     def get(self, set_id: str) -> Variations | None:
         return self._sets.get(set_id)

@@ -149,3 +149,25 @@ def test_a_long_unbroken_run_of_model_text_wraps_instead_of_widening_the_page(tm
         text = page.text_content(".genui-page") or ""
         assert max(len(word) for word in text.split()) > 200  # one run of letters, wider than the window
         assert page.evaluate("document.documentElement.scrollWidth") <= 800
+
+
+def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> None:
+    engine = FakeEngine(delay=0.05, steps=4)
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        deadline = time.monotonic() + 15
+        while engine.finished < 2:  # the visitor reads /Lisp; meanwhile its first link is written and stored
+            assert time.monotonic() < deadline, "the link was not read ahead"
+            time.sleep(0.05)
+        page.click("text=Lisp tree")
+        page.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=5_000)
+        # The cache answered: the finished page was swapped in whole, never a draft, and nothing wrote it again.
+        assert page.query_selector("#genui-content.genui-live") is None
+        assert page.query_selector("[ws-connect]") is None
+        assert page.url == url + "/wiki/Lisp_tree" and page.title() == "Lisp tree — Genpedia"
+        assert ["<title>Lisp tree</title>" in call.prompt for call in engine.calls[:2]] == [False, True]
+        assert sum("<title>Lisp tree</title>" in call.prompt for call in engine.calls) == 1
+        assert problems == []

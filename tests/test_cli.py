@@ -23,7 +23,7 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         ([], ["serve", "render", "new", "sites", "bench", "corpus", "train", "quality"]),
         (
             ["serve"],
-            ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db", "127.0.0.1", "8000"],
+            ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db", "--read-ahead"],
         ),
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
@@ -121,6 +121,36 @@ def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFi
 def test_an_unknown_site_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--site", "nope"], load_engine=fake_loader) == 2
     assert "no site named 'nope'" in one_line_error(capsys)
+
+
+def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    import genui.cli
+
+    made: list[dict[str, object]] = []
+
+    def create_app(*args: object, **options: object) -> object:
+        made.append(options)
+        return object()
+
+    async def serve(self: uvicorn.Server) -> None:
+        pass
+
+    monkeypatch.setattr(genui.cli, "create_app", create_app)
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    assert main(["serve", "--site", "wiki"], load_engine=fake_loader) == 0
+    assert main(["serve", "--site", "wiki", "--read-ahead", "0"], load_engine=fake_loader) == 0
+    assert [options["read_ahead"] for options in made] == [3, 0]
+
+
+@pytest.mark.parametrize("count", ["-1", "two", "1.5"])
+def test_a_read_ahead_that_is_not_a_count_is_a_usage_error(capsys: pytest.CaptureFixture[str], count: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--read-ahead", count], load_engine=fake_loader)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--read-ahead" in err
+    assert f"expected 0 or a positive whole number, got {count!r}" in err
 
 
 def test_bench_hands_every_argument_to_the_engine_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:

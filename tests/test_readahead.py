@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fakes import FakeEngine, visit, wait_url, ws_messages
+from starlette.testclient import TestClient
+
+from genui.app import create_app
+from genui.pages import Pages
+from genui.readahead import linked_urls
+from genui.sites import Site
+
+Reading = Callable[..., TestClient]  # reading(read_ahead, engine) -> a started client on a fresh database
+
+
+@pytest.fixture
+def reading(tmp_path: Path, wiki: Site) -> Iterator[Reading]:
+    clients: list[TestClient] = []
+
+    def make(read_ahead: int, engine: FakeEngine) -> TestClient:
+        app = create_app([wiki], engine, db_path=tmp_path / f"db{len(clients)}.sqlite3", read_ahead=read_ahead)
+        client = TestClient(app)
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+def pages_of(client: TestClient) -> Pages:
+    pages = client.app.state.pages  # type: ignore[attr-defined]
+    assert isinstance(pages, Pages)
+    return pages
+
+
+def stored(client: TestClient, url: str) -> bool:
+    """Whether the page at ``url`` is in the cache, asked on the app's own event loop."""
+
+    def look() -> bool:
+        pages = pages_of(client)
+        runtime = pages.sites["wiki"]
+        location = runtime.locate(url)
+        assert location is not None
+        return pages.versions(pages.job(runtime, location)) > 0
+
+    assert client.portal is not None
+    return client.portal.call(look)
+
+
+def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def titles(engine: FakeEngine) -> list[str]:
+    """The articles the engine was asked to write, in order."""
+    return [call.prompt.split("<title>")[1].split("</title>")[0] for call in engine.calls]
+
+
+def idle(client: TestClient) -> bool:
+    assert client.portal is not None
+    return client.portal.call(lambda: not pages_of(client)._running)
+
+
+def test_a_page_shown_has_its_first_links_written_and_stored_while_the_engine_is_idle(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(2, engine)
+    assert visit(client, "/Lisp").status_code == 200
+    assert eventually(lambda: stored(client, "/Lisp_tree") and stored(client, "/Lisp_map"))
+    assert eventually(lambda: idle(client))
+    # Both links were read ahead, one at a time, and the pages read ahead were not read ahead in turn.
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
+    assert not stored(client, "/Lisp_tree_tree")
+    # A click on a link read ahead is a cache hit: the page whole, with no placeholder to stream into.
+    response = client.get("/Lisp_tree", headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/Lisp"})
+    assert wait_url(response) is None and "ws-connect" not in response.text
+    assert "Lisp tree is a topic in computing, written with seed 0." in response.text
+    assert titles(engine).count("Lisp tree") == 1
+
+
+def test_a_page_read_ahead_is_the_page_its_click_would_write(reading: Reading) -> None:
+    ahead, clicked = FakeEngine(), FakeEngine()
+    reader, clicker = reading(1, ahead), reading(0, clicked)
+    visit(reader, "/Lisp")
+    visit(clicker, "/Lisp")
+    assert eventually(lambda: stored(reader, "/Lisp_tree"))
+    visit(clicker, "/Lisp_tree", headers={"HX-Current-URL": "http://testserver/Lisp"})
+    # The same request, so the same page: the prompt names Lisp as the page the visitor came from.
+    assert ahead.calls[1] == clicked.calls[1]
+    assert "<from>Lisp</from>" in ahead.calls[1].prompt
+    assert len(clicked.calls) == 2  # and without reading ahead nothing but the clicks is written
+
+
+def test_reading_ahead_writes_the_first_links_that_are_not_written_yet(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(2, engine)
+    visit(client, "/Lisp_map")  # /Lisp links to it second
+    assert eventually(lambda: stored(client, "/Lisp_map_map") and idle(client))
+    visit(client, "/Lisp")
+    assert eventually(lambda: stored(client, "/Lisp_tree") and idle(client))
+    assert titles(engine) == ["Lisp map", "Lisp map tree", "Lisp map map", "Lisp", "Lisp tree"]
+
+
+def test_showing_a_page_again_reaches_no_further_down_its_links(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(1, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: stored(client, "/Lisp_tree") and idle(client))
+    client.get("/Lisp")
+    client.get("/Lisp")
+    time.sleep(0.3)
+    assert titles(engine) == ["Lisp", "Lisp tree"]
+
+
+def test_a_cached_page_shown_again_reads_ahead_from_it(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(1, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: stored(client, "/Lisp_tree"))
+    client.get("/Lisp_tree")  # from the cache; the visitor moved on, so its link is next
+    assert eventually(lambda: stored(client, "/Lisp_tree_tree"))
+
+
+def test_a_visitor_does_not_wait_for_a_page_being_read_ahead(reading: Reading) -> None:
+    engine = FakeEngine(steps=20, delay=0.03)  # a page takes over a second
+    client = reading(1, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: len(engine.calls) == 2)  # /Lisp_tree is being read ahead
+    response = visit(client, "/Unix")
+    assert response.status_code == 200 and "Unix is a topic in computing" in response.text
+    # The run reading ahead gave way as the visitor's started: its stream was closed (the engine's loop stops
+    # within one step), and the page it was writing is not stored.
+    assert engine.cancelled == 1 and not stored(client, "/Lisp_tree")
+    # The newest page shown says what is read ahead next.
+    assert eventually(lambda: stored(client, "/Unix_tree"), within=30)
+    assert not stored(client, "/Lisp_tree")
+
+
+def test_a_visitor_who_opens_the_page_being_read_ahead_watches_it_land(reading: Reading) -> None:
+    engine = FakeEngine(steps=20, delay=0.02)
+    client = reading(1, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: len(engine.calls) == 2)
+    response = client.get("/Lisp_tree", headers={"HX-Request": "true"})
+    assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2FLisp_tree&amp;v=1&amp;' in response.text
+    messages = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp_tree&v=1")
+    assert "Lisp tree is a topic in computing" in messages[-1]
+    assert engine.cancelled == 0 and titles(engine).count("Lisp tree") == 1
+    # The page the visitor moved on to reads ahead in turn.
+    assert eventually(lambda: stored(client, "/Lisp_tree_tree"), within=30)
+
+
+def test_without_reading_ahead_only_what_visitors_ask_for_is_written(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(0, engine)
+    visit(client, "/Lisp")
+    time.sleep(0.3)
+    assert len(engine.calls) == 1 and not stored(client, "/Lisp_tree")
+
+
+def test_the_links_read_ahead_are_genuis_navigation_in_document_order() -> None:
+    html = (
+        '<p><a href="/B" hx-get="/B">B</a> <a href="/A" hx-get="/A">A</a> <a href="/B" hx-get="/B">B</a></p>'
+        '<a href="#top">top</a><a href="/C" hx-get="/C#x">C</a>'
+    )
+    assert linked_urls(html) == ["/B", "/A", "/C#x"]
