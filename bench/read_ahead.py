@@ -1,13 +1,13 @@
-"""What reading ahead buys a visitor: how soon the pages an article links to are ready, and what a click costs.
+"""What reading ahead buys a visitor: how soon the pages a page links to are ready, and what a click then costs.
 
-Serves the wiki in-process on the default model (or --model) with a fresh page cache, opens one article as a
-browser without scripts does (the article written while the visitor waits), and then, while nobody asks for
-anything, lets genui read ahead (genui/readahead.py). For each of the first N pages the article links to it reports
-when the page was stored, counted from the moment the article was shown; the seconds the model took to write it
-(what a click would have waited without reading ahead); and how long a click on the link (an htmx GET, as the page's
-own link sends it) then takes to answer with the page whole.
+Serves one example site in-process on the default model (or --model) with a fresh page cache, opens one page as a
+browser without scripts does (written while the visitor waits), and then, while nobody asks for anything, lets
+genui read ahead (genui/readahead.py). For each of the first N pages the page links to (the model's links, then the
+site's navigation) it reports when the page was stored, counted from the moment the first page was shown; the
+seconds the model took to write it (what a click would have waited without reading ahead); and how long a click on
+the link (an htmx GET, as the page's own link sends it) then takes to answer, and whether with the page whole.
 
-    python bench/read_ahead.py [--page /Hash_table] [--links 3] [--model DIR] [--device cpu] [--json]
+    python bench/read_ahead.py [--site wiki] [--page /] [--links 3] [--model DIR] [--device cpu] [--json]
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from starlette.testclient import TestClient
 from engine import load_engine
 from genui.app import SITES_DIR, create_app
 from genui.pages import Pages
-from genui.readahead import linked_urls
+from genui.readahead import reading_list
 from genui.sites import load_site
 from genui.store import StoredPage
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--page", default="/Hash_table", help="the wiki article the visitor opens")
+    parser.add_argument("--site", default="wiki", help="the example site served (default: %(default)s)")
+    parser.add_argument("--page", default="/", help="the page the visitor opens (default: %(default)s)")
     parser.add_argument("--links", type=int, default=3, help="pages read ahead (genui serve --read-ahead)")
     parser.add_argument("--model", help="checkpoint folder (default: the shipped models/genui-smollm)")
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
@@ -43,12 +44,13 @@ def main() -> None:
 
     engine = load_engine(model=args.model, device=args.device)
     with tempfile.TemporaryDirectory() as folder:
-        app = create_app([load_site(SITES_DIR / "wiki")], engine, Path(folder) / "pages.sqlite3", read_ahead=args.links)
+        site = load_site(SITES_DIR / args.site)
+        app = create_app([site], engine, Path(folder) / "pages.sqlite3", read_ahead=args.links)
         with TestClient(app) as client:
             pages: Pages = app.state.pages
             portal = client.portal
             assert portal is not None
-            runtime = pages.sites["wiki"]
+            runtime = pages.sites[args.site]
 
             def stored(url: str) -> StoredPage | None:
                 location = runtime.locate(url)
@@ -56,19 +58,18 @@ def main() -> None:
                 return pages.page(pages.job(runtime, location))
 
             asked = time.time()
-            shell = client.get(args.page)  # the shell at once; its <noscript> refresh waits for the article
+            shell = client.get(args.page)  # the shell at once; its <noscript> refresh waits for the page
             refresh = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', shell.text)
-            assert refresh is not None, "the article was served from a cache it should not have"
+            assert refresh is not None, "the page was served from a cache it should not have"
             client.get(html.unescape(refresh.group(1)), follow_redirects=False)
             shown = time.time()
-            article = portal.call(stored, args.page)
-            assert article is not None, "the article was not written"
-            links = []
-            for url in linked_urls(article.html):
-                location = runtime.locate(url)
-                if location is not None and location.url != args.page and url not in links:
-                    links.append(url)
-            links = links[: args.links]
+            shown_page = portal.call(stored, args.page)
+            assert shown_page is not None, "the page was not written"
+            location = runtime.locate(args.page)
+            assert location is not None
+            job = portal.call(pages.job, runtime, location)
+            listed = portal.call(reading_list, pages, job, shown_page.html, args.links)
+            links = [linked.location.url for linked in listed]  # what genui reads ahead, in its order
             deadline = time.monotonic() + args.wait
             while time.monotonic() < deadline and not all(portal.call(stored, url) for url in links):
                 time.sleep(0.5)
@@ -93,19 +94,20 @@ def main() -> None:
     asyncio.run(engine.close())
     result = {
         "model": engine.model_id,
+        "site": args.site,
         "page": args.page,
-        "article_s": round(shown - asked, 2),
+        "page_s": round(shown - asked, 2),
         "links": rows,
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{result['model']}: {args.page} written while the visitor waited, {result['article_s']} s")
-    print(f"{'link':<32} {'ready after (s)':>16} {'write (s)':>10} {'click (ms)':>11} {'whole':>6}")
+    print(f"{result['model']}: {args.site}{args.page} written while the visitor waited, {result['page_s']} s")
+    print(f"{'link':<40} {'ready after (s)':>16} {'write (s)':>10} {'click (ms)':>11} {'whole':>6}")
     for row in rows:
         ready = "-" if row["ready_after_s"] is None else f"{row['ready_after_s']:.1f}"
         write = "-" if row["write_s"] is None else f"{row['write_s']:.1f}"
-        print(f"{row['link']:<32} {ready:>16} {write:>10} {row['click_ms']:>11.1f} {str(row['served_whole']):>6}")
+        print(f"{row['link']:<40} {ready:>16} {write:>10} {row['click_ms']:>11.1f} {str(row['served_whole']):>6}")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,38 @@ def linked_urls(html: str) -> list[str]:
     return list(dict.fromkeys(parser.urls))
 
 
+def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
+    """The first ``links`` pages a page's ``html`` links to, as the page shows them: the model's links, then the
+    site's navigation below the page; other pages of cached routes only, each once, each with the page as its
+    parent, as a click on the link would have it. Stored pages count too, so that showing a page again never
+    reaches further down its links."""
+    runtime = job.runtime
+    seen: set[PageKey] = {job.key}
+    listed: list[Job] = []
+
+    def shown_links() -> Iterator[str]:
+        yield from linked_urls(html)
+        for section in sections(runtime, job.location, pages.store, job.key.model):  # the navigation below the page
+            yield from (link.url for link in section.links)
+
+    for url in shown_links():
+        if len(listed) == links:
+            break
+        if not url.startswith(runtime.mount + "/"):
+            continue
+        try:
+            location = runtime.locate(url.removeprefix(runtime.mount).partition("#")[0])
+        except BadRequest:
+            continue
+        if location is None or location.route.cache == "none":
+            continue
+        linked = pages.job(runtime, location, parent_url=job.location.url)
+        if linked.key not in seen:
+            seen.add(linked.key)
+            listed.append(linked)
+    return listed
+
+
 class ReadAhead:
     """Writes the first ``links`` pages linked from the newest page shown, one at a time, while the engine is idle."""
 
@@ -75,7 +107,8 @@ class ReadAhead:
         """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before."""
         if not self.links:
             return
-        self._queue = deque(self._linked(job, page.html))
+        listed = reading_list(self.pages, job, page.html, self.links)
+        self._queue = deque(linked for linked in listed if not self.pages.versions(linked))
         self._ensure_running()
         self._wake.set()
 
@@ -140,33 +173,3 @@ class ReadAhead:
                 self.shown(job, page)
         finally:
             self._current, self._watching = None, None
-
-    def _linked(self, job: Job, html: str) -> Iterator[Job]:
-        """The jobs of the pages among the first ``links`` that ``html`` links to (other pages of cached routes)
-        that are not stored yet; each with the page as its parent, as a click on the link would have it. Pages
-        already stored count: showing a page again never reaches further down its links."""
-        runtime = job.runtime
-        seen: set[PageKey] = {job.key}
-
-        def shown_links() -> Iterator[str]:
-            yield from linked_urls(html)
-            for section in sections(runtime, job.location, self.pages.store, job.key.model):  # below the page
-                yield from (link.url for link in section.links)
-
-        for url in shown_links():
-            if len(seen) > self.links:
-                return
-            if not url.startswith(runtime.mount + "/"):
-                continue
-            try:
-                location = runtime.locate(url.removeprefix(runtime.mount).partition("#")[0])
-            except BadRequest:
-                continue
-            if location is None or location.route.cache == "none":
-                continue
-            linked = self.pages.job(runtime, location, parent_url=job.location.url)
-            if linked.key in seen:
-                continue
-            seen.add(linked.key)
-            if not self.pages.versions(linked):
-                yield linked
