@@ -136,6 +136,15 @@ class Generation:
         return self._snapshot.page
 
     @property
+    def finished(self) -> bool:
+        return self._snapshot.finished
+
+    @property
+    def watchers(self) -> int:
+        """How many watch the run now."""
+        return self._watchers
+
+    @property
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 

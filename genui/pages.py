@@ -100,7 +100,7 @@ class Pages:
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
-        self._ahead: Generation | None = None  # the run reading ahead, if any (genui/readahead.py)
+        self._ahead: set[Generation] = set()  # the runs under way that read ahead (genui/readahead.py)
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
 
@@ -130,8 +130,6 @@ class Pages:
         shown = self._open(job, version, write_next)
         if isinstance(shown, StoredPage):
             self.reader.shown(job, shown)
-        else:
-            self.reader.opened(shown)
         return shown
 
     def _open(self, job: Job, version: int | None, write_next: bool) -> StoredPage | Generation:
@@ -160,16 +158,17 @@ class Pages:
         assert self.engine is not None
         slot = (job.key, version)
         running = self._running.get(slot)
-        if running is None:
-            engine, prompt = self.engine, self.prompt(job)
-            request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
-            frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
-            running = self._start(job, version, frames, prompt.parent, canvases, ahead=ahead)
-        return running
+        if running is not None:
+            self.reader.opened(running)  # a visitor joining the page read ahead
+            return running
+        engine, prompt = self.engine, self.prompt(job)
+        request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
+        frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
+        return self._start(job, version, frames, prompt.parent, canvases, ahead=ahead)
 
     def busy(self) -> bool:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
-        return any(run is not self._ahead for run in self._running.values()) or self.variations.running
+        return any(run not in self._ahead for run in self._running.values()) or self.variations.running
 
     def append(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
         """The run adding a thread's replies to its readers' newest posts, in place: the next version is the newest
@@ -263,7 +262,9 @@ class Pages:
             raise HTTPException(409, BUSY)
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        return self.store.save_page(job.key, version, version - 1, first_heading(html), html, variations.seconds)
+        page = self.store.save_page(job.key, version, version - 1, first_heading(html), html, variations.seconds)
+        self.reader.shown(job, page)
+        return page
 
     def _start(
         self,
@@ -285,7 +286,7 @@ class Pages:
         )
         self._running[(job.key, version)] = running
         if ahead:
-            self._ahead = running
+            self._ahead.add(running)
         else:
             self.reader.give_way()
         return running
@@ -351,8 +352,8 @@ class Pages:
         if self._running.get(slot) is not generation:
             return  # told already (a cancelled run tells twice)
         del self._running[slot]
-        if generation is self._ahead:
-            self._ahead = None
+        if generation in self._ahead:
+            self._ahead.discard(generation)
             return  # the reader reads on by itself
         page = generation.page
         if page is not None:

@@ -7,9 +7,9 @@ it (the same prompt, parent and seed: the same page), and stored. A click on one
 whole at once.
 
 Reading ahead never keeps a visitor waiting. It starts a page only while no other run is under way, and when a
-visitor's run starts it leaves the page it is writing, whose run stops within one denoising step (unless a visitor
-opened that very page and watches it land), to start it again once the engine is free. Only the newest page shown
-says what to read ahead: a visitor who moves on takes it along.
+visitor's run starts it cancels the page it is writing (the engine's loop stops within one denoising step), to start
+it again once the engine is free; unless a visitor opened that very page and watches it land, which makes the run
+theirs. Only the newest page shown says what to read ahead: a visitor who moves on takes it along.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("genui")
 
-IDLE_CHECK_S = 1.0  # how often a reader kept waiting looks again (variations end without telling it)
+IDLE_CHECK_S = 1.0  # how often the reader looks again (variations end, and visitors leave, without telling it)
 
 
 class _Links(HTMLParser):
@@ -97,79 +97,105 @@ class ReadAhead:
             raise ValueError(f"links must be 0 (off) or more, got {links}")
         self.pages, self.links = pages, links
         self._queue: deque[Job] = deque()
+        self._listed: tuple[PageKey, int] | None = None  # the page version the queue was listed from
         self._wake = asyncio.Event()
-        self._current: Generation | None = None  # the run this reader started and is watching
-        self._watching: asyncio.Task[StoredPage] | None = None
+        self._current: Generation | None = None  # the run this reader started and watches
         self._adopted = False  # a visitor opened the page being read ahead: its links come next
+        self._yielded = False  # the current run was cancelled to give way: its page goes back to the queue
         self._task: asyncio.Task[None] | None = None
+        self._check: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._last: Generation | None = None  # the newest run read ahead, which close() waits for
 
     def shown(self, job: Job, page: StoredPage) -> None:
-        """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before."""
-        if not self.links:
+        """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before. Never
+        raises: reading ahead must not cost a visitor the page they asked for."""
+        if not self.links or self._closed or self._listed == (page.key, page.version):
             return
-        listed = reading_list(self.pages, job, page.html, self.links)
-        self._queue = deque(linked for linked in listed if not self.pages.versions(linked))
-        self._ensure_running()
+        try:
+            listed = reading_list(self.pages, job, page.html, self.links)
+            self._queue = deque(linked for linked in listed if not self.pages.versions(linked))
+        except Exception:
+            log.exception("reading ahead from %s failed", job.url)
+            return
+        self._listed = (page.key, page.version)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._work())
         self._wake.set()
 
     def opened(self, generation: Generation) -> None:
-        """A visitor opened a page being written: if it is the one read ahead, its links are read ahead next."""
+        """A visitor joined a run under way: if it is the one read ahead, its links are read ahead next."""
         if generation is self._current:
             self._adopted = True
 
-    def started(self, generation: Generation) -> None:
-        """A run started: a visitor's makes the reader give way (it starts again when the engine is free)."""
-        if generation is not self._current:
-            self.give_way()
-
     def give_way(self) -> None:
-        """Stop watching the page being read ahead; it goes back to the front of the queue."""
-        if self._watching is not None and not self._watching.done() and not self._adopted:
-            self._watching.cancel()
+        """A visitor's run needs the engine: cancel the run read ahead, unless a visitor watches it; its page goes
+        back to the front of the queue."""
+        run = self._current
+        if run is None or run.finished or run.watchers > 1:  # the reader's own watch is one
+            return
+        self._yielded = True
+        run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
 
     def ended(self) -> None:
         """A visitor's run ended: the engine may be free."""
         self._wake.set()
 
     async def close(self) -> None:
-        if self._task is not None:
+        self._closed = True
+        if self._check is not None:
+            self._check.cancel()
+        while self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._last is not None:  # its run may still be closing the engine's stream
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._last.cancel()
 
     # -- the reader's own task ----------------------------------------------------------------------------------
 
-    def _ensure_running(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._work())
-
     async def _work(self) -> None:
-        while True:
+        while not self._closed:
             self._wake.clear()
             if self._queue and not self.pages.busy():
                 job = self._queue.popleft()
-                with contextlib.suppress(EngineError, BadRequest):  # a page that cannot be written is skipped
+                try:
                     await self._read(job)
+                except (EngineError, BadRequest):  # a page the engine refused or whose prompt cannot fit: skipped
+                    pass
+                except Exception:
+                    log.exception("reading ahead %s failed", job.url)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), IDLE_CHECK_S if self._queue else None)
+                async with asyncio.timeout(IDLE_CHECK_S if self._queue else None):
+                    await self._wake.wait()
 
     async def _read(self, job: Job) -> None:
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
-        self._current, self._adopted = None, False
+        run = self.pages.generation(job, 1, ahead=True)
+        self._current, self._last, self._adopted, self._yielded = run, run, False, False
+        self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
         try:
-            self._current = self.pages.generation(job, 1, ahead=True)
-            self._watching = asyncio.ensure_future(self._current.result())
-            try:
-                page = await self._watching
-            except asyncio.CancelledError:
-                if (task := asyncio.current_task()) is not None and task.cancelling():
-                    raise  # the reader itself is closing (the run loses its watcher with it)
-                self._queue.appendleft(job)  # it gave way: again when the engine is free
-                return
-            log.info("read ahead %s (%.1f s)", job.url, page.seconds)
-            if self._adopted:
-                self.shown(job, page)
+            page = await run.result()  # watched from here on, before anything else runs
+        except EngineError:
+            if not self._yielded:
+                raise
+            self._queue.appendleft(job)  # it gave way: again when the engine is free
+            return
         finally:
-            self._current, self._watching = None, None
+            self._current = None
+            if self._check is not None:
+                self._check.cancel()
+        log.info("read ahead %s (%.1f s)", job.url, page.seconds)
+        if self._adopted:
+            self.shown(job, page)
+
+    def _look(self) -> None:
+        """Give way to a visitor's run that is waiting, once no visitor watches the run read ahead (one who opened
+        it may have left since the other run started)."""
+        if self.pages.busy():
+            self.give_way()
+        if self._current is not None and not self._closed:
+            self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)

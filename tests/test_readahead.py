@@ -1,17 +1,23 @@
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fakes import FakeEngine, visit, wait_url, ws_messages
 from starlette.testclient import TestClient
 
+from engine.frames import Frame, GenerationRequest
 from genui.app import create_app
-from genui.pages import Pages
+from genui.generation import Generation
+from genui.pages import Job, Pages
 from genui.readahead import linked_urls
+from genui.runtime import SiteRuntime
 from genui.sites import Site
+from genui.store import Store
 
 Reading = Callable[..., TestClient]  # reading(read_ahead, engine) -> a started client on a fresh database
 
@@ -173,3 +179,108 @@ def test_the_links_read_ahead_are_genuis_navigation_in_document_order() -> None:
         '<a href="#top">top</a><a href="/C" hx-get="/C#x">C</a>'
     )
     assert linked_urls(html) == ["/B", "/A", "/C#x"]
+
+
+# -- the reader against Pages directly: visitors who come and go, an engine slow to close, shutdown --------------
+
+
+class Paced(FakeEngine):
+    """Writes pages whose prompt holds ``slow`` a frame every 0.05 s (20 steps a canvas), the rest at once; and with
+    ``closing`` seconds, takes that long to close a stream, as an engine that waits for its worker would."""
+
+    def __init__(self, slow: str = "\0", closing: float = 0.0) -> None:
+        super().__init__(steps=20)
+        self.slow, self.closing = slow, closing
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        inner = super().stream(request)
+        pause = 0.05 if self.slow in request.prompt else 0.0
+
+        async def frames() -> AsyncIterator[Frame]:
+            try:
+                async with contextlib.aclosing(inner):
+                    async for frame in inner:
+                        yield frame
+                        await asyncio.sleep(pause)
+            finally:
+                await asyncio.sleep(self.closing)
+
+        return frames()
+
+
+@pytest.fixture
+def wiki_pages(tmp_path: Path, wiki: Site) -> Callable[..., Pages]:
+    def make(engine: FakeEngine, read_ahead: int) -> Pages:
+        return Pages([SiteRuntime.build(wiki, "")], Store(tmp_path / "pages.sqlite3"), engine, read_ahead=read_ahead)
+
+    return make
+
+
+def page_job(pages: Pages, url: str, parent: str | None = None) -> Job:
+    runtime = pages.sites["wiki"]
+    location = runtime.locate(url)
+    assert location is not None
+    return pages.job(runtime, location, parent)
+
+
+async def until(check: Callable[[], bool], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return check()
+
+
+async def test_pages_read_ahead_are_not_read_ahead_from_even_when_a_stream_is_slow_to_close(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(closing=0.01)  # the reader starts its next page before the last one's run has ended
+    pages = wiki_pages(engine, 2)
+    shown = pages.open(page_job(pages, "/Lisp"))
+    assert isinstance(shown, Generation)
+    await shown.result()
+    await asyncio.sleep(1.0)
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
+    await pages.close()
+
+
+async def test_a_visitor_who_opened_the_page_read_ahead_and_left_no_longer_holds_it(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="tree")
+    pages = wiki_pages(engine, 1)
+    lisp = pages.open(page_job(pages, "/Lisp"))
+    assert isinstance(lisp, Generation)
+    await lisp.result()
+    assert await until(lambda: len(engine.calls) == 2)  # /Lisp_tree is being read ahead
+    joined = pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))
+    assert isinstance(joined, Generation) and titles(engine).count("Lisp tree") == 1
+    watching = asyncio.ensure_future(joined.result())
+    await asyncio.sleep(0.1)
+    other = pages.open(page_job(pages, "/Unix_tree"))  # another visitor: the page read ahead is watched, so it goes on
+    other_watch = asyncio.ensure_future(other.result())  # type: ignore[union-attr]
+    await asyncio.sleep(0.3)
+    assert engine.cancelled == 0
+    watching.cancel()  # the visitor who opened it leaves: the other visitor's run is waiting
+    assert await until(lambda: engine.cancelled == 1, within=3.0)
+    assert not joined.finished or joined.page is None
+    await other_watch
+    await pages.close()
+
+
+async def test_closing_as_a_visitors_run_ends_stops_the_reader_and_starts_nothing(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="Unix")
+    pages = wiki_pages(engine, 1)
+    busy = pages.open(page_job(pages, "/Unix"))
+    assert isinstance(busy, Generation)
+    busy_watch = asyncio.ensure_future(busy.result())
+    lisp = pages.open(page_job(pages, "/Lisp"))
+    assert isinstance(lisp, Generation)
+    await lisp.result()
+    await asyncio.sleep(0.05)  # the reader has /Lisp_tree to read and waits: a visitor's run is under way
+    pages.reader.ended()  # a run ends as shutdown begins
+    await asyncio.sleep(0)
+    await asyncio.wait_for(pages.close(), 5)
+    assert titles(engine) == ["Unix", "Lisp"]
+    busy_watch.cancel()
