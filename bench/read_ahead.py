@@ -7,7 +7,13 @@ site's navigation) it reports when the page was stored, counted from the moment 
 seconds the model took to write it (what a click would have waited without reading ahead); and how long a click on
 the link (an htmx GET, as the page's own link sends it) then takes to answer, and whether with the page whole.
 
+With ``--interrupt URL`` it measures what reading ahead costs a visitor instead: once a page is being read ahead,
+the visitor asks for URL (a page not on the list), and the report gives how long they waited for it and how long the
+model took over it; the difference is the page read ahead giving way (its run cancelled within one step) and the
+response around the run.
+
     python bench/read_ahead.py [--site wiki] [--page /] [--links 3] [--model DIR] [--device cpu] [--json]
+    python bench/read_ahead.py --site wiki --page /Turing_machine --interrupt /Lambda_calculus
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ def main() -> None:
     parser.add_argument("--model", help="checkpoint folder (default: the shipped models/genui-smollm)")
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     parser.add_argument("--wait", type=float, default=900.0, help="seconds to wait for the pages read ahead")
+    parser.add_argument("--interrupt", metavar="URL", help="a page the visitor asks for while one is read ahead")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args()
 
@@ -57,11 +64,16 @@ def main() -> None:
                 assert location is not None
                 return pages.page(pages.job(runtime, location))
 
-            asked = time.time()
-            shell = client.get(args.page)  # the shell at once; its <noscript> refresh waits for the page
-            refresh = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', shell.text)
-            assert refresh is not None, "the page was served from a cache it should not have"
-            client.get(html.unescape(refresh.group(1)), follow_redirects=False)
+            def visit(url: str) -> float:
+                """Seconds until ``url`` is written, asked for as a browser without scripts does."""
+                started = time.perf_counter()
+                shell = client.get(url)  # the shell at once; its <noscript> refresh waits for the page
+                refresh = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', shell.text)
+                assert refresh is not None, f"{url} was served from a cache it should not have"
+                client.get(html.unescape(refresh.group(1)), follow_redirects=False)
+                return time.perf_counter() - started
+
+            page_s = visit(args.page)
             shown = time.time()
             shown_page = portal.call(stored, args.page)
             assert shown_page is not None, "the page was not written"
@@ -71,10 +83,28 @@ def main() -> None:
             listed = portal.call(reading_list, pages, job, shown_page.html, args.links)
             links = [linked.location.url for linked in listed]  # what genui reads ahead, in its order
             deadline = time.monotonic() + args.wait
-            while time.monotonic() < deadline and not all(portal.call(stored, url) for url in links):
+            rows: list[dict[str, object]] = []
+            interrupt: dict[str, object] | None = None
+            if args.interrupt:
+                reading = None  # --links 0: the same visit on an engine that reads nothing ahead, to compare
+                while args.links and (reading := portal.call(lambda: pages.reader.reading)) is None:
+                    assert time.monotonic() < deadline and links, "nothing was read ahead"
+                    time.sleep(0.05)
+                time.sleep(1.0)  # well into its run
+                waited = visit(args.interrupt)
+                written = portal.call(stored, args.interrupt)
+                assert written is not None
+                interrupt = {
+                    "url": args.interrupt,
+                    "while_reading": reading,
+                    "waited_s": round(waited, 2),
+                    "write_s": round(written.seconds, 2),
+                }
+            while not args.interrupt and time.monotonic() < deadline:
+                if all(portal.call(stored, url) for url in links):
+                    break
                 time.sleep(0.5)
-            rows = []
-            for url in links:
+            for url in [] if args.interrupt else links:
                 page = portal.call(stored, url)
                 started = time.perf_counter()
                 click = client.get(
@@ -96,13 +126,20 @@ def main() -> None:
         "model": engine.model_id,
         "site": args.site,
         "page": args.page,
-        "page_s": round(shown - asked, 2),
+        "page_s": round(page_s, 2),
         "links": rows,
+        "interrupt": interrupt,
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"{result['model']}: {args.site}{args.page} written while the visitor waited, {result['page_s']} s")
+    if interrupt is not None:
+        print(
+            f"asked for {interrupt['url']} while {interrupt['while_reading'] or 'nothing'} was read ahead: waited "
+            f"{interrupt['waited_s']} s for a page the model took {interrupt['write_s']} s over"
+        )
+        return
     print(f"{'link':<40} {'ready after (s)':>16} {'write (s)':>10} {'click (ms)':>11} {'whole':>6}")
     for row in rows:
         ready = "-" if row["ready_after_s"] is None else f"{row['ready_after_s']:.1f}"

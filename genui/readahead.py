@@ -107,6 +107,11 @@ class ReadAhead:
         self._closed = False
         self._last: Generation | None = None  # the newest run read ahead, which close() waits for
 
+    @property
+    def reading(self) -> str | None:
+        """The served URL of the page being read ahead, if one is."""
+        return None if self._current is None else self._current.runtime.url(self._current.key.path)
+
     def shown(self, job: Job, page: StoredPage) -> None:
         """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before. Never
         raises: reading ahead must not cost a visitor the page they asked for."""
