@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from engine.frames import EngineError
 from genui.navigation import sections
-from genui.routing import BadRequest
+from genui.routing import BadRequest, url_path
 from genui.store import PageKey, StoredPage
 
 if TYPE_CHECKING:
@@ -97,10 +98,10 @@ class ReadAhead:
             raise ValueError(f"links must be 0 (off) or more, got {links}")
         self.pages, self.links = pages, links
         self._queue: deque[Job] = deque()
-        self._listed: tuple[PageKey, int] | None = None  # the page version the queue was listed from
+        self._lists = 0  # how many times a page shown has replaced the queue
         self._wake = asyncio.Event()
         self._current: Generation | None = None  # the run this reader started and watches
-        self._adopted = False  # a visitor opened the page being read ahead: its links come next
+        self._adopted: float | None = None  # when a visitor opened the page being read ahead (its links come next)
         self._yielded = False  # the current run was cancelled to give way: its page goes back to the queue
         self._task: asyncio.Task[None] | None = None
         self._check: asyncio.TimerHandle | None = None
@@ -110,35 +111,45 @@ class ReadAhead:
     @property
     def reading(self) -> str | None:
         """The served URL of the page being read ahead, if one is."""
-        return None if self._current is None else self._current.runtime.url(self._current.key.path)
+        run = self._current
+        if run is None:
+            return None
+        return run.runtime.url(url_path(run.key.path) + (f"?{run.key.query}" if run.key.query else ""))
 
     def shown(self, job: Job, page: StoredPage) -> None:
-        """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before. Never
-        raises: reading ahead must not cost a visitor the page they asked for."""
-        if not self.links or self._closed or self._listed == (page.key, page.version):
+        """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before (and
+        instead of the links of a page being read ahead that a visitor opened before). Never raises: reading ahead
+        must not cost a visitor the page they asked for."""
+        if not self.links or self._closed:
             return
+        self._adopted = None  # the newest page shown is this one
         try:
             listed = reading_list(self.pages, job, page.html, self.links)
             self._queue = deque(linked for linked in listed if not self.pages.versions(linked))
         except Exception:
             log.exception("reading ahead from %s failed", job.url)
             return
-        self._listed = (page.key, page.version)
+        self._lists += 1
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._work())
         self._wake.set()
 
     def opened(self, generation: Generation) -> None:
-        """A visitor joined a run under way: if it is the one read ahead, its links are read ahead next."""
+        """A visitor joined a run under way: if it is the one read ahead, it is theirs, and its links are read ahead
+        next."""
         if generation is self._current:
-            self._adopted = True
+            self._adopted = time.monotonic()
 
     def give_way(self) -> None:
-        """A visitor's run needs the engine: cancel the run read ahead, unless a visitor watches it; its page goes
-        back to the front of the queue."""
-        run = self._current
+        """A visitor's run needs the engine: cancel the run read ahead, unless a visitor watches it or has just
+        opened it (their watch starts a round trip later, with the page's WebSocket); its page goes back to the
+        front of the queue."""
+        run, adopted = self._current, self._adopted
         if run is None or run.finished or run.watchers > 1:  # the reader's own watch is one
             return
+        if adopted is not None and time.monotonic() - adopted < IDLE_CHECK_S:
+            return  # _look tries again
+
         self._yielded = True
         run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
 
@@ -152,8 +163,11 @@ class ReadAhead:
             self._check.cancel()
         while self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                if (closing := asyncio.current_task()) is not None and closing.cancelling():
+                    raise  # whoever is closing the reader was cancelled too
         if self._last is not None:  # its run may still be closing the engine's stream
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._last.cancel()
@@ -179,22 +193,23 @@ class ReadAhead:
     async def _read(self, job: Job) -> None:
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
-        run = self.pages.generation(job, 1, ahead=True)
-        self._current, self._last, self._adopted, self._yielded = run, run, False, False
+        run, lists = self.pages.generation(job, 1, ahead=True), self._lists
+        self._current, self._last, self._adopted, self._yielded = run, run, None, False
         self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
         try:
             page = await run.result()  # watched from here on, before anything else runs
         except EngineError:
             if not self._yielded:
                 raise
-            self._queue.appendleft(job)  # it gave way: again when the engine is free
+            if self._lists == lists:  # unless a newer page shown says what to read now
+                self._queue.appendleft(job)  # it gave way: again when the engine is free
             return
         finally:
             self._current = None
             if self._check is not None:
                 self._check.cancel()
         log.info("read ahead %s (%.1f s)", job.url, page.seconds)
-        if self._adopted:
+        if self._adopted is not None:  # a visitor opened it, and has been shown nothing newer since
             self.shown(job, page)
 
     def _look(self) -> None:

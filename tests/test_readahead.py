@@ -284,3 +284,61 @@ async def test_closing_as_a_visitors_run_ends_stops_the_reader_and_starts_nothin
     await asyncio.wait_for(pages.close(), 5)
     assert titles(engine) == ["Unix", "Lisp"]
     busy_watch.cancel()
+
+
+async def test_a_page_opened_then_left_for_a_newer_one_does_not_say_what_to_read_next(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="tree")
+    pages = wiki_pages(engine, 1)
+    unix = pages.open(page_job(pages, "/Unix"))
+    assert isinstance(unix, Generation)
+    await unix.result()
+    lisp = pages.open(page_job(pages, "/Lisp"))  # a visitor's run: /Unix_tree, being read ahead, gives way
+    assert isinstance(lisp, Generation)
+    await lisp.result()
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))  # a visitor opens it (and never watches)...
+    pages.open(page_job(pages, "/Unix"))  # ...and is shown a stored page after: its link is what comes next
+    assert await until(lambda: pages.reader.reading == "/Unix_tree")
+    assert "Lisp tree tree" not in titles(engine)
+    await pages.close()
+
+
+async def test_a_visitor_who_opened_the_page_read_ahead_keeps_it_while_their_stream_connects(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="tree")
+    pages = wiki_pages(engine, 1)
+    lisp = pages.open(page_job(pages, "/Lisp"))
+    assert isinstance(lisp, Generation)
+    await lisp.result()
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    joined = pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))  # the page comes back with its placeholder...
+    other = pages.open(page_job(pages, "/Hacker"))  # ...another visitor's run starts before its stream connects
+    await asyncio.sleep(0.3)
+    assert isinstance(joined, Generation) and isinstance(other, Generation)
+    page = await joined.result()  # the stream connects, and watches the page land
+    assert page.title == "Lisp tree" and engine.cancelled == 0
+    await other.result()
+    await pages.close()
+
+
+async def test_a_page_that_gave_way_is_not_put_before_a_newer_pages_links(wiki_pages: Callable[..., Pages]) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    unix = pages.open(page_job(pages, "/Unix"))
+    assert isinstance(unix, Generation)
+    await unix.result()
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy())
+    lisp = pages.open(page_job(pages, "/Lisp"))
+    assert isinstance(lisp, Generation)
+    await lisp.result()
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    go = pages.open(page_job(pages, "/Go"))  # one visitor's click: the reader gives way
+    pages.open(page_job(pages, "/Unix_tree"))  # another visitor, shown a stored page in the same turn
+    assert isinstance(go, Generation)
+    go.cancel()  # the clicker leaves: the engine is free, and no page of theirs says what to read
+    assert await until(lambda: pages.reader.reading == "/Unix_tree_tree", within=5)
+    assert titles(engine).count("Lisp tree") == 1  # not started again before the newer page's link
+    await pages.close()
