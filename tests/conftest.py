@@ -23,17 +23,22 @@ def all_sites() -> list[Site]:
 
 @pytest.fixture
 def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
-    """make(sites, engine=FakeEngine()) -> a started TestClient on a fresh database.
+    """make(sites, engine=FakeEngine(), read_ahead=0) -> a started TestClient on a fresh database.
 
     Its live stream sends every draft (``draft_interval=0``) unless told otherwise, so tests can count them.
     """
     clients: list[TestClient] = []
 
     def make(
-        sites: list[Site], engine: FakeEngine | None = None, draft_interval: float = 0.0, **kwargs: object
+        sites: list[Site],
+        engine: FakeEngine | None = None,
+        draft_interval: float = 0.0,
+        read_ahead: int = 0,
+        **kwargs: object,
     ) -> TestClient:
         db = tmp_path / f"db{len(clients)}.sqlite3"
-        app = create_app(sites, engine or FakeEngine(), db_path=db, draft_interval=draft_interval)
+        engine = engine or FakeEngine()
+        app = create_app(sites, engine, db_path=db, draft_interval=draft_interval, read_ahead=read_ahead)
         client = TestClient(app, **kwargs)  # type: ignore[arg-type]
         client.__enter__()
         clients.append(client)

@@ -3,15 +3,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from fakes import FakeEngine, visit, wait_url, ws_messages
+from fakes import ClientFactory, FakeEngine, visit, wait_url, ws_messages
 from starlette.testclient import TestClient
 
 from engine.frames import Frame, GenerationRequest
-from genui.app import create_app
 from genui.generation import Generation
 from genui.pages import Job, Pages
 from genui.readahead import linked_urls
@@ -19,23 +18,13 @@ from genui.runtime import SiteRuntime
 from genui.sites import Site
 from genui.store import Store
 
-Reading = Callable[..., TestClient]  # reading(read_ahead, engine) -> a started client on a fresh database
+Reading = Callable[[int, FakeEngine], TestClient]  # reading(read_ahead, engine) -> a started client
 
 
 @pytest.fixture
-def reading(tmp_path: Path, wiki: Site) -> Iterator[Reading]:
-    clients: list[TestClient] = []
-
-    def make(read_ahead: int, engine: FakeEngine) -> TestClient:
-        app = create_app([wiki], engine, db_path=tmp_path / f"db{len(clients)}.sqlite3", read_ahead=read_ahead)
-        client = TestClient(app)
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
+def reading(client_factory: ClientFactory, wiki: Site) -> Reading:
+    """reading(read_ahead, engine) -> a started client serving the wiki alone, on a fresh database."""
+    return lambda read_ahead, engine: client_factory([wiki], engine, read_ahead=read_ahead)
 
 
 def pages_of(client: TestClient) -> Pages:
@@ -223,6 +212,13 @@ def page_job(pages: Pages, url: str, parent: str | None = None) -> Job:
     return pages.job(runtime, location, parent)
 
 
+async def written(pages: Pages, url: str) -> None:
+    """A visitor's page: opened, and watched until it is written."""
+    run = pages.open(page_job(pages, url))
+    assert isinstance(run, Generation)
+    await run.result()
+
+
 async def until(check: Callable[[], bool], within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while not check() and time.monotonic() < deadline:
@@ -235,9 +231,7 @@ async def test_pages_read_ahead_are_not_read_ahead_from_even_when_a_stream_is_sl
 ) -> None:
     engine = Paced(closing=0.01)  # the reader starts its next page before the last one's run has ended
     pages = wiki_pages(engine, 2)
-    shown = pages.open(page_job(pages, "/Lisp"))
-    assert isinstance(shown, Generation)
-    await shown.result()
+    await written(pages, "/Lisp")
     await asyncio.sleep(1.0)
     assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
     await pages.close()
@@ -248,9 +242,7 @@ async def test_a_visitor_who_opened_the_page_read_ahead_and_left_no_longer_holds
 ) -> None:
     engine = Paced(slow="tree")
     pages = wiki_pages(engine, 1)
-    lisp = pages.open(page_job(pages, "/Lisp"))
-    assert isinstance(lisp, Generation)
-    await lisp.result()
+    await written(pages, "/Lisp")
     assert await until(lambda: len(engine.calls) == 2)  # /Lisp_tree is being read ahead
     joined = pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))
     assert isinstance(joined, Generation) and titles(engine).count("Lisp tree") == 1
@@ -275,9 +267,7 @@ async def test_closing_as_a_visitors_run_ends_stops_the_reader_and_starts_nothin
     busy = pages.open(page_job(pages, "/Unix"))
     assert isinstance(busy, Generation)
     busy_watch = asyncio.ensure_future(busy.result())
-    lisp = pages.open(page_job(pages, "/Lisp"))
-    assert isinstance(lisp, Generation)
-    await lisp.result()
+    await written(pages, "/Lisp")
     await asyncio.sleep(0.05)  # the reader has /Lisp_tree to read and waits: a visitor's run is under way
     pages.reader.ended()  # a run ends as shutdown begins
     await asyncio.sleep(0)
@@ -291,12 +281,8 @@ async def test_a_page_opened_then_left_for_a_newer_one_does_not_say_what_to_read
 ) -> None:
     engine = Paced(slow="tree")
     pages = wiki_pages(engine, 1)
-    unix = pages.open(page_job(pages, "/Unix"))
-    assert isinstance(unix, Generation)
-    await unix.result()
-    lisp = pages.open(page_job(pages, "/Lisp"))  # a visitor's run: /Unix_tree, being read ahead, gives way
-    assert isinstance(lisp, Generation)
-    await lisp.result()
+    await written(pages, "/Unix")
+    await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
     pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))  # a visitor opens it (and never watches)...
     pages.open(page_job(pages, "/Unix"))  # ...and is shown a stored page after: its link is what comes next
@@ -310,9 +296,7 @@ async def test_a_visitor_who_opened_the_page_read_ahead_keeps_it_while_their_str
 ) -> None:
     engine = Paced(slow="tree")
     pages = wiki_pages(engine, 1)
-    lisp = pages.open(page_job(pages, "/Lisp"))
-    assert isinstance(lisp, Generation)
-    await lisp.result()
+    await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
     joined = pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))  # the page comes back with its placeholder...
     other = pages.open(page_job(pages, "/Hacker"))  # ...another visitor's run starts before its stream connects
@@ -327,13 +311,9 @@ async def test_a_visitor_who_opened_the_page_read_ahead_keeps_it_while_their_str
 async def test_a_page_that_gave_way_is_not_put_before_a_newer_pages_links(wiki_pages: Callable[..., Pages]) -> None:
     engine = Paced(slow="<title>")
     pages = wiki_pages(engine, 1)
-    unix = pages.open(page_job(pages, "/Unix"))
-    assert isinstance(unix, Generation)
-    await unix.result()
+    await written(pages, "/Unix")
     assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy())
-    lisp = pages.open(page_job(pages, "/Lisp"))
-    assert isinstance(lisp, Generation)
-    await lisp.result()
+    await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
     go = pages.open(page_job(pages, "/Go"))  # one visitor's click: the reader gives way
     pages.open(page_job(pages, "/Unix_tree"))  # another visitor, shown a stored page in the same turn
