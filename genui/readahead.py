@@ -149,7 +149,6 @@ class ReadAhead:
             return
         if adopted is not None and time.monotonic() - adopted < IDLE_CHECK_S:
             return  # _look tries again
-
         self._yielded = True
         run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
 
