@@ -238,6 +238,8 @@ def serve(args: argparse.Namespace) -> int:
     # One access-log line per request would cost the server measurable CPU at these rates; errors still log.
     uvicorn.config.LOGGING_CONFIG["loggers"]["uvicorn.access"]["level"] = "WARNING"
     argv = ["serve", "--host", "127.0.0.1", "--port", "0", "--db", args.db, "--site", "wiki", "--site", "forum"]
+    if args.read_ahead is not None:
+        argv += ["--read-ahead", str(args.read_ahead)]
     if args.real_model:
         import torch
 
@@ -426,6 +428,8 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[by
     command = [sys.executable, str(Path(__file__).resolve()), "serve", "--db", str(workdir / "load.sqlite3")]
     command += ["--max-queue", str(args.max_queue), "--max-batch", str(args.max_batch)]
     command += ["--step-ms", str(args.step_ms), "--steps", str(args.steps)]
+    if args.read_ahead is not None:
+        command += ["--read-ahead", str(args.read_ahead)]
     if args.real_model:
         command += ["--real-model", args.real_model, "--torch-threads", str(args.torch_threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.torch_threads), "PYTHONUNBUFFERED": "1"}
@@ -484,6 +488,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         "seconds": round(seconds, 1),
         "engine": engine,
         "mix": args.mix,
+        "read_ahead": "genui serve's default" if args.read_ahead is None else args.read_ahead,
         "backoff": not args.no_backoff,
         "warm_pages": len(run.warm),
         "kinds": kinds,
@@ -517,6 +522,7 @@ def ok(result: dict[str, object]) -> bool:
 def print_table(result: dict[str, object]) -> None:
     print(f"genui load test: {result['clients']} clients for {result['seconds']} s against 127.0.0.1")
     print(f"engine: {result['engine']}; mix {result['mix']}; back off on 503: {result['backoff']}")
+    print(f"read ahead: {result['read_ahead']}")
     print()
     columns = [("requests", 8), ("ok", 7), ("busy_503", 7), ("errors", 6), ("p50_ms", 8), ("p95_ms", 8), ("p99_ms", 8)]
     headings = {"busy_503": "503+RA", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "p99_ms": "p99 ms"}
@@ -555,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=8, help="fake engine: denoising steps per canvas")
     parser.add_argument("--real-model", metavar="PATH", help="serve this checkpoint with engine.load_engine instead")
     parser.add_argument("--torch-threads", type=int, default=1, help="real model: torch threads (default: 1)")
+    parser.add_argument(
+        "--read-ahead", type=int, metavar="N", help="pages the server reads ahead (default: genui serve's own)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     if (argv if argv is not None else sys.argv[1:])[:1] == ["serve"]:
         parser.add_argument("command")
