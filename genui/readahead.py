@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
@@ -90,6 +90,17 @@ def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
     return listed
 
 
+def front_pages(pages: Pages, links: int) -> list[Job]:
+    """The first ``links`` sites' front pages (``/``), as the list of sites shows them, where a cached route serves
+    one."""
+    listed: list[Job] = []
+    for runtime in pages.sites.values():
+        location = runtime.locate("/")
+        if location is not None and location.route.cache != "none" and len(listed) < links:
+            listed.append(pages.job(runtime, location))
+    return listed
+
+
 class ReadAhead:
     """Writes the first ``links`` pages linked from the newest page shown, one at a time, while the engine is idle."""
 
@@ -120,14 +131,20 @@ class ReadAhead:
         """A visitor was shown ``page``: read ahead the pages it links to, instead of what was queued before (and
         instead of the links of a page being read ahead that a visitor opened before). Never raises: reading ahead
         must not cost a visitor the page they asked for."""
-        if not self.links or self._closed:
-            return
+        if self.links and not self._closed:
+            self._list(lambda: reading_list(self.pages, job, page.html, self.links), job.url)
+
+    def index_shown(self) -> None:
+        """A visitor was shown the list of sites: read ahead the sites' front pages, in the order it lists them."""
+        if self.links and not self._closed:
+            self._list(lambda: front_pages(self.pages, self.links), "the list of sites")
+
+    def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
         self._adopted = None  # the newest page shown is this one
         try:
-            listed = reading_list(self.pages, job, page.html, self.links)
-            self._queue = deque(linked for linked in listed if not self.pages.versions(linked))
+            self._queue = deque(linked for linked in listing() if not self.pages.versions(linked))
         except Exception:
-            log.exception("reading ahead from %s failed", job.url)
+            log.exception("reading ahead from %s failed", shown)
             return
         self._lists += 1
         if self._task is None or self._task.done():

@@ -41,7 +41,9 @@ class Views:
         self.pages, self.screens = pages, screens
 
     async def index(self, request: Request) -> Response:
-        return self.screens.index(request)
+        response = self.screens.index(request)
+        self.pages.reader.index_shown()
+        return response
 
     async def to_site(self, request: Request) -> Response:
         return RedirectResponse(site_named(self.pages, request.path_params["site"]).url("/"))

@@ -322,3 +322,32 @@ async def test_a_page_that_gave_way_is_not_put_before_a_newer_pages_links(wiki_p
     assert await until(lambda: pages.reader.reading == "/Unix_tree_tree", within=5)
     assert titles(engine).count("Lisp tree") == 1  # not started again before the newer page's link
     await pages.close()
+
+
+def test_the_list_of_sites_has_the_first_sites_front_pages_read_ahead(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, read_ahead=2)
+    pages = pages_of(client)
+    first, second, third = list(pages.sites)[:3]
+
+    def front_stored(site: str) -> bool:
+        def look() -> bool:
+            runtime = pages.sites[site]
+            location = runtime.locate("/")
+            assert location is not None
+            return pages.versions(pages.job(runtime, location)) > 0
+
+        assert client.portal is not None
+        return client.portal.call(look)
+
+    assert client.get("/").status_code == 200
+    assert eventually(lambda: front_stored(first) and front_stored(second) and idle(client))
+    # The first two, as the list shows them: the third site's front page waits for a visitor.
+    assert not front_stored(third) and len(engine.calls) == 2
+    # A visitor who opens one is served the page read ahead, whole.
+    response = client.get(f"/{first}/", headers={"HX-Request": "true"})
+    assert wait_url(response) is None and "ws-connect" not in response.text
+    front = engine.calls[0]
+    assert [call for call in engine.calls if call == front] == [front]  # never written again
