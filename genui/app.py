@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engine.frames import TextEngine
 from genui.errors import exception_handlers
 from genui.pages import UNCLAIMED_S, Pages
+from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
 from genui.screens import (
@@ -74,6 +75,7 @@ def create_app(
     draft_interval: float = 0.1,
     unclaimed_s: float = UNCLAIMED_S,
     read_ahead: int = 0,
+    reload: bool = False,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -81,7 +83,8 @@ def create_app(
     an engine passed in belongs to the caller. A live stream sends a draft at most every ``draft_interval``
     seconds (the final page at once). A page's run that nobody comes to watch stops after ``unclaimed_s`` seconds.
     While no visitor's run is under way, the first ``read_ahead`` uncached pages linked from the newest page shown
-    are written and stored, so that a click on one is answered at once (genui/readahead.py; 0: never).
+    are written and stored, so that a click on one is answered at once (genui/readahead.py; 0: never). With
+    ``reload`` a site whose files change is loaded again and served from the next request on (genui/reload.py).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -101,9 +104,14 @@ def create_app(
             from engine import load_engine  # imports torch: only when the app has to load a model itself
 
             owned = pages.engine = load_engine()
+        reloader = SiteReloader(pages) if reload else None
+        if reloader is not None:
+            reloader.start()
         try:
             yield
         finally:
+            if reloader is not None:
+                await reloader.close()
             await pages.close()
             if owned is not None:
                 await owned.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import importlib
 import json
 import sys
@@ -56,9 +57,12 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     async def serve() -> None:
         engine = loader(args.model, args.device, args.int8)
         try:
-            app = create_app(sites, engine, db_path=args.db, read_ahead=args.read_ahead)
+            app = create_app(sites, engine, db_path=args.db, read_ahead=args.read_ahead, reload=args.reload)
+            log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+            if args.reload:  # a developer at work: say what genui does (reloads, pages read ahead) on the console
+                log_config["loggers"]["genui"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
             # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
-            config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio")
+            config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio", log_config=log_config)
             await uvicorn.Server(config).serve()
         finally:
             await engine.close()
@@ -228,6 +232,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="while no visitor waits, write the first N unwritten pages the newest page shown links to, so a click "
         "on one is answered at once; 0 never does (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
+        "restart (a config that fails to load is shown on its pages, and the last good one is served)",
     )
     model_options(serve)
     serve.set_defaults(run=_serve)

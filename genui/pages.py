@@ -96,6 +96,7 @@ class Pages:
         read_ahead: int = 0,
     ) -> None:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
+        self.config_errors: dict[str, str] = {}  # sites whose edited config failed to load (genui/reload.py)
         self.store = store
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s

@@ -57,6 +57,7 @@ def as_html_text(value: Any) -> Markup:
 def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
         loader=FileSystemLoader(site.prompts_dir),
+        auto_reload=False,  # the templates as loaded, which the page-cache key hashes (genui serve --reload reloads)
         undefined=StrictUndefined,
         autoescape=autoescape,
         finalize=as_html_text if autoescape else None,

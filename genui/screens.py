@@ -175,6 +175,7 @@ class Screens:
             "splice": None,
             "variations": None,
             "variations_url": None,
+            "config_error": self.pages.config_errors.get(site.name),
         }
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:

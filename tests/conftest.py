@@ -23,7 +23,7 @@ def all_sites() -> list[Site]:
 
 @pytest.fixture
 def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
-    """make(sites, engine=FakeEngine(), read_ahead=0) -> a started TestClient on a fresh database.
+    """make(sites, engine=FakeEngine(), read_ahead=0, reload=False) -> a started TestClient on a fresh database.
 
     Its live stream sends every draft (``draft_interval=0``) unless told otherwise, so tests can count them.
     """
@@ -34,11 +34,12 @@ def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
         engine: FakeEngine | None = None,
         draft_interval: float = 0.0,
         read_ahead: int = 0,
+        reload: bool = False,
         **kwargs: object,
     ) -> TestClient:
         db = tmp_path / f"db{len(clients)}.sqlite3"
         engine = engine or FakeEngine()
-        app = create_app(sites, engine, db_path=db, draft_interval=draft_interval, read_ahead=read_ahead)
+        app = create_app(sites, engine, db_path=db, draft_interval=draft_interval, read_ahead=read_ahead, reload=reload)
         client = TestClient(app, **kwargs)  # type: ignore[arg-type]
         client.__enter__()
         clients.append(client)

@@ -23,7 +23,8 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         ([], ["serve", "render", "new", "sites", "bench", "corpus", "train", "quality"]),
         (
             ["serve"],
-            ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db", "--read-ahead"],
+            ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db"]
+            + ["--read-ahead", "--reload"],
         ),
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
@@ -142,6 +143,8 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
     assert main(["serve", "--site", "wiki"], load_engine=fake_loader) == 0
     assert main(["serve", "--site", "wiki", "--read-ahead", "0"], load_engine=fake_loader) == 0
     assert [options["read_ahead"] for options in made] == [3, 0]
+    assert main(["serve", "--site", "wiki", "--reload"], load_engine=fake_loader) == 0
+    assert [options["reload"] for options in made] == [False, False, True]
 
 
 @pytest.mark.parametrize("count", ["-1", "two", "1.5"])

@@ -1,0 +1,86 @@
+"""Reloading sites while serving (``genui serve --reload``): for a developer working on a site.
+
+A site is its folder: ``site.toml``, the prompt templates and openings under ``prompts/``, the stylesheet. When a
+file under a served site's folder changes, the site is loaded again and checked as at start-up, and the next request
+is served with it; the model stays loaded and runs under way finish with the config they started on. Each page's
+cache key holds a hash of its route's templates (genui.prompts), so a page written with an edited prompt is a new
+page, and the ones written before stay where they were.
+
+A config that fails to load changes nothing: the site goes on being served with its last good config, the error
+(file, key, fix: genui.sites.SiteConfigError) is logged, and every page of the site shows it until a change loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import watchfiles
+
+from genui.runtime import SiteRuntime
+from genui.sites import SiteConfigError, load_site
+
+if TYPE_CHECKING:
+    from genui.pages import Pages
+
+log = logging.getLogger("genui")
+
+DEBOUNCE_MS = 200  # an editor's save is often several writes; changes this close together are one reload
+
+
+class SiteReloader:
+    """Watches the served sites' folders and swaps a site's runtime in ``pages.sites`` when its files change."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    def reload(self, name: str) -> bool:
+        """Load site ``name`` from its folder again and serve it from the next request on; on an error keep the
+        last good config and record the error for its pages. Whether the new config is served."""
+        old = self.pages.sites[name]
+        try:
+            site = load_site(self._roots[name])
+            if site.name != name:
+                raise SiteConfigError(
+                    self._roots[name] / "site.toml",
+                    "name",
+                    f"changed from {name!r} to {site.name!r} while serving",
+                    "restart genui serve to serve the site under its new name, or put the name back",
+                )
+            runtime = SiteRuntime.build(site, old.mount)
+        except (SiteConfigError, OSError) as err:  # OSError: a file removed or unreadable mid-save
+            self.pages.config_errors[name] = str(err)
+            log.error("site %s not reloaded; still serving its last good config: %s", name, err)
+            return False
+        self.pages.sites[name] = runtime
+        self.pages.config_errors.pop(name, None)
+        log.info("site %s reloaded", name)
+        return True
+
+    def changed(self, paths: Iterable[str]) -> set[str]:
+        """The sites whose folders hold any of ``paths``."""
+        touched = [Path(path).resolve() for path in paths]
+        return {name for name, root in self._roots.items() if any(path.is_relative_to(root) for path in touched)}
+
+    async def _watch(self) -> None:
+        roots = [str(root) for root in self._roots.values()]
+        try:
+            async for changes in watchfiles.awatch(*roots, stop_event=self._stop, debounce=DEBOUNCE_MS):
+                for name in sorted(self.changed(path for _, path in changes)):
+                    self.reload(name)
+        except Exception:  # a watcher that cannot run must not take the server down with it
+            log.exception("watching the sites' folders for changes failed; --reload is off from now on")

@@ -1,0 +1,127 @@
+"""genui serve --reload: a site whose files change is loaded again while serving (genui/reload.py)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
+from starlette.testclient import TestClient
+
+from genui.pages import Pages
+from genui.sites import load_site
+
+WITHIN_S = 10.0  # the watcher debounces 200 ms; a loaded CI machine may be slow to notice
+
+
+@pytest.fixture
+def site_dir(tmp_path: Path) -> Path:
+    """A copy of the wiki that the test may edit."""
+    return Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
+
+
+def pages_of(client: TestClient) -> Pages:
+    pages = client.app.state.pages  # type: ignore[attr-defined]
+    assert isinstance(pages, Pages)
+    return pages
+
+
+def eventually(check: Callable[[], bool], within: float = WITHIN_S) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def edit(file: Path, old: str, new: str) -> None:
+    text = file.read_text(encoding="utf-8")
+    assert old in text
+    file.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def test_an_edited_site_toml_is_served_from_the_next_request_on(client_factory: ClientFactory, site_dir: Path) -> None:
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True)
+    assert "Genpedia" in client.get("/Lisp").text
+    edit(site_dir / "site.toml", 'title = "Genpedia"', 'title = "Hackopedia"')
+    assert eventually(lambda: "Hackopedia" in client.get("/Lisp").text)
+
+
+def test_an_edited_prompt_writes_a_new_page_and_keeps_the_old_one(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    engine = FakeEngine()
+    client = client_factory([load_site(site_dir)], engine, reload=True)
+    visit(client, "/Lisp")
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    edit(site_dir / "prompts" / "article.j2", "<page>article</page>", "<page>encyclopedia article</page>")
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    visit(client, "/Lisp")
+    # The page's cache key holds its templates' hash: the edited prompt is a new page, written with the new text.
+    assert [("encyclopedia article" in call.prompt) for call in engine.calls] == [False, True]
+    route = next(route for route in before.site.routes if route.template == "article.j2")
+    assert before.prompts.version(route) != pages.sites["wiki"].prompts.version(route)
+
+
+def test_a_config_that_fails_to_load_is_shown_and_the_last_good_one_served(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True)
+    pages = pages_of(client)
+    good = pages.sites["wiki"]
+    toml = site_dir / "site.toml"
+    edit(toml, 'template = "article.j2"', 'template = "artcle.j2"')
+    assert eventually(lambda: "wiki" in pages.config_errors)
+    assert pages.sites["wiki"] is good
+    response = visit(client, "/Lisp")
+    assert response.status_code == 200 and "Genpedia" in response.text
+    # The page tells the developer what is wrong, where, and how to fix it.
+    banner = response.text.split('class="genui-config-error"')[1].split("</div>")[0]
+    assert "artcle.j2" in banner and str(toml) in banner and "Fix:" in banner
+    # So does an error page of the site.
+    assert 'class="genui-config-error"' in client.get("/a/b/c/d").text
+    edit(toml, 'template = "artcle.j2"', 'template = "article.j2"')
+    assert eventually(lambda: "wiki" not in pages.config_errors)
+    assert pages.sites["wiki"] is not good
+    assert 'class="genui-config-error"' not in client.get("/Lisp").text
+
+
+def test_a_template_with_a_syntax_error_is_not_served(client_factory: ClientFactory, site_dir: Path) -> None:
+    engine = FakeEngine()
+    client = client_factory([load_site(site_dir)], engine, reload=True)
+    pages = pages_of(client)
+    edit(site_dir / "prompts" / "article.j2", "{{ params.title", "{{ params.title }")
+    assert eventually(lambda: "wiki" in pages.config_errors)
+    assert "article.j2" in pages.config_errors["wiki"] and "Jinja2 error" in pages.config_errors["wiki"]
+    visit(client, "/Lisp")
+    assert "<title>Lisp</title>" in engine.calls[0].prompt  # written with the last good template
+
+
+def test_a_site_renamed_while_serving_keeps_its_name_until_a_restart(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True)
+    pages = pages_of(client)
+    edit(site_dir / "site.toml", 'name = "wiki"', 'name = "pedia"')
+    assert eventually(lambda: "wiki" in pages.config_errors)
+    assert "key 'name'" in pages.config_errors["wiki"] and "restart" in pages.config_errors["wiki"]
+    assert list(pages.sites) == ["wiki"]
+
+
+def test_without_reload_an_edited_template_changes_nothing_served(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    # The page-cache key hashes the templates as loaded at start-up, so the prompts must stay those templates too:
+    # a page written from an edited file under the old key would be the wrong page under that key.
+    engine = FakeEngine()
+    client = client_factory([load_site(site_dir)], engine)
+    visit(client, "/Lisp")
+    edit(site_dir / "prompts" / "article.j2", "<page>article</page>", "<page>encyclopedia article</page>")
+    time.sleep(0.5)
+    visit(client, "/Unix")
+    assert all("<page>article</page>" in call.prompt for call in engine.calls) and len(engine.calls) == 2
