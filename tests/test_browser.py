@@ -6,6 +6,7 @@ The engine is a slow FakeEngine, so the denoising frames stay on screen long eno
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from chromium import browser_page, collect_problems, served
 from fakes import SITES_DIR, FakeEngine, wiki_writer
 
 from genui.app import create_app
-from genui.sites import load_sites
+from genui.sites import load_site, load_sites
 
 pytestmark = pytest.mark.browser
 FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
@@ -170,4 +171,34 @@ def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> 
         assert page.url == url + "/wiki/Lisp_tree" and page.title() == "Lisp tree — Genpedia"
         assert ["<title>Lisp tree</title>" in call.prompt for call in engine.calls[:2]] == [False, True]
         assert sum("<title>Lisp tree</title>" in call.prompt for call in engine.calls) == 1
+        assert problems == []
+
+
+def test_with_reload_a_broken_edit_shows_on_the_next_page_and_a_fix_clears_it(tmp_path: Path) -> None:
+    root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
+    toml = root / "site.toml"
+    app = create_app([load_site(root)], FakeEngine(delay=0.02), db_path=tmp_path / "pages.sqlite3", reload=True)
+    errors = app.state.pages.config_errors
+
+    def rewrite(old: str, new: str) -> None:
+        toml.write_text(toml.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")
+        deadline = time.monotonic() + 10
+        while ("wiki" in errors) != ("artcle" in new):
+            assert time.monotonic() < deadline, "the edit was not picked up"
+            time.sleep(0.05)
+
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        page.goto(url + "/Lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        rewrite('template = "article.j2"', 'template = "artcle.j2"')
+        page.click("text=Lisp tree")  # htmx swaps #genui-main: the notice comes with the page
+        page.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=15_000)
+        notice = page.text_content(".genui-config-error[role=alert]") or ""
+        assert "did not load" in notice and str(toml) in notice and "artcle.j2" in notice and "Fix:" in notice
+        assert page.is_visible(".genui-config-error")
+        rewrite('template = "artcle.j2"', 'template = "article.j2"')
+        page.click("text=Lisp tree tree")
+        page.wait_for_selector(".genui-page h1:text-is('Lisp tree tree')", timeout=15_000)
+        assert page.query_selector(".genui-config-error") is None
         assert problems == []
