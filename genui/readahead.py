@@ -136,7 +136,7 @@ class ReadAhead:
 
     def index_shown(self) -> None:
         """A visitor was shown the list of sites: read ahead the sites' front pages, in the order it lists them."""
-        if self.links and not self._closed:
+        if self.links and not self._closed and self.pages.engine is not None:
             self._list(lambda: front_pages(self.pages, self.links), "the list of sites")
 
     def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
@@ -168,6 +168,16 @@ class ReadAhead:
             return  # _look tries again
         self._yielded = True
         run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
+
+    def site_reloaded(self, name: str) -> None:
+        """Site ``name`` was loaded again (genui serve --reload): what was listed of it, and its run read ahead that
+        no visitor watches, came from the old config, whose pages would be stored under the keys the new one looks
+        up (the key hashes the templates, not site.toml)."""
+        self._queue = deque(job for job in self._queue if job.key.site != name)
+        run = self._current
+        unwatched = run is not None and not run.finished and run.watchers <= 1 and self._adopted is None
+        if run is not None and unwatched and run.key.site == name:
+            run.cancel()  # not given way: the page is not listed again
 
     def ended(self) -> None:
         """A visitor's run ended: the engine may be free."""
@@ -207,6 +217,8 @@ class ReadAhead:
                     await self._wake.wait()
 
     async def _read(self, job: Job) -> None:
+        if self.pages.sites.get(job.key.site) is not job.runtime:
+            return  # listed before its site was loaded again (genui serve --reload): its prompt may be the old one
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
         run, lists = self.pages.generation(job, 1, ahead=True), self._lists

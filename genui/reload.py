@@ -53,7 +53,7 @@ class SiteReloader:
         last good config and record the error for its pages. Whether the new config is served."""
         old = self.pages.sites[name]
         try:
-            site = load_site(self._roots[name])
+            site = load_site(old.site.root)  # the folder as the developer named it, so errors name it so too
             if site.name != name:
                 raise SiteConfigError(
                     self._roots[name] / "site.toml",
@@ -62,18 +62,20 @@ class SiteReloader:
                     "restart genui serve to serve the site under its new name, or put the name back",
                 )
             runtime = SiteRuntime.build(site, old.mount)
-        except (SiteConfigError, OSError) as err:  # OSError: a file removed or unreadable mid-save
+        except (SiteConfigError, OSError, RecursionError) as err:  # OSError: a file removed or unreadable mid-save
             self.pages.config_errors[name] = str(err)
             log.error("site %s not reloaded; still serving its last good config: %s", name, err)
             return False
         self.pages.sites[name] = runtime
         self.pages.config_errors.pop(name, None)
+        self.pages.reader.site_reloaded(name)
         log.info("site %s reloaded", name)
         return True
 
     def changed(self, paths: Iterable[str]) -> set[str]:
-        """The sites whose folders hold any of ``paths``."""
-        touched = [Path(path).resolve() for path in paths]
+        """The sites whose folders hold any of ``paths`` (as the watcher reports them: under the roots it watches,
+        symbolic links inside a site left as they are)."""
+        touched = [Path(path) for path in paths]
         return {name for name, root in self._roots.items() if any(path.is_relative_to(root) for path in touched)}
 
     async def _watch(self) -> None:
@@ -81,6 +83,10 @@ class SiteReloader:
         try:
             async for changes in watchfiles.awatch(*roots, stop_event=self._stop, debounce=DEBOUNCE_MS):
                 for name in sorted(self.changed(path for _, path in changes)):
-                    self.reload(name)
+                    try:
+                        self.reload(name)
+                    except Exception as err:  # noqa: BLE001 - a bug in one reload must not end the watching
+                        self.pages.config_errors[name] = f"reloading failed: {err!r}"
+                        log.exception("site %s not reloaded", name)
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")

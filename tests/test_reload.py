@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, wiki_writer
 from starlette.testclient import TestClient
 
 from genui.pages import Pages
@@ -125,3 +125,24 @@ def test_without_reload_an_edited_template_changes_nothing_served(
     time.sleep(0.5)
     visit(client, "/Unix")
     assert all("<page>article</page>" in call.prompt for call in engine.calls) and len(engine.calls) == 2
+
+
+def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_the_old_config(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    # brief is in every prompt but not in the page-cache key: a page read ahead from the old config would be stored
+    # under the key the reloaded site looks up, and served as if written from the new one.
+    def writer(prompt: str, seed: int) -> str:
+        return wiki_writer(prompt, seed).replace("</h1>", " [new]</h1>" if "A NEW encyclopedia" in prompt else "</h1>")
+
+    engine = FakeEngine(writer, delay=0.3)
+    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=3)
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    visit(client, "/Lisp")
+    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
+    edit(site_dir / "site.toml", "A free encyclopedia", "A NEW encyclopedia")
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    assert eventually(lambda: pages.reader.reading is None and not pages._running)
+    assert engine.cancelled == 1 and len(engine.calls) == 2  # the run read ahead stopped; nothing more listed
+    assert "[new]" in visit(client, "/Lisp_tree").text  # so the click writes it, from the new config
