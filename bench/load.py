@@ -67,10 +67,11 @@ _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 _POST = re.compile(r'<p class="genui-post-text">(.*?)</p></li>', re.S)
 _WAIT = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
 _PROGRESS = re.compile(r".*: +\d+%\|")  # a progress bar (transformers loading a checkpoint's weights)
-# uvicorn's start-up and shutdown lines: the only lines a healthy server's log has with the access log off.
+# uvicorn's start-up and shutdown lines, and genui's two about loading the model (genui.app): the only lines a
+# healthy server's log has with the access log off.
 _LIFECYCLE = re.compile(
     r"INFO: +(Started server process|Waiting for application (startup|shutdown)|Application (startup|shutdown) "
-    r"complete|Uvicorn running on|Shutting down|Finished server process)"
+    r"complete|Uvicorn running on|Shutting down|Finished server process|loading the model; |model \S+ loaded in )"
 )
 
 

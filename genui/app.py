@@ -7,10 +7,14 @@ finished page, regenerate, rewrite a section, variations and keeping one).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -25,6 +29,7 @@ from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
 from genui.screens import (
+    HEALTH_PATH,
     KEEP_PATH,
     REGENERATE_PATH,
     REWRITE_PATH,
@@ -45,6 +50,7 @@ SITES_DIR = bundled("sites")
 STATIC_DIR = bundled("static")
 DEFAULT_DB = data_dir() / "genui.sqlite3"
 log = logging.getLogger("genui")
+model_log = logging.getLogger("genui.model")  # loading the model: genui serve shows it on the console
 
 
 class SecurityHeaders:
@@ -68,6 +74,67 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class OwnedEngine(TextEngine, Protocol):
+    """An engine the app loaded itself, and closes."""
+
+    async def close(self) -> None: ...
+
+
+def _default_engine() -> OwnedEngine:
+    from engine import load_engine  # imports torch: only when the app has to load a model itself
+
+    engine: OwnedEngine = load_engine()
+    return engine
+
+
+async def _in_daemon_thread(call: Callable[[], OwnedEngine]) -> OwnedEngine:
+    """``call()`` in a thread of its own, awaited. A daemon thread, unlike asyncio.to_thread's executor: a server
+    stopped while the model loads exits at once instead of waiting for the load to finish."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[OwnedEngine] = loop.create_future()
+
+    def settle(result: OwnedEngine | None, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = call(), None
+        except BaseException as err:  # noqa: BLE001 - handed to the awaiting task
+            result, error = None, err
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="genui-load-model", daemon=True).start()
+    return await done
+
+
+async def _load(
+    pages: Pages, loader: Callable[[], OwnedEngine], failed: Callable[[Exception], None] | None
+) -> OwnedEngine | None:
+    """Load the engine in a worker thread while the app answers; it serves pages from the moment it is set."""
+    pages.loading, started = True, time.monotonic()
+    model_log.info("loading the model; pages answer 503 with Retry-After until it is ready")
+    try:
+        engine = await _in_daemon_thread(loader)
+    except Exception as err:  # noqa: BLE001 - every failure is the answer to every page from now on
+        pages.load_error = str(err)
+        if failed is not None:
+            failed(err)
+        else:
+            model_log.error("the model did not load: %s", err)
+        return None
+    finally:
+        pages.loading = False
+    pages.engine = engine
+    model_log.info("model %s loaded in %.0f s; serving pages", engine.model_id, time.monotonic() - started)
+    return engine
+
+
 def create_app(
     sites: list[Site] | None = None,
     engine: TextEngine | None = None,
@@ -76,15 +143,22 @@ def create_app(
     unclaimed_s: float = UNCLAIMED_S,
     read_ahead: int = 0,
     reload: bool = False,
+    load_engine: Callable[[], OwnedEngine] | None = None,
+    on_load_error: Callable[[Exception], None] | None = None,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
-    Without an engine the app loads the default one (engine.load_engine()) at start-up and closes it at shutdown;
-    an engine passed in belongs to the caller. A live stream sends a draft at most every ``draft_interval``
-    seconds (the final page at once). A page's run that nobody comes to watch stops after ``unclaimed_s`` seconds.
-    While no visitor's run is under way, the first ``read_ahead`` uncached pages linked from the newest page shown
-    are written and stored, so that a click on one is answered at once (genui/readahead.py; 0: never). With
-    ``reload`` a site whose files change is loaded again and served from the next request on (genui/reload.py).
+    Without an engine the app loads one at start-up with ``load_engine`` (default: engine.load_engine(), the
+    default model), in a worker thread: it answers from the start, a page asked for before the model is ready gets
+    a 503 with Retry-After (genui.pages.EngineLoading), and ``/_genui/health`` says when it is ready. A loader that
+    fails leaves every page a 503 naming the error, which is logged, or handed to ``on_load_error`` instead. The app
+    closes an engine it loaded at shutdown; an engine passed in belongs to the caller.
+
+    A live stream sends a draft at most every ``draft_interval`` seconds (the final page at once). A page's run that
+    nobody comes to watch stops after ``unclaimed_s`` seconds. While no visitor's run is under way, the first
+    ``read_ahead`` uncached pages linked from the newest page shown are written and stored, so that a click on one is
+    answered at once (genui/readahead.py; 0: never). With ``reload`` a site whose files change is loaded again and
+    served from the next request on (genui/reload.py).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -99,23 +173,25 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        owned = None
-        if pages.engine is None:
-            from engine import load_engine  # imports torch: only when the app has to load a model itself
+        async def unload() -> None:  # the engine the app loaded; one still loading is not waited for
+            loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                owned = await loading
+                if owned is not None:
+                    await owned.close()
 
-            owned = pages.engine = load_engine()
-        reloader = SiteReloader(pages) if reload else None
-        if reloader is not None:
-            reloader.start()
-        try:
+        # Shutdown runs these in the reverse order, each one even if one before it failed.
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(store.close)
+            if pages.engine is None:
+                loading = asyncio.create_task(_load(pages, load_engine or _default_engine, on_load_error))
+                stack.push_async_callback(unload)
+            stack.push_async_callback(pages.close)
+            if reload:
+                reloader = SiteReloader(pages)
+                reloader.start()
+                stack.push_async_callback(reloader.close)
             yield
-        finally:
-            if reloader is not None:
-                await reloader.close()
-            await pages.close()
-            if owned is not None:
-                await owned.close()
-            store.close()
 
     routes: list[BaseRoute] = [
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
@@ -125,6 +201,7 @@ def create_app(
         Route(VARIATIONS_PATH, views.variations, methods=["POST"]),
         Route(KEEP_PATH, views.keep, methods=["POST"]),
         Route(WAIT_PATH, views.wait),
+        Route(HEALTH_PATH, views.health),
         WebSocketRoute(WS_PATH, stream.serve),
         WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
     ]

@@ -15,10 +15,9 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
-from engine.frames import DoneFrame, EngineError, TextEngine
-from genui.app import DEFAULT_DB, SITES_DIR, create_app
+from engine.frames import DoneFrame, EngineError
+from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
@@ -28,21 +27,17 @@ USAGE_ERROR = 2
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
 
 
-class ClosableEngine(TextEngine, Protocol):
-    async def close(self) -> None: ...
-
-
-EngineLoader = Callable[[str | None, str | None, bool], ClosableEngine]  # (model, device, int8) -> a started engine
+EngineLoader = Callable[[str | None, str | None, bool], OwnedEngine]  # (model, device, int8) -> a started engine
 
 
 class UsageError(Exception):
     """Something the user can fix; the message is the one line genui prints."""
 
 
-def _default_loader(model: str | None, device: str | None, int8: bool) -> ClosableEngine:
+def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedEngine:
     from engine import load_engine  # imports torch: only for the commands that need a model
 
-    engine: ClosableEngine = load_engine(model=model, device=device, quantize="int8" if int8 else None)
+    engine: OwnedEngine = load_engine(model=model, device=device, quantize="int8" if int8 else None)
     return engine
 
 
@@ -55,17 +50,32 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     sites = _sites(Path(args.sites_dir), args.site)
 
     async def serve() -> None:
-        engine = loader(args.model, args.device, args.int8)
-        try:
-            app = create_app(sites, engine, db_path=args.db, read_ahead=args.read_ahead, reload=args.reload)
-            log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-            if args.reload:  # a developer at work: say what genui does (reloads, pages read ahead) on the console
-                log_config["loggers"]["genui"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-            # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
-            config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio", log_config=log_config)
-            await uvicorn.Server(config).serve()
-        finally:
-            await engine.close()
+        failed: list[Exception] = []
+
+        def load_failed(error: Exception) -> None:  # the model will not load: stop, and say why as genui does
+            failed.append(error)
+            server.should_exit = True
+
+        # The server answers at once and loads the model meanwhile (pages answer 503 with Retry-After until then).
+        app = create_app(
+            sites,
+            db_path=args.db,
+            read_ahead=args.read_ahead,
+            reload=args.reload,
+            load_engine=lambda: loader(args.model, args.device, args.int8),
+            on_load_error=load_failed,
+        )
+        log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+        info = {"handlers": ["default"], "level": "INFO", "propagate": False}
+        log_config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
+        if args.reload:  # a developer at work: say what genui does (reloads, pages read ahead) on the console
+            log_config["loggers"]["genui"] = info
+        # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
+        config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio", log_config=log_config)
+        server = uvicorn.Server(config)
+        await server.serve()
+        if failed:
+            raise failed[0]
 
     asyncio.run(serve())
     return 0

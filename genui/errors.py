@@ -7,6 +7,7 @@ failure message in place of the page).
 | ``BadRequest`` (malformed URL, version or form; a prompt the model cannot read) | 400 |
 | ``NoSuchVersion`` | 404 |
 | ``HTTPException`` (no such site or page, a foreign form, a form too large, ...) | its status |
+| ``EngineLoading`` (the model is still loading) | 503 with ``Retry-After`` |
 | ``EngineOverloaded`` | 503 with ``Retry-After`` |
 | ``EngineError`` | 503 |
 | anything else (a bug) | 500 |
@@ -25,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
-from genui.pages import NoSuchVersion
+from genui.pages import EngineLoading, NoSuchVersion
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
@@ -47,6 +48,10 @@ def problem(error: Exception) -> Problem | None:
         return Problem(400, "Bad request", str(error))
     if isinstance(error, NoSuchVersion):
         return Problem(404, "No such version", str(error))
+    if isinstance(error, EngineLoading):
+        seconds = math.ceil(error.retry_after)
+        message = f"genui is loading its model. This page tries again in {seconds} s."
+        return Problem(503, "Loading the model", message, {"Retry-After": str(seconds)})
     if isinstance(error, EngineOverloaded):
         seconds = math.ceil(error.retry_after)
         message = f"The model is busy. Try again in {seconds} s."

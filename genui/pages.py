@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
 
-from engine.frames import EngineError, Frame, TextEngine
+from engine.frames import EngineError, EngineOverloaded, Frame, TextEngine
 from genui.edits import (
     VARIANTS,
     EditingEngine,
@@ -37,12 +37,22 @@ from genui.store import PageKey, Store, StoredPage, StoredPost
 from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
-__all__ = ["Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime"]
+__all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime"]
+
 
 BUSY = "This page is being written right now; try again when it is finished."
 
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
+LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
+
+
+class EngineLoading(EngineOverloaded):
+    """The app answers before its model has loaded: a page asked for meanwhile is refused, to be asked again."""
+
+    def __init__(self) -> None:
+        EngineError.__init__(self, "the model is still loading")
+        self.retry_after = LOADING_RETRY_S
 
 
 class NoSuchVersion(LookupError):
@@ -96,6 +106,8 @@ class Pages:
         read_ahead: int = 0,
     ) -> None:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
+        self.loading = False  # the app is loading its engine in the background (genui.app)
+        self.load_error: str | None = None  # why it did not load
         self.config_errors: dict[str, str] = {}  # sites whose edited config failed to load (genui/reload.py)
         self.store = store
         self.engine = engine  # set at start-up when the app loads the default engine itself
@@ -108,7 +120,9 @@ class Pages:
     def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
         """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from."""
         if self.engine is None:
-            raise EngineError("no engine is loaded")
+            if self.loading:
+                raise EngineLoading()
+            raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
         key = PageKey(

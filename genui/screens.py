@@ -32,6 +32,7 @@ REGENERATE_PATH = "/_genui/regenerate"
 REWRITE_PATH = "/_genui/rewrite"  # write one section of a page again
 VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next version side by side
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
+HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 
 
 class Screens:
@@ -86,7 +87,9 @@ class Screens:
         if runtime is None:
             return self.index(request, status_code, heading, message, headers)
         context = self._site_context(runtime, heading)
-        context.update(heading=heading, message=message, thread=thread)
+        # A page asked for too soon (503 with Retry-After) asks again by itself, as its message says; only a GET's.
+        retry = (headers or {}).get("Retry-After") if request.scope.get("method") == "GET" else None
+        context.update(heading=heading, message=message, thread=thread, refresh=retry)
         return self.shell.response(request, "error.html", context, status_code, headers)
 
     def index(
@@ -166,7 +169,7 @@ class Screens:
             "home_url": runtime.url("/"),
             "forms": forms,
             "index_url": self.index_url,
-            "model_id": self.pages.engine.model_id if self.pages.engine else "no model",
+            "model_id": self._model_id(),
             "document_title": f"{title} — {site.title}" if title else site.title,
             "thread": None,
             "navigation": [],
@@ -177,6 +180,12 @@ class Screens:
             "variations_url": None,
             "config_error": self.pages.config_errors.get(site.name),
         }
+
+    def _model_id(self) -> str:
+        engine = self.pages.engine
+        if engine is not None:
+            return engine.model_id
+        return "a model still loading" if self.pages.loading else "no model"
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = page.title if page is not None and page.title else guessed_title(job.location)

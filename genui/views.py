@@ -16,12 +16,12 @@ from typing import Any
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from genui.edits import MAX_INSTRUCTION
 from genui.generation import Generation
 from genui.inputs import form_number, form_text, page_at, parent_url, same_origin, site_named, small_form, version
-from genui.pages import Job, Pages
+from genui.pages import LOADING_RETRY_S, Job, Pages
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -44,6 +44,27 @@ class Views:
         response = self.screens.index(request)
         self.pages.reader.index_shown()
         return response
+
+    async def health(self, request: Request) -> Response:
+        """200 once the model is ready; 503 while it loads (with Retry-After) or after it failed to load."""
+        pages = self.pages
+        engine = pages.engine
+        if engine is not None:
+            status, code, headers = "ready", 200, {}
+        elif pages.loading:
+            status, code, headers = "loading", 503, {"Retry-After": str(int(LOADING_RETRY_S))}
+        else:
+            status, code, headers = "failed", 503, {}
+        body = {
+            "status": status,
+            "model": engine.model_id if engine is not None else None,
+            "error": pages.load_error,
+            "sites": list(pages.sites),
+            "busy": pages.busy(),
+            "reading_ahead": pages.reader.reading,
+            "config_errors": dict(pages.config_errors),
+        }
+        return JSONResponse(body, code, {**headers, "Cache-Control": "no-store"})
 
     async def to_site(self, request: Request) -> Response:
         return RedirectResponse(site_named(self.pages, request.path_params["site"]).url("/"))

@@ -6,6 +6,8 @@ import contextlib
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,20 @@ def served(app: Starlette, start_seconds: float = 10.0) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         listener.close()
+
+
+def wait_ready(url: str, seconds: float) -> None:
+    """Wait until the app at ``url`` has its model loaded (``/_genui/health`` answers 200; 503 while it loads)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/_genui/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except urllib.error.HTTPError as error:
+            assert error.code == 503, f"/_genui/health answered {error.code}"
+        assert time.monotonic() < deadline, "the model did not load in time"
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager

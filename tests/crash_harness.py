@@ -103,6 +103,15 @@ def served_page(response_text: str) -> str | None:
 # -- the server -------------------------------------------------------------------------------------------------
 
 
+def wait_ready(url: str, seconds: float) -> None:
+    """Until ``/_genui/health`` answers 200: genui serve answers before its model has loaded (503 until then)."""
+    deadline = time.monotonic() + seconds
+    while httpx.get(url + "/_genui/health", timeout=5).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server's model did not load within {seconds:.0f} s")
+        time.sleep(0.05)
+
+
 class ServerProcess:
     """``genui serve`` with the checksum engine in a subprocess; its log goes to ``log`` (appended across restarts)."""
 
@@ -126,6 +135,7 @@ class ServerProcess:
                 match = _LISTENING.search(log.read().decode("utf-8", "replace"))
             if match:
                 self.url = f"http://127.0.0.1:{match.group(1)}"
+                wait_ready(self.url, max(1.0, deadline - time.monotonic()))  # it answers before its model is loaded
                 return self.url
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.process.returncode}; see {self.log}")

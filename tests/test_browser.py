@@ -7,6 +7,7 @@ The engine is a slow FakeEngine, so the denoising frames stay on screen long eno
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -202,3 +203,24 @@ def test_with_reload_a_broken_edit_shows_on_the_next_page_and_a_fix_clears_it(tm
         page.wait_for_selector(".genui-page h1:text-is('Lisp tree tree')", timeout=15_000)
         assert page.query_selector(".genui-config-error") is None
         assert problems == []
+
+
+def test_a_page_opened_while_the_model_loads_says_so_and_comes_by_itself_once_loaded(tmp_path: Path) -> None:
+    opened = threading.Event()
+
+    def loader() -> FakeEngine:
+        assert opened.wait(30)
+        return FakeEngine(delay=0.02)
+
+    app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "pages.sqlite3", load_engine=loader)
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        page.goto(url + "/wiki/Lisp")
+        assert page.text_content("#genui-content h1") == "Loading the model"
+        assert "tries again in 5 s" in (page.text_content("#genui-content") or "")
+        opened.set()
+        # No click: the page asks again by itself (its Retry-After, as a refresh), and the finished page lands.
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        assert page.text_content(".genui-page h1") == "Lisp" and page.url == url + "/wiki/Lisp"
+        # The 503 itself is the only thing the console reports.
+        assert all("503" in problem for problem in problems), problems

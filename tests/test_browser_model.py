@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import browser_page, collect_problems, served
+from chromium import browser_page, collect_problems, served, wait_ready
 from fakes import SITES_DIR
 
 from genui.app import create_app
@@ -34,7 +34,8 @@ def shows(page: Any, html: str, seconds: float = 60.0) -> None:
 
 def test_browse_the_generated_wiki_on_the_shipped_model(tmp_path: Path) -> None:
     app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "pages.sqlite3")  # the default model, loaded at start
-    with served(app, start_seconds=120) as url, browser_page() as page:
+    with served(app) as url, browser_page() as page:
+        wait_ready(url, 180)
         page.set_default_timeout(WAIT_MS)
         problems = collect_problems(page)
         page.goto(url + "/")
