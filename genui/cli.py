@@ -120,6 +120,7 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise UsageError(str(err)) from None
     print(f"created {site.root}: site.toml, prompts/ ({len(site.routes)} routes), {site.stylesheet}")
     print(f"serve it with: genui serve --site {site.name} --sites-dir {Path(args.dir)}")
+    print("(add --reload while you edit it: each change is served from the next request on, with no restart)")
     return 0
 
 
