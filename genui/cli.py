@@ -115,7 +115,7 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     try:
-        site = create_site(args.name, args.description, args.dir)
+        site = create_site(args.name, args.description, args.dir, args.example)
     except FileExistsError as err:
         raise UsageError(str(err)) from None
     print(f"created {site.root}: site.toml, prompts/ ({len(site.routes)} routes), {site.stylesheet}")
@@ -276,10 +276,21 @@ def _parser() -> argparse.ArgumentParser:
     new = commands.add_parser(
         "new",
         help="scaffold a new site folder",
-        description="Write a working site folder (site.toml, prompts, stylesheet) from a one-line description.",
+        description="Write a working site folder (site.toml, prompts, stylesheet) from a one-line description, or "
+        "from an example site.",
     )
     new.add_argument("name", metavar="NAME", help="site name: lower case letters, digits, - or _")
-    new.add_argument("--description", default=DEFAULT_DESCRIPTION, help="one line about the site: the prompts' brief")
+    new.add_argument(
+        "--description",
+        help=f"one line about the site: the prompts' brief (default: {DEFAULT_DESCRIPTION!r}, or the example's own)",
+    )
+    new.add_argument(
+        "--from",
+        dest="example",
+        metavar="SITE",
+        help="start from an example site (forum, os, wiki) or a site folder: its routes, prompts, openings, "
+        "navigation and stylesheet under the new name (default: a blank wiki-like site)",
+    )
     new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
     new.set_defaults(run=_new)
 

@@ -2,15 +2,19 @@
 
 The routes and prompt shapes mirror the wiki's (home, article, search), because those are the pages the default
 model has learned to write and the links it has learned to make; a site trained into its own model can rename them.
+``--from`` starts from an example site instead (the forum, the desktop, the wiki; or any site folder): its routes,
+prompts, openings, navigation and stylesheet, under the new name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
+from genui.resources import bundled
 from genui.sites import Site, SiteConfigError, load_site
 
 DEFAULT_DESCRIPTION = "A small web site whose pages are written on the fly."
@@ -91,8 +95,49 @@ def title_from_name(name: str) -> str:
     return " ".join(part.capitalize() for part in name.replace("_", "-").split("-") if part) or name
 
 
-def create_site(name: str, description: str = DEFAULT_DESCRIPTION, directory: Path | str = "sites") -> Site:
-    """Write ``directory/name`` (site.toml, prompts/, name.css) and return it loaded. Nothing is left on failure."""
+def example_folder(example: str) -> Path:
+    """The site folder ``--from`` names: an example site shipped with genui (``genui sites``), or a site folder."""
+    shipped = bundled("sites")
+    for folder in (shipped / example, Path(example)):
+        if example and (folder / "site.toml").is_file():
+            return folder
+    names = ", ".join(sorted(p.parent.name for p in shipped.glob("*/site.toml")))
+    raise SiteConfigError(
+        Path(example) / "site.toml", "--from", "no example site or site folder of that name", f"name one of {names}"
+    )
+
+
+def _set_key(toml: str, key: str, value: str) -> str:
+    """``toml`` with its top-level ``key`` (a one-line value, before the first table) set to ``value`` (TOML)."""
+    first_table = re.search(r"^\[", toml, re.M)
+    head, tables = (toml[: first_table.start()], toml[first_table.start() :]) if first_table else (toml, "")
+    line = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
+    head = line.sub(lambda _: f"{key} = {value}", head, count=1) if line.search(head) else f"{head}{key} = {value}\n"
+    return head + tables
+
+
+def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str | None) -> None:
+    """The example's files in ``draft``, renamed: site.toml's name and title (and brief, if given), and the
+    stylesheet's selectors for the example's body class (``.site-forum``) and its title."""
+    shutil.copytree(source.root, draft, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    toml = (draft / "site.toml").read_text(encoding="utf-8")
+    toml = _set_key(toml, "name", json.dumps(name))
+    toml = _set_key(toml, "title", json.dumps(title, ensure_ascii=False))
+    if brief is not None:
+        toml = _set_key(toml, "brief", json.dumps(brief, ensure_ascii=False))
+    (draft / "site.toml").write_text(toml, encoding="utf-8")
+    if source.stylesheet:
+        css = draft / source.stylesheet
+        text = re.sub(rf"\.site-{re.escape(source.name)}(?![\w-])", f".site-{name}", css.read_text(encoding="utf-8"))
+        css.write_text(text.replace(source.title, title), encoding="utf-8")
+
+
+def create_site(
+    name: str, description: str | None = None, directory: Path | str = "sites", example: str | None = None
+) -> Site:
+    """Write ``directory/name`` (site.toml, prompts/, name.css; or ``example``'s files, renamed) and return it
+    loaded. The description is the prompts' brief (an example keeps its own unless given). Nothing is left on
+    failure."""
     directory = Path(directory)
     target = directory / name
     if not name or Path(name).name != name or name.startswith("."):
@@ -100,11 +145,18 @@ def create_site(name: str, description: str = DEFAULT_DESCRIPTION, directory: Pa
         raise SiteConfigError(target / "site.toml", "name", f"{name!r} is not a valid site name", fix)
     if target.exists():
         raise FileExistsError(f"{target} already exists; pick another name or remove it")
+    source = load_site(example_folder(example)) if example is not None else None
     directory.mkdir(parents=True, exist_ok=True)
-    brief = " ".join("".join(ch if ch.isprintable() else " " for ch in description).split()) or DEFAULT_DESCRIPTION
+    given = " ".join("".join(ch if ch.isprintable() else " " for ch in description or "").split()) or None
+    brief = given or DEFAULT_DESCRIPTION
     title = title_from_name(name)
     draft = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory))
     try:
+        if source is not None:
+            _copy_example(source, draft, name, title, given)
+            _check(draft, target)
+            draft.rename(target)
+            return load_site(target)
         (draft / "prompts").mkdir()
         for file, text in _PROMPTS.items():
             (draft / "prompts" / file).write_text(text, encoding="utf-8")
@@ -118,12 +170,16 @@ def create_site(name: str, description: str = DEFAULT_DESCRIPTION, directory: Pa
             stylesheet=json.dumps(f"{name}.css"),
         )
         (draft / "site.toml").write_text(toml, encoding="utf-8")
-        try:
-            load_site(draft)
-        except SiteConfigError as err:  # say it about the folder the user asked for, not the draft
-            raise SiteConfigError(target / "site.toml", err.key, err.problem, err.fix) from None
+        _check(draft, target)
         draft.rename(target)
     except BaseException:
         shutil.rmtree(draft, ignore_errors=True)
         raise
     return load_site(target)
+
+
+def _check(draft: Path, target: Path) -> None:
+    try:
+        load_site(draft)
+    except SiteConfigError as err:  # say it about the folder the user asked for, not the draft
+        raise SiteConfigError(target / "site.toml", err.key, err.problem, err.fix) from None

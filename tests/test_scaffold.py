@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, visit
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 
 from engine.loading import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
@@ -92,3 +92,47 @@ def test_a_new_sites_home_lists_its_pages_and_where_to_start(tmp_path: Path, cli
     assert '<h2>Pages written so far</h2>\n<ul>\n<li><a href="/Pancakes"' in home
     for url in ("/Getting_started", "/History", "/Glossary"):
         assert f'href="{url}"' in home and visit(client, url).status_code == 200
+
+
+@pytest.mark.parametrize("example", ["forum", "os", "wiki"])
+def test_a_site_from_an_example_is_the_example_under_its_new_name(tmp_path: Path, example: str) -> None:
+    source = load_site(SITES_DIR / example)
+    site = create_site("club", None, tmp_path, example=example)
+    assert (site.name, site.title, site.brief) == ("club", "Club", source.brief)
+    assert site.routes == source.routes and site.navigation == source.navigation
+    for template in (source.prompts_dir).iterdir():
+        assert (site.prompts_dir / template.name).read_bytes() == template.read_bytes()
+    # Its stylesheet styles the new site's pages (body.site-club) and names it, not the example.
+    assert site.stylesheet == source.stylesheet and site.stylesheet is not None
+    css = (site.root / site.stylesheet).read_text(encoding="utf-8")
+    assert f".site-{example}" not in css and source.title not in css
+    assert css.count(".site-club") == (source.root / source.stylesheet).read_text().count(f".site-{example}") > 0
+
+
+def test_a_forum_from_the_example_keeps_a_readers_post_and_writes_its_replies(
+    tmp_path: Path, client_factory: ClientFactory
+) -> None:
+    site = create_site("club", "A chess club's forum.", tmp_path, example="forum")
+    assert site.brief == "A chess club's forum."
+    engine = FakeEngine()
+    client = client_factory([site], engine)
+    thread = "/r/chess/Openings_for_beginners"
+    assert visit(client, thread).status_code == 200
+    posted = client.post(thread, data={"user": "ann", "text": "Try the London."}, follow_redirects=False)
+    assert posted.status_code == 303
+    assert "Try the London." in visit(client, thread).text
+    assert len(engine.calls) == 1 and len(engine.infills) == 1  # the thread, then the replies to the post
+    assert engine.calls[0].prompt.startswith("<site>Club: A chess club's forum.</site>")
+
+
+def test_an_unknown_example_names_the_ones_there_are(tmp_path: Path) -> None:
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("club", None, tmp_path, example="blog")
+    assert caught.value.key == "--from" and "forum, os, wiki" in caught.value.fix
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_site_folder_can_be_the_example(tmp_path: Path) -> None:
+    mine = create_site("mine", "My own.", tmp_path / "a")
+    copy = create_site("copy", None, tmp_path / "b", example=str(mine.root))
+    assert (copy.name, copy.brief, copy.routes) == ("copy", "My own.", mine.routes)
