@@ -38,6 +38,7 @@ tokens = 512   # the most tokens a page may take; most stop earlier (end of text
 [[routes]]
 pattern = "/"
 template = "home.j2"
+opening = "home_opening.j2"   # the home starts as the wiki's does; without it the model writes other sites' pages
 context = ["brief"]
 
 [[routes]]
@@ -79,6 +80,10 @@ _PROMPTS = {
     ),
     "search.j2": "<site>{{ site.title }}: {{ site.brief }}</site>\n<page>search</page>\n<query>{{ query.q }}</query>\n",
     "article_opening.j2": '<article class="wiki">\n<h1>{{ params.title | replace("_", " ") }}</h1>\n',
+    "home_opening.j2": (
+        '<div class="home">\n<h1>Welcome to {{ site.title }}</h1>\n<p>{{ site.brief }}</p>\n'
+        '<h2>Featured article: <a href="/wiki/'
+    ),
 }
 
 _CSS = """\
@@ -93,6 +98,16 @@ _CSS = """\
 
 def title_from_name(name: str) -> str:
     return " ".join(part.capitalize() for part in name.replace("_", "-").split("-") if part) or name
+
+
+# How every corpus page of these example sites' front pages starts (data/corpus.jsonl). The examples need no opening
+# there: the model writes those lines as it was trained to, their title included. Under a new title it wrote the
+# desktop's window instead, on every seed measured (bench/front_pages.py), so a copy made with --from gets one.
+FRONT_OPENINGS = {
+    "forum": '<div class="front">\n<h1>{{ site.title }}</h1>\n<ul class="threads">\n<li><a href="/r/',
+    "wiki": _PROMPTS["home_opening.j2"],
+}
+FRONT_OPENING = "front_opening.j2"
 
 
 def example_folder(example: str) -> Path:
@@ -118,13 +133,20 @@ def _set_key(toml: str, key: str, value: str) -> str:
 
 def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str | None) -> None:
     """The example's files in ``draft``, renamed: site.toml's name and title (and brief, if given), and the
-    stylesheet's selectors for the example's body class (``.site-forum``) and its title."""
+    stylesheet's selectors for the example's body class (``.site-forum``) and its title. A shipped example whose front
+    page has no opening gets one (FRONT_OPENINGS)."""
     shutil.copytree(source.root, draft, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".*"))
     toml = (draft / "site.toml").read_text(encoding="utf-8")
     toml = _set_key(toml, "name", json.dumps(name))
     toml = _set_key(toml, "title", json.dumps(title, ensure_ascii=False))
     if brief is not None:
         toml = _set_key(toml, "brief", json.dumps(brief, ensure_ascii=False))
+    front = next((route for route in source.routes if route.pattern == "/"), None)
+    shipped = source.root.resolve().parent == bundled("sites").resolve()
+    if shipped and source.name in FRONT_OPENINGS and front is not None and front.opening is None:
+        (draft / "prompts" / FRONT_OPENING).write_text(FRONT_OPENINGS[source.name], encoding="utf-8")
+        line, note = f'template = "{front.template}"\n', "# the front page starts as the corpus's front pages do"
+        toml = toml.replace(line, f'{line}opening = "{FRONT_OPENING}"   {note}\n', 1)
     (draft / "site.toml").write_text(toml, encoding="utf-8")
     if source.stylesheet:
         css = draft / source.stylesheet

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 from engine.loading import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
-from genui.scaffold import create_site, title_from_name
+from genui.scaffold import FRONT_OPENING, FRONT_OPENINGS, create_site, title_from_name
 from genui.sites import SiteConfigError, load_site
 
 
@@ -26,6 +27,12 @@ def test_a_new_site_loads_and_renders_every_prompt(tmp_path: Path) -> None:
     article = router.resolve("/Pancakes", [])
     assert article is not None
     assert renderer.opening(article.route, article.params) == '<article class="wiki">\n<h1>Pancakes</h1>\n'
+    home = router.resolve("/", [])
+    assert home is not None
+    assert renderer.opening(home.route, home.params) == (
+        '<div class="home">\n<h1>Welcome to Recipes</h1>\n<p>A cookbook of quick dinners.</p>\n'
+        '<h2>Featured article: <a href="/wiki/'
+    )
 
 
 def test_a_new_sites_pages_are_its_urls_and_the_models_article_links_lead_to_them(tmp_path: Path) -> None:
@@ -99,9 +106,17 @@ def test_a_site_from_an_example_is_the_example_under_its_new_name(tmp_path: Path
     source = load_site(SITES_DIR / example)
     site = create_site("club", None, tmp_path, example=example)
     assert (site.name, site.title, site.brief) == ("club", "Club", source.brief)
-    assert site.routes == source.routes and site.navigation == source.navigation
+    assert site.navigation == source.navigation
     for template in (source.prompts_dir).iterdir():
         assert (site.prompts_dir / template.name).read_bytes() == template.read_bytes()
+    # The same routes; a front page the example writes from its own title alone gets the corpus's first lines.
+    front = site.routes[0]
+    assert site.routes[1:] == source.routes[1:] and front.pattern == "/"
+    if example in FRONT_OPENINGS:
+        assert source.routes[0].opening is None and front == replace(source.routes[0], opening=FRONT_OPENING)
+        assert (site.prompts_dir / FRONT_OPENING).read_text(encoding="utf-8") == FRONT_OPENINGS[example]
+    else:
+        assert front == source.routes[0] and front.opening is not None  # the desktop's home has its own
     # Its stylesheet styles the new site's pages (body.site-club) and names it, not the example.
     assert site.stylesheet == source.stylesheet and site.stylesheet is not None
     css = (site.root / site.stylesheet).read_text(encoding="utf-8")
@@ -135,4 +150,4 @@ def test_an_unknown_example_names_the_ones_there_are(tmp_path: Path) -> None:
 def test_a_site_folder_can_be_the_example(tmp_path: Path) -> None:
     mine = create_site("mine", "My own.", tmp_path / "a")
     copy = create_site("copy", None, tmp_path / "b", example=str(mine.root))
-    assert (copy.name, copy.brief, copy.routes) == ("copy", "My own.", mine.routes)
+    assert (copy.name, copy.brief, copy.routes) == ("copy", "My own.", mine.routes)  # a site of one's own as it is
