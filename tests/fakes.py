@@ -206,3 +206,13 @@ def page_html(text: str) -> str:
     match = PAGE.search(text)
     assert match is not None and "data-version=" in text, text[:300]
     return match.group(1)
+
+
+def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether ``check()`` comes true within ``within`` seconds (asked every 20 ms)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, visit
+from fakes import SITES_DIR, FakeEngine, eventually, visit
 from starlette.testclient import TestClient
 
 from engine.frames import EngineError
@@ -55,15 +55,6 @@ def health(client: TestClient) -> dict[str, object]:
     return {"code": answer.status_code, "retry": answer.headers.get("retry-after"), **body}
 
 
-def until(check: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
-
-
 def test_pages_asked_for_while_the_model_loads_are_a_503_that_asks_again(gated: Callable[..., tuple]) -> None:
     client, gate = gated()
     state = health(client)
@@ -78,7 +69,7 @@ def test_pages_asked_for_while_the_model_loads_are_a_503_that_asks_again(gated: 
     posted = client.post("/_genui/regenerate", data=form, headers={"Origin": "http://testserver"})
     assert posted.status_code == 503 and "http-equiv" not in posted.text
     gate.opened.set()
-    assert until(lambda: health(client)["status"] == "ready")
+    assert eventually(lambda: health(client)["status"] == "ready")
     state = health(client)
     assert (state["code"], state["model"], state["retry"]) == (200, "gated-model", None)
     assert "Lisp" in visit(client, "/wiki/Lisp").text and len(gate.engine.calls) == 1
@@ -89,7 +80,7 @@ def test_a_model_that_fails_to_load_is_named_on_every_page(gated: Callable[..., 
     error = EngineError("cannot read a model config from /no/such: no such folder")
     client, gate = gated(error, on_load_error=failures.append)
     gate.opened.set()
-    assert until(lambda: health(client)["status"] == "failed")
+    assert eventually(lambda: health(client)["status"] == "failed")
     assert health(client)["code"] == 503 and "/no/such" in str(health(client)["error"])
     page = client.get("/wiki/Lisp")
     assert page.status_code == 503 and "retry-after" not in page.headers

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, visit, wait_url, ws_messages
+from fakes import ClientFactory, FakeEngine, eventually, visit, wait_url, ws_messages
 from starlette.testclient import TestClient
 
 from engine.frames import Frame, GenerationRequest
@@ -45,15 +45,6 @@ def stored(client: TestClient, url: str) -> bool:
 
     assert client.portal is not None
     return client.portal.call(look)
-
-
-def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
 
 
 def titles(engine: FakeEngine) -> list[str]:

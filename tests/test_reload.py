@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, wiki_writer
+from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, visit, wiki_writer
 from starlette.testclient import TestClient
 
 from genui.pages import Pages
 from genui.sites import load_site
-
-WITHIN_S = 10.0  # the watcher debounces 200 ms; a loaded CI machine may be slow to notice
 
 
 @pytest.fixture
@@ -27,15 +24,6 @@ def pages_of(client: TestClient) -> Pages:
     pages = client.app.state.pages  # type: ignore[attr-defined]
     assert isinstance(pages, Pages)
     return pages
-
-
-def eventually(check: Callable[[], bool], within: float = WITHIN_S) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def edit(file: Path, old: str, new: str) -> None:
