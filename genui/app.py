@@ -2,7 +2,7 @@
 
 Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
 genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live streams, the wait for a
-finished page, regenerate, rewrite a section, variations and keeping one).
+finished page, regenerate, rewrite a section, variations and keeping one, the health check).
 """
 
 from __future__ import annotations
