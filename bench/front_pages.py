@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from genui.app import SITES_DIR
-from genui.scaffold import FRONT_OPENING, FRONT_OPENINGS, create_site
+from genui.scaffold import add_front_opening, create_site
 from genui.sites import Site, load_site
 from lab.quality import generate_pages, load_dictionary, report
 
@@ -33,16 +33,12 @@ BRIEFS = {
     "forum": "A chess club's forum: openings, endgames, tournaments and club news.",
     "wiki": "A field guide to the birds of the Pacific Northwest: species, songs and where to see them.",
 }
-FRONT_TEMPLATES = {"forum": "front.j2", "wiki": "home.j2"}
 
 
-def with_front_opening(source: Path, kind: str, folder: Path) -> Path:
+def with_front_opening(source: Path, folder: Path) -> Path:
     """A copy of the example site ``source`` whose "/" route has the opening genui new --from gives a copy."""
     shutil.copytree(source, folder)
-    (folder / "prompts" / FRONT_OPENING).write_text(FRONT_OPENINGS[kind], encoding="utf-8")
-    toml = (folder / "site.toml").read_text(encoding="utf-8")
-    line = f'template = "{FRONT_TEMPLATES[kind]}"\n'
-    (folder / "site.toml").write_text(toml.replace(line, f'{line}opening = "{FRONT_OPENING}"\n', 1), encoding="utf-8")
+    add_front_opening(folder, load_site(source))
     return folder
 
 
@@ -60,7 +56,7 @@ def variants(work: Path) -> dict[str, tuple[str, Site]]:
     out: dict[str, tuple[str, Site]] = {}
     for kind in ("forum", "wiki"):
         out[f"{kind} shipped"] = (kind, load_site(SITES_DIR / kind))
-        out[f"{kind} shipped+opening"] = (kind, load_site(with_front_opening(SITES_DIR / kind, kind, work / kind)))
+        out[f"{kind} shipped+opening"] = (kind, load_site(with_front_opening(SITES_DIR / kind, work / kind)))
         renamed = create_site(NAME, BRIEFS[kind], work / "renamed" / kind, example=kind)  # with the opening
         out[f"{kind} renamed"] = (kind, load_site(without_front_opening(renamed, work / "plain" / kind / NAME)))
         out[f"{kind} renamed+opening"] = (kind, renamed)

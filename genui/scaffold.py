@@ -110,6 +110,17 @@ FRONT_OPENINGS = {
 FRONT_OPENING = "front_opening.j2"
 
 
+def add_front_opening(folder: Path, example: Site) -> None:
+    """Give the copy of ``example`` in ``folder`` its front page's opening (FRONT_OPENINGS), if it has none."""
+    front = next((route for route in example.routes if route.pattern == "/"), None)
+    if example.name not in FRONT_OPENINGS or front is None or front.opening is not None:
+        return
+    (folder / "prompts" / FRONT_OPENING).write_text(FRONT_OPENINGS[example.name], encoding="utf-8")
+    toml = (folder / "site.toml").read_text(encoding="utf-8")
+    line, note = f'template = "{front.template}"\n', "# the front page starts as the corpus's front pages do"
+    (folder / "site.toml").write_text(toml.replace(line, f'{line}opening = "{FRONT_OPENING}"   {note}\n', 1), "utf-8")
+
+
 def example_folder(example: str) -> Path:
     """The site folder ``--from`` names: an example site shipped with genui (``genui sites``), or a site folder."""
     shipped = bundled("sites")
@@ -141,13 +152,9 @@ def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str |
     toml = _set_key(toml, "title", json.dumps(title, ensure_ascii=False))
     if brief is not None:
         toml = _set_key(toml, "brief", json.dumps(brief, ensure_ascii=False))
-    front = next((route for route in source.routes if route.pattern == "/"), None)
-    shipped = source.root.resolve().parent == bundled("sites").resolve()
-    if shipped and source.name in FRONT_OPENINGS and front is not None and front.opening is None:
-        (draft / "prompts" / FRONT_OPENING).write_text(FRONT_OPENINGS[source.name], encoding="utf-8")
-        line, note = f'template = "{front.template}"\n', "# the front page starts as the corpus's front pages do"
-        toml = toml.replace(line, f'{line}opening = "{FRONT_OPENING}"   {note}\n', 1)
     (draft / "site.toml").write_text(toml, encoding="utf-8")
+    if source.root.resolve().parent == bundled("sites").resolve():
+        add_front_opening(draft, source)
     if source.stylesheet:
         css = draft / source.stylesheet
         text = re.sub(rf"\.site-{re.escape(source.name)}(?![\w-])", f".site-{name}", css.read_text(encoding="utf-8"))
