@@ -24,7 +24,7 @@ from engine.frames import (
 if TYPE_CHECKING:
     from engine.autoregressive import AutoregressiveEngine
     from engine.infill import InfillRequest
-    from engine.loading import LoadedModel, ModelLoadError, load_model
+    from engine.loading import LoadedModel, ModelLoadError, load_model, model_id
     from engine.scheduler import Scheduler
 
 _LAZY = {
@@ -33,6 +33,7 @@ _LAZY = {
     "LoadedModel": "engine.loading",
     "ModelLoadError": "engine.loading",
     "load_model": "engine.loading",
+    "model_id": "engine.loading",
     "Scheduler": "engine.scheduler",
 }
 
@@ -69,4 +70,5 @@ __all__ = [
     "TextEngine",
     "load_engine",
     "load_model",
+    "model_id",
 ]

@@ -297,6 +297,12 @@ def _sampler_defaults(folder: Path) -> DenoiseSettings:
     return settings
 
 
+def model_id(model: str | Path | None = None) -> str:
+    """The id ``load_model(model)`` reports, found without loading weights (a few small reads): what a page cache
+    keys on, so that cached pages can be served while the model loads. Raises ModelLoadError as load_model would."""
+    return _resolve(model)[1]
+
+
 def _resolve(model: str | Path | None) -> tuple[str, str]:
     """The string from_pretrained gets and the id the engine reports."""
     if model is None:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -52,6 +52,8 @@ DEFAULT_DB = data_dir() / "genui.sqlite3"
 log = logging.getLogger("genui")
 model_log = logging.getLogger("genui.model")  # loading the model: genui serve shows it on the console
 
+T = TypeVar("T")
+
 
 class SecurityHeaders:
     """Adds genui.security's headers (CSP and friends) to every HTTP response that does not set its own."""
@@ -87,13 +89,19 @@ def _default_engine() -> OwnedEngine:
     return engine
 
 
-async def _in_daemon_thread(call: Callable[[], OwnedEngine]) -> OwnedEngine:
+def _default_model_id() -> str:
+    from engine.loading import model_id
+
+    return model_id()
+
+
+async def _in_daemon_thread(call: Callable[[], T]) -> T:
     """``call()`` in a thread of its own, awaited. A daemon thread, unlike asyncio.to_thread's executor: a server
     stopped while the model loads exits at once instead of waiting for the load to finish."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[OwnedEngine] = loop.create_future()
+    done: asyncio.Future[T] = loop.create_future()
 
-    def settle(result: OwnedEngine | None, error: BaseException | None) -> None:
+    def settle(result: T | None, error: BaseException | None) -> None:
         if done.cancelled():
             return
         if error is not None:
@@ -114,15 +122,21 @@ async def _in_daemon_thread(call: Callable[[], OwnedEngine]) -> OwnedEngine:
 
 
 async def _load(
-    pages: Pages, loader: Callable[[], OwnedEngine], failed: Callable[[Exception], None] | None
+    pages: Pages,
+    loader: Callable[[], OwnedEngine],
+    identify: Callable[[], str] | None,
+    failed: Callable[[Exception], None] | None,
 ) -> OwnedEngine | None:
-    """Load the engine in a worker thread while the app answers; it serves pages from the moment it is set."""
+    """Load the engine in a worker thread while the app answers; it serves pages from the moment it is set. Once
+    ``identify`` has named the model (cheaply, before its weights), pages it has cached are served meanwhile."""
     pages.loading, started = True, time.monotonic()
-    model_log.info("loading the model; pages answer 503 with Retry-After until it is ready")
+    model_log.info("loading the model; pages not cached yet answer 503 with Retry-After until it is ready")
     try:
+        if identify is not None:
+            pages.expected_model = await _in_daemon_thread(identify)
         engine = await _in_daemon_thread(loader)
     except Exception as err:  # noqa: BLE001 - every failure is the answer to every page from now on
-        pages.load_error = str(err)
+        pages.expected_model, pages.load_error = None, str(err)
         if failed is not None:
             failed(err)
         else:
@@ -130,7 +144,9 @@ async def _load(
         return None
     finally:
         pages.loading = False
-    pages.engine = engine
+    if pages.expected_model not in (None, engine.model_id):  # a loader and an identify that disagree: a bug
+        model_log.warning("expected model %s, loaded %s", pages.expected_model, engine.model_id)
+    pages.loaded(engine)
     model_log.info("model %s loaded in %.0f s; serving pages", engine.model_id, time.monotonic() - started)
     return engine
 
@@ -144,15 +160,19 @@ def create_app(
     read_ahead: int = 0,
     reload: bool = False,
     load_engine: Callable[[], OwnedEngine] | None = None,
+    identify_model: Callable[[], str] | None = None,
     on_load_error: Callable[[Exception], None] | None = None,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
     Without an engine the app loads one at start-up with ``load_engine`` (default: engine.load_engine(), the
     default model), in a worker thread: it answers from the start, a page asked for before the model is ready gets
-    a 503 with Retry-After (genui.pages.EngineLoading), and ``/_genui/health`` says when it is ready. A loader that
-    fails leaves every page a 503 naming the error, which is logged, or handed to ``on_load_error`` instead. The app
-    closes an engine it loaded at shutdown; an engine passed in belongs to the caller.
+    a 503 with Retry-After (genui.pages.EngineLoading), and ``/_genui/health`` says when it is ready. Once
+    ``identify_model`` has named the model (the id its engine will report, found without loading the weights; with
+    the default loader, engine.loading.model_id()), the pages cached for it are served meanwhile and replies to a
+    written thread are stored, to be answered once it is ready. A loader that fails leaves every page a 503 naming
+    the error, which is logged, or handed to ``on_load_error`` instead. The app closes an engine it loaded at
+    shutdown; an engine passed in belongs to the caller.
 
     A live stream sends a draft at most every ``draft_interval`` seconds (the final page at once). A page's run that
     nobody comes to watch stops after ``unclaimed_s`` seconds. While no visitor's run is under way, the first
@@ -184,7 +204,9 @@ def create_app(
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(store.close)
             if pages.engine is None:
-                loading = asyncio.create_task(_load(pages, load_engine or _default_engine, on_load_error))
+                load = load_engine or _default_engine
+                identify = identify_model or (_default_model_id if load_engine is None else None)
+                loading = asyncio.create_task(_load(pages, load, identify, on_load_error))
                 stack.push_async_callback(unload)
             stack.push_async_callback(pages.close)
             if reload:

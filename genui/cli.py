@@ -41,6 +41,12 @@ def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedE
     return engine
 
 
+def _model_id(model: str | None) -> str:
+    from engine.loading import model_id  # imports torch: in the thread that loads the model
+
+    return model_id(model)
+
+
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
@@ -56,13 +62,15 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             failed.append(error)
             server.should_exit = True
 
-        # The server answers at once and loads the model meanwhile (pages answer 503 with Retry-After until then).
+        # The server answers at once and loads the model meanwhile: pages it has cached are served, others answer
+        # 503 with Retry-After until then.
         app = create_app(
             sites,
             db_path=args.db,
             read_ahead=args.read_ahead,
             reload=args.reload,
             load_engine=lambda: loader(args.model, args.device, args.int8),
+            identify_model=(lambda: _model_id(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
         log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)

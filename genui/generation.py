@@ -63,6 +63,7 @@ class Splice:
     before: str = ""  # stored HTML kept before the written part
     after: str = ""  # and after it
     answered: int = 0  # the new version's StoredPage.answered
+    replied: int = 0  # and its StoredPage.replied (at least ``answered``)
     text_before: str = ""  # what the engine's final text has before the written part (an infill's ``before``)
     text_after: str = ""  # and after it
 
@@ -249,4 +250,6 @@ class Generation:
         title = first_heading(html)
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        return self._store.save_page(self.key, self.version, self.seed, title, html, done.seconds, splice.answered)
+        return self._store.save_page(
+            self.key, self.version, self.seed, title, html, done.seconds, splice.answered, splice.replied
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from starlette.exceptions import HTTPException
 
@@ -108,6 +108,7 @@ class Pages:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.load_error: str | None = None  # why it did not load
+        self.expected_model: str | None = None  # the id of the model loading, known before its weights (genui.app)
         self.config_errors: dict[str, str] = {}  # sites whose edited config failed to load (genui/reload.py)
         self.store = store
         self.engine = engine  # set at start-up when the app loads the default engine itself
@@ -117,19 +118,40 @@ class Pages:
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
 
+    @property
+    def model_id(self) -> str | None:
+        """The model the page cache is keyed on: the engine's, or, while it loads, the one being loaded if known."""
+        return self.engine.model_id if self.engine is not None else self.expected_model
+
+    def loaded(self, engine: TextEngine) -> None:
+        """The engine is ready: pages are written from now on, and reading ahead starts on what was listed."""
+        self.engine, self.expected_model = engine, None
+        self.reader.ended()
+
+    def ready(self) -> TextEngine:
+        """The engine, or the error every page that needs it gets: EngineLoading while it loads."""
+        if self.engine is not None:
+            return self.engine
+        if self.loading:
+            raise EngineLoading()
+        raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
+
     def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
-        """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from."""
-        if self.engine is None:
-            if self.loading:
-                raise EngineLoading()
-            raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
+        """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from.
+
+        While the model loads, a job can be had when its id is known (``expected_model``): pages already cached are
+        shown then, and what needs the engine raises EngineLoading."""
+        model = self.model_id
+        if model is None:
+            self.ready()  # raises: no engine, and no id to look the cache up with
+        assert model is not None
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
         key = PageKey(
             site=site.name,
             path=location.path,
             query=location.query_string,
-            model=self.engine.model_id,
+            model=model,
             template=runtime.prompts.version(route),
         )
         return Job(runtime, location, key, posts, parent_url)
@@ -170,13 +192,12 @@ class Pages:
     def generation(self, job: Job, version: int, *, ahead: bool = False) -> Generation:
         """The run writing ``version`` of the page: the one under way, or a new one (its prompt fitted first).
         ``ahead``: a run nobody asked for yet (reading ahead), which gives way to every other."""
-        assert self.engine is not None
         slot = (job.key, version)
         running = self._running.get(slot)
         if running is not None:
             self.reader.opened(running)  # a visitor joining the page read ahead
             return running
-        engine, prompt = self.engine, self.prompt(job)
+        engine, prompt = self.ready(), self.prompt(job)
         request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
         frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
         return self._start(job, version, frames, prompt.parent, canvases, ahead=ahead)
@@ -212,9 +233,26 @@ class Pages:
         # The model reads the thread, then the route's reply opening; the new version keeps the opening it wrote.
         infill = Infill(generation, before=before, after="", region_tokens=room)
         kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
-        splice = Splice(newest.html + shown(posts), "", posts[-1].id, text_before=kept)
+        splice = Splice(newest.html + shown(posts), "", posts[-1].id, posts[-1].id, text_before=kept)
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
+
+    def waiting_replies(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
+        """The run answering a thread's readers' posts that the newest version was written before, when no run is
+        answering them: posts made while the model loaded, or whose run failed or stopped unwatched. None when no
+        post waits, a run is writing the thread's next version already, the engine is not ready, or a visitor's run
+        is under way (the engine is theirs first)."""
+        newest = self.page(job) if job.location.route.posts and self.engine is not None else None
+        if newest is None or not self.waiting(job, newest) or self.running(job, newest.version + 1) is not None:
+            return None
+        if self.busy():  # a visitor waits for the engine: a page asked for goes first, the thread is shown as stored
+            return None
+        return self.append(job, shown)
+
+    @staticmethod
+    def waiting(job: Job, page: StoredPage) -> list[StoredPost]:
+        """The thread's posts that ``page`` was written before: no reply answers them yet."""
+        return [post for post in job.posts if post.id > page.replied]
 
     def replies_again(
         self, job: Job, version: int | None, shown: Callable[[Sequence[StoredPost]], str]
@@ -244,7 +282,7 @@ class Pages:
         before_html, after_html = page.html[: part.start], page.html[part.end :]
         before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
         infill = Infill(generation, before, after, region_tokens(engine, page.html[part.start : part.end]))
-        splice = Splice(before_html, after_html, page.answered, text_before=before, text_after=after)
+        splice = Splice(before_html, after_html, page.answered, page.replied, text_before=before, text_after=after)
         return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, splice)
 
     def vary(self, job: Job) -> Variations:
@@ -258,7 +296,13 @@ class Pages:
         self.reader.give_way()
         return self.variations.add(
             Variations(
-                job.runtime, job.key, url, lambda: engine.stream_variants(request, VARIANTS), VARIANTS, self.unclaimed_s
+                job.runtime,
+                job.key,
+                url,
+                lambda: engine.stream_variants(request, VARIANTS),
+                VARIANTS,
+                self.unclaimed_s,
+                replied=job.posts[-1].id if job.posts else 0,
             )
         )
 
@@ -277,7 +321,9 @@ class Pages:
             raise HTTPException(409, BUSY)
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        page = self.store.save_page(job.key, version, version - 1, first_heading(html), html, variations.seconds)
+        page = self.store.save_page(
+            job.key, version, version - 1, first_heading(html), html, variations.seconds, replied=variations.replied
+        )
         self.reader.shown(job, page)
         return page
 
@@ -292,6 +338,8 @@ class Pages:
         ahead: bool = False,
     ) -> Generation:
         store = self.store if job.cached else None
+        if splice.whole and job.posts:  # a thread written whole reads its newest posts: none of them waits any more
+            splice = replace(splice, replied=job.posts[-1].id)
 
         def ended(generation: Generation) -> None:
             self._ended(generation, job)
@@ -311,7 +359,7 @@ class Pages:
         return -(-job.runtime.site.model.tokens // length) if isinstance(length, int) and length > 0 else None
 
     def _editor(self) -> EditingEngine:
-        engine = editing(self.engine)
+        engine = editing(self.ready())
         if engine is None:
             raise HTTPException(404, "This model cannot rewrite pages.")
         return engine
@@ -335,8 +383,7 @@ class Pages:
         Long replies must not make a thread unwritable: the oldest posts leave the prompt first (the page still
         shows them all), then the parent. Raises BadRequest when the URL's own text is already too long.
         """
-        assert self.engine is not None
-        engine, runtime, location = self.engine, job.runtime, job.location
+        engine, runtime, location = self.ready(), job.runtime, job.location
         route, params, query = location.route, location.params, location.query
         parent = self._parent(runtime, job.parent_url, location) if "parent" in route.context else None
         posts = [Post(p.user, p.text) for p in job.posts]

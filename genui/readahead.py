@@ -136,7 +136,7 @@ class ReadAhead:
 
     def index_shown(self) -> None:
         """A visitor was shown the list of sites: read ahead the sites' front pages, in the order it lists them."""
-        if self.links and not self._closed and self.pages.engine is not None:
+        if self.links and not self._closed and self.pages.model_id is not None:
             self._list(lambda: front_pages(self.pages, self.links), "the list of sites")
 
     def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
@@ -203,7 +203,7 @@ class ReadAhead:
     async def _work(self) -> None:
         while not self._closed:
             self._wake.clear()
-            if self._queue and not self.pages.busy():
+            if self._queue and self.pages.engine is not None and not self.pages.busy():  # pages.loaded() wakes it
                 job = self._queue.popleft()
                 try:
                     await self._read(job)
@@ -219,6 +219,8 @@ class ReadAhead:
     async def _read(self, job: Job) -> None:
         if self.pages.sites.get(job.key.site) is not job.runtime:
             return  # listed before its site was loaded again (genui serve --reload): its prompt may be the old one
+        if job.key.model != self.pages.model_id:
+            return  # listed while the model loaded, under an id the model loaded did not have
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
         run, lists = self.pages.generation(job, 1, ahead=True), self._lists

@@ -7,6 +7,7 @@ Each screen is a template of templates/ rendered by the Shell with the context t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
@@ -17,7 +18,7 @@ from starlette.responses import Response
 from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import sections
-from genui.pages import Job, Pages
+from genui.pages import LOADING_RETRY_S, Job, Pages
 from genui.routing import VERSION_KEY, guessed_title, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import sections as page_sections
@@ -89,7 +90,10 @@ class Screens:
         context = self._site_context(runtime, heading)
         # A page asked for too soon (503 with Retry-After) asks again by itself, as its message says; only a GET's.
         retry = (headers or {}).get("Retry-After") if request.scope.get("method") == "GET" else None
-        context.update(heading=heading, message=message, thread=thread, refresh=retry)
+        # The URL asked for, as a path: never "//host/…", which a browser would take for another site.
+        here = "/" + request.url.path.lstrip("/") + (f"?{request.url.query}" if request.url.query else "")
+        refresh = {"seconds": retry, "url": here} if retry else None
+        context.update(heading=heading, message=message, thread=thread, refresh=refresh)
         return self.shell.response(request, "error.html", context, status_code, headers)
 
     def index(
@@ -134,8 +138,11 @@ class Screens:
             + self.shell.part("content", page, context["document_title"])
         )
 
-    def failed(self, message: str, retry_url: str | None) -> str:
-        return self.shell.part("failed", message, retry_url)
+    def failed(self, message: str, retry_url: str | None, retry_after: str | None = None) -> str:
+        """A run that failed, in place of the page; with ``retry_after`` (seconds) it goes to ``retry_url`` by itself
+        after that long (static/genui.js)."""
+        refresh = {"seconds": retry_after, "url": retry_url} if retry_after and retry_url else None
+        return self.shell.part("failed", message, retry_url, refresh)
 
     # -- contexts -----------------------------------------------------------------------------------------------
 
@@ -146,8 +153,16 @@ class Screens:
         reply form (with what was typed, after a refused reply)."""
         if not job.location.route.posts:
             return None
+        below = [post for post in job.posts if post.id > answered]
+        # Posts stored while the model loads get their replies once it is ready: the thread is loaded again then
+        # (static/genui.js asks /_genui/health), which starts them. Not on a refused reply's page: what was typed stays.
+        newest = self.pages.page(job) if below and self.pages.loading and not error else None
+        waiting = newest is not None and self.pages.waiting(job, newest)
+        seconds = math.ceil(LOADING_RETRY_S)
+        refresh = {"seconds": seconds, "url": job.url, "when_ready": HEALTH_PATH} if waiting else None
         return {
-            "posts": [post for post in job.posts if post.id > answered],
+            "posts": below,
+            "refresh": refresh,
             "answered": answered,
             "action": job.url,
             "error": error,
@@ -175,6 +190,7 @@ class Screens:
             "navigation": [],
             "live_url": None,
             "wait_url": None,
+            "refresh": None,  # {"seconds", "url"}: the page asks again by itself (templates/parts.html, asks_again)
             "splice": None,
             "variations": None,
             "variations_url": None,
@@ -182,18 +198,20 @@ class Screens:
         }
 
     def _model_id(self) -> str:
-        engine = self.pages.engine
+        engine, model = self.pages.engine, self.pages.model_id
         if engine is not None:
             return engine.model_id
-        return "a model still loading" if self.pages.loading else "no model"
+        if self.pages.loading:
+            return f"{model} (loading)" if model else "a model still loading"
+        return "no model"
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = page.title if page is not None and page.title else guessed_title(job.location)
         context = self._site_context(job.runtime, title)
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered))
-        if self.pages.engine is not None:
-            context["navigation"] = sections(job.runtime, job.location, self.pages.store, self.pages.engine.model_id)
+        if (model := self.pages.model_id) is not None:
+            context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context
 
     def _toolbar(self, job: Job, page: StoredPage | None) -> dict[str, Any] | None:

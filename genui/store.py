@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS pages (
     seconds REAL NOT NULL,
     created REAL NOT NULL,
     answered INTEGER NOT NULL DEFAULT 0,
+    replied INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -77,6 +78,7 @@ class StoredPage:
     seconds: float  # generation time
     created: float  # unix time
     answered: int = 0  # id of the newest reader post shown inside ``html`` (a thread's replies in place); 0 when none
+    replied: int = 0  # id of the newest reader post it was written after (in its prompt or answered in place)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +122,22 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash of the process
         self._db.executescript(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pages)")}
-        if "answered" not in columns:  # a database from before replies in place
-            self._db.execute("ALTER TABLE pages ADD COLUMN answered INTEGER NOT NULL DEFAULT 0")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a database made by an earlier genui up to this schema, in one transaction (two processes opening
+        it at once do it once)."""
+        with self._transaction() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(pages)")}
+            if "answered" not in columns:  # from before replies in place
+                db.execute("ALTER TABLE pages ADD COLUMN answered INTEGER NOT NULL DEFAULT 0")
+            if "replied" not in columns:  # from before a thread's waiting posts were answered on a visit
+                db.execute("ALTER TABLE pages ADD COLUMN replied INTEGER NOT NULL DEFAULT 0")
+                # The best estimate: the posts made before a version was stored were in its prompt or answered.
+                db.execute(
+                    "UPDATE pages SET replied = MAX(answered, COALESCE((SELECT MAX(id) FROM posts WHERE posts.site ="
+                    " pages.site AND posts.path = pages.path AND posts.created <= pages.created), 0))"
+                )
 
     def close(self) -> None:
         with self._lock:
@@ -161,14 +176,22 @@ class Store:
         return int(count)
 
     def save_page(
-        self, key: PageKey, version: int, seed: int, title: str, html: str, seconds: float, answered: int = 0
+        self,
+        key: PageKey,
+        version: int,
+        seed: int,
+        title: str,
+        html: str,
+        seconds: float,
+        answered: int = 0,
+        replied: int = 0,
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins."""
         with self._transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
-                " seconds, created, answered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*_key_args(key), version, seed, title, html, seconds, time.time(), answered),
+                " seconds, created, answered, replied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*_key_args(key), version, seed, title, html, seconds, time.time(), answered, max(answered, replied)),
             )
             row = db.execute(
                 f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
@@ -223,7 +246,7 @@ class Store:
         return [StoredPost(*row) for row in rows]
 
 
-_PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered"
+_PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered, replied"
 _KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
 
 

@@ -94,7 +94,7 @@ class Stream:
                 raise
             # A busy model or a version that is not there: the page's own URL is worth another try.
             retry = job.url if job is not None and isinstance(err, NoSuchVersion | EngineError) else None
-            await websocket.send_text(self.screens.failed(answer.message, retry))
+            await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
         if page is not None:
@@ -109,7 +109,8 @@ class Stream:
                 if snapshot.error is not None:
                     answer = problem(snapshot.error)
                     assert answer is not None
-                    await websocket.send_text(self.screens.failed(answer.message, job.url))
+                    retry_after = answer.headers.get("Retry-After")
+                    await websocket.send_text(self.screens.failed(answer.message, job.url, retry_after))
                     return None
                 if snapshot.step or snapshot.html:
                     await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))

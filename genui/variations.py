@@ -47,9 +47,10 @@ class Variations:
         frames: Callable[[], AsyncIterator[Frame]],
         n: int,
         unclaimed_s: float,
+        replied: int = 0,  # the newest reader post the candidates' prompt read (a thread's), kept as StoredPage.replied
     ) -> None:
         self.id = secrets.token_urlsafe(12)
-        self.runtime, self.key, self.url, self.n = runtime, key, url, n
+        self.runtime, self.key, self.url, self.n, self.replied = runtime, key, url, n, replied
         self.seconds = 0.0
         self._latest = Candidates(("",) * n)
         self._changed = asyncio.Event()

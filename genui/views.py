@@ -57,7 +57,7 @@ class Views:
             status, code, headers = "failed", 503, {}
         body = {
             "status": status,
-            "model": engine.model_id if engine is not None else None,
+            "model": pages.model_id,  # while it loads: the one being loaded, once known
             "error": pages.load_error,
             "sites": list(pages.sites),
             "busy": pages.busy(),
@@ -90,6 +90,9 @@ class Views:
         if request.method == "POST":
             return await self._reply(request, runtime, location)
         job = self.pages.job(runtime, location, parent_url(request, runtime))
+        answering = asked is None and request.method == "GET"  # a HEAD (a crawler's check) starts nothing
+        if answering and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
+            return self.screens.live(request, job, replies)
         return self._show(request, job, asked, write_next=False)
 
     async def regenerate(self, request: Request) -> Response:
@@ -176,7 +179,11 @@ class Views:
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
         job = self.pages.job(runtime, location)
-        self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
+        if self.pages.engine is not None:
+            self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
+        elif self.pages.page(job) is None:
+            self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with the post
+        # else the model is loading and the thread is written: the post is kept, and answered once the model is ready
         try:
             self.pages.store.add_post(runtime.site.name, location.path, user.strip(), text)
         except PostRejected as err:

@@ -224,3 +224,57 @@ def test_a_page_opened_while_the_model_loads_says_so_and_comes_by_itself_once_lo
         assert page.text_content(".genui-page h1") == "Lisp" and page.url == url + "/wiki/Lisp"
         # The 503 itself is the only thing the console reports.
         assert all("503" in problem for problem in problems), problems
+
+
+def test_while_the_model_loads_cached_pages_open_a_reply_is_kept_and_both_land_by_themselves_once_ready(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "pages.sqlite3"
+    thread = "/forum/r/hacking/My_first_lisp"
+    earlier = create_app(load_sites(SITES_DIR), FakeEngine(model_id="gated-model"), db_path=db)
+    with served(earlier) as url, browser_page() as page:  # an earlier run of the server wrote two pages
+        for path in ("/wiki/Lisp", thread):
+            page.goto(url + path)
+            page.wait_for_selector(FINISHED, timeout=15_000)
+    opened = threading.Event()
+
+    def loader() -> FakeEngine:
+        assert opened.wait(30)
+        return FakeEngine(wiki_writer, delay=0.02, model_id="gated-model")
+
+    app = create_app(load_sites(SITES_DIR), db_path=db, load_engine=loader, identify_model=lambda: "gated-model")
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        # The thread is cached: served while the model loads. A reply posted now is kept, and says when it is answered.
+        page.goto(url + thread)
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.fill(".genui-reply input[name=user]", "ada")
+        page.fill(".genui-reply textarea[name=text]", "Posted while it loads")
+        page.click(".genui-reply button[type=submit]")
+        notice = page.wait_for_selector("#genui-posts [role=status]", timeout=10_000)
+        assert notice is not None and "written once it is ready" in (notice.text_content() or "")
+        assert "Posted while it loads" in (page.text_content("#genui-posts") or "")
+        # In a second tab: a cached page, then a click on one not written, which htmx swaps in as the 503 (and drops
+        # the refresh in its <head>).
+        other = page.context.new_page()
+        other_problems = collect_problems(other)
+        other.goto(url + "/wiki/Lisp")
+        other.wait_for_selector(FINISHED, timeout=15_000)
+        other.click("text=Lisp tree")
+        other.wait_for_selector("#genui-content h1:text-is('Loading the model')", timeout=10_000)
+        page.evaluate("window.stayed = true")  # gone if the thread loads itself again
+        time.sleep(6)  # past a retry: the 503 asked again, the thread only asked /_genui/health
+        assert page.evaluate("window.stayed") and page.query_selector("#genui-posts [role=status]") is not None
+        assert other.text_content("#genui-content h1") == "Loading the model"
+        page.fill(".genui-reply textarea[name=text]", "Half typed")  # a reload now would lose it
+        opened.set()
+        # No clicks: the 503 asks again by itself and lands (static/genui.js).
+        other.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=20_000)
+        assert other.url == url + "/wiki/Lisp_tree"
+        time.sleep(6)  # the model is ready, but the thread waits while its form holds text
+        assert page.evaluate("window.stayed") and page.input_value(".genui-reply textarea[name=text]") == "Half typed"
+        page.fill(".genui-reply textarea[name=text]", "")
+        # Then it loads itself again, which writes the replies to ada's post in place.
+        page.wait_for_selector(".genui-page .reply:has-text('Welcome, ada!')", timeout=20_000)
+        assert page.url == url + thread and page.query_selector("#genui-posts [role=status]") is None
+        assert all("503" in problem for problem in problems + other_problems), problems + other_problems

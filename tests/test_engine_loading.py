@@ -31,6 +31,10 @@ def test_the_model_id_follows_the_weights(checkpoint: Path, tmp_path: Path) -> N
     other = build_tiny_checkpoint(tmp_path / checkpoint.name, seed=1)
     assert load_model(checkpoint, device="cpu").model_id == load_model(checkpoint, device="cpu").model_id
     assert load_model(other, device="cpu").model_id != load_model(checkpoint, device="cpu").model_id
+    # Known before the weights load (genui serves cached pages meanwhile): the same id, from a few small reads.
+    assert engine.loading.model_id(checkpoint) == load_model(checkpoint, device="cpu").model_id
+    assert engine.loading.model_id(other) == load_model(other, device="cpu").model_id
+    assert engine.loading.model_id("owner/name") == "owner/name"
 
 
 def test_a_missing_folder_is_named_in_the_error(tmp_path: Path) -> None:
@@ -61,6 +65,7 @@ def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_pat
     adapter = build_tiny_adapter(base, tmp_path / "adapter")
     loaded = load_model(adapter, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
+    assert loaded.model_id == engine.loading.model_id(adapter)
     assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6 and loaded.defaults.min_distinct == 8
     assert not any("lora" in name for name, _ in loaded.model.named_parameters())  # merged into the base
     plain = load_model(base, device="cpu")  # the same base, unadapted

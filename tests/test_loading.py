@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, visit
+from fakes import SITES_DIR, FakeEngine, eventually, page_html, visit, ws_messages
 from starlette.testclient import TestClient
+from test_app import HTMX, live_url
 
 from engine.frames import EngineError
 from genui.app import create_app
 from genui.cli import main
-from genui.sites import load_sites
+from genui.sites import load_site, load_sites
 
 
 class Gate:
@@ -63,7 +64,9 @@ def test_pages_asked_for_while_the_model_loads_are_a_503_that_asks_again(gated: 
     page = client.get("/wiki/Lisp")
     assert page.status_code == 503 and page.headers["retry-after"] == "5"
     assert "Loading the model" in page.text and "tries again in 5 s" in page.text
-    assert '<meta http-equiv="refresh" content="5">' in page.text  # a browser asks again by itself
+    # A browser asks again by itself: genui.js after the marked seconds, or without scripts the <noscript> refresh.
+    assert '<noscript><meta http-equiv="refresh" content="5; url=/wiki/Lisp"></noscript>' in page.text
+    assert 'data-genui-retry="5" data-genui-retry-url="/wiki/Lisp"' in page.text
     # A POST is not asked again by a refresh (it would become a GET of the form's URL).
     form = {"site": "wiki", "url": "/Lisp"}
     posted = client.post("/_genui/regenerate", data=form, headers={"Origin": "http://testserver"})
@@ -106,3 +109,88 @@ def test_serve_with_a_model_that_will_not_load_stops_with_a_one_line_error(capsy
     assert main(argv, load_engine=loader) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("genui serve:")]
     assert lines == ["genui serve: cannot read a model config from /no/such/model: no such folder"]
+
+
+THREAD = "/forum/r/hacking/My_first_lisp"
+ORIGIN = {"Origin": "http://testserver"}
+
+
+@pytest.fixture
+def cached(tmp_path: Path) -> Path:
+    """A page cache in which gated-model has written the wiki's Lisp and the forum's thread (and nothing else)."""
+    db = tmp_path / "db.sqlite3"
+    with TestClient(create_app(load_sites(SITES_DIR), FakeEngine(model_id="gated-model"), db_path=db)) as client:
+        for url in ("/wiki/Lisp", THREAD):
+            assert visit(client, url).status_code == 200
+    return db
+
+
+def test_pages_cached_for_the_model_loading_are_served_meanwhile(gated: Callable[..., tuple], cached: Path) -> None:
+    client, gate = gated(identify_model=lambda: "gated-model", read_ahead=1)
+    assert eventually(lambda: health(client)["model"] == "gated-model")  # named before its weights are loaded
+    assert health(client)["status"] == "loading"
+    page = client.get("/wiki/Lisp")
+    assert page.status_code == 200 and "<h1>Lisp</h1>" in page_html(page.text) and "retry" not in page.text
+    assert "gated-model (loading)" in page.text
+    assert client.get("/wiki/Lisp", headers=HTMX).status_code == 200  # a click from a page shown
+    missing = client.get("/wiki/Smalltalk")
+    assert missing.status_code == 503 and missing.headers["retry-after"] == "5"
+    assert client.get("/wiki/Lisp?v=2").status_code == 404  # no version is written meanwhile
+    assert gate.engine.calls == []
+    # The page shown listed its links to read ahead; the reader waits for the model, then reads the first one.
+    gate.opened.set()
+    assert eventually(lambda: len(gate.engine.calls) == 1)
+    assert eventually(lambda: client.get("/_genui/health").json()["reading_ahead"] is None)
+
+
+def test_another_models_cache_is_not_served_while_it_loads(gated: Callable[..., tuple], cached: Path) -> None:
+    client, gate = gated(identify_model=lambda: "another-model")
+    assert eventually(lambda: health(client)["model"] == "another-model")
+    assert client.get("/wiki/Lisp").status_code == 503
+
+
+def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_ready(
+    gated: Callable[..., tuple], cached: Path
+) -> None:
+    client, gate = gated(identify_model=lambda: "gated-model")
+    assert eventually(lambda: health(client)["model"] == "gated-model")
+    before = page_html(client.get(THREAD).text)
+    posted = client.post(THREAD, data={"user": "ada", "text": "hello while loading"}, headers={**HTMX, **ORIGIN})
+    assert posted.status_code == 200 and "hello while loading" in posted.text
+    assert page_html(posted.text) == before  # the thread as it was, the post below it
+    assert "replies to new posts are written once it is ready" in posted.text
+    # The thread is loaded again once /_genui/health says the model is ready (static/genui.js), asked every 5 s.
+    marker = f'data-genui-retry="5" data-genui-retry-url="{THREAD}" data-genui-when-ready="/_genui/health"'
+    assert marker in posted.text
+    plain = client.post(THREAD, data={"user": "bo", "text": "me too"}, headers=ORIGIN, follow_redirects=False)
+    assert plain.status_code == 303 and plain.headers["location"] == THREAD
+    shown = client.get(THREAD).text
+    assert marker in shown and "http-equiv" not in shown  # no refresh that would lose a reply being typed
+    assert shown.index("hello while loading") < shown.index("me too")
+    # A refused reply keeps what was typed, and no marker would load the thread over it.
+    refused = client.post(THREAD, data={"user": "bad name", "text": "typed"}, headers={**HTMX, **ORIGIN})
+    assert refused.status_code == 400 and "typed" in refused.text and "data-genui-retry" not in refused.text
+    # A thread not written yet cannot be checked or shown with the post: refused, and nothing is stored.
+    unwritten = client.post("/forum/r/hacking/Other", data={"user": "cy", "text": "x"}, headers=ORIGIN)
+    assert unwritten.status_code == 503 and unwritten.headers["retry-after"] == "5"
+    gate.opened.set()
+    assert eventually(lambda: health(client)["status"] == "ready")
+    # Once the model is ready, the thread's next visit writes the replies to both posts, in place.
+    live = client.get(THREAD, headers=HTMX).text
+    assert "genui-in-place" in live and "Welcome, bo!" in ws_messages(client, live_url(live))[-1]
+    (reply,) = gate.engine.infills
+    assert "hello while loading" in reply.generation.prompt and "me too" in reply.generation.prompt
+    thread = client.get(THREAD).text
+    assert page_html(thread).startswith(before) and "No replies waiting" in thread and "asks again" not in thread
+    assert "/forum/r/hacking/Other" not in str(gate.engine.calls)
+
+
+def test_a_page_refused_while_loading_asks_again_for_its_own_path_never_another_host(tmp_path: Path) -> None:
+    gate = Gate()
+    app = create_app([load_site(SITES_DIR / "wiki")], db_path=tmp_path / "db.sqlite3", load_engine=gate)
+    with TestClient(app) as client:
+        page = client.get("http://testserver//evil.example")  # one site served at /: the wiki's route /{title}
+        assert page.status_code == 503
+        assert 'data-genui-retry-url="/evil.example"' in page.text and "url=/evil.example" in page.text
+        assert "//evil.example" not in page.text
+        gate.opened.set()

@@ -47,7 +47,7 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     assert edit.region_tokens == 256  # half the forum's 512-token page budget: several canvases of replies
 
 
-def test_every_post_is_shown_once_in_place_or_below_and_the_next_reply_answers_the_waiting_ones(
+def test_every_post_is_shown_once_in_place_or_below_and_one_made_during_a_reply_is_answered_on_the_next_visit(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     engine = FakeEngine()
@@ -57,19 +57,22 @@ def test_every_post_is_shown_once_in_place_or_below_and_the_next_reply_answers_t
     response = client.post(THREAD, data={"user": "bob", "text": "answered"}, headers=HTMX)
     client.post(THREAD, data={"user": "cy", "text": "plain form"}, follow_redirects=False)  # stored, waits
     ws_messages(client, live_url(response.text))
+    answered = page_html(client.get(THREAD + "?v=2").text)
+    assert answered.startswith(first) and "answered" in answered and "plain form" not in answered
     engine.delay = 0.0
+    # cy's post waits for replies, and no run is writing any: the next visit to the thread starts them.
     waiting = client.get(THREAD).text
-    assert page_html(waiting).startswith(first) and "answered" in page_html(waiting)
-    assert "plain form" not in page_html(waiting) and "plain form" in waiting  # shown below, not answered yet
+    assert "url=%2Fr%2Fhacking%2FMy_first_lisp&amp;v=3" in waiting and "genui-in-place" in waiting
+    assert "Welcome, cy!" in ws_messages(client, live_url(waiting))[-1] and len(engine.infills) == 2
     response = client.post(THREAD, data={"user": "ada", "text": "second"}, headers=HTMX)
     ws_messages(client, live_url(response.text))
     thread = client.get(THREAD).text
     assert re.findall(r'<p class="genui-post-text">(.*?)</p>', thread) == ["answered", "plain form", "second"]
-    assert page_html(thread).startswith(page_html(waiting)) and "No replies waiting" in thread
+    assert page_html(thread).startswith(answered) and "No replies waiting" in thread
     response = client.post(THREAD, data={"user": "cy", "text": "third"}, headers=HTMX)
     ws_messages(client, live_url(response.text))
     assert page_html(client.get(THREAD).text).startswith(page_html(thread))
-    assert 'aria-current="page">4</a>' in client.get(THREAD).text
+    assert 'aria-current="page">5</a>' in client.get(THREAD).text  # v1 and four posts' replies
 
 
 def test_a_visitor_arriving_while_the_replies_are_written_watches_them_land(
@@ -116,3 +119,43 @@ def test_replies_whose_run_failed_are_written_again_in_place_when_the_thread_ask
         second = page_html(client.get("/_genui/wait?site=forum&url=%2Fr%2Fhacking%2FMy_first_lisp&v=2").text)
     assert second.startswith(first) and second.endswith("Welcome, ada!</p></div></div>")
     assert len(engine.infills) == 2 and len(engine.calls) == 1
+
+
+def test_a_thread_written_whole_with_its_posts_in_the_prompt_leaves_none_waiting(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    other = "/forum/r/hacking/Unwritten"
+    client.post(other, data={"user": "ada", "text": "first!"}, follow_redirects=False)  # stored before any version
+    first = visit(client, other)
+    assert "first!" in first.text and len(engine.calls) == 1  # written whole, the post in its prompt
+    assert "<reply" in engine.calls[0].prompt and "first!" in engine.calls[0].prompt
+    for _ in range(2):  # the post is shown below the thread, and no visit answers it again
+        assert client.get(other).status_code == 200 and "genui-in-place" not in client.get(other).text
+    form = {"site": "forum", "url": "/r/hacking/Unwritten"}
+    regenerated = client.post("/_genui/regenerate", data=form, headers={**HTMX, "Origin": "http://testserver"})
+    ws_messages(client, live_url(regenerated.text))
+    assert len(engine.calls) == 2 and "first!" in engine.calls[1].prompt
+    assert "genui-in-place" not in client.get(other).text and engine.infills == []
+
+
+def test_a_kept_variation_leaves_waiting_a_post_its_candidates_never_read(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    origin = {"Origin": "http://testserver"}
+    candidates = client.post("/_genui/variations", data=form, headers=origin).text  # finished, nothing kept yet
+    reply = client.post(THREAD, data={"user": "ada", "text": "meanwhile"}, headers={**HTMX, **origin})
+    ws_messages(client, live_url(reply.text))  # version 2: the thread with ada's replies in place
+    keep = re.search(r'<form class="genui-keep"(.*?)value="1">', candidates, re.S)
+    assert keep is not None
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
+    assert client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False).status_code == 303
+    # Version 3 is a candidate written before ada posted: her post is shown below it, and the next visit answers it.
+    thread = client.get(THREAD).text
+    assert "genui-in-place" in thread and "Welcome, ada!" in ws_messages(client, live_url(thread))[-1]
+    assert len(engine.infills) == 2

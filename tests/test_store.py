@@ -127,6 +127,48 @@ def test_a_page_keeps_the_newest_post_it_shows_in_place(store: Store) -> None:
     assert first is not None and first.answered == 0 and second is not None and second.answered == 7
 
 
+def test_a_page_keeps_the_newest_post_it_was_written_after(store: Store) -> None:
+    store.save_page(KEY, 1, seed=0, title="t", html="thread", seconds=0.1, replied=3)  # posts 1-3 in its prompt
+    store.save_page(KEY, 2, seed=1, title="t", html="thread + replies", seconds=0.1, answered=7)
+    first, second = store.page(KEY, 1), store.page(KEY)
+    assert first is not None and (first.answered, first.replied) == (0, 3)
+    assert second is not None and (second.answered, second.replied) == (7, 7)  # answered in place: replied to
+
+
+def test_a_database_from_before_waiting_posts_estimates_what_each_version_replied_to(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
+            " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
+            " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
+            " answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (site, path, query, model, template, posts, version))"
+        )
+        db.execute(
+            "CREATE TABLE posts (id INTEGER PRIMARY KEY AUTOINCREMENT, site TEXT NOT NULL, path TEXT NOT NULL,"
+            " user TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL)"
+        )
+        for number, created in enumerate((5.0, 15.0, 25.0, 35.0), 1):  # posts 1-4; post 4 on another thread
+            thread = KEY.path if number < 4 else "/other"
+            db.execute("INSERT INTO posts VALUES (?, ?, ?, 'ada', 'hi', ?)", (number, KEY.site, thread, created))
+        key = (KEY.site, KEY.path, KEY.query, KEY.model, KEY.template, 0)
+        # version 1 written whole at t=10 (after post 1), version 2 answered posts 2 in place, version 3 at t=40
+        for version, created, answered in ((1, 10.0, 0), (2, 20.0, 2), (3, 40.0, 0)):
+            db.execute(
+                "INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, 0, 'T', 'html', 1.0, ?, ?)",
+                (*key, version, created, answered),
+            )
+        db.commit()
+    store = Store(path)
+    assert [(page.answered, page.replied) for page in (store.page(KEY, v) for v in (1, 2, 3)) if page] == [
+        (0, 1),
+        (2, 2),
+        (0, 3),
+    ]
+    store.close()
+    assert Store(path).page(KEY, 3) is not None  # opened again: nothing more to do
+
+
 def test_a_database_from_before_replies_in_place_gains_the_column(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     with closing(sqlite3.connect(path)) as db:
