@@ -23,17 +23,18 @@ from engine.frames import (
 
 if TYPE_CHECKING:
     from engine.autoregressive import AutoregressiveEngine
+    from engine.identity import ModelLoadError, model_id
     from engine.infill import InfillRequest
-    from engine.loading import LoadedModel, ModelLoadError, load_model, model_id
+    from engine.loading import LoadedModel, load_model
     from engine.scheduler import Scheduler
 
 _LAZY = {
     "AutoregressiveEngine": "engine.autoregressive",
     "InfillRequest": "engine.infill",
     "LoadedModel": "engine.loading",
-    "ModelLoadError": "engine.loading",
+    "ModelLoadError": "engine.identity",
     "load_model": "engine.loading",
-    "model_id": "engine.loading",
+    "model_id": "engine.identity",
     "Scheduler": "engine.scheduler",
 }
 

@@ -90,7 +90,7 @@ def _default_engine() -> OwnedEngine:
 
 
 def _default_model_id() -> str:
-    from engine.loading import model_id
+    from engine.identity import model_id
 
     return model_id()
 
@@ -169,7 +169,7 @@ def create_app(
     default model), in a worker thread: it answers from the start, a page asked for before the model is ready gets
     a 503 with Retry-After (genui.pages.EngineLoading), and ``/_genui/health`` says when it is ready. Once
     ``identify_model`` has named the model (the id its engine will report, found without loading the weights; with
-    the default loader, engine.loading.model_id()), the pages cached for it are served meanwhile and replies to a
+    the default loader, engine.identity.model_id()), the pages cached for it are served meanwhile and replies to a
     written thread are stored, to be answered once it is ready. A loader that fails leaves every page a 503 naming
     the error, which is logged, or handed to ``on_load_error`` instead. The app closes an engine it loaded at
     shutdown; an engine passed in belongs to the caller.

@@ -42,7 +42,7 @@ def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedE
 
 
 def _model_id(model: str | None) -> str:
-    from engine.loading import model_id  # imports torch: in the thread that loads the model
+    from engine.identity import model_id  # no torch: a few small reads
 
     return model_id(model)
 

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
-from engine.loading import DEFAULT_MODEL
+from engine.identity import DEFAULT_MODEL
 from lab.adapt import CERTAINTY_TEMPERATURE, certain_entropy, layout_page, main, page_loss, pages_loss
 from lab.data import Packed
 

@@ -8,6 +8,7 @@ import torch
 from engine_fixtures import build_tiny_adapter, build_tiny_checkpoint, build_tiny_llama_base
 from transformers import BertConfig
 
+import engine.identity
 import engine.loading
 from engine import EngineError, ModelLoadError, load_model
 
@@ -32,9 +33,9 @@ def test_the_model_id_follows_the_weights(checkpoint: Path, tmp_path: Path) -> N
     assert load_model(checkpoint, device="cpu").model_id == load_model(checkpoint, device="cpu").model_id
     assert load_model(other, device="cpu").model_id != load_model(checkpoint, device="cpu").model_id
     # Known before the weights load (genui serves cached pages meanwhile): the same id, from a few small reads.
-    assert engine.loading.model_id(checkpoint) == load_model(checkpoint, device="cpu").model_id
-    assert engine.loading.model_id(other) == load_model(other, device="cpu").model_id
-    assert engine.loading.model_id("owner/name") == "owner/name"
+    assert engine.identity.model_id(checkpoint) == load_model(checkpoint, device="cpu").model_id
+    assert engine.identity.model_id(other) == load_model(other, device="cpu").model_id
+    assert engine.identity.model_id("owner/name") == "owner/name"
 
 
 def test_a_missing_folder_is_named_in_the_error(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_a_missing_folder_is_named_in_the_error(tmp_path: Path) -> None:
 
 
 def test_a_missing_default_model_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.loading, "DEFAULT_MODEL", tmp_path / "genui-small")
+    monkeypatch.setattr(engine.identity, "DEFAULT_MODEL", tmp_path / "genui-small")
     with pytest.raises(ModelLoadError, match="default model is missing .*--model"):
         load_model(device="cpu")
 
@@ -65,7 +66,7 @@ def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_pat
     adapter = build_tiny_adapter(base, tmp_path / "adapter")
     loaded = load_model(adapter, device="cpu")
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
-    assert loaded.model_id == engine.loading.model_id(adapter)
+    assert loaded.model_id == engine.identity.model_id(adapter)
     assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6 and loaded.defaults.min_distinct == 8
     assert not any("lora" in name for name, _ in loaded.model.named_parameters())  # merged into the base
     plain = load_model(base, device="cpu")  # the same base, unadapted

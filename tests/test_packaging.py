@@ -18,7 +18,7 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from starlette.testclient import TestClient
-import engine.loading, genui, genui.app, genui.resources
+import engine.identity, genui, genui.app, genui.resources
 from genui.sites import load_sites
 
 sites = load_sites(genui.app.SITES_DIR)
@@ -27,7 +27,7 @@ with TestClient(app) as client:
     index = client.get("/")
     htmx = client.get("/_genui/static/htmx.min.js")
     css = client.get("/_genui/css/wiki.css")
-model = engine.loading.DEFAULT_MODEL
+model = engine.identity.DEFAULT_MODEL
 print(json.dumps({
     "genui": genui.__file__,
     "paths": [str(p) for p in (genui.app.SITES_DIR, genui.app.STATIC_DIR, genui.resources.bundled("templates"), model)],
@@ -69,7 +69,7 @@ def test_a_wheel_installed_elsewhere_serves_the_sites_and_finds_the_model(tmp_pa
 
 
 def test_a_checkout_uses_its_own_folders() -> None:
-    from engine.loading import DEFAULT_MODEL
+    from engine.identity import DEFAULT_MODEL
     from genui.app import DEFAULT_DB, SITES_DIR, STATIC_DIR
 
     assert (SITES_DIR, STATIC_DIR) == (ROOT / "sites", ROOT / "static")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 
-from engine.loading import DEFAULT_MODEL
+from engine.identity import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
 from genui.scaffold import FRONT_OPENING, FRONT_OPENINGS, create_site, title_from_name
