@@ -18,10 +18,16 @@ Clients loop, each request a weighted choice of four kinds:
 - regenerate: POST /_genui/regenerate for a warm page (waits for the new version, then 303);
 - post:       POST a reply to a forum thread (303 once committed; no generation).
 
-A 503 with Retry-After is the server saying "busy": the client waits that long before its next request (unless
---no-backoff). Anything else that is not a 2xx or 3xx, a timeout or a dropped connection is an error. A probe asks
-for a cached page every second throughout, to show the server kept answering. At the end every acknowledged post is
-read back, the server's peak RSS (VmHWM) is taken, and its log is searched for anything but start-up and shutdown.
+Each client has an address of its own (X-Forwarded-For, which uvicorn trusts from 127.0.0.1), as visitors on other
+machines would: genui serve limits the runs one address has under way (--runs-per-client). With --greedy N, N more
+connections share one address and ask for new pages only: a script, or with --crawl a crawler, which reads the
+shell and never waits for the page (its run goes on for nobody until the server stops it).
+
+A 503 or a 429 with Retry-After is the server saying "busy": the client waits that long before its next request
+(unless --no-backoff). Anything else that is not a 2xx or 3xx, a timeout or a dropped connection is an error. A
+probe asks for a cached page every second throughout, to show the server kept answering. At the end every
+acknowledged post is read back, the server's peak RSS (VmHWM) is taken, and its log is searched for anything but
+start-up and shutdown.
 
 Prints a table, or with --json one JSON object. Exit status 1 when anything counted as an error happened.
 """
@@ -60,7 +66,9 @@ from engine.frames import (
 if TYPE_CHECKING:
     import httpx
 
-KINDS = ("cached", "new", "regenerate", "post")
+ORDINARY = ("cached", "new", "regenerate", "post")  # what --mix weighs
+KINDS = (*ORDINARY, "greedy")  # greedy: the --greedy connections' new pages
+GREEDY_ADDRESS = "10.255.0.1"
 DEFAULT_MIX = "cached=50,new=20,regenerate=10,post=20"
 START_TIMEOUT_S = 300.0  # a real model may take minutes to load on a busy CPU
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -241,6 +249,8 @@ def serve(args: argparse.Namespace) -> int:
     argv = ["serve", "--host", "127.0.0.1", "--port", "0", "--db", args.db, "--site", "wiki", "--site", "forum"]
     if args.read_ahead is not None:
         argv += ["--read-ahead", str(args.read_ahead)]
+    if args.runs_per_client is not None:
+        argv += ["--runs-per-client", str(args.runs_per_client)]
     if args.real_model:
         import torch
 
@@ -268,7 +278,7 @@ class Tally:
     """What one kind of request got."""
 
     latencies: list[float] = field(default_factory=list)  # seconds, of 2xx/3xx answers
-    statuses: Counter[str] = field(default_factory=Counter)  # "2xx", "3xx", "503+retry-after", "404", "timeout", ...
+    statuses: Counter[str] = field(default_factory=Counter)  # "2xx", "3xx", "503+retry-after", "429+retry-after", ...
 
     def record(self, status: str, seconds: float) -> None:
         self.statuses[status] += 1
@@ -277,7 +287,7 @@ class Tally:
 
     @property
     def errors(self) -> int:
-        return sum(n for status, n in self.statuses.items() if status not in ("2xx", "3xx", "503+retry-after"))
+        return sum(n for status, n in self.statuses.items() if status not in ("2xx", "3xx", *BUSY))
 
     def summary(self) -> dict[str, object]:
         ordered = sorted(self.latencies)
@@ -285,6 +295,7 @@ class Tally:
             "requests": sum(self.statuses.values()),
             "ok": len(ordered),
             "busy_503": self.statuses["503+retry-after"],
+            "busy_429": self.statuses["429+retry-after"],
             "errors": self.errors,
             "p50_ms": _percentile(ordered, 50),
             "p95_ms": _percentile(ordered, 95),
@@ -299,9 +310,12 @@ def _percentile(ordered: list[float], p: int) -> float | None:
     return round(1000 * ordered[min(len(ordered) - 1, max(0, -(-p * len(ordered) // 100) - 1))], 1)  # nearest rank
 
 
+BUSY = ("503+retry-after", "429+retry-after")  # the server saying "not now", with when to ask again
+
+
 def _status(status: int, retry_after: str | None) -> str:
-    if status == 503:
-        return "503+retry-after" if retry_after and retry_after.isdigit() else "503-without-retry-after"
+    if status in (503, 429):
+        return f"{status}+retry-after" if retry_after and retry_after.isdigit() else f"{status}-without-retry-after"
     if 200 <= status < 400:
         return f"{status // 100}xx"
     return str(status)
@@ -317,11 +331,11 @@ class Run:
     probes: list[float | None] = field(default_factory=list)  # seconds per probe, None when it failed
 
 
-async def _written(client: httpx.AsyncClient, url: str) -> httpx.Response:
+async def _written(client: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> httpx.Response:
     """GET ``url`` and, when the page is still being written, its wait URL: the answer once the page is finished."""
-    response = await client.get(url)
+    response = await client.get(url, headers=headers)
     wait = _WAIT.search(response.text) if response.status_code == 200 else None
-    return await client.get(html.unescape(wait.group(1))) if wait else response
+    return await client.get(html.unescape(wait.group(1)), headers=headers) if wait else response
 
 
 async def _client(run: Run, index: int, deadline: float, weights: list[float]) -> None:
@@ -329,17 +343,22 @@ async def _client(run: Run, index: int, deadline: float, weights: list[float]) -
 
     rng = random.Random(run.args.seed * 1000 + index)
     timeout = httpx.Timeout(run.args.timeout)
-    async with httpx.AsyncClient(base_url=run.url, timeout=timeout, follow_redirects=False) as client:
+    greedy = index >= run.args.clients  # one of the --greedy connections
+    address = GREEDY_ADDRESS if greedy else f"10.{index // 250}.{index % 250}.1"
+    headers = {"X-Forwarded-For": address}
+    async with httpx.AsyncClient(base_url=run.url, timeout=timeout, follow_redirects=False, headers=headers) as client:
         n = 0
         while time.monotonic() < deadline:
-            kind = rng.choices(KINDS, weights)[0]
+            kind = "greedy" if greedy else rng.choices(ORDINARY, weights)[0]
             n += 1
             started = time.perf_counter()
             thread, text = "", ""
             try:
                 if kind == "cached":
                     response = await client.get(rng.choice(run.warm))
-                elif kind == "new":
+                elif kind == "greedy" and run.args.crawl:  # the shell only: its run goes on, for nobody, until it stops
+                    response = await client.get(f"/wiki/Load_{index}_{n}")
+                elif kind in ("new", "greedy"):
                     response = await _written(client, f"/wiki/Load_{index}_{n}")
                 elif kind == "regenerate":
                     target = rng.choice(run.warm).removeprefix("/wiki")
@@ -358,7 +377,7 @@ async def _client(run: Run, index: int, deadline: float, weights: list[float]) -
             run.tallies[kind].record(status, time.perf_counter() - started)
             if kind == "post" and status == "3xx":
                 run.acknowledged.setdefault(thread, []).append(text)
-            if status == "503+retry-after" and not run.args.no_backoff:
+            if status in BUSY and not run.args.no_backoff:
                 await asyncio.sleep(min(float(response.headers["retry-after"]), max(0.0, deadline - time.monotonic())))
 
 
@@ -383,12 +402,13 @@ async def _warm_up(url: str, count: int, timeout: float) -> list[str]:
     pages = [f"/wiki/Warm_{n}" for n in range(count)]
     async with httpx.AsyncClient(base_url=url, timeout=timeout, follow_redirects=True) as client:
 
-        async def fetch(page: str) -> None:
-            while (response := await _written(client, page)).status_code == 503:
+        async def fetch(number: int, page: str) -> None:
+            address = {"X-Forwarded-For": f"10.253.{number // 250}.{number % 250}"}  # written side by side
+            while (response := await _written(client, page, address)).status_code in (503, 429):
                 await asyncio.sleep(float(response.headers.get("retry-after", "1")))
             response.raise_for_status()
 
-        await asyncio.gather(*(fetch(page) for page in pages))
+        await asyncio.gather(*(fetch(number, page) for number, page in enumerate(pages)))
     return pages
 
 
@@ -397,9 +417,11 @@ async def _lost_posts(run: Run) -> int:
 
     lost = 0
     async with httpx.AsyncClient(base_url=run.url, timeout=run.args.timeout) as client:
-        for thread, texts in run.acknowledged.items():
-            # htmx asks for the thread without waiting for a page: the posts come with the placeholder.
-            page = await client.get(thread, headers={"HX-Request": "true"})
+        for number, (thread, texts) in enumerate(run.acknowledged.items()):
+            # htmx asks for the thread without waiting for a page: the posts come with the placeholder. Each from an
+            # address of its own: an unwritten thread starts a run, and one address may start only so many at once.
+            headers = {"HX-Request": "true", "X-Forwarded-For": f"10.254.{number // 250}.{number % 250}"}
+            page = await client.get(thread, headers=headers)  # not a 200: every post of it counts as lost
             shown = Counter(html.unescape(text) for text in _POST.findall(page.text))
             lost += sum(max(0, n - shown[text]) for text, n in Counter(texts).items())
     return lost
@@ -409,10 +431,13 @@ async def _load(args: argparse.Namespace, url: str) -> tuple[Run, float]:
     warm = await _warm_up(url, args.warm, args.timeout)
     run = Run(args, url, warm)
     mix = dict(item.split("=") for item in args.mix.split(","))
-    weights = [float(mix.get(kind, 0)) for kind in KINDS]
+    if set(mix) - set(ORDINARY):
+        raise SystemExit(f"bench/load.py: --mix takes {', '.join(ORDINARY)}; greedy connections come from --greedy")
+    weights = [float(mix.get(kind, 0)) for kind in ORDINARY]
     started = time.monotonic()
     deadline = started + args.seconds
-    await asyncio.gather(_probe(run, deadline), *(_client(run, i, deadline, weights) for i in range(args.clients)))
+    connections = args.clients + args.greedy
+    await asyncio.gather(_probe(run, deadline), *(_client(run, i, deadline, weights) for i in range(connections)))
     return run, time.monotonic() - started
 
 
@@ -431,6 +456,8 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[by
     command += ["--step-ms", str(args.step_ms), "--steps", str(args.steps)]
     if args.read_ahead is not None:
         command += ["--read-ahead", str(args.read_ahead)]
+    if args.runs_per_client is not None:
+        command += ["--runs-per-client", str(args.runs_per_client)]
     if args.real_model:
         command += ["--real-model", args.real_model, "--torch-threads", str(args.torch_threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.torch_threads), "PYTHONUNBUFFERED": "1"}
@@ -470,9 +497,11 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             _stop(server)
         log_lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     unexpected = [line for line in log_lines if not _LIFECYCLE.match(line) and not _PROGRESS.match(line)]
-    kinds = {kind: run.tallies[kind].summary() for kind in KINDS}
-    every = Tally()
-    for tally in run.tallies.values():
+    kinds = {kind: run.tallies[kind].summary() for kind in KINDS if kind != "greedy" or args.greedy}
+    every = Tally()  # the ordinary clients' requests: the greedy ones have their row of their own
+    for kind, tally in run.tallies.items():
+        if kind == "greedy":
+            continue
         every.latencies += tally.latencies
         every.statuses.update(tally.statuses)
     total = every.summary()
@@ -490,6 +519,9 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         "engine": engine,
         "mix": args.mix,
         "read_ahead": "genui serve's default" if args.read_ahead is None else args.read_ahead,
+        "runs_per_client": "genui serve's default" if args.runs_per_client is None else args.runs_per_client,
+        "greedy": args.greedy,
+        "crawl": args.crawl,
         "backoff": not args.no_backoff,
         "warm_pages": len(run.warm),
         "kinds": kinds,
@@ -511,8 +543,11 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
 def ok(result: dict[str, object]) -> bool:
     total = result["total"]
     assert isinstance(total, dict)
+    kinds = result["kinds"]
+    assert isinstance(kinds, dict)
     return (
         total["errors"] == 0
+        and kinds.get("greedy", {"errors": 0})["errors"] == 0
         and result["failed_probes"] == 0
         and result["posts_lost"] == 0
         and result["error_log_lines"] == 0
@@ -523,20 +558,28 @@ def ok(result: dict[str, object]) -> bool:
 def print_table(result: dict[str, object]) -> None:
     print(f"genui load test: {result['clients']} clients for {result['seconds']} s against 127.0.0.1")
     print(f"engine: {result['engine']}; mix {result['mix']}; back off on 503: {result['backoff']}")
-    print(f"read ahead: {result['read_ahead']}")
+    print(f"read ahead: {result['read_ahead']}; runs per client: {result['runs_per_client']}")
+    if result["greedy"]:
+        crawl = ", the shell only (a crawler)" if result["crawl"] else ""
+        print(f"greedy: {result['greedy']} more connections from one address, new pages only{crawl}")
     print()
-    columns = [("requests", 8), ("ok", 7), ("busy_503", 7), ("errors", 6), ("p50_ms", 8), ("p95_ms", 8), ("p99_ms", 8)]
-    headings = {"busy_503": "503+RA", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "p99_ms": "p99 ms"}
-    print(f"{'kind':<11} " + " ".join(f"{headings.get(key, key):>{width}}" for key, width in columns))
+    columns = [("requests", 8), ("ok", 7), ("busy_503", 7), ("busy_429", 7), ("errors", 6)]
+    columns += [("p50_ms", 8), ("p95_ms", 8), ("p99_ms", 8)]
+    headings = {"busy_503": "503+RA", "busy_429": "429+RA", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "p99_ms": "p99 ms"}
+    print(f"{'kind':<14} " + " ".join(f"{headings.get(key, key):>{width}}" for key, width in columns))
     kinds = result["kinds"]
     assert isinstance(kinds, dict)
-    for name, row in [*kinds.items(), ("all", result["total"])]:
+    for name, row in [*kinds.items(), ("all but greedy" if result["greedy"] else "all", result["total"])]:
         cells = [("-" if row[key] is None else row[key], width) for key, width in columns]
-        print(f"{name:<11} " + " ".join(f"{cell:>{width}}" for cell, width in cells))
+        print(f"{name:<14} " + " ".join(f"{cell:>{width}}" for cell, width in cells))
     total = result["total"]
     assert isinstance(total, dict)
     print()
-    print(f"throughput: {result['throughput_rps']} requests/s ({result['ok_rps']} ok/s); statuses: {total['statuses']}")
+    whose = " (the ordinary clients)" if result["greedy"] else ""
+    print(
+        f"throughput{whose}: {result['throughput_rps']} requests/s ({result['ok_rps']} ok/s); "
+        f"statuses: {total['statuses']}"
+    )
     print(
         f"server: peak RSS {result['peak_rss_mib']} MiB; answered every probe: "
         f"{result['failed_probes'] == 0} ({result['probes']} probes, slowest {result['slowest_probe_ms']} ms)"
@@ -564,6 +607,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1, help="real model: torch threads (default: 1)")
     parser.add_argument(
         "--read-ahead", type=int, metavar="N", help="pages the server reads ahead (default: genui serve's own)"
+    )
+    parser.add_argument(
+        "--runs-per-client", type=int, metavar="N", help="the server's limit per address (default: genui serve's own)"
+    )
+    parser.add_argument("--greedy", type=int, default=0, metavar="N", help="connections from one address (see above)")
+    parser.add_argument(
+        "--crawl", action="store_true", help="the greedy connections read the page's shell only, as a crawler does"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     if (argv if argv is not None else sys.argv[1:])[:1] == ["serve"]:

@@ -158,6 +158,7 @@ def create_app(
     draft_interval: float = 0.1,
     unclaimed_s: float = UNCLAIMED_S,
     read_ahead: int = 0,
+    runs_per_client: int = 0,
     reload: bool = False,
     load_engine: Callable[[], OwnedEngine] | None = None,
     identify_model: Callable[[], str] | None = None,
@@ -177,8 +178,9 @@ def create_app(
     A live stream sends a draft at most every ``draft_interval`` seconds (the final page at once). A page's run that
     nobody comes to watch stops after ``unclaimed_s`` seconds. While no visitor's run is under way, the first
     ``read_ahead`` uncached pages linked from the newest page shown are written and stored, so that a click on one is
-    answered at once (genui/readahead.py; 0: never). With ``reload`` a site whose files change is loaded again and
-    served from the next request on (genui/reload.py).
+    answered at once (genui/readahead.py; 0: never). One client (its address) may have ``runs_per_client`` runs
+    under way at once (0: no limit); asking for another is a 429 with Retry-After. With ``reload`` a site whose
+    files change is loaded again and served from the next request on (genui/reload.py).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -186,7 +188,7 @@ def create_app(
     single = len(sites) == 1
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
-    pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead)
+    pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)
     stream = Stream(pages, screens, draft_interval)

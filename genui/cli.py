@@ -25,6 +25,7 @@ from genui.sites import Site, SiteConfigError, load_site, load_sites
 
 USAGE_ERROR = 2
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
+RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
 
 
 EngineLoader = Callable[[str | None, str | None, bool], OwnedEngine]  # (model, device, int8) -> a started engine
@@ -68,6 +69,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             sites,
             db_path=args.db,
             read_ahead=args.read_ahead,
+            runs_per_client=args.runs_per_client,
             reload=args.reload,
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: _model_id(args.model)) if loader is _default_loader else None,
@@ -251,6 +253,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="while no visitor waits, write the first N unwritten pages the newest page shown links to, so a click "
         "on one is answered at once; 0 never does (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--runs-per-client",
+        type=_count,
+        default=RUNS_PER_CLIENT,
+        metavar="N",
+        help="pages, replies and rewrites one client (an IP address) may have written at once; one more is a 429 "
+        "with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another host must be "
+        "named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: %(default)s)",
     )
     serve.add_argument(
         "--reload",

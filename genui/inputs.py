@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from starlette.datastructures import FormData, QueryParams
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 
@@ -70,12 +70,20 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
     return f"{path}?{parts.query}" if parts.query else path
 
 
-def page_at(pages: Pages, runtime: SiteRuntime, params: QueryParams) -> tuple[Job, int | None]:
+def client_address(connection: HTTPConnection) -> str | None:
+    """Who is asking, for the runs-per-client limit: the client's address. Behind a reverse proxy that uvicorn
+    trusts (FORWARDED_ALLOW_IPS; 127.0.0.1 unless set), the address its X-Forwarded-For names."""
+    return connection.client.host if connection.client is not None else None
+
+
+def page_at(pages: Pages, runtime: SiteRuntime, connection: HTTPConnection) -> tuple[Job, int | None]:
     """The page and version named by ``?site=..&url=..[&v=..][&from=..]`` (the stream's and the wait's query)."""
+    params = connection.query_params
     location = runtime.locate(params.get("url", "/"))
     if location is None:
         raise HTTPException(404, "No page lives at this address.")
-    return pages.job(runtime, location, params.get("from")), version(params.get(VERSION_KEY))
+    job = pages.job(runtime, location, params.get("from"), client_address(connection))
+    return job, version(params.get(VERSION_KEY))
 
 
 def form_text(form: FormData, name: str, most: int = 512) -> str:

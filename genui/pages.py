@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from starlette.exceptions import HTTPException
 
@@ -37,8 +39,10 @@ from genui.store import PageKey, Store, StoredPage, StoredPost
 from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
-__all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime"]
+__all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime", "TooManyRuns"]
 
+
+R = TypeVar("R", Generation, Variations)
 
 BUSY = "This page is being written right now; try again when it is finished."
 
@@ -53,6 +57,18 @@ class EngineLoading(EngineOverloaded):
     def __init__(self) -> None:
         EngineError.__init__(self, "the model is still loading")
         self.retry_after = LOADING_RETRY_S
+
+
+class TooManyRuns(HTTPException):
+    """A client asked for another page to be written while ``limit`` of its own were still being written: a 429
+    with Retry-After, so that one client (a crawler, a script, a tab-happy visitor) cannot take the engine from all
+    the others."""
+
+    def __init__(self, limit: int) -> None:
+        pages = "a page" if limit == 1 else f"{limit} pages"
+        seconds = math.ceil(LOADING_RETRY_S)
+        message = f"You have {pages} being written already. Try again in {seconds} s, or once one of them is done."
+        super().__init__(429, message, {"Retry-After": str(seconds)})
 
 
 class NoSuchVersion(LookupError):
@@ -74,6 +90,7 @@ class Job:
     key: PageKey
     posts: tuple[StoredPost, ...]
     parent_url: str | None = None  # site-relative URL of the page the click came from, as the client named it
+    client: str | None = None  # who asked (the client's address), whose runs count against runs_per_client
 
     @property
     def cached(self) -> bool:
@@ -104,8 +121,13 @@ class Pages:
         engine: TextEngine | None = None,
         unclaimed_s: float = UNCLAIMED_S,
         read_ahead: int = 0,
+        runs_per_client: int = 0,
     ) -> None:
+        if runs_per_client < 0:
+            raise ValueError(f"runs_per_client must be 0 (no limit) or more, got {runs_per_client}")
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
+        self.runs_per_client = runs_per_client  # runs one client may have under way at once (0: no limit)
+        self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.load_error: str | None = None  # why it did not load
         self.expected_model: str | None = None  # the id of the model loading, known before its weights (genui.app)
@@ -136,8 +158,11 @@ class Pages:
             raise EngineLoading()
         raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
 
-    def job(self, runtime: SiteRuntime, location: Location, parent_url: str | None = None) -> Job:
-        """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from.
+    def job(
+        self, runtime: SiteRuntime, location: Location, parent_url: str | None = None, client: str | None = None
+    ) -> Job:
+        """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from;
+        ``client`` who asked (None: genui itself), whose runs count against ``runs_per_client``.
 
         While the model loads, a job can be had when its id is known (``expected_model``): pages already cached are
         shown then, and what needs the engine raises EngineLoading."""
@@ -154,7 +179,7 @@ class Pages:
             model=model,
             template=runtime.prompts.version(route),
         )
-        return Job(runtime, location, key, posts, parent_url)
+        return Job(runtime, location, key, posts, parent_url, client)
 
     def open(self, job: Job, version: int | None = None, *, write_next: bool = True) -> StoredPage | Generation:
         """What to show for ``version`` of the page (None: the newest): the stored page, or the run writing it.
@@ -245,7 +270,7 @@ class Pages:
         newest = self.page(job) if job.location.route.posts and self.engine is not None else None
         if newest is None or not self.waiting(job, newest) or self.running(job, newest.version + 1) is not None:
             return None
-        if self.busy():  # a visitor waits for the engine: a page asked for goes first, the thread is shown as stored
+        if self.busy():  # a visitor's page goes first (a client at its limit has one): the thread is shown as stored
             return None
         return self.append(job, shown)
 
@@ -293,17 +318,21 @@ class Pages:
         prompt = self.prompt(job)
         request = job.runtime.request(prompt.text, self.versions(job), prompt.opening)
         url = job.location.url
+        self.admit(job)
         self.reader.give_way()
-        return self.variations.add(
-            Variations(
-                job.runtime,
-                job.key,
-                url,
-                lambda: engine.stream_variants(request, VARIANTS),
-                VARIANTS,
-                self.unclaimed_s,
-                replied=job.posts[-1].id if job.posts else 0,
-            )
+        return self._count(
+            job,
+            self.variations.add(
+                Variations(
+                    job.runtime,
+                    job.key,
+                    url,
+                    lambda: engine.stream_variants(request, VARIANTS),
+                    VARIANTS,
+                    self.unclaimed_s,
+                    replied=job.posts[-1].id if job.posts else 0,
+                )
+            ),
         )
 
     def keep(self, job: Job, set_id: str, index: int) -> StoredPage:
@@ -337,6 +366,8 @@ class Pages:
         splice: Splice = WHOLE,
         ahead: bool = False,
     ) -> Generation:
+        if not ahead:
+            self.admit(job)
         store = self.store if job.cached else None
         if splice.whole and job.posts:  # a thread written whole reads its newest posts: none of them waits any more
             splice = replace(splice, replied=job.posts[-1].id)
@@ -352,7 +383,34 @@ class Pages:
             self._ahead.add(running)
         else:
             self.reader.give_way()
-        return running
+        return self._count(job, running)
+
+    def admit(self, job: Job) -> None:
+        """Raise TooManyRuns when the client who asked for ``job`` already has ``runs_per_client`` runs under way:
+        pages, replies, rewrites and sets of variations it started that have not ended. Joining a run someone else
+        started costs nothing."""
+        if not self.runs_per_client or job.client is None:
+            return
+        for run in [run for run in self._clients if run.finished]:
+            del self._clients[run]
+        if sum(who == job.client for who in self._clients.values()) >= self.runs_per_client:
+            raise TooManyRuns(self.runs_per_client)
+
+    def reply_starts_run(self, job: Job, whole_page_now: bool) -> bool:
+        """Whether storing a reply to ``job``'s thread starts a run at once: its replies written in place, or (with
+        ``whole_page_now``, an htmx post) the thread not written yet written whole. A plain post to a thread not
+        written yet starts none: the 303's GET does."""
+        if self.engine is None:
+            return False
+        newest = self.page(job)
+        if newest is None:
+            return whole_page_now
+        return editing(self.engine) is not None and self.running(job, newest.version + 1) is None
+
+    def _count(self, job: Job, run: R) -> R:
+        if job.client is not None and self.runs_per_client:
+            self._clients[run] = job.client
+        return run
 
     def _canvases(self, job: Job) -> int | None:
         length = getattr(self.engine, "canvas_length", None)  # engines that say it let the progress line say "of N"

@@ -33,8 +33,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from engine.frames import EngineError
 from genui.errors import problem
 from genui.generation import Generation
-from genui.inputs import page_at, same_origin, site_named
-from genui.pages import Job, NoSuchVersion, Pages
+from genui.inputs import client_address, page_at, same_origin, site_named
+from genui.pages import Job, NoSuchVersion, Pages, TooManyRuns
 from genui.screens import Screens
 from genui.store import StoredPage
 
@@ -86,14 +86,14 @@ class Stream:
         job: Job | None = None
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
-            job, version = page_at(self.pages, runtime, websocket.query_params)
+            job, version = page_at(self.pages, runtime, websocket)
             shown = self.pages.replies_again(job, version, self.screens.inline_posts) or self.pages.open(job, version)
         except Exception as err:
             answer = problem(err)
             if answer is None:
                 raise
             # A busy model or a version that is not there: the page's own URL is worth another try.
-            retry = job.url if job is not None and isinstance(err, NoSuchVersion | EngineError) else None
+            retry = job.url if job is not None and isinstance(err, NoSuchVersion | EngineError | TooManyRuns) else None
             await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
@@ -125,7 +125,7 @@ class Stream:
             location = runtime.locate(variations.url)
             if location is None:  # pragma: no cover - the set was started for a page the router serves
                 raise HTTPException(404, "No page lives at this address.")
-            job = self.pages.job(runtime, location)
+            job = self.pages.job(runtime, location, client=client_address(websocket))
         except Exception as err:
             answer = problem(err)
             if answer is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -20,8 +21,18 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 
 from genui.edits import MAX_INSTRUCTION
 from genui.generation import Generation
-from genui.inputs import form_number, form_text, page_at, parent_url, same_origin, site_named, small_form, version
-from genui.pages import LOADING_RETRY_S, Job, Pages
+from genui.inputs import (
+    client_address,
+    form_number,
+    form_text,
+    page_at,
+    parent_url,
+    same_origin,
+    site_named,
+    small_form,
+    version,
+)
+from genui.pages import LOADING_RETRY_S, Job, Pages, TooManyRuns
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -89,7 +100,7 @@ class Views:
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)
         if request.method == "POST":
             return await self._reply(request, runtime, location)
-        job = self.pages.job(runtime, location, parent_url(request, runtime))
+        job = self.pages.job(runtime, location, parent_url(request, runtime), client_address(request))
         answering = asked is None and request.method == "GET"  # a HEAD (a crawler's check) starts nothing
         if answering and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
             return self.screens.live(request, job, replies)
@@ -142,7 +153,7 @@ class Views:
         """The page version named in the query, once it is finished: a redirect to its URL (a cached page), or the
         page itself (a route that is never cached, so its URL would only write another)."""
         runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
-        job, asked = page_at(self.pages, runtime, request.query_params)
+        job, asked = page_at(self.pages, runtime, request)
         shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
         page = shown if isinstance(shown, StoredPage) else await _finished(request, shown)
         if page is None:
@@ -161,7 +172,7 @@ class Views:
         location = runtime.locate(form_text(form, "url") or "/")
         if location is None:
             raise HTTPException(404, NOWHERE)
-        return form, self.pages.job(runtime, location)
+        return form, self.pages.job(runtime, location, client=client_address(request))
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
         shown = self.pages.open(job, asked, write_next=write_next)
@@ -178,27 +189,45 @@ class Views:
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
-        job = self.pages.job(runtime, location)
+        job = self.pages.job(runtime, location, client=client_address(request))
         if self.pages.engine is not None:
             self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
         elif self.pages.page(job) is None:
             self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with the post
         # else the model is loading and the thread is written: the post is kept, and answered once the model is ready
         try:
+            if self.pages.reply_starts_run(job, is_htmx(request)):
+                self.pages.admit(job)  # the client's runs: also before storing, so that nothing is half done
             self.pages.store.add_post(runtime.site.name, location.path, user.strip(), text)
         except PostRejected as err:
-            thread = self.screens.thread(job, error=f"Your reply was not posted: {err}.", user=user, text=text)
-            message = str(err).capitalize() + "."
-            return self.screens.error(request, runtime, 400, "Reply not posted", message, thread=thread)
+            return self._not_posted(request, job, 400, f"{err}.", user, text)
+        except TooManyRuns as err:
+            return self._not_posted(request, job, 429, err.detail, user, text, err.headers)
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
-        job = self.pages.job(runtime, location)
+        job = self.pages.job(runtime, location, client=client_address(request))
         appending = self.pages.append(job, self.screens.inline_posts)
         if not is_htmx(request):
             # A plain form: back to the thread, which shows the post at once and joins the replies' run (without
             # scripts, its refresh waits for them).
             return RedirectResponse(job.url, status_code=303)
         return self._show(request, job) if appending is None else self.screens.live(request, job, appending)
+
+    def _not_posted(
+        self,
+        request: Request,
+        job: Job,
+        status: int,
+        reason: str,
+        user: str,
+        text: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """A refused reply: the thread with the reason above its form, which keeps what was typed."""
+        error = f"Your reply was not posted: {reason[0].lower()}{reason[1:]}"
+        thread = self.screens.thread(job, error=error, user=user, text=text)
+        message = reason[0].upper() + reason[1:]
+        return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)
 
 
 def _serving(request: Request, runtime: SiteRuntime) -> SiteRuntime:

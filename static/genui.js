@@ -3,7 +3,7 @@
   "use strict";
 
   // Error pages (a 404, a rejected reply, a busy model) are pages too: show them where the page would have gone.
-  var SHOWN_ERRORS = [400, 403, 404, 405, 409, 411, 413, 503];
+  var SHOWN_ERRORS = [400, 403, 404, 405, 409, 411, 413, 429, 503];
   document.addEventListener("htmx:beforeSwap", function (event) {
     if (SHOWN_ERRORS.indexOf(event.detail.xhr.status) >= 0) {
       event.detail.shouldSwap = true;

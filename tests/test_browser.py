@@ -278,3 +278,28 @@ def test_while_the_model_loads_cached_pages_open_a_reply_is_kept_and_both_land_b
         page.wait_for_selector(".genui-page .reply:has-text('Welcome, ada!')", timeout=20_000)
         assert page.url == url + thread and page.query_selector("#genui-posts [role=status]") is None
         assert all("503" in problem for problem in problems + other_problems), problems + other_problems
+
+
+def test_a_click_past_the_clients_limit_shows_the_429_and_lands_once_a_page_of_its_own_is_written(
+    tmp_path: Path,
+) -> None:
+    engine = FakeEngine(wiki_writer, delay=0.3, steps=4)  # a page takes several seconds
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", runs_per_client=1)
+    with served(app) as url, browser_page() as first:
+        problems = collect_problems(first)
+        first.goto(url + "/wiki/Lisp")
+        first.wait_for_selector(FINISHED, timeout=30_000)
+        first.goto(url + "/wiki/Unix")  # being written, and watched: this address's one run
+        first.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+        second = first.context.new_page()
+        second_problems = collect_problems(second)
+        second.goto(url + "/wiki/Lisp")  # cached: no run
+        second.wait_for_selector(FINISHED, timeout=10_000)
+        second.click("text=Lisp tree")  # htmx: a second run for the address, so the 429 is swapped in
+        second.wait_for_selector("#genui-content h1:text-is('Too many requests')", timeout=10_000)
+        assert "You have a page being written already" in (second.text_content("#genui-content") or "")
+        first.wait_for_selector(FINISHED, timeout=30_000)
+        # No click: once the first page is written, the 429 asks again by itself and the page is written.
+        second.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=30_000)
+        assert second.url == url + "/wiki/Lisp_tree"
+        assert all("429" in problem for problem in problems + second_problems), problems + second_problems

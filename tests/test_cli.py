@@ -24,7 +24,7 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         (
             ["serve"],
             ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db"]
-            + ["--read-ahead", "--reload"],
+            + ["--read-ahead", "--runs-per-client", "FORWARDED_ALLOW_IPS", "--reload"],
         ),
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
@@ -145,6 +145,8 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
     assert [options["read_ahead"] for options in made] == [3, 0]
     assert main(["serve", "--site", "wiki", "--reload"], load_engine=fake_loader) == 0
     assert [options["reload"] for options in made] == [False, False, True]
+    assert main(["serve", "--site", "wiki", "--runs-per-client", "0"], load_engine=fake_loader) == 0
+    assert [options["runs_per_client"] for options in made] == [3, 3, 3, 0]
 
 
 @pytest.mark.parametrize("count", ["-1", "two", "1.5"])

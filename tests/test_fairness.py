@@ -1,0 +1,109 @@
+"""One client may have only so many runs under way (genui serve --runs-per-client): one more is a 429 with
+Retry-After, while other clients, and pages someone is already writing, are served as before."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine, eventually, visit, ws_messages
+from starlette.testclient import TestClient
+from starlette.types import ASGIApp, Receive, Scope, Send
+from test_app import HTMX, live_url
+from test_replies import _failing_once
+
+from genui.app import create_app
+from genui.pages import Pages
+from genui.sites import load_sites
+
+THREAD = "/forum/r/hacking/My_first_lisp"
+ORIGIN = {"Origin": "http://testserver"}
+
+
+class AsClient:
+    """Sets the ASGI client address from an ``X-As`` header: the tests' stand-in for visitors on other machines (or
+    for uvicorn's proxy-headers middleware, which does the same from X-Forwarded-For)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            address = dict(scope["headers"]).get(b"x-as")
+            if address:
+                scope = {**scope, "client": (address.decode(), 1234)}
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine, Pages]]:
+    failures = [1]  # the first reply's run fails, which leaves its post waiting
+    # Slow enough that a page's run is still under way when the next request comes (about 3 s).
+    engine = FakeEngine(delay=0.2, region=_failing_once(failures))
+    db = tmp_path / "db.sqlite3"
+    app = create_app(load_sites(SITES_DIR), engine, db_path=db, runs_per_client=2, unclaimed_s=5.0)
+    with TestClient(AsClient(app)) as client:
+        yield client, engine, app.state.pages
+
+
+def as_client(address: str, htmx: bool = True) -> dict[str, str]:
+    return {"X-As": address, **(HTMX if htmx else {})}
+
+
+def test_a_client_at_its_limit_gets_a_429_that_asks_again_and_others_are_served(
+    served: tuple[TestClient, FakeEngine, Pages],
+) -> None:
+    client, engine, pages = served
+    first = client.get("/wiki/Lisp", headers=as_client("10.0.0.1"))
+    second = client.get("/wiki/Unix", headers=as_client("10.0.0.1"))
+    assert first.status_code == second.status_code == 200 and "ws-connect" in second.text
+    third = client.get("/wiki/Hacker", headers=as_client("10.0.0.1", htmx=False))
+    assert third.status_code == 429 and third.headers["retry-after"] == "5"
+    assert "You have 2 pages being written already. Try again in 5 s, or once one of them is done." in third.text
+    assert 'data-genui-retry="5" data-genui-retry-url="/wiki/Hacker"' in third.text  # asks again by itself
+    # Joining a page someone is writing costs nothing; another client starts pages of its own.
+    assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
+    assert client.get("/wiki/Hacker", headers=as_client("10.0.0.2")).status_code == 200
+    assert len(engine.calls) == 3
+    # Once one of its pages is written, the first client may ask for another.
+    ws_messages(client, live_url(first.text))
+    assert eventually(lambda: client.get("/wiki/Turing_machine", headers=as_client("10.0.0.1")).status_code == 200)
+
+
+def test_a_reply_at_the_limit_is_refused_before_it_is_stored(served: tuple[TestClient, FakeEngine, Pages]) -> None:
+    client, engine, pages = served
+    visit(client, THREAD)
+    for title in ("Lisp", "Unix"):
+        assert client.get(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    form = {"user": "ada", "text": "one too many"}
+    refused = client.post(THREAD, data=form, headers={**as_client("10.0.0.1"), **ORIGIN})
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "5"
+    assert "Your reply was not posted: you have 2 pages being written already" in refused.text
+    assert ">one too many</textarea>" in refused.text and 'value="ada"' in refused.text  # what was typed is kept
+    assert "data-genui-retry" not in refused.text  # a POST is not asked again by itself
+    assert pages.store.posts("forum", "/r/hacking/My_first_lisp") == []
+    posted = client.post(THREAD, data=form, headers={**as_client("10.0.0.2"), **ORIGIN})
+    assert posted.status_code == 200 and "one too many" in posted.text
+    # A plain post to a thread not written yet starts no run (the 303's GET does): it is stored, limit or not.
+    other = "/forum/r/hacking/Not_written_yet"
+    plain = client.post(other, data=form, headers={"X-As": "10.0.0.1", **ORIGIN}, follow_redirects=False)
+    assert plain.status_code == 303 and len(pages.store.posts("forum", "/r/hacking/Not_written_yet")) == 1
+
+
+def test_a_thread_visited_at_the_limit_is_shown_as_stored_and_its_waiting_post_answered_later(
+    served: tuple[TestClient, FakeEngine, Pages],
+) -> None:
+    client, engine, pages = served
+    visit(client, THREAD)
+    posted = client.post(THREAD, data={"user": "ada", "text": "hi there"}, headers=ORIGIN, follow_redirects=False)
+    assert posted.status_code == 303
+    assert eventually(lambda: not pages.busy())  # the replies' run failed: the post waits
+    for title in ("Lisp", "Unix"):
+        assert client.get(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    shown = client.get(THREAD, headers=as_client("10.0.0.1"))  # at its limit: the thread as stored, the post below
+    assert shown.status_code == 200 and "genui-in-place" not in shown.text and "hi there" in shown.text
+    # Those two runs go first. Once they are over, the next visit starts the replies.
+    assert eventually(lambda: not pages.busy())
+    answering = client.get(THREAD, headers=as_client("10.0.0.1"))
+    assert "genui-in-place" in answering.text and "Welcome, ada!" in ws_messages(client, live_url(answering.text))[-1]
