@@ -135,15 +135,22 @@ def test_a_page_keeps_the_newest_post_it_was_written_after(store: Store) -> None
     assert second is not None and (second.answered, second.replied) == (7, 7)  # answered in place: replied to
 
 
+def old_pages_table(db: sqlite3.Connection, answered: bool) -> None:
+    """The pages table as an earlier genui made it: before replies in place (no ``answered``), or before waiting
+    posts (no ``replied``)."""
+    db.execute(
+        "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
+        " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
+        " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
+        + (" answered INTEGER NOT NULL DEFAULT 0," if answered else "")
+        + " PRIMARY KEY (site, path, query, model, template, posts, version))"
+    )
+
+
 def test_a_database_from_before_waiting_posts_estimates_what_each_version_replied_to(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     with closing(sqlite3.connect(path)) as db:
-        db.execute(
-            "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
-            " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
-            " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
-            " answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (site, path, query, model, template, posts, version))"
-        )
+        old_pages_table(db, answered=True)
         db.execute(
             "CREATE TABLE posts (id INTEGER PRIMARY KEY AUTOINCREMENT, site TEXT NOT NULL, path TEXT NOT NULL,"
             " user TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL)"
@@ -172,12 +179,7 @@ def test_a_database_from_before_waiting_posts_estimates_what_each_version_replie
 def test_a_database_from_before_replies_in_place_gains_the_column(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     with closing(sqlite3.connect(path)) as db:
-        db.execute(
-            "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
-            " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
-            " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
-            " PRIMARY KEY (site, path, query, model, template, posts, version))"
-        )
+        old_pages_table(db, answered=False)
         row = ("wiki", "/wiki/Hash_table", "", "model-a", "t1", 0, 1, 0, "T", "old", 1.0, 1.0)
         db.execute("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
         db.commit()
