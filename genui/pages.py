@@ -67,7 +67,7 @@ class TooManyRuns(HTTPException):
     def __init__(self, limit: int) -> None:
         pages = "a page" if limit == 1 else f"{limit} pages"
         seconds = math.ceil(LOADING_RETRY_S)
-        message = f"You have {pages} being written already. Try again in {seconds} s, or once one of them is done."
+        message = f"You have {pages} being written already. Try again in {seconds} s."
         super().__init__(429, message, {"Retry-After": str(seconds)})
 
 

@@ -84,16 +84,19 @@ class Stream:
 
     async def _pump(self, websocket: WebSocket) -> None:
         job: Job | None = None
+        url: str | None = None  # the page's own URL, once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
-            job, version = page_at(self.pages, runtime, websocket)
+            location = runtime.locate(websocket.query_params.get("url", "/"))
+            url = runtime.url(location.url) if location is not None else None
+            job, version = page_at(self.pages, runtime, websocket)  # EngineLoading before the model is named
             shown = self.pages.replies_again(job, version, self.screens.inline_posts) or self.pages.open(job, version)
         except Exception as err:
             answer = problem(err)
             if answer is None:
                 raise
-            # A busy model or a version that is not there: the page's own URL is worth another try.
-            retry = job.url if job is not None and isinstance(err, NoSuchVersion | EngineError | TooManyRuns) else None
+            # A busy or loading model, or a version that is not there: the page's own URL is worth another try.
+            retry = url if isinstance(err, NoSuchVersion | EngineError | TooManyRuns) else None
             await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)

@@ -194,3 +194,10 @@ def test_a_page_refused_while_loading_asks_again_for_its_own_path_never_another_
         assert 'data-genui-retry-url="/evil.example"' in page.text and "url=/evil.example" in page.text
         assert "//evil.example" not in page.text
         gate.opened.set()
+
+
+def test_a_stream_opened_before_the_model_is_named_asks_again_for_its_page(gated: Callable[..., tuple]) -> None:
+    client, gate = gated()  # no identify_model: no job can be had until the model is loaded
+    (message,) = ws_messages(client, "/_genui/ws?site=wiki&url=%2FLisp&v=1")
+    assert "genui is loading its model. This page tries again in 5 s." in message
+    assert 'data-genui-retry="5" data-genui-retry-url="/wiki/Lisp"' in message and 'href="/wiki/Lisp"' in message
