@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import html
-from dataclasses import dataclass
+import json
+from dataclasses import astuple, dataclass
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, nodes
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -82,12 +83,7 @@ class PromptRenderer:
         self._html = _sandbox(site, autoescape=True)  # openings: HTML for the page, so values are escaped
         self._versions: dict[Route, str] = {}
         for route in site.routes:
-            self._check(route.template, self._env)
-            digest = hashlib.sha256((site.prompts_dir / route.template).read_bytes())
-            for opening in (route.opening, route.reply_opening):
-                if opening is not None:
-                    self._check(opening, self._html)
-                    digest.update(b"\0" + (site.prompts_dir / opening).read_bytes())
+            self._versions[route] = self._version_of(route)  # which checks every template the route reads
             if route.reply_opening is not None and _calls_gap(self._html, route.reply_opening):
                 raise SiteConfigError(
                     site.prompts_dir / route.reply_opening,
@@ -95,19 +91,67 @@ class PromptRenderer:
                     "a reply opening cannot have gaps: replies are written in place after the thread",
                     "move the gap() into the route's opening, or write the text out",
                 )
-            self._versions[route] = digest.hexdigest()[:16]  # unchanged for a route without openings
 
-    def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:
+    def _version_of(self, route: Route) -> str:
+        """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening
+        templates with every template they pull in, and the values of site.toml they are rendered with or written
+        under (the title, the brief where the route reads it, the route's context and query keys, ``[model]``)."""
+        site = self.site
+        names = self._sources(route.template, self._env)
+        for opening in (route.opening, route.reply_opening):
+            if opening is not None:
+                names |= self._sources(opening, self._html)
+        digest = hashlib.sha256()
+        for name in sorted(names):
+            digest.update(name.encode() + b"\0" + (site.prompts_dir / name).read_bytes() + b"\0")
+        settings = {
+            "site": [site.title, site.brief if "brief" in route.context else ""],
+            "route": [route.template, route.opening, route.reply_opening, route.context, route.query, route.posts],
+            "model": astuple(site.model),
+        }
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        return digest.hexdigest()[:16]
+
+    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> set[str]:
+        """``name`` and every template it includes, imports or extends, however deep; every template in the
+        prompts folder when one of those names is computed at render time."""
+        found: set[str] = set()
+        waiting = [(name, name)]  # (a template, the template that names it)
+        while waiting:
+            name, named_by = waiting.pop()
+            if name in found:
+                continue
+            self._check(name, env, named_by)
+            assert env.loader is not None  # _sandbox gives every environment the site's prompts folder
+            source = env.loader.get_source(env, name)[0]
+            found.add(name)
+            for used in meta.find_referenced_templates(env.parse(source)):
+                if used is None:  # a name computed at render time: it could be any of them
+                    return found | set(env.list_templates())
+                waiting.append((used, name))
+        return found
+
+    def _check(self, name: str, env: ImmutableSandboxedEnvironment, named_by: str) -> None:
+        """Raise SiteConfigError for a template that does not compile, naming ``named_by`` when it is missing."""
         file = self.site.prompts_dir / name
         try:
             env.get_template(name)
+        except TemplateNotFound:
+            if named_by == name:
+                raise SiteConfigError(file, "template", "no such file", "add the file, or correct the name") from None
+            raise SiteConfigError(
+                self.site.prompts_dir / named_by,
+                "template",
+                f"it pulls in {name!r}, which is not a file in {self.site.prompts_dir}",
+                "add the file there, or correct the name",
+            ) from None
         except TemplateError as err:
             raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
             raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
 
     def version(self, route: Route) -> str:
-        """A short hash of the route's template sources (prompt and opening): part of every page-cache key."""
+        """A short hash of what shapes the route's pages (templates and settings): part of every page-cache key."""
         return self._versions[route]
 
     def render(

@@ -3,8 +3,8 @@
 A site is its folder: ``site.toml``, the prompt templates and openings under ``prompts/``, the stylesheet. When a
 file under a served site's folder changes, the site is loaded again and checked as at start-up, and the next request
 is served with it; the model stays loaded and runs under way finish with the config they started on. Each page's
-cache key holds a hash of its route's templates (genui.prompts), so a page written with an edited prompt is a new
-page, and the ones written before stay where they were.
+cache key holds a hash of its route's templates and the settings they are rendered with (genui.prompts), so a page
+written with an edited prompt or setting is a new page, and the ones written before stay where they were.
 
 A config that fails to load changes nothing: the site goes on being served with its last good config, the error
 (file, key, fix: genui.sites.SiteConfigError) is logged, and every page of the site shows it until a change loads.

@@ -127,3 +127,83 @@ def test_a_gap_in_a_reply_opening_is_a_config_error_naming_the_file_and_the_fix(
     error = caught.value
     assert error.file.endswith("reply_opening.j2") and error.key == "gap()"
     assert "route's opening" in error.fix
+
+
+def versions(root: Path) -> list[str]:
+    site = load_site(root)
+    renderer = PromptRenderer(site)
+    return [renderer.version(route) for route in site.routes]
+
+
+def edit(file: Path, old: str, new: str) -> None:
+    text = file.read_text(encoding="utf-8")
+    assert old in text
+    file.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def test_version_changes_with_the_settings_of_site_toml_a_page_is_written_with(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    first = versions(root)
+    edit(root / "site.toml", "A free encyclopedia", "An encyclopedia")  # the brief: every wiki route reads it
+    second = versions(root)
+    assert all(a != b for a, b in zip(first, second, strict=True))
+    edit(root / "site.toml", "tokens = 384", "tokens = 256")  # [model]
+    third = versions(root)
+    assert all(a != b for a, b in zip(second, third, strict=True))
+    edit(root / "site.toml", 'heading = "Start with"', 'heading = "Begin with"')  # navigation is shown, not written
+    assert versions(root) == third
+
+
+def test_the_brief_is_in_the_version_of_a_route_that_reads_it_only(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    edit(root / "site.toml", 'template = "home.j2"\ncontext = ["brief"]', 'template = "home.j2"\ncontext = []')
+    (root / "prompts" / "home.j2").write_text("<page>home</page>\n", encoding="utf-8")
+    home_before, *others_before = versions(root)
+    edit(root / "site.toml", "A free encyclopedia", "An encyclopedia")
+    home_after, *others_after = versions(root)
+    assert home_before == home_after
+    assert all(a != b for a, b in zip(others_before, others_after, strict=True))
+
+
+def test_version_changes_with_a_template_the_prompt_includes(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    (prompts / "parts").mkdir()
+    (prompts / "parts" / "rules.j2").write_text("Write short paragraphs.\n", encoding="utf-8")
+    (prompts / "parts" / "voice.j2").write_text("{% include 'parts/rules.j2' %}\n", encoding="utf-8")
+    edit(prompts / "article.j2", "<page>article</page>", "{% include 'parts/voice.j2' %}<page>article</page>")
+    before = versions(root)
+    (prompts / "parts" / "rules.j2").write_text("Write long paragraphs.\n", encoding="utf-8")  # two includes deep
+    after = versions(root)
+    assert before[2] != after[2] and before[:2] == after[:2]
+    site = load_site(root)
+    assert "Write long paragraphs." in PromptRenderer(site).render(site.routes[2], {"title": "Lisp"})
+
+
+def test_a_prompt_that_includes_a_name_it_computes_hashes_every_template(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    edit(prompts / "article.j2", "<page>article</page>", "{% include 'part_' ~ 'a.j2' %}<page>article</page>")
+    (prompts / "part_a.j2").write_text("A\n", encoding="utf-8")
+    before = versions(root)
+    (prompts / "part_b.j2").write_text("B\n", encoding="utf-8")  # it might be the one included
+    after = versions(root)
+    assert before[2] != after[2] and before[:2] == after[:2]
+
+
+def test_a_missing_include_is_a_config_error_naming_the_file_that_includes_it(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    edit(root / "prompts" / "article.j2", "<page>article</page>", "{% include 'parts/gone.j2' %}<page>article</page>")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("article.j2") and "parts/gone.j2" in caught.value.problem
+    assert caught.value.fix
+
+
+def test_a_syntax_error_in_an_included_template_names_that_template(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "rules.j2").write_text("{% if %}", encoding="utf-8")
+    edit(root / "prompts" / "article.j2", "<page>article</page>", "{% include 'rules.j2' %}<page>article</page>")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("rules.j2") and "Jinja2" in caught.value.problem

@@ -56,6 +56,24 @@ def test_an_edited_prompt_writes_a_new_page_and_keeps_the_old_one(
     assert before.prompts.version(route) != pages.sites["wiki"].prompts.version(route)
 
 
+def test_an_edited_brief_writes_a_new_page_and_keeps_the_old_one(client_factory: ClientFactory, site_dir: Path) -> None:
+    engine = FakeEngine()
+    client = client_factory([load_site(site_dir)], engine, reload=True)
+    visit(client, "/Lisp")
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    edit(site_dir / "site.toml", "A free encyclopedia", "A NEW encyclopedia")
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    visit(client, "/Lisp")
+    # site.toml's values that reach the prompt are in the page's cache key, as its templates are.
+    assert [("A NEW encyclopedia" in call.prompt) for call in engine.calls] == [False, True]
+    route = next(route for route in before.site.routes if route.template == "article.j2")
+    old, new = before.prompts.version(route), pages.sites["wiki"].prompts.version(route)
+    assert old != new
+    assert [page.path for page in pages.store.written("wiki", engine.model_id, old)] == ["/Lisp"]  # still kept
+    assert [page.path for page in pages.store.written("wiki", engine.model_id, new)] == ["/Lisp"]
+
+
 def test_a_config_that_fails_to_load_is_shown_and_the_last_good_one_served(
     client_factory: ClientFactory, site_dir: Path
 ) -> None:
@@ -118,8 +136,8 @@ def test_without_reload_an_edited_template_changes_nothing_served(
 def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_the_old_config(
     client_factory: ClientFactory, site_dir: Path
 ) -> None:
-    # brief is in every prompt but not in the page-cache key: a page read ahead from the old config would be stored
-    # under the key the reloaded site looks up, and served as if written from the new one.
+    # A run read ahead from the old config must not go on taking the engine, nor be stored: its page is one nobody
+    # will ask for again (the brief is in the page-cache key, so the reloaded site looks the page up under a new one).
     def writer(prompt: str, seed: int) -> str:
         return wiki_writer(prompt, seed).replace("</h1>", " [new]</h1>" if "A NEW encyclopedia" in prompt else "</h1>")
 
