@@ -18,10 +18,12 @@ from pathlib import Path
 
 from engine.frames import DoneFrame, EngineError
 from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
+from genui.cache import EARLIER, OTHER_MODEL, Standing, size_text, standings, table
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import Site, SiteConfigError, load_site, load_sites
+from genui.store import Store
 
 USAGE_ERROR = 2
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
@@ -162,6 +164,95 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                 flags.append("readers may post")
             print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
     return 0
+
+
+def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
+    wanted = 2 if args.action == "forget" else 0
+    if len(args.target) != wanted:
+        usage = "genui cache forget SITE PATH" if wanted else f"genui cache {args.action}"
+        raise UsageError(f"{args.action} takes {wanted or 'no'} arguments, got {len(args.target)} (usage: {usage})")
+    if not Path(args.db).is_file():
+        raise UsageError(f"no page cache at {args.db} (genui serve makes it; pass --db to name another)")
+    store = Store(args.db)
+    try:
+        if args.action == "forget":
+            return _forget(args, store, *args.target)
+        return (_prune if args.action == "prune" else _show)(args, store)
+    finally:
+        store.close()
+
+
+def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
+    """Every group of cached pages with its standing, and those prune deletes."""
+    found = standings(store.page_groups(), _sites(Path(args.sites_dir), args.site), _model_id(args.model))
+    doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
+    return found, doomed
+
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    found, doomed = _standings(args, store)
+    posts = store.post_counts()
+    if args.json:
+        groups = [
+            {
+                "site": s.group.site,
+                "route": s.route or None,
+                "model": s.group.model,
+                "template": s.group.template,
+                "pages": s.group.urls,
+                "versions": s.group.versions,
+                "html_bytes": s.group.size,
+                "state": s.state,
+            }
+            for s in found
+        ]
+        print(json.dumps({"db": str(args.db), "groups": groups, "posts": posts}))
+        return 0
+    print("\n".join(table(found)) if found else f"no pages in {args.db}")
+    print(f"readers' posts: {', '.join(f'{site} {n}' for site, n in posts.items()) or 'none'}")
+    if doomed:
+        size = size_text(sum(s.group.size for s in doomed))
+        print(f"genui cache prune would delete {sum(s.group.versions for s in doomed)} versions ({size} of HTML)")
+    return 0
+
+
+def _prune(args: argparse.Namespace, store: Store) -> int:
+    _, doomed = _standings(args, store)
+    if args.dry_run:
+        pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
+        print(f"would delete {versions} versions of {pages} pages; readers' posts are kept")
+        return 0
+    deleted = sum(store.delete_group(s.group) for s in doomed)
+    print(f"deleted {deleted} versions; readers' posts are kept")
+    before = Path(args.db).stat().st_size
+    if deleted and _vacuum(store):
+        print(f"{args.db}: {size_text(before)} -> {size_text(Path(args.db).stat().st_size)}")
+    return 0
+
+
+def _forget(args: argparse.Namespace, store: Store, name: str, path: str) -> int:
+    site = _site(name, Path(args.sites_dir))
+    try:
+        location = SiteRuntime.build(site, "").locate(path)
+    except BadRequest as err:
+        raise UsageError(f"bad path {path!r}: {err}") from None
+    if location is None:
+        raise UsageError(f"no route of site {site.name!r} matches {path!r}")
+    deleted = store.forget(site.name, location.path, location.query_string)
+    print(f"forgot {deleted} versions of {site.name} {location.url}; its next visit writes it again")
+    return 0
+
+
+def _vacuum(store: Store) -> bool:
+    """Shrink the file; False (said on stderr) when a server holds it open in a read meanwhile."""
+    import sqlite3
+
+    try:
+        store.vacuum()
+    except sqlite3.OperationalError as err:
+        print(f"genui cache: the file was not shrunk ({err}); the space is reused for new pages", file=sys.stderr)
+        return False
+    return True
 
 
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
@@ -320,6 +411,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     listing.set_defaults(run=_list)
+
+    cache = commands.add_parser(
+        "cache",
+        help="what the page cache holds; prune pages no server will look up again, or forget one page",
+        description="genui cache [show]: the cached pages of each site, by route and model, and whether a server of "
+        "these sites on this model looks them up (current), would with another model (other model), or never will: "
+        "pages written from templates or site.toml settings the site no longer has (earlier config). "
+        "genui cache prune: delete the earlier config's pages (with --other-models, the other models' too) and "
+        "shrink the file. genui cache forget SITE PATH: delete every version of one page, so that its next visit "
+        "writes it again. Readers' posts are never deleted. prune is safe beside a server that serves the sites as "
+        "they are on disk (one that still runs an earlier config writes its pages again); forget a page while no "
+        "server is writing it (a version under way is stored when it is done).",
+    )
+    cache.add_argument("action", nargs="?", default="show", choices=("show", "prune", "forget"), help="(default: show)")
+    cache.add_argument("target", nargs="*", metavar="SITE PATH", help="forget: the site and the page's path")
+    cache.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
+    cache.add_argument("--site", action="append", metavar="NAME", help="only this site (repeatable)")
+    cache.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
+    cache.add_argument(
+        "--model",
+        help="the model a server would run: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
+    )
+    cache.add_argument("--other-models", action="store_true", help="prune: also delete pages other models wrote")
+    cache.add_argument("--dry-run", action="store_true", help="prune: say what would go, delete nothing")
+    cache.add_argument("--json", action="store_true", help="show: print the groups and post counts as JSON")
+    cache.set_defaults(run=_cache)
 
     # Listed for --help only; main() hands everything after the command's name to its module untouched.
     for name, (_, summary) in DELEGATED.items():

@@ -69,6 +69,19 @@ class PageKey:
 
 
 @dataclass(frozen=True, slots=True)
+class PageGroup:
+    """The cached pages of one site written by one model from one version of their route (genui cache)."""
+
+    site: str
+    model: str
+    template: str
+    posts: int  # PageKey.posts: not 0 only in caches from before replies were written in place
+    urls: int  # pages (URLs)
+    versions: int  # all their versions
+    size: int  # bytes of their HTML
+
+
+@dataclass(frozen=True, slots=True)
 class StoredPage:
     key: PageKey
     version: int  # 1, 2, ... per key; each "regenerate" adds one
@@ -223,6 +236,38 @@ class Store:
             ).fetchall()
         return [WrittenPage(path, query, title) for path, query, title, _ in rows]
 
+    def page_groups(self) -> list[PageGroup]:
+        """What the cache holds, one row for each site, model, template version and posts key."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT site, model, template, posts, COUNT(DISTINCT path || char(0) || query), COUNT(*),"
+                " SUM(LENGTH(CAST(html AS BLOB))) FROM pages GROUP BY site, model, template, posts"
+                " ORDER BY site, MAX(created) DESC"
+            ).fetchall()
+        return [PageGroup(*row) for row in rows]
+
+    def delete_group(self, group: PageGroup) -> int:
+        """Delete every page of ``group`` (its site, model, template and posts key); how many versions went."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM pages WHERE site = ? AND model = ? AND template = ? AND posts = ?",
+                (group.site, group.model, group.template, group.posts),
+            )
+        return cursor.rowcount
+
+    def forget(self, site: str, path: str, query: str = "") -> int:
+        """Delete every version of the page at this URL, whatever model or template wrote it (its posts stay);
+        how many versions went."""
+        with self._transaction() as db:
+            cursor = db.execute("DELETE FROM pages WHERE site = ? AND path = ? AND query = ?", (site, path, query))
+        return cursor.rowcount
+
+    def vacuum(self) -> None:
+        """Give the space of deleted rows back to the file system."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+
     # -- posts -------------------------------------------------------------------------------------------------
 
     def add_post(self, site: str, path: str, user: str, text: str) -> StoredPost:
@@ -236,6 +281,12 @@ class Store:
             )
         assert cursor.lastrowid is not None
         return StoredPost(cursor.lastrowid, user, text, created)
+
+    def post_counts(self) -> dict[str, int]:
+        """How many posts each site has."""
+        with self._lock:
+            rows = self._db.execute("SELECT site, COUNT(*) FROM posts GROUP BY site ORDER BY site").fetchall()
+        return {site: int(count) for site, count in rows}
 
     def posts(self, site: str, path: str) -> list[StoredPost]:
         """The thread's posts, oldest first."""

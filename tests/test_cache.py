@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import SITES_DIR
+
+from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions
+from genui.cli import main
+from genui.sites import load_site
+from genui.store import PageKey, Store
+
+MODEL = "owner/model-a"  # a hub id is its own model id: no files to read, no torch
+OTHER = "owner/model-b"
+
+
+@pytest.fixture
+def sites_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "sites"
+    for name in ("wiki", "forum"):
+        shutil.copytree(SITES_DIR / name, root / name)
+    return root
+
+
+def version_of(sites_dir: Path, site: str, pattern: str) -> str:
+    versions = route_versions(load_site(sites_dir / site))
+    return next(version for version, route in versions.items() if route == pattern)
+
+
+def save(store: Store, site: str, path: str, model: str, template: str, versions: int = 1) -> None:
+    for version in range(1, versions + 1):
+        store.save_page(PageKey(site, path, "", model, template), version, version - 1, path, f"<p>{path}</p>", 0.1)
+
+
+def cache(db: Path, sites_dir: Path, *argv: str) -> int:
+    return main(["cache", *argv, "--db", str(db), "--sites-dir", str(sites_dir), "--model", MODEL])
+
+
+@pytest.fixture
+def db(tmp_path: Path, sites_dir: Path) -> Path:
+    """Pages of every standing: the wiki's articles by two models from a brief since edited, a thread with a reader's
+    post, and a site that is not checked."""
+    path = tmp_path / "genui.sqlite3"
+    store = Store(path)
+    article = version_of(sites_dir, "wiki", "/{title}")
+    save(store, "wiki", "/Lisp", MODEL, article, versions=2)
+    save(store, "wiki", "/Unix", MODEL, article)
+    save(store, "wiki", "/Lisp", OTHER, article)
+    thread = version_of(sites_dir, "forum", "/r/{board}/{thread}")
+    save(store, "forum", "/r/lisp/Macros", MODEL, thread)
+    store.add_post("forum", "/r/lisp/Macros", "ada", "How do macros expand?")
+    save(store, "shop", "/", MODEL, "0123456789abcdef")
+    edit = sites_dir / "wiki" / "site.toml"
+    text = edit.read_text(encoding="utf-8")
+    edit.write_text(text.replace("A free encyclopedia", "An encyclopedia"), encoding="utf-8")
+    store.close()
+    return path
+
+
+def shown(db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """genui cache --json: {"db", "groups": [{"site", "route", "model", "state", "pages", "versions", ...}], "posts"}"""
+    assert cache(db, sites_dir, "--json") == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_show_says_which_pages_a_server_of_these_sites_on_this_model_looks_up(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = shown(db, sites_dir, capsys)
+    states = {(g["site"], g["model"], g["state"]): (g["pages"], g["versions"]) for g in result["groups"]}
+    assert states == {
+        ("wiki", MODEL, EARLIER): (2, 3),  # the brief is in the route's version: every article before the edit
+        ("wiki", OTHER, EARLIER): (1, 1),
+        ("forum", MODEL, CURRENT): (1, 1),
+        ("shop", MODEL, OTHER_SITE): (1, 1),
+    }
+    assert result["posts"] == {"forum": 1}
+    assert cache(db, sites_dir) == 0
+    out = capsys.readouterr().out
+    assert "/r/{board}/{thread}" in out and "readers' posts: forum 1" in out
+    assert "genui cache prune would delete 4 versions" in out
+
+
+def test_prune_deletes_the_earlier_configs_pages_and_keeps_posts_and_other_sites(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cache(db, sites_dir, "prune", "--dry-run") == 0
+    assert "would delete 4 versions of 3 pages" in capsys.readouterr().out
+    assert len(shown(db, sites_dir, capsys)["groups"]) == 4
+    assert cache(db, sites_dir, "prune") == 0
+    assert "deleted 4 versions" in capsys.readouterr().out
+    groups = shown(db, sites_dir, capsys)["groups"]
+    assert {(g["site"], g["state"]) for g in groups} == {("forum", CURRENT), ("shop", OTHER_SITE)}
+    store = Store(db)
+    assert [post.user for post in store.posts("forum", "/r/lisp/Macros")] == ["ada"]
+
+
+def test_prune_with_other_models_deletes_what_they_wrote_from_the_current_config(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "models.sqlite3"
+    store = Store(db)
+    article = version_of(sites_dir, "wiki", "/{title}")
+    save(store, "wiki", "/Lisp", MODEL, article)
+    save(store, "wiki", "/Lisp", OTHER, article)
+    store.close()
+    assert sorted(g["state"] for g in shown(db, sites_dir, capsys)["groups"]) == [CURRENT, OTHER_MODEL]
+    assert cache(db, sites_dir, "prune") == 0 and "deleted 0 versions" in capsys.readouterr().out
+    assert cache(db, sites_dir, "prune", "--other-models") == 0 and "deleted 1 versions" in capsys.readouterr().out
+    assert [(g["model"], g["state"]) for g in shown(db, sites_dir, capsys)["groups"]] == [(MODEL, CURRENT)]
+
+
+def test_forget_deletes_every_version_of_one_page_by_any_url_that_names_it(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cache(db, sites_dir, "forget", "wiki", "/wiki/Lisp") == 0  # the alias names /Lisp
+    assert "forgot 3 versions of wiki /Lisp" in capsys.readouterr().out
+    store = Store(db)
+    left = {(g.site, g.model): g.urls for g in store.page_groups()}
+    assert left == {("wiki", MODEL): 1, ("forum", MODEL): 1, ("shop", MODEL): 1}  # /Unix, the thread, the shop
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["forget", "wiki"], "forget takes 2 arguments, got 1"),
+        (["prune", "wiki"], "prune takes no arguments, got 1"),
+        (["forget", "wiki", "/a/b/c"], "no route of site 'wiki' matches '/a/b/c'"),
+        (["forget", "nowhere", "/"], "no site named 'nowhere'"),
+    ],
+)
+def test_a_wrong_cache_command_is_a_one_line_error(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    before = db.read_bytes()
+    assert cache(db, sites_dir, *argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+    assert db.read_bytes() == before
+
+
+def test_a_missing_cache_file_is_an_error_and_is_not_made(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "none.sqlite3"
+    assert cache(missing, sites_dir) == 2
+    assert "no page cache at" in capsys.readouterr().err and not missing.exists()
