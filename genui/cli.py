@@ -13,7 +13,9 @@ import copy
 import importlib
 import json
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from engine.frames import DoneFrame, EngineError
@@ -243,6 +245,45 @@ def _forget(args: argparse.Namespace, store: Store, name: str, path: str) -> int
     return 0
 
 
+def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
+    if args.action == "show" and args.ids:
+        raise UsageError("show takes no post ids (to delete posts: genui posts delete ID ...)")
+    if args.action == "delete" and not args.ids:
+        raise UsageError("delete takes the ids of the posts to delete, as genui posts lists them")
+    if not Path(args.db).is_file():
+        raise UsageError(f"no page cache at {args.db} (genui serve makes it; pass --db to name another)")
+    store = Store(args.db)
+    try:
+        if args.action == "delete":
+            missing = 0
+            for post_id in args.ids:
+                deleted = store.delete_post(post_id)
+                if deleted is None:
+                    print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
+                    missing += 1
+                    continue
+                placed = deleted.placed
+                print(
+                    f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
+                    f"{deleted.versions} versions of the thread that read or showed it"
+                )
+            return USAGE_ERROR if missing else 0
+        placed_posts = store.recent_posts(args.site, args.thread, args.limit)
+        if args.json:
+            rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
+            print(json.dumps({"db": str(args.db), "posts": rows}))
+            return 0
+        for placed in placed_posts:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
+            text = " ".join(placed.post.text.split())
+            print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
+        if not placed_posts:
+            print("no posts")
+        return 0
+    finally:
+        store.close()
+
+
 def _vacuum(store: Store) -> bool:
     """Shrink the file; False (said on stderr) when a server holds it open in a read meanwhile."""
     import sqlite3
@@ -437,6 +478,23 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--dry-run", action="store_true", help="prune: say what would go, delete nothing")
     cache.add_argument("--json", action="store_true", help="show: print the groups and post counts as JSON")
     cache.set_defaults(run=_cache)
+
+    posts = commands.add_parser(
+        "posts",
+        help="list readers' posts, newest first, or delete some (moderation)",
+        description="genui posts [show]: readers' posts, newest first, with their ids. genui posts delete ID ...: "
+        "delete posts, each with the versions of its thread that read it or show it (from the first such version "
+        "on), so that no page keeps its text; the thread's next visit writes it again from the posts left. Delete "
+        "a post while no server is writing its thread: a reply under way is stored when it is done.",
+    )
+    posts.add_argument("action", nargs="?", default="show", choices=("show", "delete"), help="(default: show)")
+    posts.add_argument("ids", nargs="*", type=int, metavar="ID", help="delete: the posts' ids")
+    posts.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
+    posts.add_argument("--site", metavar="NAME", help="show: only this site's posts")
+    posts.add_argument("--thread", metavar="PATH", help="show: only this thread's, e.g. /r/lisp/Macros")
+    posts.add_argument("--limit", type=_count, default=50, metavar="N", help="show: at most N (default: %(default)s)")
+    posts.add_argument("--json", action="store_true", help="show: print the posts as JSON")
+    posts.set_defaults(run=_posts)
 
     # Listed for --help only; main() hands everything after the command's name to its module untouched.
     for name, (_, summary) in DELEGATED.items():

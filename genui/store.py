@@ -111,6 +111,23 @@ class StoredPost:
     created: float
 
 
+@dataclass(frozen=True, slots=True)
+class PlacedPost:
+    """A post with the thread it was made on (genui posts)."""
+
+    site: str
+    path: str
+    post: StoredPost
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedPost:
+    """What deleting a post took with it: the thread's versions that read it or show it."""
+
+    placed: PlacedPost
+    versions: int
+
+
 def check_post(user: str, text: str) -> tuple[str, str]:
     """The post as it will be stored (text stripped), or PostRejected."""
     if not _USER.match(user):
@@ -287,6 +304,42 @@ class Store:
         with self._lock:
             rows = self._db.execute("SELECT site, COUNT(*) FROM posts GROUP BY site ORDER BY site").fetchall()
         return {site: int(count) for site, count in rows}
+
+    def recent_posts(self, site: str | None = None, path: str | None = None, limit: int = 50) -> list[PlacedPost]:
+        """The newest posts first, of one site or all, of one thread or all."""
+        sql, args = "SELECT site, path, id, user, text, created FROM posts", []
+        wheres = [(column, value) for column, value in (("site", site), ("path", path)) if value is not None]
+        if wheres:
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in wheres)
+            args = [value for _, value in wheres]
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+        return [PlacedPost(site, path, StoredPost(*post)) for site, path, *post in rows]
+
+    def delete_post(self, post_id: int) -> DeletedPost | None:
+        """Delete a post, and every version of its thread from the first that read it in its prompt or shows it
+        (``replied`` or ``answered`` at least its id) on, in one transaction: the versions left run from 1 as
+        before, and none holds the post's text. None when there is no such post."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT site, path, id, user, text, created FROM posts WHERE id = ?", (post_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            site, path, *post = row
+            deleted = 0
+            keys = db.execute(
+                "SELECT query, model, template, posts, MIN(version) FROM pages WHERE site = ? AND path = ?"
+                " AND (replied >= ? OR answered >= ?) GROUP BY query, model, template, posts",
+                (site, path, post_id, post_id),
+            ).fetchall()
+            for query, model, template, posts, first in keys:
+                deleted += db.execute(
+                    "DELETE FROM pages WHERE " + _KEY_WHERE + " AND version >= ?",
+                    (site, path, query, model, template, posts, first),
+                ).rowcount
+            db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
+        return DeletedPost(PlacedPost(site, path, StoredPost(*post)), deleted)
 
     def posts(self, site: str, path: str) -> list[StoredPost]:
         """The thread's posts, oldest first."""

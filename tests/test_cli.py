@@ -20,7 +20,7 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        ([], ["serve", "render", "new", "sites", "cache", "bench", "corpus", "train", "quality"]),
+        ([], ["serve", "render", "new", "sites", "cache", "posts", "bench", "corpus", "train", "quality"]),
         (
             ["serve"],
             ["--site", "--sites-dir", "--host", "--port", "--model", "--device", "--int8", "--db"]
@@ -29,6 +29,7 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
         (["sites"], ["--sites-dir"]),
+        (["posts"], ["show", "delete", "ID", "--db", "--site", "--thread", "--limit", "--json"]),
         (["cache"], ["show", "prune", "forget", "--db", "--site", "--model", "--other-models", "--dry-run", "--json"]),
     ],
 )

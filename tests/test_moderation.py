@@ -1,0 +1,70 @@
+"""genui posts: a moderator lists readers' posts and deletes one, and no page keeps its text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes import ClientFactory, FakeEngine, page_html, visit
+
+from genui.cli import main
+from genui.sites import Site
+from genui.store import PageKey, Store
+
+THREAD = "/forum/r/hacking/My_first_lisp"
+PATH = "/r/hacking/My_first_lisp"  # as the forum stores it
+
+
+def stored_html(db: Path) -> list[str]:
+    store = Store(db)
+    try:
+        groups = [group for group in store.page_groups() if group.site == "forum"]
+        keys = [PageKey("forum", PATH, "", group.model, group.template) for group in groups]
+        return [page.html for key in keys for n in range(1, store.versions(key) + 1) if (page := store.page(key, n))]
+    finally:
+        store.close()
+
+
+def test_a_deleted_post_leaves_no_page_holding_it_and_the_thread_answers_the_rest_again(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    db = tmp_path / "db0.sqlite3"
+    visit(client, THREAD)  # version 1, no posts
+    for user, text in (("troll", "something nasty"), ("ada", "a fair question")):
+        assert client.post(THREAD, data={"user": user, "text": text}, follow_redirects=False).status_code == 303
+        visit(client, THREAD)  # the replies to it, written in place: versions 2 and 3
+    assert sum("something nasty" in html for html in stored_html(db)) == 2
+
+    assert main(["posts", "--db", str(db), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["posts"]
+    assert [(post["user"], post["thread"]) for post in listed] == [("ada", PATH), ("troll", PATH)]  # newest first
+    troll = listed[1]["id"]
+
+    assert main(["posts", "delete", str(troll), "--db", str(db)]) == 0
+    assert f"deleted post {troll} by troll on forum {PATH}, and 2 versions" in capsys.readouterr().out
+    assert len(stored_html(db)) == 1  # version 1, from before the post: the versions left still run from 1
+    shown = page_html(visit(client, THREAD).text)  # ada's post waits for a reply: this visit writes it in place
+    assert "a fair question" in shown and "something nasty" not in shown and "troll" not in shown
+    assert not any("something nasty" in html for html in stored_html(db))
+    assert "something nasty" not in engine.infills[-1].generation.prompt
+
+
+def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    first = store.add_post("forum", "/r/lisp/Macros", "ada", "How do\nmacros expand?")
+    store.add_post("forum", "/r/unix/Pipes", "bob", "Pipes!")
+    store.close()
+    assert main(["posts", "--db", str(db), "--thread", "/r/lisp/Macros"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.lstrip().startswith(str(first.id)) and line.endswith("forum /r/lisp/Macros  ada: How do macros expand?")
+    assert main(["posts", "delete", "999", str(first.id), "--db", str(db)]) == 2
+    captured = capsys.readouterr()
+    assert "no post 999" in captured.err and f"deleted post {first.id}" in captured.out  # the others still go
+    assert main(["posts", "delete", "--db", str(db)]) == 2
+    assert "delete takes the ids" in capsys.readouterr().err
