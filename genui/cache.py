@@ -58,6 +58,11 @@ def standings(groups: list[PageGroup], sites: list[Site], model: str) -> list[St
     return found
 
 
+def counted(count: int, noun: str) -> str:
+    """``3 versions``, ``1 version``: a count with its noun (made plural with an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def size_text(size: int) -> str:
     """A byte count as a person reads it: 950 B, 12.3 kB, 4.5 MB."""
     if size < 1000:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from engine.frames import DoneFrame, EngineError
 from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
-from genui.cache import EARLIER, OTHER_MODEL, Standing, size_text, standings, table
+from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
@@ -213,8 +213,8 @@ def _show(args: argparse.Namespace, store: Store) -> int:
     print("\n".join(table(found)) if found else f"no pages in {args.db}")
     print(f"readers' posts: {', '.join(f'{site} {n}' for site, n in posts.items()) or 'none'}")
     if doomed:
-        size = size_text(sum(s.group.size for s in doomed))
-        print(f"genui cache prune would delete {sum(s.group.versions for s in doomed)} versions ({size} of HTML)")
+        size, versions = size_text(sum(s.group.size for s in doomed)), sum(s.group.versions for s in doomed)
+        print(f"genui cache prune would delete {counted(versions, 'version')} ({size} of HTML)")
     return 0
 
 
@@ -222,10 +222,10 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
     _, doomed = _standings(args, store)
     if args.dry_run:
         pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
-        print(f"would delete {versions} versions of {pages} pages; readers' posts are kept")
+        print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
         return 0
     deleted = sum(store.delete_group(s.group) for s in doomed)
-    print(f"deleted {deleted} versions; readers' posts are kept")
+    print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
     before = Path(args.db).stat().st_size
     if deleted and _vacuum(store):
         print(f"{args.db}: {size_text(before)} -> {size_text(Path(args.db).stat().st_size)}")
@@ -241,7 +241,7 @@ def _forget(args: argparse.Namespace, store: Store, name: str, path: str) -> int
     if location is None:
         raise UsageError(f"no route of site {site.name!r} matches {path!r}")
     deleted = store.forget(site.name, location.path, location.query_string)
-    print(f"forgot {deleted} versions of {site.name} {location.url}; its next visit writes it again")
+    print(f"forgot {counted(deleted, 'version')} of {site.name} {location.url}; its next visit writes it again")
     return 0
 
 
@@ -265,7 +265,7 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
                 placed = deleted.placed
                 print(
                     f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
-                    f"{deleted.versions} versions of the thread that read or showed it"
+                    f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
                 )
             return USAGE_ERROR if missing else 0
         placed_posts = store.recent_posts(args.site, args.thread, args.limit)

@@ -110,7 +110,7 @@ def test_prune_with_other_models_deletes_what_they_wrote_from_the_current_config
     store.close()
     assert sorted(g["state"] for g in shown(db, sites_dir, capsys)["groups"]) == [CURRENT, OTHER_MODEL]
     assert cache(db, sites_dir, "prune") == 0 and "deleted 0 versions" in capsys.readouterr().out
-    assert cache(db, sites_dir, "prune", "--other-models") == 0 and "deleted 1 versions" in capsys.readouterr().out
+    assert cache(db, sites_dir, "prune", "--other-models") == 0 and "deleted 1 version;" in capsys.readouterr().out
     assert [(g["model"], g["state"]) for g in shown(db, sites_dir, capsys)["groups"]] == [(MODEL, CURRENT)]
 
 
