@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import importlib
 import json
@@ -17,11 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from engine.frames import DoneFrame, EngineError
 from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
-from genui.routing import BadRequest
+from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import Site, SiteConfigError, load_site, load_sites
@@ -98,13 +100,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
 def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     site = _site(args.site, Path(args.sites_dir))
     runtime = SiteRuntime.build(site, "")
-    try:
-        location = runtime.locate(args.path)
-    except BadRequest as err:
-        raise UsageError(f"bad path {args.path!r}: {err}") from None
-    if location is None:
-        patterns = ", ".join(route.pattern for route in site.routes)
-        raise UsageError(f"no route of site {site.name!r} matches {args.path!r} (routes: {patterns})")
+    location = _located(site, args.path)
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
 
     async def generate() -> DoneFrame:
@@ -169,19 +165,29 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 
 def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
-    wanted = 2 if args.action == "forget" else 0
-    if len(args.target) != wanted:
-        usage = "genui cache forget SITE PATH" if wanted else f"genui cache {args.action}"
-        raise UsageError(f"{args.action} takes {wanted or 'no'} arguments, got {len(args.target)} (usage: {usage})")
-    if not Path(args.db).is_file():
-        raise UsageError(f"no page cache at {args.db} (genui serve makes it; pass --db to name another)")
-    store = Store(args.db)
+    store = _open_store(Path(args.db))
     try:
         if args.action == "forget":
-            return _forget(args, store, *args.target)
+            return _forget(args, store)
         return (_prune if args.action == "prune" else _show)(args, store)
     finally:
         store.close()
+
+
+def _open_store(db: Path) -> Store:
+    """The page cache at ``db``, or UsageError when there is none (a file genui serve did not make is left alone)."""
+    import sqlite3
+
+    if not db.is_file():
+        raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as check:
+            tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as err:
+        raise UsageError(f"{db} is not a page cache: {err}") from None
+    if not {"pages", "posts"} <= tables:
+        raise UsageError(f"{db} is not a page cache: it has no pages and posts tables (genui serve --db makes one)")
+    return Store(db)
 
 
 def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
@@ -226,74 +232,71 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         return 0
     deleted = sum(store.delete_group(s.group) for s in doomed)
     print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
-    before = Path(args.db).stat().st_size
-    if deleted and _vacuum(store):
+    if args.vacuum:
+        before = Path(args.db).stat().st_size
+        store.vacuum()
         print(f"{args.db}: {size_text(before)} -> {size_text(Path(args.db).stat().st_size)}")
     return 0
 
 
-def _forget(args: argparse.Namespace, store: Store, name: str, path: str) -> int:
-    site = _site(name, Path(args.sites_dir))
-    try:
-        location = SiteRuntime.build(site, "").locate(path)
-    except BadRequest as err:
-        raise UsageError(f"bad path {path!r}: {err}") from None
-    if location is None:
-        raise UsageError(f"no route of site {site.name!r} matches {path!r}")
+def _forget(args: argparse.Namespace, store: Store) -> int:
+    site = _site(args.page_site, Path(args.sites_dir))
+    location = _located(site, args.path)
     deleted = store.forget(site.name, location.path, location.query_string)
     print(f"forgot {counted(deleted, 'version')} of {site.name} {location.url}; its next visit writes it again")
     return 0
 
 
+def _located(site: Site, path: str) -> Location:
+    """The page of ``site`` at a site-relative URL, or UsageError."""
+    try:
+        location = SiteRuntime.build(site, "").locate(path)
+    except BadRequest as err:
+        raise UsageError(f"bad path {path!r}: {err}") from None
+    if location is None:
+        patterns = ", ".join(route.pattern for route in site.routes)
+        raise UsageError(f"no route of site {site.name!r} matches {path!r} (routes: {patterns})")
+    return location
+
+
 def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
-    if args.action == "show" and args.ids:
-        raise UsageError("show takes no post ids (to delete posts: genui posts delete ID ...)")
-    if args.action == "delete" and not args.ids:
-        raise UsageError("delete takes the ids of the posts to delete, as genui posts lists them")
-    if not Path(args.db).is_file():
-        raise UsageError(f"no page cache at {args.db} (genui serve makes it; pass --db to name another)")
-    store = Store(args.db)
+    thread = args.thread
+    if thread is not None and args.site is not None:  # any URL of the thread, as genui serve would route it
+        thread = _located(_site(args.site, Path(args.sites_dir)), thread).path
+    store = _open_store(Path(args.db))
     try:
         if args.action == "delete":
-            missing = 0
-            for post_id in args.ids:
-                deleted = store.delete_post(post_id)
-                if deleted is None:
-                    print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
-                    missing += 1
-                    continue
-                placed = deleted.placed
-                print(
-                    f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
-                    f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
-                )
-            return USAGE_ERROR if missing else 0
-        placed_posts = store.recent_posts(args.site, args.thread, args.limit)
-        if args.json:
-            rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
-            print(json.dumps({"db": str(args.db), "posts": rows}))
-            return 0
-        for placed in placed_posts:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
-            text = " ".join(placed.post.text.split())
-            print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
-        if not placed_posts:
-            print("no posts")
-        return 0
+            return _delete_posts(store, args.ids)
+        placed_posts = store.recent_posts(args.site, thread, args.limit)
     finally:
         store.close()
+    if args.json:
+        rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
+        print(json.dumps({"db": str(args.db), "posts": rows}))
+        return 0
+    for placed in placed_posts:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
+        text = " ".join(placed.post.text.split())
+        print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
+    if not placed_posts:
+        print("no posts")
+    return 0
 
 
-def _vacuum(store: Store) -> bool:
-    """Shrink the file; False (said on stderr) when a server holds it open in a read meanwhile."""
-    import sqlite3
-
-    try:
-        store.vacuum()
-    except sqlite3.OperationalError as err:
-        print(f"genui cache: the file was not shrunk ({err}); the space is reused for new pages", file=sys.stderr)
-        return False
-    return True
+def _delete_posts(store: Store, ids: list[int]) -> int:
+    missing = 0
+    for post_id in ids:
+        deleted = store.delete_post(post_id)
+        if deleted is None:
+            print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
+            missing += 1
+            continue
+        placed = deleted.placed
+        print(
+            f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
+            f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
+        )
+    return USAGE_ERROR if missing else 0
 
 
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
@@ -340,6 +343,16 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number, got {text!r}")
     return value
+
+
+def _shared(parsers: list[argparse.ArgumentParser], *names: str, default: object = None, **options: Any) -> None:
+    """An option of a command and of each of its actions (the first parser, then the rest), so that it may come
+    before or after the action's name: ``genui cache --db X prune`` is ``genui cache prune --db X``. An action's
+    copy sets nothing when not given, so as not to undo the command's."""
+    top, *actions = parsers
+    top.add_argument(*names, default=default, **options)
+    for action in actions:
+        action.add_argument(*names, default=argparse.SUPPRESS, **options)
 
 
 def _site(name_or_folder: str, directory: Path) -> Site:
@@ -456,45 +469,91 @@ def _parser() -> argparse.ArgumentParser:
     cache = commands.add_parser(
         "cache",
         help="what the page cache holds; prune pages no server will look up again, or forget one page",
-        description="genui cache [show]: the cached pages of each site, by route and model, and whether a server of "
-        "these sites on this model looks them up (current), would with another model (other model), or never will: "
-        "pages written from templates or site.toml settings the site no longer has (earlier config). "
-        "genui cache prune: delete the earlier config's pages (with --other-models, the other models' too) and "
-        "shrink the file. genui cache forget SITE PATH: delete every version of one page, so that its next visit "
-        "writes it again. Readers' posts are never deleted. prune is safe beside a server that serves the sites as "
-        "they are on disk (one that still runs an earlier config writes its pages again); forget a page while no "
-        "server is writing it (a version under way is stored when it is done).",
+        description="What the page cache holds, by site, route and model, and which of it a server of these sites "
+        "on this model looks up. Readers' posts are never deleted.",
     )
-    cache.add_argument("action", nargs="?", default="show", choices=("show", "prune", "forget"), help="(default: show)")
-    cache.add_argument("target", nargs="*", metavar="SITE PATH", help="forget: the site and the page's path")
-    cache.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
-    cache.add_argument("--site", action="append", metavar="NAME", help="only this site (repeatable)")
-    cache.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
-    cache.add_argument(
+    cache.set_defaults(run=_cache, action="show", other_models=False, dry_run=False, vacuum=False)
+    cache_actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    show = cache_actions.add_parser(
+        "show",
+        help="the cached pages and their standing (the default)",
+        description="The cached pages of each site, by route and model: looked up by a server of these sites on this "
+        "model (current), by one on another model (other model), or never again: written from templates or "
+        "site.toml settings the site no longer has (earlier config). Sites not checked: other site.",
+    )
+    prune = cache_actions.add_parser(
+        "prune",
+        help="delete the pages of earlier configs",
+        description="Delete the pages written from earlier configs, which no server of these sites looks up again. "
+        "Safe beside a server that serves the sites as they are on disk (one still running an earlier config "
+        "writes its pages again).",
+    )
+    prune.add_argument("--other-models", action="store_true", help="also delete the pages other models wrote")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
+    prune.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then shrink the file (it is locked meanwhile: stop the server first; without it, the space is reused)",
+    )
+    forget = cache_actions.add_parser(
+        "forget",
+        help="delete every version of one page",
+        description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
+        "writes it again. Do it while no server is writing that page: a version under way is stored when done.",
+    )
+    forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
+    _shared(
+        [cache, show, prune, forget], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})"
+    )
+    _shared(
+        [cache, show, prune, forget],
+        "--sites-dir",
+        default=str(SITES_DIR),
+        help=f"folder of site folders (default: {SITES_DIR})",
+    )
+    _shared([cache, show, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
+    _shared(
+        [cache, show, prune],
         "--model",
         help="the model a server would run: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
     )
-    cache.add_argument("--other-models", action="store_true", help="prune: also delete pages other models wrote")
-    cache.add_argument("--dry-run", action="store_true", help="prune: say what would go, delete nothing")
-    cache.add_argument("--json", action="store_true", help="show: print the groups and post counts as JSON")
-    cache.set_defaults(run=_cache)
+    _shared(
+        [cache, show], "--json", action="store_true", default=False, help="print the groups and post counts as JSON"
+    )
 
     posts = commands.add_parser(
         "posts",
         help="list readers' posts, newest first, or delete some (moderation)",
-        description="genui posts [show]: readers' posts, newest first, with their ids. genui posts delete ID ...: "
-        "delete posts, each with the versions of its thread that read it or show it (from the first such version "
-        "on), so that no page keeps its text; the thread's next visit writes it again from the posts left. Delete "
-        "a post while no server is writing its thread: a reply under way is stored when it is done.",
+        description="Readers' posts, newest first, with their ids; or delete some.",
     )
-    posts.add_argument("action", nargs="?", default="show", choices=("show", "delete"), help="(default: show)")
-    posts.add_argument("ids", nargs="*", type=int, metavar="ID", help="delete: the posts' ids")
-    posts.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
-    posts.add_argument("--site", metavar="NAME", help="show: only this site's posts")
-    posts.add_argument("--thread", metavar="PATH", help="show: only this thread's, e.g. /r/lisp/Macros")
-    posts.add_argument("--limit", type=_count, default=50, metavar="N", help="show: at most N (default: %(default)s)")
-    posts.add_argument("--json", action="store_true", help="show: print the posts as JSON")
-    posts.set_defaults(run=_posts)
+    posts.set_defaults(run=_posts, action="show")
+    post_actions = posts.add_subparsers(dest="action", metavar="ACTION")
+    listed = post_actions.add_parser("show", help="readers' posts, newest first (the default)")
+    delete = post_actions.add_parser(
+        "delete",
+        help="delete posts, and the versions of their threads that read or show them",
+        description="Delete posts, each with every version of its thread from the first that may have read it or "
+        "shows it, so that no page keeps its text; the thread's next visit answers the posts left. Delete a post "
+        "while nobody posts to its thread: a reply under way is stored when it is done.",
+    )
+    delete.add_argument("ids", nargs="+", type=int, metavar="ID", help="the posts' ids, as genui posts lists them")
+    _shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")
+    _shared([posts, listed], "--site", metavar="NAME", help="only this site's posts")
+    _shared(
+        [posts, listed],
+        "--thread",
+        metavar="PATH",
+        help="only this thread's, e.g. /r/lisp/Macros (with --site: any URL of it)",
+    )
+    _shared(
+        [posts, listed],
+        "--sites-dir",
+        default=str(SITES_DIR),
+        help=f"folder of site folders, for --thread (default: {SITES_DIR})",
+    )
+    _shared([posts, listed], "--limit", type=_count, default=50, metavar="N", help="at most N (default: 50)")
+    _shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
 
     # Listed for --help only; main() hands everything after the command's name to its module untouched.
     for name, (_, summary) in DELEGATED.items():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+from collections.abc import Iterator
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, meta, nodes
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -69,9 +70,28 @@ def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
     return env
 
 
-def _calls_gap(env: ImmutableSandboxedEnvironment, name: str) -> bool:
-    source = env.loader.get_source(env, name)[0] if env.loader is not None else ""
+def _calls_gap(env: ImmutableSandboxedEnvironment, source: str) -> bool:
     return any(node.name == "gap" for node in env.parse(source).find_all(nodes.Name))
+
+
+def _pulled_in(env: ImmutableSandboxedEnvironment, source: str) -> Iterator[tuple[tuple[str, ...] | None, bool]]:
+    """The templates a template's source includes, imports or extends: each as the names it may be (for a list,
+    the first that exists), or None when the name is computed at render time; and whether it may be missing
+    (``ignore missing``)."""
+    pulling = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
+    for node in env.parse(source).find_all(pulling):
+        assert isinstance(node, pulling)
+        optional = isinstance(node, nodes.Include) and node.ignore_missing
+        named = node.template
+        values = [named.value] if isinstance(named, nodes.Const) else None
+        if isinstance(named, nodes.Const) and isinstance(named.value, (list, tuple)):
+            values = list(named.value)
+        elif isinstance(named, (nodes.List, nodes.Tuple)):
+            values = [item.value if isinstance(item, nodes.Const) else None for item in named.items]
+        if values is None or not all(isinstance(value, str) for value in values):
+            yield None, optional
+        else:
+            yield tuple(values), optional
 
 
 class PromptRenderer:
@@ -84,9 +104,11 @@ class PromptRenderer:
         self._versions: dict[Route, str] = {}
         for route in site.routes:
             self._versions[route] = self._version_of(route)  # which checks every template the route reads
-            if route.reply_opening is not None and _calls_gap(self._html, route.reply_opening):
+            replies = route.reply_opening
+            sources = self._sources(replies, self._html).values() if replies is not None else ()
+            if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
                 raise SiteConfigError(
-                    site.prompts_dir / route.reply_opening,
+                    site.prompts_dir / replies,
                     "gap()",
                     "a reply opening cannot have gaps: replies are written in place after the thread",
                     "move the gap() into the route's opening, or write the text out",
@@ -95,56 +117,89 @@ class PromptRenderer:
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening
         templates with every template they pull in, and the values of site.toml they are rendered with or written
-        under (the title, the brief where the route reads it, the route's context and query keys, ``[model]``)."""
+        under (the title, the brief where the route reads it, the route's pattern, context and query keys,
+        ``[model]``)."""
         site = self.site
-        names = self._sources(route.template, self._env)
+        sources = self._sources(route.template, self._env)
         for opening in (route.opening, route.reply_opening):
             if opening is not None:
-                names |= self._sources(opening, self._html)
+                sources |= self._sources(opening, self._html)
         digest = hashlib.sha256()
-        for name in sorted(names):
-            digest.update(name.encode() + b"\0" + (site.prompts_dir / name).read_bytes() + b"\0")
+        for name, source in sorted(sources.items()):
+            digest.update(name.encode() + b"\0" + (b"\1" if source is None else source.encode()) + b"\0")
         settings = {
             "site": [site.title, site.brief if "brief" in route.context else ""],
-            "route": [route.template, route.opening, route.reply_opening, route.context, route.query, route.posts],
+            "route": [route.pattern, route.template, route.opening, route.reply_opening, route.context, route.query],
+            "posts": route.posts,
             "model": astuple(site.model),
         }
         digest.update(json.dumps(settings, sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
-    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> set[str]:
-        """``name`` and every template it includes, imports or extends, however deep; every template in the
-        prompts folder when one of those names is computed at render time."""
-        found: set[str] = set()
-        waiting = [(name, name)]  # (a template, the template that names it)
+    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> dict[str, str | None]:
+        """``name`` and every template it includes, imports or extends, however deep, to its source (None for one
+        that may be missing and is); every template in the prompts folder when one of those names is computed at
+        render time. Each is compiled (so Jinja2 holds it as it is now), or raises SiteConfigError."""
+        found: dict[str, str | None] = {}
+        waiting = [(name, name, False)]  # (a template, the template that names it, whether it may be missing)
+        computed = False
         while waiting:
-            name, named_by = waiting.pop()
+            name, named_by, optional = waiting.pop()
             if name in found:
                 continue
-            self._check(name, env, named_by)
-            assert env.loader is not None  # _sandbox gives every environment the site's prompts folder
-            source = env.loader.get_source(env, name)[0]
-            found.add(name)
-            for used in meta.find_referenced_templates(env.parse(source)):
-                if used is None:  # a name computed at render time: it could be any of them
-                    return found | set(env.list_templates())
-                waiting.append((used, name))
+            source = found[name] = self._source(name, env, named_by, optional)
+            for names, may_miss in _pulled_in(env, source) if source is not None else ():
+                if names is None:
+                    computed = True
+                elif len(names) > 1 and not may_miss and not any(self._exists(other, env) for other in names):
+                    raise self._missing(", ".join(map(repr, names)), named_by=name)
+                else:
+                    waiting.extend((other, name, may_miss or len(names) > 1) for other in names)
+        if computed:  # it could be any of them
+            for other in env.list_templates():
+                if other not in found:
+                    found[other] = self._source(other, env, other, False)
         return found
 
-    def _check(self, name: str, env: ImmutableSandboxedEnvironment, named_by: str) -> None:
-        """Raise SiteConfigError for a template that does not compile, naming ``named_by`` when it is missing."""
-        file = self.site.prompts_dir / name
+    def _source(self, name: str, env: ImmutableSandboxedEnvironment, named_by: str, optional: bool) -> str | None:
+        assert env.loader is not None  # _sandbox gives every environment the site's prompts folder
+        try:
+            source = env.loader.get_source(env, name)[0]
+        except TemplateNotFound:
+            if optional:
+                return None
+            raise self._missing(repr(name), named_by if named_by != name else None) from None
+        except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
+            file = self.site.prompts_dir / name.lstrip("/")
+            raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+        self._check(name, env)
+        return source
+
+    @staticmethod
+    def _exists(name: str, env: ImmutableSandboxedEnvironment) -> bool:
         try:
             env.get_template(name)
         except TemplateNotFound:
-            if named_by == name:
-                raise SiteConfigError(file, "template", "no such file", "add the file, or correct the name") from None
-            raise SiteConfigError(
-                self.site.prompts_dir / named_by,
-                "template",
-                f"it pulls in {name!r}, which is not a file in {self.site.prompts_dir}",
-                "add the file there, or correct the name",
-            ) from None
+            return False
+        except (TemplateError, UnicodeDecodeError):
+            return True  # there, and _source says what is wrong with it
+        return True
+
+    def _missing(self, names: str, named_by: str | None) -> SiteConfigError:
+        prompts = self.site.prompts_dir
+        if named_by is None:
+            return SiteConfigError(prompts / names.strip("'"), "template", "no such file", "add it, or fix the name")
+        return SiteConfigError(
+            prompts / named_by.lstrip("/"),
+            "template",
+            f"it pulls in {names}, which is not a file in {prompts}",
+            "add the file there, or correct the name (or include it with 'ignore missing')",
+        )
+
+    def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:
+        file = self.site.prompts_dir / name.lstrip("/")
+        try:
+            env.get_template(name)
         except TemplateError as err:
             raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8

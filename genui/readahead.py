@@ -171,8 +171,8 @@ class ReadAhead:
 
     def site_reloaded(self, name: str) -> None:
         """Site ``name`` was loaded again (genui serve --reload): what was listed of it, and its run read ahead that
-        no visitor watches, came from the old config, whose pages would be stored under the keys the new one looks
-        up (the key hashes the templates, not site.toml)."""
+        no visitor watches, came from the old config: where the edit changed their route's version, pages nobody
+        will look up again."""
         self._queue = deque(job for job in self._queue if job.key.site != name)
         run = self._current
         unwatched = run is not None and not run.finished and run.watchers <= 1 and self._adopted is None

@@ -280,10 +280,11 @@ class Store:
         return cursor.rowcount
 
     def vacuum(self) -> None:
-        """Give the space of deleted rows back to the file system."""
+        """Give the space of deleted rows back to the file system. It holds the file's write lock meanwhile: a
+        server writing to it waits, and fails after its 5 s busy timeout."""
         with self._lock:
+            self._db.execute("VACUUM")  # in WAL mode it writes the smaller file into the WAL: the checkpoint copies it
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._db.execute("VACUUM")
 
     # -- posts -------------------------------------------------------------------------------------------------
 
@@ -317,21 +318,24 @@ class Store:
         return [PlacedPost(site, path, StoredPost(*post)) for site, path, *post in rows]
 
     def delete_post(self, post_id: int) -> DeletedPost | None:
-        """Delete a post, and every version of its thread from the first that read it in its prompt or shows it
-        (``replied`` or ``answered`` at least its id) on, in one transaction: the versions left run from 1 as
-        before, and none holds the post's text. None when there is no such post."""
+        """Delete a post, and every version of its thread from the first that may have read it or shows it
+        (``replied`` or ``answered`` at least its id, or stored after it) on, in one transaction: the versions left
+        run from 1 as before, and none holds the post's text. None when there is no such post."""
         with self._transaction() as db:
             row = db.execute(
                 "SELECT site, path, id, user, text, created FROM posts WHERE id = ?", (post_id,)
             ).fetchone()
             if row is None:
                 return None
-            site, path, *post = row
+            site, path, *columns = row
+            post = StoredPost(*columns)
             deleted = 0
+            # A version stored after the post may have read it even when its ``replied`` is older: a rewrite keeps
+            # the ``replied`` of the version it rewrote, and its prompt had every post.
             keys = db.execute(
                 "SELECT query, model, template, posts, MIN(version) FROM pages WHERE site = ? AND path = ?"
-                " AND (replied >= ? OR answered >= ?) GROUP BY query, model, template, posts",
-                (site, path, post_id, post_id),
+                " AND (replied >= ? OR answered >= ? OR created >= ?) GROUP BY query, model, template, posts",
+                (site, path, post_id, post_id, post.created),
             ).fetchall()
             for query, model, template, posts, first in keys:
                 deleted += db.execute(
@@ -339,7 +343,7 @@ class Store:
                     (site, path, query, model, template, posts, first),
                 ).rowcount
             db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
-        return DeletedPost(PlacedPost(site, path, StoredPost(*post)), deleted)
+        return DeletedPost(PlacedPost(site, path, post), deleted)
 
     def posts(self, site: str, path: str) -> list[StoredPost]:
         """The thread's posts, oldest first."""

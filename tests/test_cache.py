@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes import SITES_DIR
 
-from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions
+from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions, size_text
 from genui.cli import main
 from genui.sites import load_site
 from genui.store import PageKey, Store
@@ -36,7 +38,8 @@ def save(store: Store, site: str, path: str, model: str, template: str, versions
 
 
 def cache(db: Path, sites_dir: Path, *argv: str) -> int:
-    return main(["cache", *argv, "--db", str(db), "--sites-dir", str(sites_dir), "--model", MODEL])
+    model = [] if argv[:1] == ("forget",) else ["--model", MODEL]  # forget deletes whatever model wrote the page
+    return main(["cache", *argv, "--db", str(db), "--sites-dir", str(sites_dir), *model])
 
 
 @pytest.fixture
@@ -127,8 +130,6 @@ def test_forget_deletes_every_version_of_one_page_by_any_url_that_names_it(
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["forget", "wiki"], "forget takes 2 arguments, got 1"),
-        (["prune", "wiki"], "prune takes no arguments, got 1"),
         (["forget", "wiki", "/a/b/c"], "no route of site 'wiki' matches '/a/b/c'"),
         (["forget", "nowhere", "/"], "no site named 'nowhere'"),
     ],
@@ -141,6 +142,67 @@ def test_a_wrong_cache_command_is_a_one_line_error(
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
     assert db.read_bytes() == before
+
+
+def test_options_may_come_before_or_after_the_action(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = ["--db", str(db), "--sites-dir", str(sites_dir), "--model", MODEL]
+    assert main(["cache", *options, "prune", "--dry-run"]) == 0
+    assert main(["cache", "prune", "--dry-run", *options]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == second == "would delete 4 versions of 3 pages; readers' posts are kept"
+    assert main(["cache", "forget", "--db", str(db), "--sites-dir", str(sites_dir), "wiki", "/Unix"]) == 0
+    assert "forgot 1 version of wiki /Unix" in capsys.readouterr().out
+
+
+def test_show_checks_only_the_sites_named(db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cache(db, sites_dir, "show", "--json", "--site", "forum") == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert {(g["site"], g["state"]) for g in groups} == {
+        ("wiki", OTHER_SITE),  # not checked: left alone by prune
+        ("forum", CURRENT),
+        ("shop", OTHER_SITE),
+    }
+
+
+def test_pages_stored_under_a_posts_key_are_an_earlier_configs(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "legacy.sqlite3"
+    store = Store(db)
+    thread = version_of(sites_dir, "forum", "/r/{board}/{thread}")
+    store.save_page(PageKey("forum", "/r/lisp/Macros", "", MODEL, thread, posts=3), 1, 0, "Macros", "<p>x</p>", 0.1)
+    store.close()
+    assert [g["state"] for g in shown(db, sites_dir, capsys)["groups"]] == [EARLIER]
+
+
+def test_prune_vacuum_shrinks_the_file(tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "big.sqlite3"
+    store = Store(db)
+    for n in range(200):
+        store.save_page(PageKey("wiki", f"/Page_{n}", "", MODEL, "0123456789abcdef"), 1, 0, "", "x" * 4000, 0.1)
+    store.close()
+    before = db.stat().st_size
+    assert cache(db, sites_dir, "prune", "--vacuum") == 0
+    out = capsys.readouterr().out
+    assert "deleted 200 versions" in out and db.stat().st_size < before / 4
+    assert f"{db}: " in out and out.rstrip().endswith(size_text(db.stat().st_size))
+
+
+def test_a_file_that_is_not_a_page_cache_is_an_error_and_is_left_alone(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database, though long enough to look like one " * 20, encoding="utf-8")
+    other = tmp_path / "other.sqlite3"
+    with contextlib.closing(sqlite3.connect(other)) as made:
+        made.execute("CREATE TABLE things (x)")
+    for path in (text, other):
+        before = path.read_bytes()
+        assert cache(path, sites_dir) == 2
+        assert "is not a page cache" in capsys.readouterr().err
+        assert path.read_bytes() == before
 
 
 def test_a_missing_cache_file_is_an_error_and_is_not_made(

@@ -29,8 +29,13 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         (["render"], ["SITE", "PATH", "--seed", "--json", "--model", "--device", "--int8"]),
         (["new"], ["NAME", "--description", "--dir"]),
         (["sites"], ["--sites-dir"]),
-        (["posts"], ["show", "delete", "ID", "--db", "--site", "--thread", "--limit", "--json"]),
-        (["cache"], ["show", "prune", "forget", "--db", "--site", "--model", "--other-models", "--dry-run", "--json"]),
+        (["posts"], ["show", "delete", "--db"]),
+        (["posts", "show"], ["--db", "--site", "--thread", "--limit", "--json"]),
+        (["posts", "delete"], ["ID", "--db"]),
+        (["cache"], ["show", "prune", "forget", "--db", "--site", "--sites-dir", "--model"]),
+        (["cache", "show"], ["--db", "--site", "--model", "--json"]),
+        (["cache", "prune"], ["--db", "--other-models", "--dry-run", "--vacuum"]),
+        (["cache", "forget"], ["SITE", "PATH", "--db"]),
     ],
 )
 def test_help_describes_every_option(capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]) -> None:

@@ -66,5 +66,25 @@ def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
     assert main(["posts", "delete", "999", str(first.id), "--db", str(db)]) == 2
     captured = capsys.readouterr()
     assert "no post 999" in captured.err and f"deleted post {first.id}" in captured.out  # the others still go
-    assert main(["posts", "delete", "--db", str(db)]) == 2
-    assert "delete takes the ids" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["posts", "delete", "--db", str(db)])  # argparse: the ids are required
+    assert "ID" in capsys.readouterr().err
+
+
+def test_a_deleted_post_takes_a_rewrite_made_after_it_though_the_rewrite_keeps_an_older_replied(
+    tmp_path: Path,
+) -> None:
+    # A section rewrite keeps the replied of the version it rewrote, yet its prompt had every post made by then.
+    store = Store(tmp_path / "genui.sqlite3")
+    key = PageKey("forum", PATH, "", "m", "t")
+    store.save_page(key, 1, 0, "Thread", "<p>thread</p>", 0.1)
+    kept = store.add_post("forum", PATH, "ada", "an early question")
+    store.save_page(key, 2, 1, "Thread", "<p>thread, ada answered</p>", 0.1, answered=kept.id, replied=kept.id)
+    troll = store.add_post("forum", PATH, "troll", "something nasty")
+    store.save_page(key, 3, 2, "Thread", "<p>rewritten after the troll</p>", 0.1, answered=kept.id, replied=kept.id)
+    store.save_page(key, 4, 3, "Thread", "<p>troll answered</p>", 0.1, answered=troll.id, replied=troll.id)
+    deleted = store.delete_post(troll.id)
+    assert deleted is not None and deleted.versions == 2
+    assert store.versions(key) == 2 and store.page(key) == store.page(key, 2)
+    assert [post.user for post in store.posts("forum", PATH)] == ["ada"]
+    assert store.delete_post(troll.id) is None

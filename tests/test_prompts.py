@@ -207,3 +207,86 @@ def test_a_syntax_error_in_an_included_template_names_that_template(tmp_path: Pa
     with pytest.raises(SiteConfigError) as caught:
         PromptRenderer(load_site(root))
     assert caught.value.file.endswith("rules.j2") and "Jinja2" in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("pulls_in", "part"),
+    [
+        ("{% import 'macros.j2' as m %}{{ m.rules() }}", "{% macro rules() %}Be brief.{% endmacro %}"),
+        ("{% from 'macros.j2' import rules %}{{ rules() }}", "{% macro rules() %}Be brief.{% endmacro %}"),
+        ("{% include '/macros.j2' %}", "Be brief."),  # Jinja2 reads it from the prompts folder too
+        ("{% include ['gone.j2', 'macros.j2'] %}", "Be brief."),  # the first that exists
+        ("{% include 'gone.j2' ignore missing %}{% include 'macros.j2' %}", "Be brief."),
+    ],
+)
+def test_version_changes_with_a_template_imported_or_included_in_any_form(
+    tmp_path: Path, pulls_in: str, part: str
+) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    (prompts / "macros.j2").write_text(part, encoding="utf-8")
+    edit(prompts / "article.j2", "<page>article</page>", pulls_in + "<page>article</page>")
+    before = versions(root)
+    (prompts / "macros.j2").write_text(part.replace("brief", "thorough"), encoding="utf-8")
+    after = versions(root)
+    assert before[2] != after[2] and before[:2] == after[:2]
+    site = load_site(root)
+    assert "Be thorough." in PromptRenderer(site).render(site.routes[2], {"title": "Lisp"})
+
+
+def test_version_changes_with_the_template_a_prompt_extends(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    (prompts / "base.j2").write_text("<site>{{ site.title }}</site>\n{% block page %}{% endblock %}", encoding="utf-8")
+    (prompts / "article.j2").write_text(
+        "{% extends 'base.j2' %}{% block page %}<page>article</page>{% endblock %}", encoding="utf-8"
+    )
+    before = versions(root)
+    edit(prompts / "base.j2", "<site>", "<site name>")
+    assert versions(root)[2] != before[2]
+
+
+def test_an_optional_include_that_appears_later_changes_the_version(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    edit(prompts / "article.j2", "<page>article</page>", "{% include 'extra.j2' ignore missing %}<page>article</page>")
+    before = versions(root)  # loads: the missing template may be missing
+    (prompts / "extra.j2").write_text("Mention the year.\n", encoding="utf-8")
+    assert versions(root)[2] != before[2]
+
+
+@pytest.mark.parametrize(
+    "pulls_in",
+    [
+        "{% include ['gone.j2', 'also_gone.j2'] %}",  # none of the list exists
+        "{% include 'part_' ~ 'a.j2' %}{% include 'gone.j2' %}",  # a computed name does not end the checks
+    ],
+)
+def test_a_missing_include_in_any_form_is_a_config_error(tmp_path: Path, pulls_in: str) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "part_a.j2").write_text("A\n", encoding="utf-8")
+    edit(root / "prompts" / "article.j2", "<page>article</page>", pulls_in + "<page>article</page>")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("article.j2") and "gone.j2" in caught.value.problem
+
+
+def test_version_changes_with_the_sites_title_and_a_routes_query_keys(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    first = versions(root)
+    edit(root / "site.toml", 'title = "Genpedia"', 'title = "Hackopedia"')
+    second = versions(root)
+    assert all(a != b for a, b in zip(first, second, strict=True))
+    edit(root / "site.toml", 'query = ["q"]', 'query = ["q", "lang"]')  # the search route's
+    third = versions(root)
+    assert third[1] != second[1] and third[0] == second[0] and third[2] == second[2]
+
+
+def test_a_gap_in_a_template_a_reply_opening_includes_is_a_config_error(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "forum")
+    prompts = root / "prompts"
+    (prompts / "reply_meta.j2").write_text("<b>{{ gap() }}</b>", encoding="utf-8")
+    (prompts / "reply_opening.j2").write_text('<div class="replies">{% include "reply_meta.j2" %}', encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.key == "gap()"
