@@ -251,5 +251,13 @@ class Generation:
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
         return self._store.save_page(
-            self.key, self.version, self.seed, title, html, done.seconds, splice.answered, splice.replied
+            self.key,
+            self.version,
+            self.seed,
+            title,
+            html,
+            done.seconds,
+            splice.answered,
+            splice.replied,
+            mount=self.runtime.mount,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, MutableMapping
+from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -76,3 +77,49 @@ class LinkRewriter:
         for name, value in navigation_attrs(url).items():
             attrs[(None, name)] = value
         return attrs
+
+
+class _Remounter:
+    """Moves a page's internal links (those carrying ``hx-get``) from one mount to another."""
+
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+        self.linker = Linker(callbacks=[self._move], parse_email=False)
+
+    def _move(self, attrs: Attrs, new: bool = False) -> Attrs | None:
+        if new:
+            return None
+        url = attrs.get((None, "hx-get"))
+        if url is None or not url.startswith(self.old + "/"):
+            return attrs
+        moved = self.new + url.removeprefix(self.old)
+        attrs[(None, "hx-get")] = moved
+        attrs[(None, "href")] = moved
+        return attrs
+
+
+def remount(html: str, old: str, new: str) -> str:
+    """Stored HTML whose internal links were written for a site under mount ``old`` ("" or "/name"), with them
+    under ``new``."""
+    return str(_Remounter(old, new).linker.linkify(html))
+
+
+class _Links(HTMLParser):
+    """The targets of genui's navigation links (``hx-get``) in a finished page, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        url = dict(attrs).get("hx-get")
+        if tag == "a" and url:
+            self.urls.append(url)
+
+
+def linked_urls(html: str) -> list[str]:
+    """The served URLs a finished page links to with genui's navigation, first first, each once."""
+    parser = _Links()
+    parser.feed(html)
+    parser.close()
+    return list(dict.fromkeys(parser.urls))

@@ -208,8 +208,9 @@ class Pages:
         return self.generation(job, version)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
-        """The cached page (its newest version when ``version`` is None)."""
-        return self.store.page(job.key, version) if job.cached else None
+        """The cached page (its newest version when ``version`` is None), its links for the site's mount."""
+        page = self.store.page(job.key, version) if job.cached else None
+        return None if page is None else job.runtime.remounted(page)
 
     def versions(self, job: Job) -> int:
         return self.store.versions(job.key) if job.cached else 0
@@ -351,7 +352,14 @@ class Pages:
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
         page = self.store.save_page(
-            job.key, version, version - 1, first_heading(html), html, variations.seconds, replied=variations.replied
+            job.key,
+            version,
+            version - 1,
+            first_heading(html),
+            html,
+            variations.seconds,
+            replied=variations.replied,
+            mount=job.runtime.mount,
         )
         self.reader.shown(job, page)
         return page

@@ -20,10 +20,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
 from engine.frames import EngineError
+from genui.links import linked_urls
 from genui.navigation import sections
 from genui.routing import BadRequest, url_path
 from genui.store import PageKey, StoredPage
@@ -35,27 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("genui")
 
 IDLE_CHECK_S = 1.0  # how often the reader looks again (variations end, and visitors leave, without telling it)
-
-
-class _Links(HTMLParser):
-    """The targets of genui's navigation links (``hx-get``) in a finished page, in document order."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        url = dict(attrs).get("hx-get")
-        if tag == "a" and url:
-            self.urls.append(url)
-
-
-def linked_urls(html: str) -> list[str]:
-    """The served URLs a finished page links to with genui's navigation, first first, each once."""
-    parser = _Links()
-    parser.feed(html)
-    parser.close()
-    return list(dict.fromkeys(parser.urls))
 
 
 def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:

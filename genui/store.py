@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS pages (
     created REAL NOT NULL,
     answered INTEGER NOT NULL DEFAULT 0,
     replied INTEGER NOT NULL DEFAULT 0,
+    mount TEXT,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -92,6 +93,7 @@ class StoredPage:
     created: float  # unix time
     answered: int = 0  # id of the newest reader post shown inside ``html`` (a thread's replies in place); 0 when none
     replied: int = 0  # id of the newest reader post it was written after (in its prompt or answered in place)
+    mount: str | None = None  # the mount its links were written for ("" or "/name"); None: from before it was kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,8 @@ class Store:
                     "UPDATE pages SET replied = MAX(answered, COALESCE((SELECT MAX(id) FROM posts WHERE posts.site ="
                     " pages.site AND posts.path = pages.path AND posts.created <= pages.created), 0))"
                 )
+            if "mount" not in columns:  # from before the mount a page's links were written for was kept
+                db.execute("ALTER TABLE pages ADD COLUMN mount TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -215,13 +219,17 @@ class Store:
         seconds: float,
         answered: int = 0,
         replied: int = 0,
+        mount: str | None = None,
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins."""
         with self._transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
-                " seconds, created, answered, replied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*_key_args(key), version, seed, title, html, seconds, time.time(), answered, max(answered, replied)),
+                " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *_key_args(key),
+                    *(version, seed, title, html, seconds, time.time(), answered, max(answered, replied), mount),
+                ),
             )
             row = db.execute(
                 f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
@@ -354,7 +362,7 @@ class Store:
         return [StoredPost(*row) for row in rows]
 
 
-_PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered, replied"
+_PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered, replied, mount"
 _KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
 
 

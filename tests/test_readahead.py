@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from engine.frames import Frame, GenerationRequest
 from genui.generation import Generation
+from genui.links import linked_urls
 from genui.pages import Job, Pages
-from genui.readahead import linked_urls
 from genui.runtime import SiteRuntime
 from genui.sites import Site
 from genui.store import Store

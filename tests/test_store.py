@@ -172,6 +172,9 @@ def test_a_database_from_before_waiting_posts_estimates_what_each_version_replie
         (2, 2),
         (0, 3),
     ]
+    assert {page.mount for page in (store.page(KEY, v) for v in (1, 2, 3)) if page} == {None}  # read from its links
+    stored = store.save_page(KEY, 4, 3, "T", "html", 1.0, mount="/forum")
+    assert stored.mount == "/forum" and store.page(KEY) == stored
     store.close()
     assert Store(path).page(KEY, 3) is not None  # opened again: nothing more to do
 

@@ -1,0 +1,85 @@
+"""One page cache, served by servers that mount a site differently: alone at / (genui serve --site) or beside others
+under /name. A stored page's links lead where this server serves them."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine, page_html, visit
+from starlette.testclient import TestClient
+
+from genui.app import create_app
+from genui.links import remount
+from genui.runtime import SiteRuntime
+from genui.sites import load_site, load_sites
+from genui.store import PageKey, StoredPage
+
+THREAD_LINKS = re.compile(r'<a href="([^"]+)" hx-get="([^"]+)"')
+
+
+def links(html: str) -> list[str]:
+    """The hx-get of each internal link, checking its href says the same."""
+    found = THREAD_LINKS.findall(html)
+    assert all(href == get for href, get in found)
+    return [get for _, get in found]
+
+
+def serve(db: Path, alone: str | None) -> TestClient:
+    sites = [load_site(SITES_DIR / alone)] if alone else load_sites(SITES_DIR)
+    return TestClient(create_app(sites, FakeEngine(), db_path=db))
+
+
+def page_links(client: TestClient, url: str) -> list[str]:
+    return links(page_html(visit(client, url).text))  # the page itself, not the site's bar or navigation
+
+
+@pytest.mark.parametrize(
+    ("site", "mounted", "alone"),
+    [("forum", "/forum/r/hacking", "/r/hacking"), ("wiki", "/wiki/Lisp", "/Lisp")],
+)
+def test_a_page_cached_by_one_mount_links_right_under_the_other(
+    tmp_path: Path, site: str, mounted: str, alone: str
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    with serve(db, None) as client:
+        written = page_links(client, mounted)
+    assert written and all(url.startswith(f"/{site}/") for url in written)
+    with serve(db, site) as client:
+        shown = page_links(client, alone)
+        assert shown == [url.removeprefix(f"/{site}") for url in written]
+    runtime = SiteRuntime.build(load_site(SITES_DIR / site), "")
+    assert all(runtime.locate(url) is not None for url in shown)  # pages this server serves
+    with serve(db, None) as client:  # and back again
+        assert page_links(client, mounted) == written
+    rows = sqlite3.connect(db).execute("SELECT DISTINCT mount FROM pages").fetchall()
+    assert rows == [(f"/{site}",)]  # stored once, by the first server: nothing was written again
+
+
+def test_a_page_from_before_mounts_were_stored_is_read_by_its_links() -> None:
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    key = PageKey("forum", "/r/hacking", "", "m", "t")
+
+    def page(html: str) -> StoredPage:
+        return StoredPage(key, 1, 0, "", html, 0.1, 0.0, mount=None)
+
+    mounted = page('<p><a href="/forum/r/lisp" hx-get="/forum/r/lisp">Lisp</a></p>')
+    assert links(forum.remounted(mounted).html) == ["/r/lisp"]
+    alone = page('<p><a href="/r/lisp" hx-get="/r/lisp">Lisp</a></p>')
+    assert forum.remounted(alone) == alone
+    # A link under /forum/ that the forum does not serve from there: written by a forum at /, left as it is.
+    odd = page('<p><a href="/r/lisp" hx-get="/r/lisp">a</a> <a href="/forum/x" hx-get="/forum/x">b</a></p>')
+    assert forum.remounted(odd) == odd
+
+
+def test_remount_moves_internal_links_and_leaves_the_rest() -> None:
+    html = (
+        '<p><a href="/wiki/search?q=a&amp;b=c" hx-get="/wiki/search?q=a&amp;b=c" hx-target="#genui-main">s</a>'
+        ' <a href="#gen-History">History</a> /wiki/Lisp in text &lt;b&gt;</p>'
+    )
+    moved = remount(html, "/wiki", "")
+    assert '<a href="/search?q=a&amp;b=c" hx-get="/search?q=a&amp;b=c" hx-target="#genui-main">s</a>' in moved
+    assert '<a href="#gen-History">History</a> /wiki/Lisp in text &lt;b&gt;</p>' in moved
+    assert remount(moved, "", "/wiki") == html
