@@ -250,7 +250,7 @@ class Generation:
         title = first_heading(html)
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        return self._store.save_page(
+        stored = self._store.save_page(
             self.key,
             self.version,
             self.seed,
@@ -261,3 +261,4 @@ class Generation:
             splice.replied,
             mount=self.runtime.mount,
         )
+        return self.runtime.remounted(stored)  # the one stored: another process's, if it stored this version first
