@@ -13,6 +13,7 @@ import contextlib
 import copy
 import importlib
 import json
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -176,12 +177,10 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 def _open_store(db: Path) -> Store:
     """The page cache at ``db``, or UsageError when there is none (a file genui serve did not make is left alone)."""
-    import sqlite3
-
     if not db.is_file():
         raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as check:
+        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as check:
             tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as err:
         raise UsageError(f"{db} is not a page cache: {err}") from None
@@ -234,8 +233,15 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
     print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
     if args.vacuum:
         before = Path(args.db).stat().st_size
-        store.vacuum()
-        print(f"{args.db}: {size_text(before)} -> {size_text(Path(args.db).stat().st_size)}")
+        try:
+            shrunk = store.vacuum()
+        except sqlite3.OperationalError as err:  # a server is writing to it: the rows are gone, their space reused
+            raise UsageError(
+                f"the file was not shrunk ({err}): stop the server that uses it, and prune again"
+            ) from None
+        after = size_text(Path(args.db).stat().st_size)
+        later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
+        print(f"{args.db}: {size_text(before)} -> {after}{later}")
     return 0
 
 
@@ -348,11 +354,27 @@ def _count(text: str) -> int:
 def _shared(parsers: list[argparse.ArgumentParser], *names: str, default: object = None, **options: Any) -> None:
     """An option of a command and of each of its actions (the first parser, then the rest), so that it may come
     before or after the action's name: ``genui cache --db X prune`` is ``genui cache prune --db X``. An action's
-    copy sets nothing when not given, so as not to undo the command's."""
+    copy sets nothing when not given, so as not to undo the command's; a repeatable one is kept apart
+    (``AFTER`` + its name) and joined to the command's by ``_joined``."""
     top, *actions = parsers
     top.add_argument(*names, default=default, **options)
+    dest = names[0].lstrip("-").replace("-", "_")
+    if options.get("action") == "append":
+        options = {**options, "dest": AFTER + dest}
     for action in actions:
         action.add_argument(*names, default=argparse.SUPPRESS, **options)
+
+
+AFTER = "after_"  # where an action keeps a repeatable option given after its name
+
+
+def _joined(args: argparse.Namespace) -> argparse.Namespace:
+    """The values of a repeatable option given before an action's name and after it, as one list."""
+    for name, value in list(vars(args).items()):
+        if name.startswith(AFTER):
+            setattr(args, name.removeprefix(AFTER), (getattr(args, name.removeprefix(AFTER), None) or []) + value)
+            delattr(args, name)
+    return args
 
 
 def _site(name_or_folder: str, directory: Path) -> Site:
@@ -472,8 +494,8 @@ def _parser() -> argparse.ArgumentParser:
         description="What the page cache holds, by site, route and model, and which of it a server of these sites "
         "on this model looks up. Readers' posts are never deleted.",
     )
-    cache.set_defaults(run=_cache, action="show", other_models=False, dry_run=False, vacuum=False)
     cache_actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    cache.set_defaults(run=_cache, action="show", other_models=False, dry_run=False, vacuum=False)
     show = cache_actions.add_parser(
         "show",
         help="the cached pages and their standing (the default)",
@@ -527,8 +549,8 @@ def _parser() -> argparse.ArgumentParser:
         help="list readers' posts, newest first, or delete some (moderation)",
         description="Readers' posts, newest first, with their ids; or delete some.",
     )
-    posts.set_defaults(run=_posts, action="show")
     post_actions = posts.add_subparsers(dest="action", metavar="ACTION")
+    posts.set_defaults(run=_posts, action="show")
     listed = post_actions.add_parser("show", help="readers' posts, newest first (the default)")
     delete = post_actions.add_parser(
         "delete",
@@ -566,11 +588,16 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
-    args = _parser().parse_args(argv)
+    args = _joined(_parser().parse_args(argv))
     try:
         code: int = args.run(args, load_engine or _default_loader)
     except (UsageError, SiteConfigError, EngineError) as err:
         print(f"genui {args.command}: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    except sqlite3.OperationalError as err:  # the page cache held by another process past the 5 s busy timeout
+        print(
+            f"genui {args.command}: the page cache {args.db}: {err}; try again, or stop what holds it", file=sys.stderr
+        )
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130

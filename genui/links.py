@@ -11,6 +11,7 @@ written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the pa
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable, MutableMapping
 from html.parser import HTMLParser
@@ -98,6 +99,7 @@ class _Remounter:
         return attrs
 
 
+@functools.lru_cache(maxsize=64)  # a bleach pass is milliseconds; one request may read the same page several times
 def remount(html: str, old: str, new: str) -> str:
     """Stored HTML whose internal links were written for a site under mount ``old`` ("" or "/name"), with them
     under ``new``."""

@@ -361,6 +361,7 @@ class Pages:
             replied=variations.replied,
             mount=job.runtime.mount,
         )
+        page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)
         return page
 

@@ -105,7 +105,7 @@ class PromptRenderer:
         for route in site.routes:
             self._versions[route] = self._version_of(route)  # which checks every template the route reads
             replies = route.reply_opening
-            sources = self._sources(replies, self._html).values() if replies is not None else ()
+            sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
             if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
                 raise SiteConfigError(
                     site.prompts_dir / replies,
@@ -116,17 +116,21 @@ class PromptRenderer:
 
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening
-        templates with every template they pull in, and the values of site.toml they are rendered with or written
-        under (the title, the brief where the route reads it, the route's pattern, context and query keys,
-        ``[model]``)."""
+        templates with every template they pull in (every file in the prompts folder when a name is computed at
+        render time), and the values of site.toml they are rendered with or written under (the title, the brief
+        where the route reads it, the route's pattern, context and query keys, ``[model]``)."""
         site = self.site
-        sources = self._sources(route.template, self._env)
+        sources, computed = self._sources(route.template, self._env)
         for opening in (route.opening, route.reply_opening):
             if opening is not None:
-                sources |= self._sources(opening, self._html)
+                more, also = self._sources(opening, self._html)
+                sources, computed = sources | more, computed or also
         digest = hashlib.sha256()
         for name, source in sorted(sources.items()):
             digest.update(name.encode() + b"\0" + (b"\1" if source is None else source.encode()) + b"\0")
+        if computed:  # it could be any file there: their bytes, unchecked, since most are never rendered
+            for name in sorted(set(self._env.list_templates()) - set(sources)):
+                digest.update(name.encode() + b"\0" + (site.prompts_dir / name).read_bytes() + b"\0")
         settings = {
             "site": [site.title, site.brief if "brief" in route.context else ""],
             "route": [route.pattern, route.template, route.opening, route.reply_opening, route.context, route.query],
@@ -136,16 +140,16 @@ class PromptRenderer:
         digest.update(json.dumps(settings, sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
-    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> dict[str, str | None]:
+    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> tuple[dict[str, str | None], bool]:
         """``name`` and every template it includes, imports or extends, however deep, to its source (None for one
-        that may be missing and is); every template in the prompts folder when one of those names is computed at
-        render time. Each is compiled (so Jinja2 holds it as it is now), or raises SiteConfigError."""
+        that may be missing and is), each compiled (so Jinja2 holds it as it is now) or SiteConfigError raised; and
+        whether one of those names is computed at render time."""
         found: dict[str, str | None] = {}
         waiting = [(name, name, False)]  # (a template, the template that names it, whether it may be missing)
         computed = False
         while waiting:
             name, named_by, optional = waiting.pop()
-            if name in found:
+            if name in found and (found[name] is not None or optional):  # a required one is checked again
                 continue
             source = found[name] = self._source(name, env, named_by, optional)
             for names, may_miss in _pulled_in(env, source) if source is not None else ():
@@ -155,11 +159,7 @@ class PromptRenderer:
                     raise self._missing(", ".join(map(repr, names)), named_by=name)
                 else:
                     waiting.extend((other, name, may_miss or len(names) > 1) for other in names)
-        if computed:  # it could be any of them
-            for other in env.list_templates():
-                if other not in found:
-                    found[other] = self._source(other, env, other, False)
-        return found
+        return found, computed
 
     def _source(self, name: str, env: ImmutableSandboxedEnvironment, named_by: str, optional: bool) -> str | None:
         assert env.loader is not None  # _sandbox gives every environment the site's prompts folder

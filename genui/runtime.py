@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.frames import GenerationRequest
-from genui.links import LinkRewriter, linked_urls, remount
+from genui.links import LinkRewriter, remount
 from genui.prompts import PromptRenderer, split_gaps
-from genui.routing import BadRequest, Location, SiteRouter
+from genui.routing import Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site
 from genui.store import StoredPage
@@ -38,26 +38,11 @@ class SiteRuntime:
 
     def remounted(self, page: StoredPage) -> StoredPage:
         """A stored page with its links for this mount: one server may serve a site alone at / (genui serve --site)
-        and another beside other sites under /name, from one cache."""
-        written = page.mount if page.mount is not None else self._written_mount(page.html)
-        if written == self.mount:
+        and another beside other sites under /name, from one cache. A page stored before mounts were kept (whose
+        key no genui of today looks up) is shown as stored."""
+        if page.mount is None or page.mount == self.mount:
             return page
-        return replace(page, html=remount(page.html, written, self.mount), mount=self.mount)
-
-    def _written_mount(self, html: str) -> str:
-        """The mount a page from before mounts were stored was written for: ``/name`` when every link it has
-        leads to one of the site's pages from there, else "" (a site served alone)."""
-        mounted = "/" + self.site.name
-        urls = linked_urls(html)
-        for url in urls:
-            if not url.startswith(mounted + "/"):
-                return ""
-            try:
-                if self.locate(url.removeprefix(mounted)) is None:
-                    return ""
-            except BadRequest:
-                return ""
-        return mounted if urls else self.mount
+        return replace(page, html=remount(page.html, page.mount, self.mount), mount=self.mount)
 
     def request(self, prompt: str, seed: int, opening: str = "") -> GenerationRequest:
         """What the engine is asked for one page of this site; ``opening`` is a rendered opening, gaps and all."""

@@ -287,12 +287,14 @@ class Store:
             cursor = db.execute("DELETE FROM pages WHERE site = ? AND path = ? AND query = ?", (site, path, query))
         return cursor.rowcount
 
-    def vacuum(self) -> None:
-        """Give the space of deleted rows back to the file system. It holds the file's write lock meanwhile: a
-        server writing to it waits, and fails after its 5 s busy timeout."""
+    def vacuum(self) -> bool:
+        """Give the space of deleted rows back to the file system: whether the file is smaller now, or only once
+        whoever reads it meanwhile (a server) has let go. It holds the file's write lock meanwhile: a server writing
+        to it waits, and fails after its 5 s busy timeout; sqlite3.OperationalError when one is writing."""
         with self._lock:
-            self._db.execute("VACUUM")  # in WAL mode it writes the smaller file into the WAL: the checkpoint copies it
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")  # in WAL mode it writes the smaller file into the WAL: a checkpoint copies it
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
 
     # -- posts -------------------------------------------------------------------------------------------------
 

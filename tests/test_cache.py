@@ -211,3 +211,42 @@ def test_a_missing_cache_file_is_an_error_and_is_not_made(
     missing = tmp_path / "none.sqlite3"
     assert cache(missing, sites_dir) == 2
     assert "no page cache at" in capsys.readouterr().err and not missing.exists()
+
+
+def test_a_repeatable_option_given_before_and_after_the_action_counts_both_times(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["cache", "--site", "wiki", "show", "--site", "forum", "--json", "--db", str(db)]
+    assert main([*argv, "--sites-dir", str(sites_dir), "--model", MODEL]) == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert {g["site"] for g in groups if g["state"] != OTHER_SITE} == {"wiki", "forum"}
+
+
+def test_a_cache_file_whose_name_has_url_characters_is_opened(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = db.with_name("c#1?x%20.sqlite3")
+    db.rename(odd)
+    assert cache(odd, sites_dir) == 0 and "readers' posts: forum 1" in capsys.readouterr().out
+
+
+def test_prune_vacuum_beside_a_reader_says_the_file_shrinks_later(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM pages").fetchone()  # a read under way, as a server's would be
+        assert cache(db, sites_dir, "prune", "--vacuum") == 0
+    out = capsys.readouterr().out
+    assert "deleted 4 versions" in out and "it shrinks once the server reading it lets go" in out
+
+
+def test_a_cache_a_writer_holds_is_a_one_line_error(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")  # a write under way past genui's 5 s busy timeout
+        assert cache(db, sites_dir, "prune", "--vacuum") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "database is locked" in err and "try again" in err
+    assert cache(db, sites_dir, "prune", "--dry-run") == 0 and "would delete 4 versions" in capsys.readouterr().out

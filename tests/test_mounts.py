@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,20 +59,14 @@ def test_a_page_cached_by_one_mount_links_right_under_the_other(
     assert rows == [(f"/{site}",)]  # stored once, by the first server: nothing was written again
 
 
-def test_a_page_from_before_mounts_were_stored_is_read_by_its_links() -> None:
+def test_a_page_is_moved_only_from_a_mount_it_was_stored_with() -> None:
     forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
-    key = PageKey("forum", "/r/hacking", "", "m", "t")
-
-    def page(html: str) -> StoredPage:
-        return StoredPage(key, 1, 0, "", html, 0.1, 0.0, mount=None)
-
-    mounted = page('<p><a href="/forum/r/lisp" hx-get="/forum/r/lisp">Lisp</a></p>')
-    assert links(forum.remounted(mounted).html) == ["/r/lisp"]
-    alone = page('<p><a href="/r/lisp" hx-get="/r/lisp">Lisp</a></p>')
-    assert forum.remounted(alone) == alone
-    # A link under /forum/ that the forum does not serve from there: written by a forum at /, left as it is.
-    odd = page('<p><a href="/r/lisp" hx-get="/r/lisp">a</a> <a href="/forum/x" hx-get="/forum/x">b</a></p>')
-    assert forum.remounted(odd) == odd
+    html = '<p><a href="/forum/r/lisp" hx-get="/forum/r/lisp">Lisp</a> it&#39;s</p>'
+    page = StoredPage(PageKey("forum", "/r/hacking", "", "m", "t"), 1, 0, "", html, 0.1, 0.0, mount="/forum")
+    moved = forum.remounted(page)
+    assert links(moved.html) == ["/r/lisp"] and moved.mount == ""
+    assert forum.remounted(moved) is moved  # already this server's: the very same page, not a copy
+    assert forum.remounted(replace(page, mount=None)).html == html  # from before mounts were stored: as it is
 
 
 def test_remount_moves_internal_links_and_leaves_the_rest() -> None:

@@ -290,3 +290,26 @@ def test_a_gap_in_a_template_a_reply_opening_includes_is_a_config_error(tmp_path
     with pytest.raises(SiteConfigError) as caught:
         PromptRenderer(load_site(root))
     assert caught.value.key == "gap()"
+
+
+def test_a_required_include_is_checked_though_a_list_found_it_missing_first(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    (prompts / "b.j2").write_text("B\n", encoding="utf-8")
+    (prompts / "c.j2").write_text("{% include 'nope.j2' %}", encoding="utf-8")
+    pulls_in = "{% include 'c.j2' %}{% include ['nope.j2', 'b.j2'] %}"
+    edit(prompts / "article.j2", "<page>article</page>", pulls_in + "<page>article</page>")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("c.j2") and "nope.j2" in caught.value.problem
+
+
+def test_a_computed_include_hashes_the_other_files_without_reading_them_as_templates(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    prompts = root / "prompts"
+    (prompts / "part_a.j2").write_text("A\n", encoding="utf-8")
+    (prompts / "notes.bin").write_bytes(b"\xff\xfe {% not a template")
+    edit(prompts / "article.j2", "<page>article</page>", "{% include 'part_' ~ 'a.j2' %}<page>article</page>")
+    before = versions(root)  # loads: a stray file is no template error
+    (prompts / "notes.bin").write_bytes(b"\xff\xfe changed")
+    assert versions(root)[2] != before[2]

@@ -1,0 +1,70 @@
+"""genui cache warm: a site's pages written before anyone asks, each as the click would write it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine
+
+from genui.cli import main
+from genui.store import Store
+
+
+class Loader:
+    """The model loader genui's commands take, handing out one fake engine and remembering it."""
+
+    def __init__(self) -> None:
+        self.engine = FakeEngine()
+
+    def __call__(self, model: str | None, device: str | None, int8: bool) -> FakeEngine:
+        return self.engine
+
+
+def warm(db: Path, *argv: str, loader: Loader, sites: Path = SITES_DIR) -> int:
+    return main(["cache", "warm", "--db", str(db), "--sites-dir", str(sites), *argv], load_engine=loader)
+
+
+def stored_urls(db: Path) -> int:
+    store = Store(db)
+    try:
+        return sum(group.urls for group in store.page_groups())
+    finally:
+        store.close()
+
+
+def test_warm_writes_the_front_page_and_then_its_links_as_a_click_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, loader = tmp_path / "genui.sqlite3", Loader()
+    assert warm(db, "wiki", "--pages", "3", loader=loader) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[-1] for line in lines[:3]] == ["/", "/Genpedia_tree", "/Genpedia_map"]
+    assert all("wrote" in line for line in lines[:3]) and lines[-1].startswith("wrote 3 pages")
+    prompts = [call.prompt for call in loader.engine.calls]
+    assert len(prompts) == 3 and all("<from>Genpedia</from>" in prompt for prompt in prompts[1:])  # the parent
+    assert stored_urls(db) == 3
+
+    assert warm(db, "wiki", "--pages", "2", loader=loader) == 0  # again: what is stored is passed through
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:5]] == ["cached", "cached", "cached", "wrote", "wrote"]
+    assert stored_urls(db) == 5 and len(loader.engine.calls) == 5
+
+
+def test_warm_starts_from_the_pages_named_and_says_what_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, loader, sites = tmp_path / "genui.sqlite3", Loader(), tmp_path / "sites"
+    shutil.copytree(SITES_DIR / "os", sites / "os")
+    toml = sites / "os" / "site.toml"
+    terminal = 'query = ["cmd"]\ncontext = ["brief"]\ncache = "forever"'
+    text = toml.read_text(encoding="utf-8")
+    assert terminal in text
+    toml.write_text(text.replace(terminal, terminal.replace("forever", "none")), encoding="utf-8")
+    assert warm(db, "os", "/terminal?cmd=ls", "/files/home", "--pages", "1", loader=loader, sites=sites) == 0
+    out = capsys.readouterr().out
+    assert "never cached" in out and "/terminal?cmd=ls" in out
+    assert "wrote" in out and "/files/home" in out and stored_urls(db) == 1
+    assert warm(db, "os", "/no/such/page", loader=loader, sites=sites) == 2
+    assert "no route of site 'os' matches '/no/such/page'" in capsys.readouterr().err
