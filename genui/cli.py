@@ -166,6 +166,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 
 def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
+    if args.action == "warm":
+        return _warm(args, loader)
     store = _open_store(Path(args.db))
     try:
         if args.action == "forget":
@@ -242,6 +244,42 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         after = size_text(Path(args.db).stat().st_size)
         later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
         print(f"{args.db}: {size_text(before)} -> {after}{later}")
+    return 0
+
+
+def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
+    from genui.pages import Pages
+    from genui.warming import Warmed, warm
+
+    site = _site(args.warm_site, Path(args.sites_dir))
+    runtime = SiteRuntime.build(site, "")
+    locations = [_located(site, path) for path in args.paths or ["/"]]
+    cached = 0
+
+    def report(page: Warmed) -> None:
+        nonlocal cached
+        if page.problem:
+            print(f"skipped  {page.url}: {page.problem}")
+        elif page.seconds is None:
+            cached += 1
+            print(f"cached   {'':>8}  {page.url}")
+        else:
+            print(f"wrote    {page.seconds:>6.1f} s  {page.url}", flush=True)
+
+    async def run() -> int:
+        engine = loader(args.model, args.device, args.int8)
+        store = Store(args.db)  # made if missing, as genui serve makes it
+        try:
+            pages = Pages([runtime], store, engine)
+            return await warm(pages, [pages.job(runtime, location) for location in locations], args.pages, report)
+        finally:
+            store.close()
+            await engine.close()
+
+    began = time.monotonic()
+    written = asyncio.run(run())
+    seconds = time.monotonic() - began
+    print(f"wrote {counted(written, 'page')} in {seconds:.1f} s; {counted(cached, 'page')} already stored on the way")
     return 0
 
 
@@ -525,20 +563,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
+    warm_up = cache_actions.add_parser(
+        "warm",
+        help="write a site's pages before anyone asks, following their links",
+        description="Write pages before anyone asks, so that a demo on a CPU is clicked through from the cache: the "
+        "pages named (the front page unless told), then the pages they link to, breadth first, each as a click "
+        "would write it (same prompt, parent and seed). Stored pages are not written again, but their links are "
+        "followed, so warming again goes further. It loads the model; a server using the same file may run "
+        "meanwhile.",
+    )
+    warm_up.add_argument("warm_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    warm_up.add_argument("paths", nargs="*", metavar="PATH", help="site-relative URLs to start from (default: /)")
+    warm_up.add_argument(
+        "--pages", type=_count, default=10, metavar="N", help="write at most N new pages (default: %(default)s)"
+    )
+    warm_up.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
+    warm_up.add_argument("--int8", action="store_true", help="run a causal LM's linear layers in int8 on the CPU")
     _shared(
-        [cache, show, prune, forget], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})"
+        [cache, show, prune, forget, warm_up],
+        "--db",
+        default=str(DEFAULT_DB),
+        help=f"SQLite page cache (default: {DEFAULT_DB})",
     )
     _shared(
-        [cache, show, prune, forget],
+        [cache, show, prune, forget, warm_up],
         "--sites-dir",
         default=str(SITES_DIR),
         help=f"folder of site folders (default: {SITES_DIR})",
     )
     _shared([cache, show, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
     _shared(
-        [cache, show, prune],
+        [cache, show, prune, warm_up],
         "--model",
-        help="the model a server would run: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
+        help="the model a server runs: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
     )
     _shared(
         [cache, show], "--json", action="store_true", default=False, help="print the groups and post counts as JSON"

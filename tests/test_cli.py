@@ -32,10 +32,11 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         (["posts"], ["show", "delete", "--db"]),
         (["posts", "show"], ["--db", "--site", "--thread", "--limit", "--json"]),
         (["posts", "delete"], ["ID", "--db"]),
-        (["cache"], ["show", "prune", "forget", "--db", "--site", "--sites-dir", "--model"]),
+        (["cache"], ["show", "prune", "forget", "warm", "--db", "--site", "--sites-dir", "--model"]),
         (["cache", "show"], ["--db", "--site", "--model", "--json"]),
         (["cache", "prune"], ["--db", "--other-models", "--dry-run", "--vacuum"]),
         (["cache", "forget"], ["SITE", "PATH", "--db"]),
+        (["cache", "warm"], ["SITE", "PATH", "--pages", "--db", "--model", "--device", "--int8"]),
     ],
 )
 def test_help_describes_every_option(capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]) -> None:
