@@ -132,6 +132,7 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"created {site.root}: site.toml, prompts/ ({len(site.routes)} routes), {site.stylesheet}")
     print(f"serve it with: genui serve --site {site.name} --sites-dir {Path(args.dir)}")
     print("(add --reload while you edit it: each change is served from the next request on, with no restart)")
+    print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {Path(args.dir)} --pages 20")
     return 0
 
 
