@@ -29,6 +29,7 @@ from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import Site, SiteConfigError, load_site, load_sites
 from genui.store import Store
+from genui.upgrade import adopt_earlier_pages
 
 USAGE_ERROR = 2
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
@@ -194,7 +195,10 @@ def _open_store(db: Path) -> Store:
 
 def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
     """Every group of cached pages with its standing, and those prune deletes."""
-    found = standings(store.page_groups(), _sites(Path(args.sites_dir), args.site), _model_id(args.model))
+    sites = _sites(Path(args.sites_dir), args.site)
+    for site in sites:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
+        adopt_earlier_pages(store, SiteRuntime.build(site, ""))
+    found = standings(store.page_groups(), sites, _model_id(args.model))
     doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
     return found, doomed
 
@@ -267,18 +271,22 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
         else:
             print(f"wrote    {page.seconds:>6.1f} s  {page.url}", flush=True)
 
+    db = Path(args.db)
+    store = _open_store(db) if db.exists() else Store(db)  # made if missing, as genui serve makes it
+
     async def run() -> int:
         engine = loader(args.model, args.device, args.int8)
-        store = Store(args.db)  # made if missing, as genui serve makes it
         try:
             pages = Pages([runtime], store, engine)
             return await warm(pages, [pages.job(runtime, location) for location in locations], args.pages, report)
         finally:
-            store.close()
             await engine.close()
 
     began = time.monotonic()
-    written = asyncio.run(run())
+    try:
+        written = asyncio.run(run())
+    finally:
+        store.close()
     seconds = time.monotonic() - began
     print(f"wrote {counted(written, 'page')} in {seconds:.1f} s; {counted(cached, 'page')} already stored on the way")
     return 0
@@ -393,26 +401,28 @@ def _count(text: str) -> int:
 def _shared(parsers: list[argparse.ArgumentParser], *names: str, default: object = None, **options: Any) -> None:
     """An option of a command and of each of its actions (the first parser, then the rest), so that it may come
     before or after the action's name: ``genui cache --db X prune`` is ``genui cache prune --db X``. An action's
-    copy sets nothing when not given, so as not to undo the command's; a repeatable one is kept apart
-    (``AFTER`` + its name) and joined to the command's by ``_joined``."""
+    copy sets nothing when not given, so as not to undo the command's; a repeatable one is kept apart and joined to
+    the command's by ``_joined``."""
     top, *actions = parsers
     top.add_argument(*names, default=default, **options)
-    dest = names[0].lstrip("-").replace("-", "_")
     if options.get("action") == "append":
+        dest = options.get("dest") or names[0].lstrip("-").replace("-", "_")
+        _REPEATED[AFTER + dest] = dest
         options = {**options, "dest": AFTER + dest}
     for action in actions:
         action.add_argument(*names, default=argparse.SUPPRESS, **options)
 
 
 AFTER = "after_"  # where an action keeps a repeatable option given after its name
+_REPEATED: dict[str, str] = {}  # those places, to the command's own dest
 
 
 def _joined(args: argparse.Namespace) -> argparse.Namespace:
     """The values of a repeatable option given before an action's name and after it, as one list."""
-    for name, value in list(vars(args).items()):
-        if name.startswith(AFTER):
-            setattr(args, name.removeprefix(AFTER), (getattr(args, name.removeprefix(AFTER), None) or []) + value)
-            delattr(args, name)
+    for after, dest in _REPEATED.items():
+        if hasattr(args, after):
+            setattr(args, dest, (getattr(args, dest, None) or []) + getattr(args, after))
+            delattr(args, after)
     return args
 
 
@@ -652,10 +662,9 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     except (UsageError, SiteConfigError, EngineError) as err:
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
-    except sqlite3.OperationalError as err:  # the page cache held by another process past the 5 s busy timeout
-        print(
-            f"genui {args.command}: the page cache {args.db}: {err}; try again, or stop what holds it", file=sys.stderr
-        )
+    except sqlite3.DatabaseError as err:  # a file that is no database, or one another process holds past 5 s
+        held = "; try again, or stop what holds it" if "locked" in str(err) else ""
+        print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}{held}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130

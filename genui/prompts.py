@@ -130,7 +130,11 @@ class PromptRenderer:
             digest.update(name.encode() + b"\0" + (b"\1" if source is None else source.encode()) + b"\0")
         if computed:  # it could be any file there: their bytes, unchecked, since most are never rendered
             for name in sorted(set(self._env.list_templates()) - set(sources)):
-                digest.update(name.encode() + b"\0" + (site.prompts_dir / name).read_bytes() + b"\0")
+                try:
+                    content = (site.prompts_dir / name).read_bytes()
+                except OSError:  # a dangling link an editor leaves while a file is open, say
+                    content = b"\2"
+                digest.update(name.encode() + b"\0" + content + b"\0")
         settings = {
             "site": [site.title, site.brief if "brief" in route.context else ""],
             "route": [route.pattern, route.template, route.opening, route.reply_opening, route.context, route.query],

@@ -38,8 +38,8 @@ class SiteRuntime:
 
     def remounted(self, page: StoredPage) -> StoredPage:
         """A stored page with its links for this mount: one server may serve a site alone at / (genui serve --site)
-        and another beside other sites under /name, from one cache. A page stored before mounts were kept (whose
-        key no genui of today looks up) is shown as stored."""
+        and another beside other sites under /name, from one cache. A page whose mount is not known (an earlier
+        genui's, whose links could not tell: genui.upgrade) is shown as stored."""
         if page.mount is None or page.mount == self.mount:
             return page
         return replace(page, html=remount(page.html, page.mount, self.mount), mount=self.mount)

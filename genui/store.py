@@ -280,6 +280,31 @@ class Store:
             )
         return cursor.rowcount
 
+    def unkept_mounts(self, site: str, templates: list[str]) -> list[tuple[int, str, str]]:
+        """(rowid, template, html) of the site's pages stored under these templates by a genui that kept no mount."""
+        if not templates:
+            return []
+        marks = ", ".join("?" * len(templates))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT rowid, template, html FROM pages WHERE site = ? AND mount IS NULL AND template IN ({marks})",
+                (site, *templates),
+            ).fetchall()
+        return [(int(rowid), str(template), str(html)) for rowid, template, html in rows]
+
+    def move_pages(self, moves: list[tuple[int, str, str | None]]) -> int:
+        """Give pages (by rowid) a new template and mount, in one transaction; a page whose new key is taken already
+        stays where it was. How many moved."""
+        if not moves:
+            return 0
+        with self._transaction() as db:
+            before = db.total_changes
+            db.executemany(
+                "UPDATE OR IGNORE pages SET template = ?, mount = ? WHERE rowid = ?",
+                [(template, mount, rowid) for rowid, template, mount in moves],
+            )
+            return db.total_changes - before
+
     def forget(self, site: str, path: str, query: str = "") -> int:
         """Delete every version of the page at this URL, whatever model or template wrote it (its posts stay);
         how many versions went."""

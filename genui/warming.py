@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jinja2 import TemplateError
+
 from genui.generation import Generation
 from genui.pages import Job, Pages
 from genui.readahead import reading_list
@@ -47,8 +49,8 @@ async def warm(pages: Pages, start: list[Job], count: int, report: Callable[[War
         try:
             shown = pages.open(job)
             page = await shown.result() if isinstance(shown, Generation) else shown
-        except BadRequest as err:  # a prompt the model cannot read: the click would get the same 400
-            report(Warmed(job.url, problem=str(err)))
+        except (BadRequest, TemplateError) as err:  # a prompt that cannot be had: the click would fail the same way
+            report(Warmed(job.url, problem=str(err) or type(err).__name__))
             continue
         if isinstance(shown, Generation):
             written += 1

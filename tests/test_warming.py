@@ -68,3 +68,31 @@ def test_warm_starts_from_the_pages_named_and_says_what_it_cannot_write(
     assert "wrote" in out and "/files/home" in out and stored_urls(db) == 1
     assert warm(db, "os", "/no/such/page", loader=loader, sites=sites) == 2
     assert "no route of site 'os' matches '/no/such/page'" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_page_cache_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database " * 100, encoding="utf-8")
+
+    def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
+        raise AssertionError("the model was loaded")
+
+    assert main(["cache", "warm", "wiki", "--db", str(notes)], load_engine=loader) == 2
+    assert "is not a page cache" in capsys.readouterr().err
+
+
+def test_a_page_whose_prompt_fails_to_render_is_skipped_and_the_rest_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sites = tmp_path / "sites"
+    shutil.copytree(SITES_DIR / "wiki", sites / "wiki")
+    article = sites / "wiki" / "prompts" / "article.j2"
+    computed = "{% if params.title.endswith('_tree') %}{% include 'gone_' ~ params.title %}{% endif %}"
+    article.write_text(computed + article.read_text(encoding="utf-8"), encoding="utf-8")
+    db, loader = tmp_path / "genui.sqlite3", Loader()
+    assert warm(db, "wiki", "--pages", "2", loader=loader, sites=sites) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("skipped  /Genpedia_tree: 'gone_Genpedia_tree' not found")  # as a click would fail
+    assert lines[2].startswith("wrote") and lines[2].endswith("/Genpedia_map") and stored_urls(db) == 2

@@ -1,0 +1,61 @@
+"""A page cache written by an earlier genui, brought under today's keys once, when a server or ``genui cache``
+opens it.
+
+Until session 45 a route's version (the page-cache key's ``template``) hashed its prompt and opening files alone,
+and a page's links were stored as written for the mount of the server that wrote it, with no record of which. Today
+the version also hashes the templates they include and the site.toml values they are rendered with, and every page
+keeps its mount (genui.prompts, genui.store). So each page an earlier genui stored for a route whose files are as
+they were then is moved under the route's version of today: it is the page that genui would serve, and a forum's
+threads keep the replies written into them. Its mount is read from its links where they tell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+from genui.links import linked_urls
+from genui.routing import BadRequest
+from genui.runtime import SiteRuntime
+from genui.sites import Route, Site
+from genui.store import Store
+
+
+def earlier_version(site: Site, route: Route) -> str:
+    """The route's version as genui computed it before session 45."""
+    digest = hashlib.sha256((site.prompts_dir / route.template).read_bytes())
+    for opening in (route.opening, route.reply_opening):
+        if opening is not None:
+            digest.update(b"\0" + (site.prompts_dir / opening).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def written_mount(runtime: SiteRuntime, html: str) -> str | None:
+    """The mount an earlier genui wrote a page's links for: ``/name`` or "", whichever more of them lead to a page of
+    the site from; None when the links cannot tell (none, or as many either way)."""
+    urls = linked_urls(html)
+    mounted = "/" + runtime.site.name
+
+    def served(mount: str) -> int:
+        count = 0
+        for url in urls:
+            if url.startswith(mount + "/"):
+                with contextlib.suppress(BadRequest):
+                    count += runtime.locate(url.removeprefix(mount)) is not None
+        return count
+
+    under_name, at_root = served(mounted), served("")
+    if under_name == at_root:
+        return None
+    return mounted if under_name > at_root else ""
+
+
+def adopt_earlier_pages(store: Store, runtime: SiteRuntime) -> int:
+    """Move the pages an earlier genui stored for ``runtime``'s routes, as their files are now, under today's
+    versions (with their mounts where their links tell); how many versions moved."""
+    site = runtime.site
+    versions = {earlier_version(site, route): runtime.prompts.version(route) for route in site.routes}
+    versions = {old: new for old, new in versions.items() if old != new}
+    rows = store.unkept_mounts(site.name, list(versions))
+    moves = [(rowid, versions[template], written_mount(runtime, html)) for rowid, template, html in rows]
+    return store.move_pages(moves)

@@ -1,0 +1,92 @@
+"""A page cache an earlier genui wrote: its pages are served again under today's keys, with links for this mount."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from fakes import SITES_DIR, FakeEngine, page_html
+from starlette.testclient import TestClient
+
+from genui.app import create_app
+from genui.cli import main
+from genui.runtime import SiteRuntime
+from genui.sites import load_site, load_sites
+from genui.store import PageKey, Store
+from genui.upgrade import earlier_version, written_mount
+
+THREAD = "/r/lisp/Macros"
+MODEL = "owner/model-a"
+
+
+def earlier_cache(path: Path, html: str) -> None:
+    """A cache as genui wrote it before session 45: a forum thread under its route's version of then, no mount."""
+    forum = load_site(SITES_DIR / "forum")
+    thread = next(route for route in forum.routes if route.pattern == "/r/{board}/{thread}")
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "CREATE TABLE pages (site TEXT NOT NULL, path TEXT NOT NULL, query TEXT NOT NULL, model TEXT NOT NULL,"
+            " template TEXT NOT NULL, posts INTEGER NOT NULL, version INTEGER NOT NULL, seed INTEGER NOT NULL,"
+            " title TEXT NOT NULL, html TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL,"
+            " answered INTEGER NOT NULL DEFAULT 0, replied INTEGER NOT NULL DEFAULT 0,"
+            " PRIMARY KEY (site, path, query, model, template, posts, version))"
+        )
+        db.execute(
+            "CREATE TABLE posts (id INTEGER PRIMARY KEY AUTOINCREMENT, site TEXT NOT NULL, path TEXT NOT NULL,"
+            " user TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO pages VALUES ('forum', ?, '', ?, ?, 0, 1, 0, 'Macros', ?, 1.0, 1.0, 0, 0)",
+            (THREAD, MODEL, earlier_version(forum, thread), html),
+        )
+        db.commit()
+
+
+def test_a_thread_an_earlier_genui_stored_is_served_again_with_links_for_this_mount(tmp_path: Path) -> None:
+    db = tmp_path / "genui.sqlite3"
+    link = '<a href="/forum/r/lisp" hx-get="/forum/r/lisp" hx-target="#genui-main">lisp</a>'
+    earlier_cache(db, f'<div class="thread"><h1>Macros</h1><p>in {link}</p></div>')
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([load_site(SITES_DIR / "forum")], engine, db_path=db)) as client:
+        shown = page_html(client.get(THREAD).text)
+    assert engine.calls == []  # served from the cache, not written again
+    assert '<a href="/r/lisp" hx-get="/r/lisp" hx-target="#genui-main">lisp</a>' in shown  # written under /forum
+    store = Store(db)
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
+    page = store.page(PageKey("forum", THREAD, "", MODEL, forum.prompts.version(thread)))
+    assert page is not None and page.mount == "/forum"
+
+
+def test_genui_cache_counts_an_earlier_genuis_pages_as_current_so_prune_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    earlier_cache(db, '<div class="thread"><h1>Macros</h1></div>')
+    argv = ["cache", "prune", "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(argv) == 0 and "deleted 0 versions" in capsys.readouterr().out
+    assert main(["cache", "--json", "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert (group["site"], group["state"], group["route"]) == ("forum", "current", "/r/{board}/{thread}")
+
+
+@pytest.mark.parametrize(
+    ("site", "html", "mount"),
+    [
+        ("forum", '<a href="/forum/r/lisp" hx-get="/forum/r/lisp">a</a>', "/forum"),
+        ("forum", '<a href="/r/lisp" hx-get="/r/lisp">a</a>', ""),
+        # the wiki's /wiki/Lisp is a page from / (an alias) and from /wiki: its links cannot tell
+        ("wiki", '<a href="/wiki/Lisp" hx-get="/wiki/Lisp">a</a>', None),
+        ("wiki", "<p>no links</p>", None),
+        # one link no route serves any more does not outvote the rest
+        ("forum", '<a href="/forum/r/a" hx-get="/forum/r/a">a</a><a href="/forum/x" hx-get="/forum/x">b</a>', "/forum"),
+    ],
+)
+def test_the_mount_an_earlier_page_was_written_for_is_read_from_its_links(
+    site: str, html: str, mount: str | None
+) -> None:
+    runtime = SiteRuntime.build(next(s for s in load_sites(SITES_DIR) if s.name == site), "")
+    assert written_mount(runtime, html) == mount
