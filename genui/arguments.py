@@ -1,0 +1,104 @@
+"""What the genui commands share: the one-line error a user can fix, and reading sites, paths, counts and options
+from the command line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from genui.routing import BadRequest, Location
+from genui.runtime import SiteRuntime
+from genui.sites import Site, load_site, load_sites
+
+if TYPE_CHECKING:
+    from genui.app import OwnedEngine
+
+USAGE_ERROR = 2
+
+EngineLoader = Callable[[str | None, str | None, bool], "OwnedEngine"]  # (model, device, int8) -> a started engine
+
+
+class UsageError(Exception):
+    """Something the user can fix; the message is the one line genui prints."""
+
+
+def model_id_of(model: str | None) -> str:
+    """The id a server of ``model`` (None: the default) keys its page cache on, found without torch."""
+    from engine.identity import model_id  # no torch: a few small reads
+
+    return model_id(model)
+
+
+def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
+    """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown."""
+    sites = load_sites(directory)
+    if not sites:
+        raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+    if not names:
+        return sites
+    by_name = {site.name: site for site in sites}
+    for name in names:
+        if name not in by_name:
+            raise UsageError(f"no site named {name!r} under {directory} (have: {', '.join(sorted(by_name))})")
+    return [by_name[name] for name in dict.fromkeys(names)]
+
+
+def site_from(name_or_folder: str, directory: Path) -> Site:
+    """A site by its folder, or by its name under ``directory``."""
+    folder = Path(name_or_folder)
+    if (folder / "site.toml").is_file():
+        return load_site(folder)
+    return sites_in(directory, [name_or_folder])[0]
+
+
+def located(site: Site, path: str) -> Location:
+    """The page of ``site`` at a site-relative URL, or UsageError."""
+    try:
+        location = SiteRuntime.build(site, "").locate(path)
+    except BadRequest as err:
+        raise UsageError(f"bad path {path!r}: {err}") from None
+    if location is None:
+        patterns = ", ".join(route.pattern for route in site.routes)
+        raise UsageError(f"no route of site {site.name!r} matches {path!r} (routes: {patterns})")
+    return location
+
+
+def count(text: str) -> int:
+    """A command-line count: 0 or a positive whole number."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number, got {text!r}")
+    return value
+
+
+def shared(parsers: list[argparse.ArgumentParser], *names: str, default: object = None, **options: Any) -> None:
+    """An option of a command and of each of its actions (the first parser, then the rest), so that it may come
+    before or after the action's name: ``genui cache --db X prune`` is ``genui cache prune --db X``. An action's
+    copy sets nothing when not given, so as not to undo the command's; a repeatable one is kept apart and joined to
+    the command's by ``joined``."""
+    top, *actions = parsers
+    top.add_argument(*names, default=default, **options)
+    if options.get("action") == "append":
+        dest = options.get("dest") or names[0].lstrip("-").replace("-", "_")
+        _REPEATED[AFTER + dest] = dest
+        options = {**options, "dest": AFTER + dest}
+    for action in actions:
+        action.add_argument(*names, default=argparse.SUPPRESS, **options)
+
+
+AFTER = "after_"  # where an action keeps a repeatable option given after its name
+_REPEATED: dict[str, str] = {}  # those places, to the command's own dest
+
+
+def joined(args: argparse.Namespace) -> argparse.Namespace:
+    """The values of a repeatable option given before an action's name and after it, as one list."""
+    for after, dest in _REPEATED.items():
+        if hasattr(args, after):
+            setattr(args, dest, (getattr(args, dest, None) or []) + getattr(args, after))
+            delattr(args, after)
+    return args

@@ -1,0 +1,313 @@
+"""``genui cache`` and ``genui posts``: the page cache's upkeep from the command line (what it holds, pruning,
+forgetting a page, warming a site) and the moderation of readers' posts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sqlite3
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from genui.app import DEFAULT_DB, SITES_DIR
+from genui.arguments import (
+    USAGE_ERROR,
+    EngineLoader,
+    UsageError,
+    count,
+    located,
+    model_id_of,
+    shared,
+    site_from,
+    sites_in,
+)
+from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
+from genui.runtime import SiteRuntime
+from genui.store import Store
+from genui.upgrade import adopt_earlier_pages
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``cache`` and ``posts`` to the genui command."""
+    cache = commands.add_parser(
+        "cache",
+        help="what the page cache holds; prune pages no server looks up again, forget one, or warm a site's",
+        description="What the page cache holds, by site, route and model, and which of it a server of these sites "
+        "on this model looks up. Readers' posts are never deleted.",
+    )
+    cache_actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    cache.set_defaults(run=_cache, action="show", other_models=False, dry_run=False, vacuum=False)
+    show = cache_actions.add_parser(
+        "show",
+        help="the cached pages and their standing (the default)",
+        description="The cached pages of each site, by route and model: looked up by a server of these sites on this "
+        "model (current), by one on another model (other model), or never again: written from templates or "
+        "site.toml settings the site no longer has (earlier config). Sites not checked: other site.",
+    )
+    prune = cache_actions.add_parser(
+        "prune",
+        help="delete the pages of earlier configs",
+        description="Delete the pages written from earlier configs, which no server of these sites looks up again. "
+        "Safe beside a server that serves the sites as they are on disk (one still running an earlier config "
+        "writes its pages again).",
+    )
+    prune.add_argument("--other-models", action="store_true", help="also delete the pages other models wrote")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
+    prune.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then shrink the file (it is locked meanwhile: stop the server first; without it, the space is reused)",
+    )
+    forget = cache_actions.add_parser(
+        "forget",
+        help="delete every version of one page",
+        description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
+        "writes it again. Do it while no server is writing that page: a version under way is stored when done.",
+    )
+    forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
+    warm_up = cache_actions.add_parser(
+        "warm",
+        help="write a site's pages before anyone asks, following their links",
+        description="Write pages before anyone asks, so that a demo on a CPU is clicked through from the cache: the "
+        "pages named (the front page unless told), then the pages they link to, breadth first, each as a click "
+        "would write it (same prompt, parent and seed). Stored pages are not written again, but their links are "
+        "followed, so warming again goes further. It loads the model; a server using the same file may run "
+        "meanwhile.",
+    )
+    warm_up.add_argument("warm_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    warm_up.add_argument("paths", nargs="*", metavar="PATH", help="site-relative URLs to start from (default: /)")
+    warm_up.add_argument(
+        "--pages", type=count, default=10, metavar="N", help="write at most N new pages (default: %(default)s)"
+    )
+    warm_up.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
+    warm_up.add_argument("--int8", action="store_true", help="run a causal LM's linear layers in int8 on the CPU")
+    shared(
+        [cache, show, prune, forget, warm_up],
+        "--db",
+        default=str(DEFAULT_DB),
+        help=f"SQLite page cache (default: {DEFAULT_DB})",
+    )
+    shared(
+        [cache, show, prune, forget, warm_up],
+        "--sites-dir",
+        default=str(SITES_DIR),
+        help=f"folder of site folders (default: {SITES_DIR})",
+    )
+    shared([cache, show, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
+    shared(
+        [cache, show, prune, warm_up],
+        "--model",
+        help="the model a server runs: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
+    )
+    shared([cache, show], "--json", action="store_true", default=False, help="print the groups and post counts as JSON")
+
+    posts = commands.add_parser(
+        "posts",
+        help="list readers' posts, newest first, or delete some (moderation)",
+        description="Readers' posts, newest first, with their ids; or delete some.",
+    )
+    post_actions = posts.add_subparsers(dest="action", metavar="ACTION")
+    posts.set_defaults(run=_posts, action="show")
+    listed = post_actions.add_parser("show", help="readers' posts, newest first (the default)")
+    delete = post_actions.add_parser(
+        "delete",
+        help="delete posts, and the versions of their threads that read or show them",
+        description="Delete posts, each with every version of its thread from the first that may have read it or "
+        "shows it, so that no page keeps its text; the thread's next visit answers the posts left. Delete a post "
+        "while nobody posts to its thread: a reply under way is stored when it is done.",
+    )
+    delete.add_argument("ids", nargs="+", type=int, metavar="ID", help="the posts' ids, as genui posts lists them")
+    shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")
+    shared([posts, listed], "--site", metavar="NAME", help="only this site's posts")
+    shared(
+        [posts, listed],
+        "--thread",
+        metavar="PATH",
+        help="only this thread's, e.g. /r/lisp/Macros (with --site: any URL of it)",
+    )
+    shared(
+        [posts, listed],
+        "--sites-dir",
+        default=str(SITES_DIR),
+        help=f"folder of site folders, for --thread (default: {SITES_DIR})",
+    )
+    shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N (default: 50)")
+    shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
+
+
+def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
+    if args.action == "warm":
+        return _warm(args, loader)
+    store = _open_store(Path(args.db))
+    try:
+        if args.action == "forget":
+            return _forget(args, store)
+        return (_prune if args.action == "prune" else _show)(args, store)
+    finally:
+        store.close()
+
+
+def _open_store(db: Path) -> Store:
+    """The page cache at ``db``, or UsageError when there is none (a file genui serve did not make is left alone)."""
+    if not db.is_file():
+        raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
+    try:
+        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as check:
+            tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as err:
+        raise UsageError(f"{db} is not a page cache: {err}") from None
+    if not {"pages", "posts"} <= tables:
+        raise UsageError(f"{db} is not a page cache: it has no pages and posts tables (genui serve --db makes one)")
+    return Store(db)
+
+
+def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
+    """Every group of cached pages with its standing, and those prune deletes."""
+    sites = sites_in(Path(args.sites_dir), args.site)
+    for site in sites:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
+        adopt_earlier_pages(store, SiteRuntime.build(site, ""))
+    found = standings(store.page_groups(), sites, model_id_of(args.model))
+    doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
+    return found, doomed
+
+
+def _show(args: argparse.Namespace, store: Store) -> int:
+    found, doomed = _standings(args, store)
+    posts = store.post_counts()
+    if args.json:
+        groups = [
+            {
+                "site": s.group.site,
+                "route": s.route or None,
+                "model": s.group.model,
+                "template": s.group.template,
+                "pages": s.group.urls,
+                "versions": s.group.versions,
+                "html_bytes": s.group.size,
+                "state": s.state,
+            }
+            for s in found
+        ]
+        print(json.dumps({"db": str(args.db), "groups": groups, "posts": posts}))
+        return 0
+    print("\n".join(table(found)) if found else f"no pages in {args.db}")
+    print(f"readers' posts: {', '.join(f'{site} {n}' for site, n in posts.items()) or 'none'}")
+    if doomed:
+        size, versions = size_text(sum(s.group.size for s in doomed)), sum(s.group.versions for s in doomed)
+        print(f"genui cache prune would delete {counted(versions, 'version')} ({size} of HTML)")
+    return 0
+
+
+def _prune(args: argparse.Namespace, store: Store) -> int:
+    _, doomed = _standings(args, store)
+    if args.dry_run:
+        pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
+        print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
+        return 0
+    deleted = sum(store.delete_group(s.group) for s in doomed)
+    print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
+    if args.vacuum:
+        before = Path(args.db).stat().st_size
+        try:
+            shrunk = store.vacuum()
+        except sqlite3.OperationalError as err:  # a server is writing to it: the rows are gone, their space reused
+            raise UsageError(
+                f"the file was not shrunk ({err}): stop the server that uses it, and prune again"
+            ) from None
+        after = size_text(Path(args.db).stat().st_size)
+        later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
+        print(f"{args.db}: {size_text(before)} -> {after}{later}")
+    return 0
+
+
+def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
+    from genui.pages import Pages
+    from genui.warming import Warmed, warm
+
+    site = site_from(args.warm_site, Path(args.sites_dir))
+    runtime = SiteRuntime.build(site, "")
+    locations = [located(site, path) for path in args.paths or ["/"]]
+    cached = 0
+
+    def report(page: Warmed) -> None:
+        nonlocal cached
+        if page.problem:
+            print(f"skipped  {page.url}: {page.problem}")
+        elif page.seconds is None:
+            cached += 1
+            print(f"cached   {'':>8}  {page.url}")
+        else:
+            print(f"wrote    {page.seconds:>6.1f} s  {page.url}", flush=True)
+
+    db = Path(args.db)
+    store = _open_store(db) if db.exists() else Store(db)  # made if missing, as genui serve makes it
+
+    async def run() -> int:
+        engine = loader(args.model, args.device, args.int8)
+        try:
+            pages = Pages([runtime], store, engine)
+            return await warm(pages, [pages.job(runtime, location) for location in locations], args.pages, report)
+        finally:
+            await engine.close()
+
+    began = time.monotonic()
+    try:
+        written = asyncio.run(run())
+    finally:
+        store.close()
+    seconds = time.monotonic() - began
+    print(f"wrote {counted(written, 'page')} in {seconds:.1f} s; {counted(cached, 'page')} already stored on the way")
+    return 0
+
+
+def _forget(args: argparse.Namespace, store: Store) -> int:
+    site = site_from(args.page_site, Path(args.sites_dir))
+    location = located(site, args.path)
+    deleted = store.forget(site.name, location.path, location.query_string)
+    print(f"forgot {counted(deleted, 'version')} of {site.name} {location.url}; its next visit writes it again")
+    return 0
+
+
+def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
+    thread = args.thread
+    if thread is not None and args.site is not None:  # any URL of the thread, as genui serve would route it
+        thread = located(site_from(args.site, Path(args.sites_dir)), thread).path
+    store = _open_store(Path(args.db))
+    try:
+        if args.action == "delete":
+            return _delete_posts(store, args.ids)
+        placed_posts = store.recent_posts(args.site, thread, args.limit)
+    finally:
+        store.close()
+    if args.json:
+        rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
+        print(json.dumps({"db": str(args.db), "posts": rows}))
+        return 0
+    for placed in placed_posts:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
+        text = " ".join(placed.post.text.split())
+        print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
+    if not placed_posts:
+        print("no posts")
+    return 0
+
+
+def _delete_posts(store: Store, ids: list[int]) -> int:
+    missing = 0
+    for post_id in ids:
+        deleted = store.delete_post(post_id)
+        if deleted is None:
+            print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
+            missing += 1
+            continue
+        placed = deleted.placed
+        print(
+            f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
+            f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
+        )
+    return USAGE_ERROR if missing else 0
