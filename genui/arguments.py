@@ -83,8 +83,9 @@ def shared(parsers: list[argparse.ArgumentParser], *names: str, default: object 
     the command's by ``joined``."""
     top, *actions = parsers
     top.add_argument(*names, default=default, **options)
+    dest = options.get("dest") or names[0].lstrip("-").replace("-", "_")
+    _TAKEN[(top.prog.split()[-1], dest)] = (names[0], default, frozenset(a.prog.split()[-1] for a in actions))
     if options.get("action") == "append":
-        dest = options.get("dest") or names[0].lstrip("-").replace("-", "_")
         _REPEATED[AFTER + dest] = dest
         options = {**options, "dest": AFTER + dest}
     for action in actions:
@@ -93,6 +94,18 @@ def shared(parsers: list[argparse.ArgumentParser], *names: str, default: object 
 
 AFTER = "after_"  # where an action keeps a repeatable option given after its name
 _REPEATED: dict[str, str] = {}  # those places, to the command's own dest
+_TAKEN: dict[tuple[str, str], tuple[str, object, frozenset[str]]] = {}  # (command, dest): option, default, actions
+
+
+def misplaced(args: argparse.Namespace) -> str | None:
+    """An option given before an action's name that the action does not take (``genui cache --json prune``), in
+    words; None when there is none."""
+    for (command, dest), (option, default, actions) in _TAKEN.items():
+        if getattr(args, "command", None) != command or getattr(args, "action", None) in actions:
+            continue
+        if getattr(args, dest, default) != default:
+            return f"{option} is not an option of {command} {args.action} (only of {', '.join(sorted(actions))})"
+    return None
 
 
 def joined(args: argparse.Namespace) -> argparse.Namespace:

@@ -26,6 +26,7 @@ from genui.arguments import (
     count,
     joined,
     located,
+    misplaced,
     model_id_of,
     site_from,
     sites_in,
@@ -297,6 +298,9 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     if argv[:1] and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
     args = joined(_parser().parse_args(argv))
+    if (problem := misplaced(args)) is not None:
+        print(f"genui {args.command}: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     try:
         code: int = args.run(args, load_engine or _default_loader)
     except (UsageError, SiteConfigError, EngineError) as err:

@@ -250,3 +250,21 @@ def test_a_cache_a_writer_holds_is_a_one_line_error(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "database is locked" in err and "try again" in err
     assert cache(db, sites_dir, "prune", "--dry-run") == 0 and "would delete 4 versions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["cache", "--json", "prune"], "--json is not an option of cache prune (only of show)"),
+        (["cache", "--site", "wiki", "forget", "wiki", "/Lisp"], "--site is not an option of cache forget"),
+        (["posts", "--limit", "3", "delete", "1"], "--limit is not an option of posts delete (only of show)"),
+    ],
+)
+def test_an_option_given_before_an_action_that_does_not_take_it_is_refused(
+    db: Path, capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    before = db.read_bytes()
+    assert main([*argv, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+    assert db.read_bytes() == before  # nothing pruned, forgotten or deleted
