@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genui.prompts import PromptRenderer
-from genui.sites import Site
+from genui.runtime import SiteRuntime
 from genui.store import PageGroup
 
 CURRENT = "current"  # a server of these sites on this model looks these pages up
@@ -30,21 +29,15 @@ class Standing:
     state: str  # CURRENT, OTHER_MODEL, EARLIER or OTHER_SITE
     route: str = ""  # the pattern of the route whose version it is, for the current config's pages
 
-    @property
-    def prunable(self) -> bool:
-        """Whether ``genui cache prune`` deletes it (OTHER_MODEL only with ``--other-models``)."""
-        return self.state == EARLIER
+
+def route_versions(runtime: SiteRuntime) -> dict[str, str]:
+    """The version (the page-cache key's ``template``) of each route of a site, to its pattern."""
+    return {runtime.prompts.version(route): route.pattern for route in runtime.site.routes}
 
 
-def route_versions(site: Site) -> dict[str, str]:
-    """The version (the page-cache key's ``template``) of each route of ``site``, to its pattern."""
-    renderer = PromptRenderer(site)
-    return {renderer.version(route): route.pattern for route in site.routes}
-
-
-def standings(groups: list[PageGroup], sites: list[Site], model: str) -> list[Standing]:
-    """What each group of cached pages is to ``sites`` served on ``model`` (an engine's model id)."""
-    versions = {site.name: route_versions(site) for site in sites}
+def standings(groups: list[PageGroup], runtimes: list[SiteRuntime], model: str) -> list[Standing]:
+    """What each group of cached pages is to these sites served on ``model`` (an engine's model id)."""
+    versions = {runtime.site.name: route_versions(runtime) for runtime in runtimes}
     found = []
     for group in groups:
         routes = versions.get(group.site)

@@ -280,17 +280,21 @@ class Store:
             )
         return cursor.rowcount
 
-    def unkept_mounts(self, site: str, templates: list[str]) -> list[tuple[int, str, str]]:
-        """(rowid, template, html) of the site's pages stored under these templates by a genui that kept no mount."""
+    def unkept_mounts(self, site: str, templates: list[str]) -> list[tuple[int, str, str, str, str]]:
+        """(rowid, template, path, query, html) of the site's pages stored under these templates by a genui that
+        kept no mount."""
         if not templates:
             return []
         marks = ", ".join("?" * len(templates))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT rowid, template, html FROM pages WHERE site = ? AND mount IS NULL AND template IN ({marks})",
+                "SELECT rowid, template, path, query, html FROM pages"
+                f" WHERE site = ? AND mount IS NULL AND template IN ({marks})",
                 (site, *templates),
             ).fetchall()
-        return [(int(rowid), str(template), str(html)) for rowid, template, html in rows]
+        return [
+            (int(rowid), str(template), str(path), str(query), str(html)) for rowid, template, path, query, html in rows
+        ]
 
     def move_pages(self, moves: list[tuple[int, str, str | None]]) -> int:
         """Give pages (by rowid) a new template and mount, in one transaction; a page whose new key is taken already

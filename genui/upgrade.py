@@ -52,10 +52,14 @@ def written_mount(runtime: SiteRuntime, html: str) -> str | None:
 
 def adopt_earlier_pages(store: Store, runtime: SiteRuntime) -> int:
     """Move the pages an earlier genui stored for ``runtime``'s routes, as their files are now, under today's
-    versions (with their mounts where their links tell); how many versions moved."""
+    versions (with their mounts where their links tell); how many versions moved. Each page goes to the route its
+    URL is routed to: routes sharing their files once shared a version."""
     site = runtime.site
-    versions = {earlier_version(site, route): runtime.prompts.version(route) for route in site.routes}
-    versions = {old: new for old, new in versions.items() if old != new}
-    rows = store.unkept_mounts(site.name, list(versions))
-    moves = [(rowid, versions[template], written_mount(runtime, html)) for rowid, template, html in rows]
+    earlier = {route: earlier_version(site, route) for route in site.routes}
+    moves = []
+    for rowid, template, path, query, html in store.unkept_mounts(site.name, sorted(set(earlier.values()))):
+        with contextlib.suppress(BadRequest):
+            location = runtime.locate(path + (f"?{query}" if query else ""))
+            if location is not None and earlier[location.route] == template:
+                moves.append((rowid, runtime.prompts.version(location.route), written_mount(runtime, html)))
     return store.move_pages(moves)

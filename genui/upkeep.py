@@ -168,10 +168,10 @@ def _open_store(db: Path) -> Store:
 
 def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
     """Every group of cached pages with its standing, and those prune deletes."""
-    sites = sites_in(Path(args.sites_dir), args.site)
-    for site in sites:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
-        adopt_earlier_pages(store, SiteRuntime.build(site, ""))
-    found = standings(store.page_groups(), sites, model_id_of(args.model))
+    runtimes = [SiteRuntime.build(site, "") for site in sites_in(Path(args.sites_dir), args.site)]
+    for runtime in runtimes:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
+        adopt_earlier_pages(store, runtime)
+    found = standings(store.page_groups(), runtimes, model_id_of(args.model))
     doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
     return found, doomed
 

@@ -12,6 +12,7 @@ from fakes import SITES_DIR
 
 from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions, size_text
 from genui.cli import main
+from genui.runtime import SiteRuntime
 from genui.sites import load_site
 from genui.store import PageKey, Store
 
@@ -28,7 +29,7 @@ def sites_dir(tmp_path: Path) -> Path:
 
 
 def version_of(sites_dir: Path, site: str, pattern: str) -> str:
-    versions = route_versions(load_site(sites_dir / site))
+    versions = route_versions(SiteRuntime.build(load_site(sites_dir / site), ""))
     return next(version for version, route in versions.items() if route == pattern)
 
 

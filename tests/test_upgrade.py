@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -16,7 +17,7 @@ from genui.cli import main
 from genui.runtime import SiteRuntime
 from genui.sites import load_site, load_sites
 from genui.store import PageKey, Store
-from genui.upgrade import earlier_version, written_mount
+from genui.upgrade import adopt_earlier_pages, earlier_version, written_mount
 
 THREAD = "/r/lisp/Macros"
 MODEL = "owner/model-a"
@@ -90,3 +91,21 @@ def test_the_mount_an_earlier_page_was_written_for_is_read_from_its_links(
 ) -> None:
     runtime = SiteRuntime.build(next(s for s in load_sites(SITES_DIR) if s.name == site), "")
     assert written_mount(runtime, html) == mount
+
+
+def test_pages_of_two_routes_that_shared_an_earlier_version_each_go_to_their_own_route(tmp_path: Path) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    toml = root / "site.toml"
+    notes = '[[routes]]\npattern = "/notes/{title}"\ntemplate = "article.j2"\nopening = "article_opening.j2"\n\n'
+    toml.write_text(toml.read_text(encoding="utf-8").replace("[[routes]]", notes + "[[routes]]", 1), "utf-8")
+    runtime = SiteRuntime.build(load_site(root), "")
+    note, article = (next(r for r in runtime.site.routes if r.pattern == p) for p in ("/notes/{title}", "/{title}"))
+    shared = earlier_version(runtime.site, article)
+    assert earlier_version(runtime.site, note) == shared  # the same files: once the same version
+    store = Store(tmp_path / "genui.sqlite3")
+    for path in ("/Lisp", "/notes/Lisp"):
+        store.save_page(PageKey("wiki", path, "", MODEL, shared), 1, 0, "Lisp", "<p>Lisp</p>", 0.1)
+    assert adopt_earlier_pages(store, runtime) == 2
+    for path, route in (("/Lisp", article), ("/notes/Lisp", note)):
+        assert store.page(PageKey("wiki", path, "", MODEL, runtime.prompts.version(route))) is not None
