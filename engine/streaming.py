@@ -28,6 +28,8 @@ from engine.frames import CanvasFrame, DoneFrame, Frame, StepFrame
 __all__ = ["FrameStreamer", "GenerationCancelled", "Row"]
 
 _SEPARATORS = frozenset(".-_")  # a word written twice across one of these, stuck to both, is one word too many
+_MARKS = frozenset(",·")  # a comma or middle dot written twice in a row (`,,`, `· ·`) is one too many
+_IDIOMS = frozenset({"and", "or", "as"})  # `over and over and`: a pair written twice on purpose
 
 
 @dataclass(eq=False)
@@ -73,6 +75,7 @@ class FrameStreamer:
         self.pins = pins  # pinned positions are never left out as doubled words
         self.drop_doubled = settings.drop_doubled_words
         self._texts: dict[int, str] = {}  # token id -> its text alone
+        self._marks: dict[int, int] = {}  # a token of one mark written over and over -> that mark's token
         self.rows = rows
         self.max_canvases = settings.max_canvases
         self.max_steps = settings.max_steps
@@ -155,16 +158,26 @@ class FrameStreamer:
           `Desktop` is two pieces after a tag);
         - a word repeated across a separator it is stuck to (`.`, `-`, `_`): `client.py.py` reads `client.py`,
           `object-oriented-oriented` reads `object-oriented`. The repeat must end its word, so `bash.bashrc`
-          stays, and the word before the separator must be the same whole word, so `numpy.py` stays.
+          stays, and the word before the separator must be the same whole word, so `numpy.py` stays;
+        - a capitalised piece stuck to the same word before it (`WebWeb`, written ` Web` + `Web`; `murmur` stays);
+        - a pair written twice, within a canvas: two whole words (`in the in the`), except where either is `and`,
+          `or` or `as` (`over and over and over`, `as bright as bright`), as the sites' corpus writes them; or
+          two tokens stuck to the pair before them, one of them letters and the other letters or a separator
+          (`DownloadsDownloads`, written `Down` + `loads` twice; `e.g.g.g.` reads `e.g.`), except a capital
+          letter's (`U.S.S.R.`) and where a space comes inside the run (`No. No. No.`);
+        - a comma or a middle dot written twice in a row (`,,` reads `,`, `· ·` reads `·`).
         """
         kept: list[int] = []
+        kept_held: list[bool] = []
         for index, (token, held) in enumerate(zip(ids, pinned, strict=False)):
             word, letters = self._word(token), self._letters(token)
+            ends = index + 1 < len(ids) and not self._piece(ids[index + 1])  # nothing after the canvas is known
             repeat = not held and (
                 (word is not None and word == self._word(state.last))
                 or (letters is not None and letters[0] and len(letters[1]) >= 2 and letters[1] == state.word)
+                or self._stuck_to_itself(token, state.last)
+                or self._mark_again(token, state.last)
             )
-            ends = index + 1 < len(ids) and not self._piece(ids[index + 1])  # nothing after the canvas is known
             across = (
                 not held
                 and letters is not None
@@ -174,12 +187,81 @@ class FrameStreamer:
                 and index > 0
                 and not pinned[index - 1]  # the separator is this canvas's, and not pinned
             )
+            if not held and not repeat and not across and self._pair_again(kept, kept_held, token, ends):
+                kept.pop()  # the pair's first token goes with its second
+                kept_held.pop()
+                repeat = True
+            if not held and not repeat:
+                token = self._one_mark(token)
             if across:
                 kept.pop()  # the separator goes with the repeat
+                kept_held.pop()
             elif not repeat:
                 kept.append(token)
+                kept_held.append(held)
             self._follow(state, token)
         return kept
+
+    def _stuck_to_itself(self, token: int, last: int | None) -> bool:
+        """``token`` is a capitalised piece of two letters or more that repeats, case and all, the whole word the
+        token before it starts (` Web` + `Web`); not in capitals (` CO` + `CO` + `MO` is `COCOMO`)."""
+        text = self._text(token)
+        if last is None or len(text) < 2 or not text[0].isupper() or text.isupper():
+            return False
+        if self._letters(token) != (False, text.lower()):
+            return False
+        return self._text(last) == " " + text
+
+    def _mark_again(self, token: int, last: int | None) -> bool:
+        text = self._text(token).removeprefix(" ")
+        return last is not None and text in _MARKS and self._text(last).removeprefix(" ") == text
+
+    def _one_mark(self, token: int) -> int:
+        """A token of one mark written over and over (`,,`, `,,,,`) as that mark once."""
+        text = self._text(token)
+        mark = text.removeprefix(" ")
+        if len(mark) < 2 or len(set(mark)) != 1 or mark[0] not in _MARKS:
+            return token
+        if token not in self._marks:
+            once = self.tokenizer.encode(text[: len(text) - len(mark) + 1], add_special_tokens=False)
+            self._marks[token] = int(once[0]) if len(once) == 1 else token
+        return self._marks[token]
+
+    def _pair_again(self, kept: list[int], kept_held: list[bool], token: int, ends: bool) -> bool:
+        """``token`` ends a pair of tokens that repeats the pair before it, all four this canvas's and the repeat's
+        first not pinned: `in the` + ` in` (the last kept) + ` the` (``token``), or a pair stuck to the one before
+        it (`DownloadsDownloads`, `e.g.g.g`). See ``_undouble`` for what is spared."""
+        if len(kept) < 3 or kept_held[-1]:
+            return False
+        units = [self._unit(t) for t in (*kept[-3:], token)]
+        if any(u is None for u in units):
+            return False
+        first, second, again, then = (u for u in units if u is not None)
+
+        def same(one: tuple[str, bool, str], other: tuple[str, bool, str]) -> bool:
+            return one[0] == other[0] and one[2].lower() == other[2].lower()
+
+        if not same(first, again) or not same(second, then) or same(first, second):
+            return False
+        if then[0] == "word" and not ends:
+            return False  # the pair's second word goes on: ` in the` + ` in the` + `ory`
+        if again[1]:  # whole words: ` in the in the`
+            spaced = all(u[0] == "word" and u[1] for u in units)
+            return spaced and not {first[2].lower(), second[2].lower()} & _IDIOMS
+        if second[1] or then[1] or "word" not in (second[0], then[0]):
+            return False  # a space inside the run (`No. No.`), or no letters in it (`-.-.`)
+        return not any(u[0] == "word" and len(u[2]) == 1 and u[2] != u[2].lower() for u in units)  # `U.S.S.R.`
+
+    def _unit(self, token: int) -> tuple[str, bool, str] | None:
+        """A token as a pair's member: ("word", whether a space starts it, its letters) or ("separator", False, the
+        separator) for `.`, `-` or `_`; None for anything else (digits, markup, punctuation)."""
+        text = self._text(token)
+        if text in _SEPARATORS:
+            return "separator", False, text
+        letters = text.removeprefix(" ")
+        if not (letters.isascii() and letters.isalpha()):
+            return None
+        return "word", len(letters) < len(text), letters
 
     def _follow(self, state: _RowState, token: int) -> None:
         """Move the row's word tracking on past ``token``."""

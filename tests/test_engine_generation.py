@@ -296,3 +296,65 @@ def test_a_whole_word_or_a_word_across_a_separator_written_twice_is_left_out(loa
         assert text(ids(*kept)) == "".join(kept)
     assert text(ids("1", ".", "1", "<")) == "1.1<"
     assert text(ids("Hash", ".", "Hash", "<"), [False, True]) == "Hash.Hash<"
+
+
+def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
+    """What the default model writes twice on its pages (a board of session 46's server: `Pro WebWeb is in the in
+    the out`, `in lin · · 64 points`; a wiki article: `object,, containing`), read with its own tokenizer."""
+    from transformers import AutoTokenizer
+
+    from engine.denoise import DenoiseSettings
+    from engine.identity import DEFAULT_MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    settings = DenoiseSettings(max_canvases=1, max_steps=1, entropy_bound=1.0, drop_doubled_words=True)
+
+    def text(written: str, pinned: int = 0, drop: bool = True) -> str:
+        ids = tokenizer.encode(written, add_special_tokens=False) + [tokenizer.eos_token_id]
+        keep = torch.tensor([[i < pinned for i in range(len(ids))]])
+        frames: list[Frame] = []
+        streamer = FrameStreamer(
+            tokenizer,
+            [Row(emit=frames.append)],
+            dataclasses.replace(settings, drop_doubled_words=drop),
+            tokenizer.eos_token_id,
+            True,
+            Pins(torch.tensor([ids]), keep),
+        )
+        streamer.canvas(torch.tensor([ids]))
+        streamer.end()
+        return done(frames).text
+
+    assert text(" Pro WebWeb is in the in the out") == " Pro Web is in the out"
+    assert text(" by x in lin · · 64 points") == " by x in lin · 64 points"
+    assert text(" a object,, containing, and a,,,, b") == " a object, containing, and a, b"
+    assert text(" in the in the in the end") == " in the end"
+    assert text(" or e.g.g.g.g. the") == " or e.g. the"
+    assert text(" or.g.g.g.g.e.g. the") == " or.g.e.g. the"
+    assert text(">DownloadsDownloads</a>") == ">Downloads</a>"
+    assert text(" list-list-list.") == " list."
+    # A word repeated across a separator goes once, with its separator, and nothing more (the model's board at seed
+    # 0: `April_to_to_to_to`, `notes.txt.txt`).
+    assert text('/r/x/April_to_to_to_to">April to to to') == '/r/x/April_to">April to'
+    assert text(" notes.txt.txt and high-priority-priority now") == " notes.txt and high-priority now"
+    assert text(" Pro WebWeb is in the in the out", drop=False) == " Pro WebWeb is in the in the out"
+    # What English writes twice on purpose, and what only looks like a repeat, stays.
+    for kept in (
+        " over and over and over",
+        " as bright as bright",
+        " a murmur and a bonbon",  # ` mur` + `mur`: lower case
+        " the theory of the theorem",
+        " in the inn the",  # ` inn` is no ` in`
+        " for (;;) {}",
+        " item · 3 · 4",
+        " WebSite Web",
+        " COCOMO and over and over and over again and again and again, as sad as sad can be",
+        " the U.S.S.R. and e.g. i.e. a.k.a. 1.1.1.1",
+        " No. No. No.",
+        " Bora Bora and Walla Walla",
+        " -.-.-. and _-_-_-",
+    ):
+        assert text(kept) == kept
+    # A pinned repeat stays (the opening wrote it), and so does the model's first copy of a pinned pair.
+    assert text(" in the in the end", pinned=4) == " in the in the end"
+    assert text(" Web Web", pinned=2) == " Web Web"
