@@ -6,7 +6,9 @@ sites share one server), so each internal link is prefixed and given the htmx at
 model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
 its text: generated pages never send a visitor off the site. Given the site's router, so does a site-relative link
 that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page"; and a link
-written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki`` + ``/Foo``).
+written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki`` + ``/Foo``),
+and a link to a route whose pages a link's text names (``link_text``: the forum's threads) at the page its text
+names, so that a thread listed as `Cancer is complete` opens under that title whatever the model wrote in its href.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ def internal_url(mount: str, href: str) -> str | None:
 class LinkRewriter:
     """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
 
-    def __init__(self, mount: str, target: Callable[[str], str | None] | None = None) -> None:
+    def __init__(self, mount: str, target: Callable[[str, str], str | None] | None = None) -> None:
         self.mount = mount
-        # site-relative href -> the href the link should carry, None when no route serves it; None: every href as is
+        # (site-relative href, the link's text) -> the href the link should carry, None when no route serves it;
+        # None: every href as is
         self.target = target
         # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
         self._linker = Linker(callbacks=[self._rewrite], parse_email=False)
@@ -70,7 +73,7 @@ class LinkRewriter:
         href = html.unescape(raw).strip()
         if href.startswith("#"):
             return attrs
-        site_href = href if self.target is None else self.target(href)
+        site_href = href if self.target is None else self.target(href, str(attrs.get("_text", "")))
         url = None if site_href is None else internal_url(self.mount, site_href)
         if url is None:
             return None

@@ -7,6 +7,7 @@ reached through one has the route's own path as its canonical path.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is colla
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
 _SPACES = re.compile(r" +")
+_LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.link_text`); a longer one is no name
 
 
 class BadRequest(ValueError):
@@ -181,9 +183,11 @@ class SiteRouter:
         path, _, query = url.partition("?")
         return self.resolve(unquote(path), parse_qsl(query, keep_blank_values=True))
 
-    def link_target(self, href: str) -> str | None:
+    def link_target(self, href: str, text: str = "") -> str | None:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
-        href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves."""
+        href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. Where
+        the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
+        ``text`` names, when that is a page of the same route."""
         try:
             parts = urlsplit(href)
         except ValueError:  # "//[": not a URL
@@ -196,7 +200,28 @@ class SiteRouter:
             return None
         if location is None:
             return None
+        named = self._named_by(location, text)
+        if named is not None:
+            return urlunsplit(("", "", url_path(named.path), parts.query, parts.fragment))
         return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
+
+    def _named_by(self, location: Location, text: str) -> Location | None:
+        """The page of ``location``'s route whose ``link_text`` parameter is ``text`` (entities decoded, spaces
+        collapsed), the other parameters as they are; None when the route has no such parameter, ``text`` names
+        ``location`` itself, or no page of the route has that name (a `/` in a one-segment parameter)."""
+        name = location.route.link_text
+        said = " ".join(html.unescape(text).split())
+        if name is None or not said or len(said) > _LONGEST_NAME:
+            return None
+        compiled = next(c for c in self._routes if c.route is location.route)
+        try:
+            path, _ = replace_params(compiled.path_format, compiled.convertors, {**location.params, name: said})
+            named = self.resolve(path)
+        except (AssertionError, ValueError, BadRequest):  # Starlette's convertors assert there is no `/`
+            return None
+        if named is None or named.route is not location.route or named.path == location.path:
+            return None
+        return named
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""

@@ -26,6 +26,7 @@ ROUTE_KEYS = (
     "posts",
     "aliases",
     "spaces",
+    "link_text",
 )
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
@@ -66,6 +67,7 @@ class Route:
     reply_opening: str | None = None  # file name under prompts/: HTML new replies to posts start with, word for word
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
     spaces: str | None = None  # the character a run of spaces in a parameter becomes ("_": /Hash table is /Hash_table)
+    link_text: str | None = None  # the parameter a generated link's text names: the link leads to the page it says
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -170,6 +172,15 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             f"{spaces!r} cannot stand for a space in a URL",
             f'write spaces = "_" (or one of {"".join(SPACE_MARKS)}), or remove it to keep spaces as they are',
         )
+    link_text = data.get("link_text")
+    if link_text is not None and link_text not in (names := [name for name, _ in _parameters(pattern)]):
+        names_said = ", ".join(repr(name) for name in names) or "none"
+        raise SiteConfigError(
+            file,
+            f"{where}link_text",
+            f"{link_text!r} is not a parameter of the pattern {pattern!r} (its parameters: {names_said})",
+            "name one of the pattern's parameters, or remove the key",
+        )
     template = _prompt_file(file, root, f"{where}template", data, "template", "page.j2")
     opening = None
     if "opening" in data:
@@ -207,6 +218,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         reply_opening=reply_opening,
         aliases=aliases,
         spaces=spaces,
+        link_text=link_text,
     )
 
 

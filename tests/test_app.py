@@ -173,6 +173,26 @@ def test_a_thread_asked_for_with_spaces_redirects_to_its_own_url(client_factory:
     assert engine.calls == []
 
 
+def test_a_listed_thread_opens_under_the_title_its_listing_shows(client_factory: ClientFactory) -> None:
+    """The default model writes a thread's href and its title apart (`Cancer is complete` listed, the href's
+    `Cancer_is__iscomplete_complete`); the forum's link_text makes the link open the thread the listing shows."""
+
+    def board(prompt: str, seed: int) -> str:
+        thread = re.search(r"<thread>(.*?)</thread>", prompt)
+        if thread is not None:
+            return f'<div class="thread">\n<h1>{thread.group(1)}</h1></div>'
+        return (
+            '<div class="board">\n<h1>r/linux</h1>\n<ul class="threads">\n'
+            '<li><a href="/r/linux/Cancer_is__iscomplete_complete">Cancer is complete</a></li>\n'
+            '<li><a href="/r/linux/Kernel_news">Kernel news</a></li>\n</ul>\n</div>'
+        )
+
+    client = client_factory([load_site(SITES_DIR / "forum")], FakeEngine(board))
+    listed = page_html(visit(client, "/r/linux").text)
+    assert re.findall(r'hx-get="([^"]+)"', listed)[:2] == ["/r/linux/Cancer_is_complete", "/r/linux/Kernel_news"]
+    assert "<h1>Cancer is complete</h1>" in page_html(visit(client, "/r/linux/Cancer_is_complete").text)
+
+
 def test_a_single_sites_alias_redirects_under_the_root(client_factory: ClientFactory, wiki: Site) -> None:
     response = client_factory([wiki]).get("/wiki/Lisp", follow_redirects=False)
     assert response.status_code == 308 and response.headers["location"] == "/Lisp"

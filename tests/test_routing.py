@@ -23,6 +23,11 @@ def wiki_router() -> SiteRouter:
     return SiteRouter(load_site(SITES / "wiki"))
 
 
+@pytest.fixture(scope="module")
+def forum_router() -> SiteRouter:
+    return SiteRouter(load_site(SITES / "forum"))
+
+
 def test_literal_and_parameter_patterns_match(wiki_router: SiteRouter) -> None:
     home = wiki_router.resolve("/")
     article = wiki_router.resolve("/Hash_table")
@@ -184,3 +189,32 @@ def test_any_path_either_normalises_idempotently_or_is_a_bad_request(path: str) 
         return
     assert canonical.startswith("/") and normalise_path(canonical) == canonical
     assert "//" not in canonical and (canonical == "/" or not canonical.endswith("/"))
+
+
+@pytest.mark.parametrize(
+    ("href", "text", "target"),
+    [
+        # The default model's board (session 46): a listing's title and the thread its href names differ.
+        ("/r/linux/Cancer_is__iscomplete_complete", "Cancer is complete", "/r/linux/Cancer_is_complete"),
+        ("/r/linux/x", "  What   is V.11?\n", "/r/linux/What_is_V.11%3F"),
+        ("/r/linux/x#top", "AT&amp;T &lt;3", "/r/linux/AT&T_<3#top"),
+        ("/r/linux/Kernel_news", "Kernel news", "/r/linux/Kernel_news"),  # the same page: the href as it was
+        ("/r/linux/Kernel news", "Kernel news", "/r/linux/Kernel_news"),
+        ("/r/linux/Kernel_news", "", "/r/linux/Kernel_news"),
+        ("/r/linux/Kernel_news", "r/linux/Kernel news", "/r/linux/Kernel_news"),  # a / names no thread
+        ("/r/linux/Kernel_news", "x" * 201, "/r/linux/Kernel_news"),  # no title is that long
+        ("/r/linux", "Kernel news", "/r/linux"),  # a board's link: its route says nothing of its text
+        ("/nowhere/x", "Kernel news", None),
+    ],
+)
+def test_a_link_to_a_thread_leads_to_the_thread_its_text_names(
+    forum_router: SiteRouter, href: str, text: str, target: str | None
+) -> None:
+    """The forum's threads declare link_text = "thread": a listing shows a thread's title as the link's text, so
+    the link opens the thread of that title, whatever the model wrote in its href."""
+    assert forum_router.link_target(href, text) == target
+
+
+def test_a_route_without_link_text_ignores_a_links_text(wiki_router: SiteRouter) -> None:
+    assert wiki_router.link_target("/Lisp", "the language") == "/Lisp"
+    assert wiki_router.link_target("/wiki/Lisp", "the language") == "/Lisp"

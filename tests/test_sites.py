@@ -36,6 +36,7 @@ context = ["brief", "parent"]
 pattern = "/thread/{id}"
 template = "page.j2"
 posts = true
+link_text = "id"
 
 [[routes]]
 pattern = "/find"
@@ -69,6 +70,7 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     assert page.params == ("name",) and page.context == ("brief", "parent") and page.opening == "home.j2"
     assert home.opening is None and home.aliases == () and page.aliases == ("/p/{name}",)
     assert thread.posts and "posts" in thread.context  # posts = true brings its context along
+    assert thread.link_text == "id" and page.link_text is None
     assert find.query == ("q",) and find.cache == "none"
 
 
@@ -109,6 +111,9 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "/"', "routes[1].spaces"),
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "__"', "routes[1].spaces"),
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = true', "routes[1].spaces"),
+        ('link_text = "id"', 'link_text = "title"', "routes[2].link_text"),
+        ('link_text = "id"', "link_text = 3", "routes[2].link_text"),
+        ('pattern = "/find"', 'pattern = "/find"\nlink_text = "q"', "routes[3].link_text"),
         ('title = "Demo"', 'title = "Demo', "-"),
     ],
 )
