@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
-from genui.store import PageKey, Store, StoredPage
+from genui.store import PageKey, ReadPostDeleted, Store, StoredPage
 
 log = logging.getLogger("genui")
 
@@ -66,6 +66,7 @@ class Splice:
     replied: int = 0  # and its StoredPage.replied (at least ``answered``)
     text_before: str = ""  # what the engine's final text has before the written part (an infill's ``before``)
     text_after: str = ""  # and after it
+    read: tuple[int, ...] = ()  # the ids of the readers' posts the run's prompt holds (a thread's)
 
     @property
     def whole(self) -> bool:
@@ -248,17 +249,23 @@ class Generation:
         splice = self.splice
         html = splice.before + self.runtime.render(splice.written(done.text)) + splice.after
         title = first_heading(html)
+        unstored = StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
         if self._store is None:
-            return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        stored = self._store.save_page(
-            self.key,
-            self.version,
-            self.seed,
-            title,
-            html,
-            done.seconds,
-            splice.answered,
-            splice.replied,
-            mount=self.runtime.mount,
-        )
+            return unstored
+        try:
+            stored = self._store.save_page(
+                self.key,
+                self.version,
+                self.seed,
+                title,
+                html,
+                done.seconds,
+                splice.answered,
+                splice.replied,
+                mount=self.runtime.mount,
+                read=splice.read,
+            )
+        except ReadPostDeleted as deleted:  # its watchers see what they watched being written; nobody else does
+            log.info("not stored: %s", deleted)
+            return unstored
         return self.runtime.remounted(stored)  # the one stored: another process's, if it stored this version first

@@ -35,7 +35,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
-from genui.store import PageKey, Store, StoredPage, StoredPost
+from genui.store import PageKey, ReadPostDeleted, Store, StoredPage, StoredPost
 from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
@@ -332,6 +332,7 @@ class Pages:
                     VARIANTS,
                     self.unclaimed_s,
                     replied=job.posts[-1].id if job.posts else 0,
+                    read=tuple(post.id for post in job.posts),
                 )
             ),
         )
@@ -351,16 +352,20 @@ class Pages:
             raise HTTPException(409, BUSY)
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        page = self.store.save_page(
-            job.key,
-            version,
-            version - 1,
-            first_heading(html),
-            html,
-            variations.seconds,
-            replied=variations.replied,
-            mount=job.runtime.mount,
-        )
+        try:
+            page = self.store.save_page(
+                job.key,
+                version,
+                version - 1,
+                first_heading(html),
+                html,
+                variations.seconds,
+                replied=variations.replied,
+                mount=job.runtime.mount,
+                read=variations.read,
+            )
+        except ReadPostDeleted:
+            raise HTTPException(409, "A post these variations read has been deleted since; ask for new ones.") from None
         page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)
         return page
@@ -380,6 +385,8 @@ class Pages:
         store = self.store if job.cached else None
         if splice.whole and job.posts:  # a thread written whole reads its newest posts: none of them waits any more
             splice = replace(splice, replied=job.posts[-1].id)
+        if job.posts:  # the prompt holds them all: a version written from a post deleted meanwhile is not stored
+            splice = replace(splice, read=tuple(post.id for post in job.posts))
 
         def ended(generation: Generation) -> None:
             self._ended(generation, job)

@@ -11,7 +11,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,11 @@ CREATE TABLE IF NOT EXISTS posts (
 );
 CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
 """
+
+
+class ReadPostDeleted(Exception):
+    """A page was written from a prompt that held a reader's post deleted since (``genui posts delete``): it is not
+    stored, so that no stored page keeps the post's text."""
 
 
 class PostRejected(ValueError):
@@ -220,9 +225,19 @@ class Store:
         answered: int = 0,
         replied: int = 0,
         mount: str | None = None,
+        read: Sequence[int] = (),
     ) -> StoredPage:
-        """Store a finished page. If that version was stored meanwhile (another process), the stored one wins."""
+        """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
+        ``read``: the ids of the readers' posts its prompt held; when one of them has been deleted meanwhile, nothing
+        is stored and ReadPostDeleted is raised (in the transaction that would store it, so a deletion is either
+        before it, and refuses it, or after it, and deletes the version with the post)."""
         with self._transaction() as db:
+            wanted = sorted(set(read))
+            if wanted:
+                marks = ", ".join("?" * len(wanted))
+                (left,) = db.execute(f"SELECT COUNT(*) FROM posts WHERE id IN ({marks})", wanted).fetchone()
+                if left < len(wanted):
+                    raise ReadPostDeleted(f"a post {key.site}{key.path} was written after has been deleted")
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
                 " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

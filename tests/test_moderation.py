@@ -88,3 +88,28 @@ def test_a_deleted_post_takes_a_rewrite_made_after_it_though_the_rewrite_keeps_a
     assert store.versions(key) == 2 and store.page(key) == store.page(key, 2)
     assert [post.user for post in store.posts("forum", PATH)] == ["ada"]
     assert store.delete_post(troll.id) is None
+
+
+def test_a_post_deleted_while_its_replies_are_being_written_is_in_no_version_stored(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    """`genui posts delete` beside a server writing the replies to that very post (another process, the same
+    file): the run ends after the deletion, and what it wrote from the post is not stored."""
+    engine = FakeEngine(delay=0.05)
+    client = client_factory(all_sites, engine)
+    db = tmp_path / "db0.sqlite3"
+    visit(client, THREAD)  # version 1, no posts
+    posted = client.post(THREAD, data={"user": "troll", "text": "something nasty"}, follow_redirects=False)
+    assert posted.status_code == 303
+    started = engine.finished
+    client.get(THREAD)  # the replies to it start being written in place, and the answer comes at once
+    moderator = Store(db)
+    try:
+        (troll,) = moderator.posts("forum", PATH)
+        assert moderator.delete_post(troll.id) is not None and engine.finished == started  # the run goes on
+    finally:
+        moderator.close()
+    shown = page_html(visit(client, THREAD).text)  # waits for that run, then shows the thread as stored
+    assert engine.finished > started and "something nasty" in engine.infills[-1].generation.prompt
+    assert len(stored_html(db)) == 1 and not any("something nasty" in html for html in stored_html(db))
+    assert "something nasty" not in shown and "troll" not in shown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from fakes import ClientFactory, FakeEngine, page_html, region_writer, visit, ws_messages
@@ -12,6 +13,7 @@ from test_app import HTMX, live_url, wait_until
 from engine.frames import EngineError
 from genui.edits import Infill
 from genui.sites import Site
+from genui.store import Store
 
 THREAD = "/forum/r/hacking/My_first_lisp"
 
@@ -159,3 +161,28 @@ def test_a_kept_variation_leaves_waiting_a_post_its_candidates_never_read(
     thread = client.get(THREAD).text
     assert "genui-in-place" in thread and "Welcome, ada!" in ws_messages(client, live_url(thread))[-1]
     assert len(engine.infills) == 2
+
+
+def test_variations_written_from_a_post_deleted_since_are_not_kept(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    origin = {"Origin": "http://testserver"}
+    client.post(THREAD, data={"user": "troll", "text": "something nasty"}, follow_redirects=False)
+    visit(client, THREAD)  # version 1, written whole with the post in its prompt
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    candidates = client.post("/_genui/variations", data=form, headers=origin).text  # finished, nothing kept yet
+    assert "something nasty" in engine.variations[-1][0].prompt
+    moderator = Store(tmp_path / "db0.sqlite3")  # genui posts delete, beside the server
+    try:
+        (troll,) = moderator.posts("forum", "/r/hacking/My_first_lisp")
+        moderator.delete_post(troll.id)
+    finally:
+        moderator.close()
+    keep = re.search(r'<form class="genui-keep"(.*?)value="1">', candidates, re.S)
+    assert keep is not None
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
+    refused = client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False)
+    assert refused.status_code == 409 and "deleted" in refused.text
+    assert "something nasty" not in page_html(visit(client, THREAD).text)  # the thread is written again without it

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from genui.store import MAX_POST, MAX_USER, PageKey, PostRejected, Store
+from genui.store import MAX_POST, MAX_USER, PageKey, PostRejected, ReadPostDeleted, Store
 
 KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
 
@@ -191,3 +191,17 @@ def test_a_database_from_before_replies_in_place_gains_the_column(tmp_path: Path
     assert old is not None and old.html == "old" and old.answered == 0
     save(store, version=2)
     store.close()
+
+
+def test_a_page_written_from_a_post_deleted_since_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    store = Store(tmp_path / "genui.sqlite3")
+    try:
+        key = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
+        kept, gone = (store.add_post("forum", "/r/lisp/Macros", user, "hello") for user in ("ada", "troll"))
+        store.delete_post(gone.id)
+        with pytest.raises(ReadPostDeleted):
+            store.save_page(key, 1, 0, "Macros", "<p>hello troll</p>", 0.1, read=(kept.id, gone.id))
+        assert store.versions(key) == 0
+        assert store.save_page(key, 1, 0, "Macros", "<p>hello ada</p>", 0.1, read=(kept.id, kept.id)).version == 1
+    finally:
+        store.close()
