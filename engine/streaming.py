@@ -29,7 +29,7 @@ __all__ = ["FrameStreamer", "GenerationCancelled", "Row"]
 
 _SEPARATORS = frozenset(".-_")  # a word written twice across one of these, stuck to both, is one word too many
 _MARKS = frozenset(",·")  # a comma or middle dot written twice in a row (`,,`, `· ·`) is one too many
-_IDIOMS = frozenset({"and", "or", "as"})  # `over and over and`: a pair written twice on purpose
+_IDIOMS = frozenset({"and", "or", "as", "by", "after", "upon"})  # `over and over and`, `one by one by`: on purpose
 
 
 @dataclass(eq=False)
@@ -151,7 +151,7 @@ class FrameStreamer:
         return pins.keep.tolist() if pins is not None else [[False] * tokens.shape[1] for _ in self.rows]
 
     def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool]) -> list[int]:
-        """``ids`` without the words that repeat the word before them (pinned tokens stay):
+        """``ids`` without what the denoiser wrote twice (pinned tokens stay, as written):
 
         - a word token equal to the token before it (`data data`, `HashHash`, `a a`);
         - a whole word equal to the whole word before it, however that one was split (`Desktop desktop`, where
@@ -159,24 +159,29 @@ class FrameStreamer:
         - a word repeated across a separator it is stuck to (`.`, `-`, `_`): `client.py.py` reads `client.py`,
           `object-oriented-oriented` reads `object-oriented`. The repeat must end its word, so `bash.bashrc`
           stays, and the word before the separator must be the same whole word, so `numpy.py` stays;
-        - a capitalised piece stuck to the same word before it (`WebWeb`, written ` Web` + `Web`; `murmur` stays);
+        - a capitalised piece that ends a word and repeats the word before it (`WebWeb`, written ` Web` + `Web`;
+          `murmur`, `COCOMO` and `WikiWikiWeb` stay);
         - a pair written twice, within a canvas: two whole words (`in the in the`), except where either is `and`,
-          `or` or `as` (`over and over and over`, `as bright as bright`), as the sites' corpus writes them; or
-          two tokens stuck to the pair before them, one of them letters and the other letters or a separator
-          (`DownloadsDownloads`, written `Down` + `loads` twice; `e.g.g.g.` reads `e.g.`), except a capital
-          letter's (`U.S.S.R.`) and where a space comes inside the run (`No. No. No.`);
-        - a comma or a middle dot written twice in a row (`,,` reads `,`, `· ·` reads `·`).
+          `or`, `as`, `by`, `after` or `upon` (`over and over and over`, `as bright as bright`, as the sites'
+          corpus writes them; `step by step by step`) or both start with a capital (`New York New York`); or two
+          pieces of two letters or more stuck to the same two before them, or such a piece and a separator
+          (`DownloadsDownloads`, written `Down` + `loads` twice), with no space in the run (`No. No. No.`); a
+          single letter's run stays (`e.g.g.g`, `10.x.x.x`);
+        - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
+          `id,,age` stay), or a middle dot (`· ·` reads `·`).
         """
         kept: list[int] = []
         kept_held: list[bool] = []
         for index, (token, held) in enumerate(zip(ids, pinned, strict=False)):
             word, letters = self._word(token), self._letters(token)
-            ends = index + 1 < len(ids) and not self._piece(ids[index + 1])  # nothing after the canvas is known
+            following = ids[index + 1] if index + 1 < len(ids) else None  # nothing after the canvas is known
+            ends = following is not None and not self._piece(following)
+            stuck = not held and ends and self._stuck_to_itself(token, state.last)
             repeat = not held and (
                 (word is not None and word == self._word(state.last))
                 or (letters is not None and letters[0] and len(letters[1]) >= 2 and letters[1] == state.word)
-                or self._stuck_to_itself(token, state.last)
-                or self._mark_again(token, state.last)
+                or stuck
+                or self._mark_again(token, state.last, following)
             )
             across = (
                 not held
@@ -187,19 +192,20 @@ class FrameStreamer:
                 and index > 0
                 and not pinned[index - 1]  # the separator is this canvas's, and not pinned
             )
-            if not held and not repeat and not across and self._pair_again(kept, kept_held, token, ends):
+            if not held and not repeat and not across and self._pair_again(kept, kept_held, token, following):
                 kept.pop()  # the pair's first token goes with its second
                 kept_held.pop()
                 repeat = True
             if not held and not repeat:
-                token = self._one_mark(token)
+                token = self._one_mark(token, following)
             if across:
                 kept.pop()  # the separator goes with the repeat
                 kept_held.pop()
             elif not repeat:
                 kept.append(token)
                 kept_held.append(held)
-            self._follow(state, token)
+            if not stuck:  # the word a stuck repeat left goes on as it was (` Web` + `Web` + ` web` is ` Web`)
+                self._follow(state, token)
         return kept
 
     def _stuck_to_itself(self, token: int, last: int | None) -> bool:
@@ -212,25 +218,33 @@ class FrameStreamer:
             return False
         return self._text(last) == " " + text
 
-    def _mark_again(self, token: int, last: int | None) -> bool:
+    def _mark_again(self, token: int, last: int | None, following: int | None) -> bool:
+        """A middle dot after a middle dot, or a comma after a comma with a space after it."""
         text = self._text(token).removeprefix(" ")
-        return last is not None and text in _MARKS and self._text(last).removeprefix(" ") == text
+        if last is None or text not in _MARKS or self._text(last).removeprefix(" ") != text:
+            return False
+        return text != "," or self._spaced(following)
 
-    def _one_mark(self, token: int) -> int:
-        """A token of one mark written over and over (`,,`, `,,,,`) as that mark once."""
+    def _one_mark(self, token: int, following: int | None) -> int:
+        """A token of one mark written over and over (`,,`, `,,,,`) as that mark once (a comma's before a space)."""
         text = self._text(token)
         mark = text.removeprefix(" ")
         if len(mark) < 2 or len(set(mark)) != 1 or mark[0] not in _MARKS:
+            return token
+        if mark[0] == "," and not self._spaced(following):
             return token
         if token not in self._marks:
             once = self.tokenizer.encode(text[: len(text) - len(mark) + 1], add_special_tokens=False)
             self._marks[token] = int(once[0]) if len(once) == 1 else token
         return self._marks[token]
 
-    def _pair_again(self, kept: list[int], kept_held: list[bool], token: int, ends: bool) -> bool:
+    def _spaced(self, token: int | None) -> bool:
+        return token is not None and self._text(token).startswith(" ")
+
+    def _pair_again(self, kept: list[int], kept_held: list[bool], token: int, following: int | None) -> bool:
         """``token`` ends a pair of tokens that repeats the pair before it, all four this canvas's and the repeat's
         first not pinned: `in the` + ` in` (the last kept) + ` the` (``token``), or a pair stuck to the one before
-        it (`DownloadsDownloads`, `e.g.g.g`). See ``_undouble`` for what is spared."""
+        it (`DownloadsDownloads`). See ``_undouble`` for what is spared."""
         if len(kept) < 3 or kept_held[-1]:
             return False
         units = [self._unit(t) for t in (*kept[-3:], token)]
@@ -238,19 +252,20 @@ class FrameStreamer:
             return False
         first, second, again, then = (u for u in units if u is not None)
 
-        def same(one: tuple[str, bool, str], other: tuple[str, bool, str]) -> bool:
-            return one[0] == other[0] and one[2].lower() == other[2].lower()
+        def same(one: tuple[str, bool, str], other: tuple[str, bool, str] | None) -> bool:
+            return other is not None and one[0] == other[0] and one[2].lower() == other[2].lower()
 
         if not same(first, again) or not same(second, then) or same(first, second):
             return False
-        if then[0] == "word" and not ends:
+        if then[0] == "word" and (following is None or self._piece(following)):
             return False  # the pair's second word goes on: ` in the` + ` in the` + `ory`
         if again[1]:  # whole words: ` in the in the`
             spaced = all(u[0] == "word" and u[1] for u in units)
-            return spaced and not {first[2].lower(), second[2].lower()} & _IDIOMS
+            capitals = first[2][0].isupper() and second[2][0].isupper()
+            return spaced and not capitals and not {first[2].lower(), second[2].lower()} & _IDIOMS
         if second[1] or then[1] or "word" not in (second[0], then[0]):
             return False  # a space inside the run (`No. No.`), or no letters in it (`-.-.`)
-        return not any(u[0] == "word" and len(u[2]) == 1 and u[2] != u[2].lower() for u in units)  # `U.S.S.R.`
+        return all(u[0] != "word" or len(u[2]) >= 2 for u in units)  # `10.x.x.x`, `U.S.S.R.`, ` dumdum`
 
     def _unit(self, token: int) -> tuple[str, bool, str] | None:
         """A token as a pair's member: ("word", whether a space starts it, its letters) or ("separator", False, the
