@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from bleach.linkifier import Linker
+from bleach.linkifier import Linker, LinkifyFilter
 
 MAIN_TARGET = "#genui-main"  # the element every navigation swaps (the page shell keeps the rest)
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
@@ -49,6 +49,37 @@ def internal_url(mount: str, href: str) -> str | None:
     return url
 
 
+class _TextFilter(LinkifyFilter):  # type: ignore[misc]  # bleach has no type hints
+    """bleach's filter, with a link's text (``_text``) whole: bleach leaves out its character references (`I &lt;3
+    Linux` reads `I 3 Linux`), here decoded (`I <3 Linux`), as a reader sees the text."""
+
+    def extract_character_data(self, token_list: list[dict[str, Any]]) -> str:
+        out = []
+        for token in token_list:
+            if token["type"] in ("Characters", "SpaceCharacters"):
+                out.append(token["data"])
+            elif token["type"] == "Entity":
+                out.append(html.unescape(f"&{token['name']};"))
+        return "".join(out)
+
+
+class _Linker(Linker):  # type: ignore[misc]
+    """bleach's Linker with ``_TextFilter``."""
+
+    def linkify(self, text: str) -> str:
+        if not text:
+            return ""
+        filtered = _TextFilter(
+            source=self.walker(self.parser.parseFragment(text)),
+            callbacks=self.callbacks,
+            skip_tags=self.skip_tags,
+            parse_email=self.parse_email,
+            url_re=self.url_re,
+            email_re=self.email_re,
+        )
+        return str(self.serializer.render(filtered))
+
+
 class LinkRewriter:
     """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
 
@@ -58,7 +89,7 @@ class LinkRewriter:
         # None: every href as is
         self.target = target
         # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
-        self._linker = Linker(callbacks=[self._rewrite], parse_email=False)
+        self._linker = _Linker(callbacks=[self._rewrite], parse_email=False)
 
     def __call__(self, sanitised_html: str) -> str:
         return str(self._linker.linkify(sanitised_html))

@@ -88,3 +88,27 @@ def test_a_link_written_as_an_alias_leads_to_the_pages_own_url(mount: str, url: 
     out = runtime.render('<p><a href="/wiki/Lisp#History">Lisp</a> and <a href="/Lisp">Lisp</a></p>')
     assert f'href="{url}#gen-History"' in out  # the sanitiser prefixes ids, and the fragments aimed at them
     assert out.count(f'href="{url}"') == 1 and out.count(f'hx-get="{url}"') == 1
+
+
+def test_a_thread_links_text_names_its_thread_as_a_reader_reads_it() -> None:
+    """bleach hands a link's text over without its character references; the forum's link_text must see them."""
+    from fakes import SITES_DIR
+
+    from genui.routing import SiteRouter
+    from genui.sites import load_site
+
+    router = SiteRouter(load_site(SITES_DIR / "forum"))
+    rewrite = LinkRewriter("/forum", router.link_target)
+    cases = {
+        '<a href="/r/linux/I_3_Linux">I &lt;3 Linux</a>': "/forum/r/linux/I_%3C3_Linux",
+        '<a href="/r/linux/Dont_panic">Don&#39;t panic</a>': "/forum/r/linux/Don't_panic",
+        '<a href="/r/linux/Kernel_news">Kernel&nbsp;news</a>': "/forum/r/linux/Kernel_news",
+        '<a href="/r/linux/ATT">AT&amp;T</a>': "/forum/r/linux/AT&amp;T",
+    }
+    for written, href in cases.items():
+        assert f'href="{href}"' in rewrite(sanitize_html(written)), written
+    # The parser's copy of a link left open across list items keeps the href it copied.
+    copied = rewrite(sanitize_html('<ul><li><a href="/r/linux/A">First</li><li>by bob · 3 points</li></ul>'))
+    assert copied.count('href="/forum/r/linux/A"') == 2
+    # A link dropped for leading off the site keeps its text, references and all.
+    assert rewrite(sanitize_html('<p><a href="/nowhere/x">AT&amp;T &lt;3</a></p>')) == "<p>AT&amp;T &lt;3</p>"

@@ -196,14 +196,18 @@ def test_any_path_either_normalises_idempotently_or_is_a_bad_request(path: str) 
     [
         # The default model's board (session 46): a listing's title and the thread its href names differ.
         ("/r/linux/Cancer_is__iscomplete_complete", "Cancer is complete", "/r/linux/Cancer_is_complete"),
-        ("/r/linux/x", "  What   is V.11?\n", "/r/linux/What_is_V.11%3F"),
-        ("/r/linux/x#top", "AT&amp;T &lt;3", "/r/linux/AT&T_<3#top"),
+        ("/r/linux/What_is_V11", "  What   is V.11?\n", "/r/linux/What_is_V.11%3F"),
+        ("/r/linux/ATT_3#top", "AT&T <3", "/r/linux/AT&T_<3#top"),  # the text as a reader sees it
         ("/r/linux/Kernel_news", "Kernel news", "/r/linux/Kernel_news"),  # the same page: the href as it was
         ("/r/linux/Kernel news", "Kernel news", "/r/linux/Kernel_news"),
         ("/r/linux/Kernel_news", "", "/r/linux/Kernel_news"),
         ("/r/linux/Kernel_news", "r/linux/Kernel news", "/r/linux/Kernel_news"),  # a / names no thread
         ("/r/linux/Kernel_news", "x" * 201, "/r/linux/Kernel_news"),  # no title is that long
         ("/r/linux", "Kernel news", "/r/linux"),  # a board's link: its route says nothing of its text
+        # Text that is no variant of the href's name: the parser's copy of a link left open, carried into the next
+        # list item, or a link's text that is no title.
+        ("/r/linux/A", "by bob · 3 points", "/r/linux/A"),
+        ("/r/linux/Kernel_news", "Reply", "/r/linux/Kernel_news"),
         ("/nowhere/x", "Kernel news", None),
     ],
 )
