@@ -94,7 +94,7 @@ class Snapshot:
     step: int = 0  # denoising step within it; 0 before the first
     canvases: int | None = None  # canvases the page may take, when the engine says its canvas length
     page: StoredPage | None = None
-    error: EngineError | None = None
+    error: EngineError | ReadPostDeleted | None = None
 
     @property
     def finished(self) -> bool:
@@ -206,7 +206,7 @@ class Generation:
         if snapshot.finished:
             self._ended.set()
 
-    def _fail(self, error: EngineError) -> None:
+    def _fail(self, error: EngineError | ReadPostDeleted) -> None:
         if not self._snapshot.finished:
             self._publish(replace(self._snapshot, error=error))
 
@@ -230,7 +230,7 @@ class Generation:
                     self._publish(replace(self._snapshot, page=self._finish(frame)))
                     return
             raise EngineError("the engine's stream ended without a final frame")
-        except EngineError as err:
+        except (EngineError, ReadPostDeleted) as err:
             self._fail(err)
         except asyncio.CancelledError:
             self._fail(EngineError("the generation was cancelled"))
@@ -249,23 +249,18 @@ class Generation:
         splice = self.splice
         html = splice.before + self.runtime.render(splice.written(done.text)) + splice.after
         title = first_heading(html)
-        unstored = StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
         if self._store is None:
-            return unstored
-        try:
-            stored = self._store.save_page(
-                self.key,
-                self.version,
-                self.seed,
-                title,
-                html,
-                done.seconds,
-                splice.answered,
-                splice.replied,
-                mount=self.runtime.mount,
-                read=splice.read,
-            )
-        except ReadPostDeleted as deleted:  # its watchers see what they watched being written; nobody else does
-            log.info("not stored: %s", deleted)
-            return unstored
+            return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
+        stored = self._store.save_page(  # ReadPostDeleted: the run fails, and its watchers are told why
+            self.key,
+            self.version,
+            self.seed,
+            title,
+            html,
+            done.seconds,
+            splice.answered,
+            splice.replied,
+            mount=self.runtime.mount,
+            read=splice.read,
+        )
         return self.runtime.remounted(stored)  # the one stored: another process's, if it stored this version first

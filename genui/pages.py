@@ -35,7 +35,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
-from genui.store import PageKey, ReadPostDeleted, Store, StoredPage, StoredPost
+from genui.store import PageKey, Store, StoredPage, StoredPost
 from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
@@ -352,20 +352,17 @@ class Pages:
             raise HTTPException(409, BUSY)
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        try:
-            page = self.store.save_page(
-                job.key,
-                version,
-                version - 1,
-                first_heading(html),
-                html,
-                variations.seconds,
-                replied=variations.replied,
-                mount=job.runtime.mount,
-                read=variations.read,
-            )
-        except ReadPostDeleted:
-            raise HTTPException(409, "A post these variations read has been deleted since; ask for new ones.") from None
+        page = self.store.save_page(  # ReadPostDeleted: a 409, and nothing kept
+            job.key,
+            version,
+            version - 1,
+            first_heading(html),
+            html,
+            variations.seconds,
+            replied=variations.replied,
+            mount=job.runtime.mount,
+            read=variations.read,
+        )
         page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)
         return page

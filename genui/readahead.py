@@ -26,7 +26,7 @@ from engine.frames import EngineError
 from genui.links import linked_urls
 from genui.navigation import sections
 from genui.routing import BadRequest, url_path
-from genui.store import PageKey, StoredPage
+from genui.store import PageKey, ReadPostDeleted, StoredPage
 
 if TYPE_CHECKING:
     from genui.generation import Generation
@@ -186,7 +186,7 @@ class ReadAhead:
                 job = self._queue.popleft()
                 try:
                     await self._read(job)
-                except (EngineError, BadRequest):  # a page the engine refused or whose prompt cannot fit: skipped
+                except (EngineError, BadRequest, ReadPostDeleted):  # refused, too long, or read a deleted post: skipped
                     pass
                 except Exception:
                     log.exception("reading ahead %s failed", job.url)

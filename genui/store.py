@@ -228,15 +228,15 @@ class Store:
         read: Sequence[int] = (),
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
-        ``read``: the ids of the readers' posts its prompt held; when one of them has been deleted meanwhile, nothing
-        is stored and ReadPostDeleted is raised (in the transaction that would store it, so a deletion is either
-        before it, and refuses it, or after it, and deletes the version with the post)."""
+        ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
+        newest of them); when one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is
+        raised, in the transaction that would store it, so a deletion is either before it, and refuses it, or after
+        it, and deletes the version with the post."""
         with self._transaction() as db:
-            wanted = sorted(set(read))
-            if wanted:
-                marks = ", ".join("?" * len(wanted))
-                (left,) = db.execute(f"SELECT COUNT(*) FROM posts WHERE id IN ({marks})", wanted).fetchone()
-                if left < len(wanted):
+            if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
+                sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
+                (left,) = db.execute(sql, (key.site, key.path, max(read))).fetchone()
+                if left < len(set(read)):
                     raise ReadPostDeleted(f"a post {key.site}{key.path} was written after has been deleted")
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"

@@ -160,7 +160,7 @@ class Views:
             return Response(status_code=CLIENT_GONE)
         if not job.cached:
             return self.screens.page(request, job, page)
-        newest = page.version >= self.pages.versions(job)  # past it: not stored (it read a post deleted since)
+        newest = page.version == self.pages.versions(job)
         return RedirectResponse(job.url if newest else versioned(job.url, page.version), status_code=303)
 
     async def _page_form(self, request: Request) -> tuple[FormData, Job]:

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, page_html, visit
+from fakes import ClientFactory, FakeEngine, page_html, visit, ws_messages
+from test_app import live_url
 
 from genui.cli import main
 from genui.sites import Site
@@ -94,22 +95,34 @@ def test_a_post_deleted_while_its_replies_are_being_written_is_in_no_version_sto
     client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
 ) -> None:
     """`genui posts delete` beside a server writing the replies to that very post (another process, the same
-    file): the run ends after the deletion, and what it wrote from the post is not stored."""
+    file): the run ends after the deletion, what it wrote from the post is not stored, and whoever waits for it,
+    watching the stream or with scripts off, is told why."""
     engine = FakeEngine(delay=0.05)
     client = client_factory(all_sites, engine)
     db = tmp_path / "db0.sqlite3"
     visit(client, THREAD)  # version 1, no posts
-    posted = client.post(THREAD, data={"user": "troll", "text": "something nasty"}, follow_redirects=False)
-    assert posted.status_code == 303
-    started = engine.finished
-    client.get(THREAD)  # the replies to it start being written in place, and the answer comes at once
-    moderator = Store(db)
-    try:
-        (troll,) = moderator.posts("forum", PATH)
-        assert moderator.delete_post(troll.id) is not None and engine.finished == started  # the run goes on
-    finally:
-        moderator.close()
-    shown = page_html(visit(client, THREAD).text)  # waits for that run, then shows the thread as stored
-    assert engine.finished > started and "something nasty" in engine.infills[-1].generation.prompt
-    assert len(stored_html(db)) == 1 and not any("something nasty" in html for html in stored_html(db))
-    assert "something nasty" not in shown and "troll" not in shown
+
+    def delete_while_answered(text: str) -> str:
+        """Post ``text``, start the run writing the replies to it, delete the post; the thread's answer then."""
+        posted = client.post(THREAD, data={"user": "troll", "text": text}, follow_redirects=False)
+        assert posted.status_code == 303
+        started = engine.finished
+        live = client.get(THREAD).text  # the replies start being written in place, and the answer comes at once
+        moderator = Store(db)
+        try:
+            troll = moderator.posts("forum", PATH)[-1]
+            assert moderator.delete_post(troll.id) is not None and engine.finished == started  # the run goes on
+        finally:
+            moderator.close()
+        assert text in engine.infills[-1].generation.prompt
+        return live
+
+    live = delete_while_answered("something nasty")
+    assert "has been deleted meanwhile" in ws_messages(client, live_url(live))[-1]  # the stream says so
+    delete_while_answered("something worse")
+    told = visit(client, THREAD)  # with scripts off, the wait for that run says so
+    assert told.status_code == 409 and "has been deleted meanwhile" in told.text
+    stored = stored_html(db)
+    assert len(stored) == 1 and not any("something" in html for html in stored)
+    shown = page_html(visit(client, THREAD).text)  # the thread as stored, with no post waiting
+    assert "something" not in shown and "troll" not in shown and len(stored_html(db)) == 1

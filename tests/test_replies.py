@@ -184,5 +184,5 @@ def test_variations_written_from_a_post_deleted_since_are_not_kept(
     assert keep is not None
     fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
     refused = client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False)
-    assert refused.status_code == 409 and "deleted" in refused.text
+    assert refused.status_code == 409 and "has been deleted meanwhile" in refused.text
     assert "something nasty" not in page_html(visit(client, THREAD).text)  # the thread is written again without it
