@@ -10,7 +10,7 @@ failure message in place of the page).
 | ``EngineLoading`` (the model is still loading) | 503 with ``Retry-After`` |
 | ``EngineOverloaded`` | 503 with ``Retry-After`` |
 | ``EngineError`` | 503 |
-| ``ReadPostDeleted`` (a reader's post the page was written from, deleted meanwhile) | 409 |
+| ``PageWithdrawn`` (a reader's post the page was written from, or its earlier versions, deleted meanwhile) | 409 |
 | anything else (a bug) | 500 |
 """
 
@@ -31,7 +31,7 @@ from genui.pages import EngineLoading, NoSuchVersion
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
-from genui.store import ReadPostDeleted
+from genui.store import PageWithdrawn, ReadPostDeleted
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
@@ -63,6 +63,9 @@ def problem(error: Exception) -> Problem | None:
     if isinstance(error, ReadPostDeleted):
         message = "A reader's post this page was written from has been deleted meanwhile, so it was not kept."
         return Problem(409, "Post deleted", message + " Open the page again.")
+    if isinstance(error, PageWithdrawn):
+        message = "This page's earlier versions were deleted while it was being written, so it was not kept."
+        return Problem(409, "Versions deleted", message + " Open the page again.")
     if isinstance(error, HTTPException):
         heading = http.HTTPStatus(error.status_code).phrase.capitalize()
         return Problem(error.status_code, heading, error.detail, dict(error.headers or {}))
@@ -92,7 +95,7 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         BadRequest: known,
         NoSuchVersion: known,
         EngineError: known,
-        ReadPostDeleted: known,
+        PageWithdrawn: known,
         HTTPException: known,
         Exception: server_error,
     }

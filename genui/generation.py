@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
-from genui.store import PageKey, ReadPostDeleted, Store, StoredPage
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage
 
 log = logging.getLogger("genui")
 
@@ -94,7 +94,7 @@ class Snapshot:
     step: int = 0  # denoising step within it; 0 before the first
     canvases: int | None = None  # canvases the page may take, when the engine says its canvas length
     page: StoredPage | None = None
-    error: EngineError | ReadPostDeleted | None = None
+    error: EngineError | PageWithdrawn | None = None
 
     @property
     def finished(self) -> bool:
@@ -206,7 +206,7 @@ class Generation:
         if snapshot.finished:
             self._ended.set()
 
-    def _fail(self, error: EngineError | ReadPostDeleted) -> None:
+    def _fail(self, error: EngineError | PageWithdrawn) -> None:
         if not self._snapshot.finished:
             self._publish(replace(self._snapshot, error=error))
 
@@ -230,7 +230,7 @@ class Generation:
                     self._publish(replace(self._snapshot, page=self._finish(frame)))
                     return
             raise EngineError("the engine's stream ended without a final frame")
-        except (EngineError, ReadPostDeleted) as err:
+        except (EngineError, PageWithdrawn) as err:
             self._fail(err)
         except asyncio.CancelledError:
             self._fail(EngineError("the generation was cancelled"))
@@ -251,7 +251,7 @@ class Generation:
         title = first_heading(html)
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        stored = self._store.save_page(  # ReadPostDeleted: the run fails, and its watchers are told why
+        stored = self._store.save_page(  # PageWithdrawn: the run fails, and its watchers are told why
             self.key,
             self.version,
             self.seed,

@@ -352,7 +352,7 @@ class Pages:
             raise HTTPException(409, BUSY)
         html = pages[index]
         self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        page = self.store.save_page(  # ReadPostDeleted: a 409, and nothing kept
+        page = self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
             job.key,
             version,
             version - 1,

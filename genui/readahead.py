@@ -26,7 +26,7 @@ from engine.frames import EngineError
 from genui.links import linked_urls
 from genui.navigation import sections
 from genui.routing import BadRequest, url_path
-from genui.store import PageKey, ReadPostDeleted, StoredPage
+from genui.store import PageKey, PageWithdrawn, StoredPage
 
 if TYPE_CHECKING:
     from genui.generation import Generation
@@ -186,7 +186,7 @@ class ReadAhead:
                 job = self._queue.popleft()
                 try:
                     await self._read(job)
-                except (EngineError, BadRequest, ReadPostDeleted):  # refused, too long, or read a deleted post: skipped
+                except (EngineError, BadRequest, PageWithdrawn):  # refused, too long, or withdrawn: skipped
                     pass
                 except Exception:
                     log.exception("reading ahead %s failed", job.url)

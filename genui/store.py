@@ -53,9 +53,18 @@ CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
 """
 
 
-class ReadPostDeleted(Exception):
+class PageWithdrawn(Exception):
+    """A finished page is not stored: what it was written from or after was deleted while it was being written."""
+
+
+class ReadPostDeleted(PageWithdrawn):
     """A page was written from a prompt that held a reader's post deleted since (``genui posts delete``): it is not
     stored, so that no stored page keeps the post's text."""
+
+
+class EarlierVersionsDeleted(PageWithdrawn):
+    """A page's version was written while the versions before it were deleted (``genui cache forget``, or a post's
+    deletion, which takes the versions that may show it): it is not stored, so that the versions run from 1."""
 
 
 class PostRejected(ValueError):
@@ -231,13 +240,20 @@ class Store:
         ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
         newest of them); when one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is
         raised, in the transaction that would store it, so a deletion is either before it, and refuses it, or after
-        it, and deletes the version with the post."""
+        it, and deletes the version with the post. A version whose version before it is gone (deleted while it was
+        written) raises EarlierVersionsDeleted, and nothing is stored."""
         with self._transaction() as db:
             if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
                 sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
                 (left,) = db.execute(sql, (key.site, key.path, max(read))).fetchone()
                 if left < len(set(read)):
                     raise ReadPostDeleted(f"a post {key.site}{key.path} was written after has been deleted")
+            if version > 1:
+                before = db.execute(
+                    f"SELECT 1 FROM pages WHERE {_KEY_WHERE} AND version = ?", (*_key_args(key), version - 1)
+                )
+                if before.fetchone() is None:
+                    raise EarlierVersionsDeleted(f"the versions of {key.site}{key.path} before {version} are gone")
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
                 " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

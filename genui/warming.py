@@ -20,7 +20,7 @@ from genui.generation import Generation
 from genui.pages import Job, Pages
 from genui.readahead import reading_list
 from genui.routing import BadRequest
-from genui.store import ReadPostDeleted
+from genui.store import PageWithdrawn
 
 ALL_LINKS = 1000  # the links of one page followed: all of them
 
@@ -53,8 +53,8 @@ async def warm(pages: Pages, start: list[Job], count: int, report: Callable[[War
         except (BadRequest, TemplateError) as err:  # a prompt that cannot be had: the click would fail the same way
             report(Warmed(job.url, problem=str(err) or type(err).__name__))
             continue
-        except ReadPostDeleted:  # `genui posts delete` meanwhile: not stored, and the next warm writes it again
-            report(Warmed(job.url, problem="a post it was written from was deleted meanwhile"))
+        except PageWithdrawn:  # `genui posts delete` or `cache forget` meanwhile: not stored, warmed next time
+            report(Warmed(job.url, problem="what it was written from was deleted meanwhile"))
             continue
         if isinstance(shown, Generation):
             written += 1

@@ -1,19 +1,22 @@
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import SITES_DIR
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, ws_messages
+from test_app import HTMX, live_url
 
 from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions, size_text
 from genui.cli import main
 from genui.runtime import SiteRuntime
-from genui.sites import load_site
+from genui.sites import Site, load_site
 from genui.store import PageKey, Store
 
 MODEL = "owner/model-a"  # a hub id is its own model id: no files to read, no torch
@@ -269,3 +272,27 @@ def test_an_option_given_before_an_action_that_does_not_take_it_is_refused(
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
     assert db.read_bytes() == before  # nothing pruned, forgotten or deleted
+
+
+def test_a_version_written_while_its_page_is_forgotten_is_not_stored(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    """`genui cache forget` beside a server writing the page's next version: the versions before it are gone, so it
+    is not stored (the versions run from 1), its watcher is told why, and the next visit writes version 1 again."""
+    engine = FakeEngine(delay=0.2)  # a run of about 2 s: time to forget its page meanwhile
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")  # version 1
+    form = {"site": "wiki", "url": "/Lisp"}
+    live = client.post("/_genui/regenerate", data=form, headers={**HTMX, "Origin": "http://testserver"}).text
+    with concurrent.futures.ThreadPoolExecutor(1) as watcher:
+        messages = watcher.submit(ws_messages, client, live_url(live))  # a visitor watches version 2 being written
+        time.sleep(0.3)  # into the run of about 2 s
+        store = Store(tmp_path / "db0.sqlite3")  # genui cache forget, beside the server
+        try:
+            assert store.forget("wiki", "/Lisp") == 1 and engine.finished == 1  # version 2 is still being written
+        finally:
+            store.close()
+        assert "earlier versions were deleted" in messages.result(timeout=30)[-1]
+    with contextlib.closing(sqlite3.connect(tmp_path / "db0.sqlite3")) as db:
+        assert db.execute("SELECT COUNT(*) FROM pages WHERE site = 'wiki' AND path = '/Lisp'").fetchone() == (0,)
+    assert "?v=2" not in visit(client, "/wiki/Lisp").text and len(engine.calls) == 3  # version 1, written again

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from genui.store import MAX_POST, MAX_USER, PageKey, PostRejected, ReadPostDeleted, Store
+from genui.store import MAX_POST, MAX_USER, EarlierVersionsDeleted, PageKey, PostRejected, ReadPostDeleted, Store
 
 KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
 
@@ -203,5 +203,17 @@ def test_a_page_written_from_a_post_deleted_since_is_refused_and_nothing_is_stor
             store.save_page(key, 1, 0, "Macros", "<p>hello troll</p>", 0.1, read=(kept.id, gone.id))
         assert store.versions(key) == 0
         assert store.save_page(key, 1, 0, "Macros", "<p>hello ada</p>", 0.1, read=(kept.id, kept.id)).version == 1
+    finally:
+        store.close()
+
+
+def test_a_version_whose_version_before_it_is_gone_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "genui.sqlite3")
+    try:
+        store.save_page(KEY, 1, seed=0, title="t", html="one", seconds=0.1)
+        assert store.forget(KEY.site, KEY.path) == 1  # genui cache forget, while version 2 is being written
+        with pytest.raises(EarlierVersionsDeleted):
+            store.save_page(KEY, 2, seed=1, title="t", html="two", seconds=0.1)
+        assert store.versions(KEY) == 0 and store.save_page(KEY, 1, seed=0, title="t", html="one", seconds=0.1)
     finally:
         store.close()
