@@ -66,7 +66,7 @@ class Splice:
     replied: int = 0  # and its StoredPage.replied (at least ``answered``)
     text_before: str = ""  # what the engine's final text has before the written part (an infill's ``before``)
     text_after: str = ""  # and after it
-    read: tuple[int, ...] = ()  # the ids of the readers' posts the run's prompt holds (a thread's)
+    read: tuple[int, ...] = ()  # the ids of every reader post of the thread when the run began (its prompt holds them)
 
     @property
     def whole(self) -> bool:

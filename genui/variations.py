@@ -48,7 +48,7 @@ class Variations:
         n: int,
         unclaimed_s: float,
         replied: int = 0,  # the newest reader post the candidates' prompt read (a thread's), kept as StoredPage.replied
-        read: tuple[int, ...] = (),  # the ids of every reader post it read: one deleted since, and none is kept
+        read: tuple[int, ...] = (),  # the ids of every reader post of the thread when it began: one gone, none is kept
     ) -> None:
         self.id = secrets.token_urlsafe(12)
         self.runtime, self.key, self.url, self.n, self.replied = runtime, key, url, n, replied
