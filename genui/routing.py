@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -55,6 +55,15 @@ class Location:
     def url(self) -> str:
         """The site-relative URL of this page, query included (a `?` in the path written `%3F`)."""
         return f"{url_path(self.path)}?{self.query_string}" if self.query else url_path(self.path)
+
+
+def _said_once(path: str) -> str:
+    """``path`` with each segment that repeats the one before it left out (`/r/news/news/A` is `/r/news/A`)."""
+    kept: list[str] = []
+    for segment in path.split("/"):
+        if not (kept and segment and segment == kept[-1]):
+            kept.append(segment)
+    return "/".join(kept)
 
 
 def url_path(path: str) -> str:
@@ -189,7 +198,9 @@ class SiteRouter:
 
     def link_target(self, href: str, text: str = "") -> str | None:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
-        href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. Where
+        href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. A path
+        that no route serves but would with a segment written twice in a row written once (the default model's
+        `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page. Where
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
         ``text`` names, when that is a page of the same route."""
         try:
@@ -198,8 +209,13 @@ class SiteRouter:
             return None
         if parts.scheme or parts.netloc or not parts.path.startswith("/"):
             return None
+        path = unquote(parts.path)
         try:
-            location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
+            location = self.resolve(path, parse_qsl(parts.query))
+            if location is None and (once := _said_once(path)) != path:
+                location = self.resolve(once, parse_qsl(parts.query))
+                if location is not None:  # the page the href meant: its path as a request for it would have it
+                    location = replace(location, aliased=True)
         except BadRequest:
             return None
         if location is None:

@@ -77,6 +77,20 @@ def test_a_site_relative_link_no_route_serves_becomes_plain_text() -> None:
     assert ", Al, r/lisp, " in out  # their text stays
 
 
+def test_a_link_whose_path_writes_a_segment_twice_leads_where_it_would_once() -> None:
+    """The default model's first clicks (session 47): 7 of the 12 links it wrote that no route served had one
+    segment twice in a row (`/r/news/news/A`, `/wiki/wiki/Lisp`); with it once, each is a page of the site."""
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "/wiki")
+    out = runtime.render('<p><a href="/wiki/wiki/Lisp">Lisp</a> and <a href="/wiki/Lisp/Unix">Unix</a></p>')
+    assert out.count('href="/wiki/Lisp"') == 1 and out.count('hx-get="/wiki/Lisp"') == 1
+    assert "Unix</a>" not in out and " and Unix</p>" in out  # nothing written twice: no page, plain text
+
+
 @pytest.mark.parametrize(("mount", "url"), [("/wiki", "/wiki/Lisp"), ("", "/Lisp")])
 def test_a_link_written_as_an_alias_leads_to_the_pages_own_url(mount: str, url: str) -> None:
     from fakes import SITES_DIR

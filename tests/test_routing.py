@@ -85,6 +85,10 @@ def test_an_alias_never_shadows_a_pattern(wiki_router: SiteRouter) -> None:
         ("/wiki/What_is_it%3F", "/What_is_it%3F"),  # the title's ? stays in the path, encoded
         ("/search?q=lisp", "/search?q=lisp"),
         ("/wiki/a/b", None),
+        ("/wiki/wiki/Lisp", "/Lisp"),  # the default model writes a segment twice; once, it is an article
+        ("/wiki/wiki/Lisp/Lisp", "/Lisp"),
+        ("/Lisp/Lisp", "/Lisp"),
+        ("/wiki/Lisp/Unix", None),  # nothing written twice
         ("https://example.com/wiki/Lisp", None),
         ("//[", None),
     ],
@@ -209,6 +213,11 @@ def test_any_path_either_normalises_idempotently_or_is_a_bad_request(path: str) 
         ("/r/linux/A", "by bob · 3 points", "/r/linux/A"),
         ("/r/linux/Kernel_news", "Reply", "/r/linux/Kernel_news"),
         ("/nowhere/x", "Kernel news", None),
+        # A board written twice (the default model's first clicks, session 47): the thread its text names.
+        ("/r/news/news/The_color_Parad", "The color Parad", "/r/news/The_color_Parad"),
+        ("/r/computers/computers/Was_it", "Was it?", "/r/computers/Was_it%3F"),
+        ("/r/linux/linux", "Kernel news", "/r/linux/linux"),  # a thread called linux: served as it is
+        ("/r/linux/linux/linux", "linux", "/r/linux"),  # every repeat goes: the board
     ],
 )
 def test_a_link_to_a_thread_leads_to_the_thread_its_text_names(
