@@ -12,8 +12,9 @@ The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
 - the canvas's final tokens are the argmax of the last step's logits; they are written to the cache and the next
   canvas begins, until every row has written its end-of-text or ``max_canvases`` are done. With ``min_distinct``
   set, a canvas of fewer distinct tokens (a loop: ``linuxlinuxlinux``) is an end-of-text instead, and with
-  ``max_repeat`` set, a run of that many copies of one token ends the page where it starts (genui's settings;
-  ``generate()`` has neither).
+  ``max_repeat`` set, a run of that many copies of one token ends the page where it starts; with ``cap_runs`` set,
+  no step samples a token that would stretch one token, or two in turn, past that many tokens (``e.g.g.g.g``)
+  (genui's settings; ``generate()`` has none of them).
 
 This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
 seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
@@ -73,6 +74,7 @@ class DenoiseSettings:
     settle_after: int = 0  # a position accepted with one token this many steps in a row keeps it (0: never)
     min_distinct: int = 0  # a finished canvas with fewer distinct tokens is a loop: dropped, its row ends (0: off)
     max_repeat: int = 0  # a finished canvas with a run of this many of one token ends its row where it starts (0: off)
+    cap_runs: int = 0  # no token may stretch one token, or two in turn, past this many tokens (0: off; else 3 or more)
     refresh_every: int = 0  # a whole-canvas step every this many; between them only changed positions (0: all whole)
     refresh_neighbours: int = 2  # a step between refreshes also recomputes this many positions each side of a change
     drop_doubled_words: bool = False  # a canvas's text leaves out a word token its left neighbour wrote too
@@ -121,6 +123,8 @@ class DenoiseSettings:
             raise EngineError(f"min_distinct must be 0 (off) or a count of tokens, got {self.min_distinct!r}")
         if not isinstance(self.max_repeat, int) or self.max_repeat < 0 or self.max_repeat == 1:
             raise EngineError(f"max_repeat must be 0 (off) or a run of 2 tokens or more, got {self.max_repeat!r}")
+        if not isinstance(self.cap_runs, int) or self.cap_runs < 0 or self.cap_runs in (1, 2):
+            raise EngineError(f"cap_runs must be 0 (off) or a length of 3 tokens or more, got {self.cap_runs!r}")
         if not isinstance(self.end_last, bool):
             raise EngineError(f"end_last must be true or false, got {self.end_last!r}")
         if not isinstance(self.drop_doubled_words, bool):
@@ -238,6 +242,28 @@ def doubled(canvas: torch.Tensor, before: torch.Tensor, eos_id: int) -> torch.Te
     return ((canvas == left) | right) & (canvas != eos_id)
 
 
+def capped(known: torch.Tensor, cap: int, free: torch.Tensor) -> torch.Tensor:
+    """The tokens (B, C, 2) each canvas position may not take, -1 for none, from ``known`` (B, W + C): the ``cap``
+    tokens before the canvas, then the canvas, with a negative id (each a different one) wherever a token is not
+    known yet. A position's left ``cap`` tokens that are one token over and over (period 1) or two in turn (period
+    2) bar the token that would stretch the run past ``cap``; tokens ``free`` (V,) bool may run (digits, the end of
+    text and the padding after it). A denoiser that loses its way writes such runs (`e.g.g.g.g`, `~ ~ ~ ~`,
+    `, parallel, parallel, parallel`) over a hundred times as often as the sites' own pages hold them."""
+    windows = known.unfold(1, cap, 1)[:, : known.shape[1] - cap]  # (B, C, cap): the tokens left of each position
+    last, second = windows[..., -1], windows[..., -2]
+    once = (windows == last[..., None]).all(dim=-1)
+    twice = (windows[..., 2:] == windows[..., :-2]).all(dim=-1) & (last != second)
+    barred = torch.stack([torch.where(once, last, -1), torch.where(twice, second, -1)], dim=-1)
+    return torch.where((barred >= 0) & ~free[barred.clamp(min=0)], barred, -1)
+
+
+def bar(logits: torch.Tensor, barred: torch.Tensor) -> torch.Tensor:
+    """Logits (B, C, V) with each position's barred tokens (B, C, k; -1: none) at the loop's floor."""
+    hits = torch.zeros(logits.shape, dtype=torch.uint8, device=logits.device)
+    hits.scatter_add_(-1, barred.clamp(min=0), (barred >= 0).to(torch.uint8))
+    return logits.masked_fill(hits > 0, _NEVER)
+
+
 def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per position from probs (B, C, V), and each position's likeliest token (both B, C); top_k > 0
     draws among the k likeliest tokens only, and the likeliest comes with them at no cost."""
@@ -321,9 +347,11 @@ def denoise(
     observer: Observer | None = None,
     pins: Pins | None = None,
     cancelled: Callable[[], bool] = lambda: False,
+    free: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Write up to ``max_canvases`` canvases after each prompt of ``input_ids`` (B, T); returns the new tokens
-    (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``)."""
+    (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``). ``free`` (V,) bool: the
+    tokens ``cap_runs`` lets run (the end of text and the padding always may)."""
     settings.check()
     changed_only = getattr(denoiser, "denoise_changed", None)  # a step over the changed positions alone
     if settings.refresh_every and changed_only is None:
@@ -337,6 +365,11 @@ def denoise(
         finished = torch.zeros(b, dtype=torch.bool, device=device)
         canvases: list[torch.Tensor] = []
         before = input_ids[:, -1]  # the token before the canvas (prompts are left-padded)
+        if settings.cap_runs:
+            free = torch.zeros(vocab, dtype=torch.bool, device=device) if free is None else free.to(device).clone()
+            free[[denoiser.eos_id, denoiser.pad_id]] = True
+            unknown = -1 - torch.arange(settings.cap_runs + c, device=device).expand(b, -1)  # never equal
+            tail = torch.cat([unknown[:, : settings.cap_runs], input_ids], dim=-1)[:, -settings.cap_runs :]
         for index in range(settings.max_canvases):
             pinned = pins.canvas(index, c) if pins is not None else None
             current = pinned.tokens if pinned is not None else _noise((b, c), vocab, device, generator)
@@ -363,6 +396,10 @@ def denoise(
                     kept = accepted if pinned is None else accepted | pinned.keep
                     penalty = settings.neighbour_repeat_penalty
                     logits = penalise_neighbour_repeats(logits, current, kept, before, penalty)
+                if settings.cap_runs and free is not None:
+                    kept = accepted if pinned is None else accepted | pinned.keep
+                    known = torch.cat([tail, torch.where(kept, current, unknown[:, settings.cap_runs :])], dim=-1)
+                    logits = bar(logits, capped(known, settings.cap_runs, free))
                 if pinned is not None:
                     logits = pin(logits, pinned)
                 if settings.settle_after:
@@ -417,6 +454,8 @@ def denoise(
                 break
             denoiser.commit(prefix, canvas)
             before = canvas[:, -1]
+            if settings.cap_runs:
+                tail = torch.cat([tail, canvas], dim=-1)[:, -settings.cap_runs :]
     return torch.cat(canvases, dim=-1)
 
 

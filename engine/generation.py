@@ -9,11 +9,13 @@ in-place edit (engine.infill).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from engine.denoise import DenoiseSettings, Pins, denoise
 from engine.frames import EngineError, GenerationRequest
@@ -157,6 +159,21 @@ def plan_batch(loaded: LoadedModel, requests: Sequence[GenerationRequest], rows:
     return plan
 
 
+_FREE: weakref.WeakKeyDictionary[Any, torch.Tensor] = weakref.WeakKeyDictionary()
+
+
+def free_to_run(tokenizer: PreTrainedTokenizerBase, vocab_size: int) -> torch.Tensor:
+    """The tokens (V,) bool that ``cap_runs`` lets run however long: digits (``1000000``, a table of zeros) and
+    whitespace (indentation), which the sites' own pages repeat. Worked out once per tokenizer."""
+    free = _FREE.get(tokenizer)
+    if free is None or len(free) != vocab_size:
+        texts = tokenizer.batch_decode([[index] for index in range(min(len(tokenizer), vocab_size))])
+        free = torch.zeros(vocab_size, dtype=torch.bool)
+        free[[index for index, text in enumerate(texts) if text.isspace() or text.strip().isdigit()]] = True
+        _FREE[tokenizer] = free
+    return free
+
+
 def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:
     """Run a plan in the calling thread; frames go to each row's ``emit``. Returns the new tokens, (B, K*C).
 
@@ -174,6 +191,7 @@ def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:
         observer=streamer,
         pins=plan.pins,
         cancelled=streamer.abandoned,
+        free=free_to_run(loaded.tokenizer, loaded.denoiser.vocab_size) if plan.settings.cap_runs else None,
     )
     streamer.end()
     return tokens

@@ -260,6 +260,7 @@ _SAMPLER_KEYS = {
     "settle_after": "settle_after",
     "min_distinct": "min_distinct",
     "max_repeat": "max_repeat",
+    "cap_runs": "cap_runs",
     "refresh_every": "refresh_every",
     "refresh_neighbours": "refresh_neighbours",
     "drop_doubled_words": "drop_doubled_words",

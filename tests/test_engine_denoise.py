@@ -23,6 +23,7 @@ from engine.denoise import (
     DenoiseSettings,
     Pins,
     StableAndConfident,
+    capped,
     denoise,
     entropy_bound_accept,
     hold_back_ends,
@@ -253,6 +254,43 @@ def test_a_run_of_one_token_ends_its_row_where_it_starts() -> None:
     assert denoise(fixed, prompt, torch.ones(1, 3), longer, torch.Generator()).tolist() == [[4, 4, 3, 3, 3, 3] * 2]
 
 
+def test_a_run_past_the_cap_is_barred_at_the_position_that_would_stretch_it() -> None:
+    free = torch.zeros(11, dtype=torch.bool)
+    free[9] = True  # a token that may run (a digit)
+    u = -1  # not known yet (each unknown position has its own negative id in the loop)
+    known = torch.tensor(
+        [
+            [-10, -11, -12, 3, 3, 3, 4, 3],  # one token three times: the next 3 would make four
+            [-10, -11, -12, 5, 6, 5, 6, 7],  # two in turn, three tokens: 6 would make four
+            [-10, -11, -12, 9, 9, 9, 9, 9],  # a free token runs as long as it likes
+            [5, 6, 5, -13, 6, 5, 6, 5],  # before the canvas: 5 6 5, so its first position may not take 6
+        ]
+    )
+    barred = capped(known, 3, free).tolist()
+    assert barred[0] == [[u, u], [u, u], [u, u], [3, u], [u, u]]
+    assert barred[1] == [[u, u], [u, u], [u, u], [u, 6], [u, 5]]
+    assert barred[2] == [[u, u]] * 5
+    assert barred[3] == [[u, 6], [u, u], [u, u], [u, u], [u, 5]]  # the unknown position breaks the run
+
+
+def test_capped_runs_break_a_token_written_over_and_over_but_not_the_end_of_text() -> None:
+    fixed = _FixedDenoiser()
+    fixed.logits = torch.zeros(1, 6, 11)
+    fixed.logits[..., 3], fixed.logits[..., 4] = 9.0, 6.0  # token 3 everywhere, 4 the runner-up
+    plain = DenoiseSettings(max_canvases=2, max_steps=8, entropy_bound=50.0, t_max=0.2, t_min=0.1, stop_at_eos=False)
+    prompt = torch.full((1, 3), 5, dtype=torch.long)
+    assert denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator().manual_seed(0)).tolist() == [[3] * 12]
+    out = denoise(fixed, prompt, torch.ones(1, 3), dataclasses.replace(plain, cap_runs=3), torch.Generator())[0]
+    assert 4 in out.tolist()  # the runner-up where 3 would have run past the cap
+    assert not any(out[i : i + 4].unique().numel() == 1 for i in range(len(out) - 3))  # across the canvases too
+    free = torch.zeros(11, dtype=torch.bool)
+    free[3] = True
+    cap3 = dataclasses.replace(plain, cap_runs=3)
+    assert denoise(fixed, prompt, torch.ones(1, 3), cap3, torch.Generator(), free=free).tolist() == [[3] * 12]
+    fixed.logits[..., 1] = 12.0  # the end of text everywhere (what a denoiser writes after a page's end)
+    assert denoise(fixed, prompt, torch.ones(1, 3), cap3, torch.Generator()).tolist() == [[1] * 12]
+
+
 def test_a_canvas_pinned_whole_is_kept_however_few_its_tokens() -> None:
     tokens = torch.tensor([[4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0]])
     keep = torch.tensor([[True] * 6 + [False] * 6])
@@ -444,6 +482,8 @@ def test_the_same_seed_gives_the_same_tokens_and_another_seed_others(tmp_path: P
         {"min_distinct": -1},
         {"max_repeat": 1},
         {"max_repeat": -2},
+        {"cap_runs": 2},
+        {"cap_runs": -1},
         {"refresh_every": -2},
         {"refresh_neighbours": -1},
         {"drop_doubled_words": "yes"},

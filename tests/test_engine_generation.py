@@ -361,3 +361,24 @@ def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
     # A pinned repeat stays (the opening wrote it), and so does the model's first copy of a pinned pair.
     assert text(" in the in the end", pinned=4) == " in the in the end"
     assert text(" Web Web", pinned=2) == " Web Web"
+
+
+def test_digits_and_whitespace_may_run_past_the_cap_and_words_may_not() -> None:
+    """``cap_runs`` leaves the default tokenizer's digits (`1000000`) and whitespace (indentation) alone."""
+    from transformers import AutoTokenizer
+
+    from engine.generation import free_to_run
+    from engine.identity import DEFAULT_MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    free = free_to_run(tokenizer, len(tokenizer))
+    assert free.shape == (len(tokenizer),)
+
+    def one(text: str) -> int:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert len(ids) == 1, (text, ids)
+        return int(ids[0])
+
+    assert all(free[one(text)] for text in ("0", "7", "\n", "    ", "\n\n"))
+    assert not any(free[one(text)] for text in (".", "g", " the", "~", "_", "li"))
+    assert free_to_run(tokenizer, len(tokenizer)) is free  # once per tokenizer
