@@ -49,6 +49,7 @@ class Row:
 class _RowState:
     tokens: list[int] = field(default_factory=list)  # the text's tokens (doubled words left out)
     last: int | None = None  # the last token the row wrote, left out or not
+    solid: int | None = None  # the last token the row wrote that is not whitespace alone
     word: str = ""  # the letters (lower case) of the word that token ends; "" after anything but letters
     before_separator: str = ""  # where that token is a separator (`.`, `-`, `_`): the word before it
     written: int = 0  # the tokens the row wrote, left out or not
@@ -168,7 +169,7 @@ class FrameStreamer:
           (`DownloadsDownloads`, written `Down` + `loads` twice), with no space in the run (`No. No. No.`); a
           single letter's run stays (`e.g.g.g`, `10.x.x.x`);
         - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
-          `id,,age` stay), or a middle dot (`· ·` reads `·`).
+          `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`).
         """
         kept: list[int] = []
         kept_held: list[bool] = []
@@ -182,6 +183,7 @@ class FrameStreamer:
                 or (letters is not None and letters[0] and len(letters[1]) >= 2 and letters[1] == state.word)
                 or stuck
                 or self._mark_again(token, state.last, following)
+                or self._dot_again(token, state)
             )
             across = (
                 not held
@@ -224,6 +226,12 @@ class FrameStreamer:
         if last is None or text not in _MARKS or self._text(last).removeprefix(" ") != text:
             return False
         return text != "," or self._spaced(following)
+
+    def _dot_again(self, token: int, state: _RowState) -> bool:
+        """A middle dot after a middle dot with only whitespace between them (`78 points ·  · 20 replies`)."""
+        if state.last is None or state.solid is None or not self._text(state.last).isspace():
+            return False
+        return self._text(token).strip() == "·" and self._text(state.solid).strip() == "·"
 
     def _one_mark(self, token: int, following: int | None) -> int:
         """A token of one mark written over and over (`,,`, `,,,,`) as that mark once (a comma's before a space)."""
@@ -289,6 +297,8 @@ class FrameStreamer:
             state.word = letters[1] if letters[0] else state.word + letters[1]
             state.before_separator = ""
         state.last = token
+        if not self._text(token).isspace():
+            state.solid = token
 
     def _text(self, token: int) -> str:
         if token not in self._texts:

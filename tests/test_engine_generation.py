@@ -328,6 +328,9 @@ def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
     assert text(" Pro WebWeb is in the in the out") == " Pro Web is in the out"
     assert text(" Pro WebWeb web is") == " Pro Web is"  # the word the stuck repeat left goes on
     assert text(" by x in lin · · 64 points") == " by x in lin · 64 points"
+    assert text(" 78 points ·  · 20 replies") == " 78 points ·  20 replies"  # whitespace between (session 47)
+    assert text(" a ·\n· b") == " a ·\n b"
+    assert text(" a · b · c") == " a · b · c"
     assert text(" a object,, containing, and a,,,, b") == " a object, containing, and a, b"
     assert text(" in the in the in the end") == " in the end"
     assert text(">DownloadsDownloads</a>") == ">Downloads</a>"
