@@ -50,6 +50,7 @@ class _RowState:
     tokens: list[int] = field(default_factory=list)  # the text's tokens (doubled words left out)
     last: int | None = None  # the last token the row wrote, left out or not
     solid: int | None = None  # the last token the row wrote that is not whitespace alone
+    pending: list[int] = field(default_factory=list)  # a pair written twice at a canvas's end: the next canvas decides
     word: str = ""  # the letters (lower case) of the word that token ends; "" after anything but letters
     before_separator: str = ""  # where that token is a separator (`.`, `-`, `_`): the word before it
     written: int = 0  # the tokens the row wrote, left out or not
@@ -118,7 +119,8 @@ class FrameStreamer:
             if state.done:
                 continue
             written = self._cut(ids[row.span])
-            kept = self._undouble(state, written, held[row.span]) if self.drop_doubled else written
+            ends = self.canvas_index + 1 >= self.max_canvases or (self.cut_at_eos and self.eos_id in ids[row.span])
+            kept = self._undouble(state, written, held[row.span], ends) if self.drop_doubled else written
             state.tokens.extend(kept)
             state.written += len(written)
             frame = CanvasFrame(
@@ -132,7 +134,7 @@ class FrameStreamer:
             )
             state.canvases.append(frame)
             self._emit(row, state, frame)
-            if self.canvas_index + 1 >= self.max_canvases or (self.cut_at_eos and self.eos_id in ids[row.span]):
+            if ends:
                 self._finish(row, state)
         self.canvas_index += 1
         self.canvas_started = time.perf_counter()
@@ -151,7 +153,7 @@ class FrameStreamer:
         pins = self.pins.canvas(self.canvas_index, tokens.shape[1]) if self.pins is not None else None
         return pins.keep.tolist() if pins is not None else [[False] * tokens.shape[1] for _ in self.rows]
 
-    def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool]) -> list[int]:
+    def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool], last: bool = False) -> list[int]:
         """``ids`` without what the denoiser wrote twice (pinned tokens stay, as written):
 
         - a word token equal to the token before it (`data data`, `HashHash`, `a a`);
@@ -170,12 +172,21 @@ class FrameStreamer:
           single letter's run stays (`e.g.g.g`, `10.x.x.x`);
         - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
           `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`).
+
+        A pair written twice at the canvas's end waits for the next canvas (``state.pending``): it goes unless that
+        canvas goes on with its last word (` in the` + ` in the` | `ory`). On the page's ``last`` canvas nothing
+        follows its last token.
         """
         kept: list[int] = []
         kept_held: list[bool] = []
+        if state.pending:
+            if ids and self._piece(ids[0]):  # the pair's second word goes on: it was no pair
+                kept, kept_held = state.pending, [False] * len(state.pending)
+            state.pending = []
+        after = self.eos_id if last else None  # what follows the canvas: the page's end, or not known yet
         for index, (token, held) in enumerate(zip(ids, pinned, strict=False)):
             word, letters = self._word(token), self._letters(token)
-            following = ids[index + 1] if index + 1 < len(ids) else None  # nothing after the canvas is known
+            following = ids[index + 1] if index + 1 < len(ids) else after
             ends = following is not None and not self._piece(following)
             stuck = not held and ends and self._stuck_to_itself(token, state.last)
             repeat = not held and (
@@ -208,6 +219,10 @@ class FrameStreamer:
                 kept_held.append(held)
             if not stuck:  # the word a stuck repeat left goes on as it was (` Web` + `Web` + ` web` is ` Web`)
                 self._follow(state, token)
+            open_pair = following is None and not held and not repeat and not across
+            if open_pair and self._pair_again(kept[:-1], kept_held[:-1], token, self.eos_id):
+                state.pending = kept[-2:]  # a pair written twice, unless the next canvas goes on with its word
+                del kept[-2:]
         return kept
 
     def _stuck_to_itself(self, token: int, last: int | None) -> bool:

@@ -366,6 +366,34 @@ def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
     assert text(" Web Web", pinned=2) == " Web Web"
 
 
+def test_a_pair_written_twice_at_a_canvas_end_waits_for_the_next_canvas() -> None:
+    """The default model's board at seed 0 (session 46) listed `Pro Web is in the in the out`: it wrote `in the in
+    in the` at its first canvas's end, where what follows was not known yet."""
+    from transformers import AutoTokenizer
+
+    from engine.denoise import DenoiseSettings
+    from engine.identity import DEFAULT_MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    settings = DenoiseSettings(max_canvases=3, max_steps=1, entropy_bound=1.0, drop_doubled_words=True)
+
+    def text(*canvases: str) -> tuple[str, list[str]]:
+        frames: list[Frame] = []
+        streamer = FrameStreamer(tokenizer, [Row(emit=frames.append)], settings, tokenizer.eos_token_id, True)
+        for index, written in enumerate(canvases):
+            ids = tokenizer.encode(written, add_special_tokens=False)
+            streamer.canvas(torch.tensor([ids + [tokenizer.eos_token_id] * (index == len(canvases) - 1)]))
+        streamer.end()
+        return done(frames).text, [frame.text for frame in frames if isinstance(frame, CanvasFrame)]
+
+    final, shown = text(" Pro Web is in the in in the", " out by x")
+    assert final == " Pro Web is in the out by x"
+    assert shown == [" Pro Web is in the", " out by x"]  # the canvases' texts still add up to the page
+    assert text(" then in the in the", "ory of it")[0] == " then in the in theory of it"  # no pair: a word goes on
+    assert text(" it is in the in the", "")[0] == " it is in the"  # the page ended: nothing follows
+    assert text(" it is in the in the", " end", " and")[0] == " it is in the end and"
+
+
 def test_digits_and_whitespace_may_run_past_the_cap_and_words_may_not() -> None:
     """``cap_runs`` leaves the default tokenizer's digits (`1000000`) and whitespace (indentation) alone."""
     from transformers import AutoTokenizer
