@@ -13,8 +13,8 @@ The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
   canvas begins, until every row has written its end-of-text or ``max_canvases`` are done. With ``min_distinct``
   set, a canvas of fewer distinct tokens (a loop: ``linuxlinuxlinux``) is an end-of-text instead, and with
   ``max_repeat`` set, a run of that many copies of one token ends the page where it starts; with ``cap_runs`` set,
-  no step samples a token that would stretch one token, or two in turn, past that many tokens (``e.g.g.g.g``)
-  (genui's settings; ``generate()`` has none of them).
+  no position may take a token that would stretch a run of one token, or two in turn, that the step before kept
+  past that many tokens (``e.g.g.g.g``) (genui's settings; ``generate()`` has none of them).
 
 This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
 seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
@@ -246,13 +246,14 @@ def capped(known: torch.Tensor, cap: int, free: torch.Tensor) -> torch.Tensor:
     """The tokens (B, C, 2) each canvas position may not take, -1 for none, from ``known`` (B, W + C): the ``cap``
     tokens before the canvas, then the canvas, with a negative id (each a different one) wherever a token is not
     known yet. A position's left ``cap`` tokens that are one token over and over (period 1) or two in turn (period
-    2) bar the token that would stretch the run past ``cap``; tokens ``free`` (V,) bool may run (digits, the end of
-    text and the padding after it). A denoiser that loses its way writes such runs (`e.g.g.g.g`, `~ ~ ~ ~`,
-    `, parallel, parallel, parallel`) over a hundred times as often as the sites' own pages hold them."""
+    2) bar the token that would stretch the run past ``cap``; tokens ``free`` (V,) bool may run, and so may a pair
+    with one of them in it (digits: `10.0.0.0`; the end of text and the padding after it). A denoiser that loses
+    its way writes such runs (`e.g.g.g.g`, `~ ~ ~ ~`, `, parallel, parallel, parallel`) over a hundred times as
+    often as the sites' own pages hold them."""
     windows = known.unfold(1, cap, 1)[:, : known.shape[1] - cap]  # (B, C, cap): the tokens left of each position
     last, second = windows[..., -1], windows[..., -2]
     once = (windows == last[..., None]).all(dim=-1)
-    twice = (windows[..., 2:] == windows[..., :-2]).all(dim=-1) & (last != second)
+    twice = (windows[..., 2:] == windows[..., :-2]).all(dim=-1) & (last != second) & ~free[last.clamp(min=0)]
     barred = torch.stack([torch.where(once, last, -1), torch.where(twice, second, -1)], dim=-1)
     return torch.where((barred >= 0) & ~free[barred.clamp(min=0)], barred, -1)
 

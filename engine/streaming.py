@@ -120,7 +120,12 @@ class FrameStreamer:
                 continue
             written = self._cut(ids[row.span])
             ends = self.canvas_index + 1 >= self.max_canvases or (self.cut_at_eos and self.eos_id in ids[row.span])
-            kept = self._undouble(state, written, held[row.span], ends) if self.drop_doubled else written
+            stop = row.span.stop
+            if stop is not None and 0 <= stop < len(ids):
+                after: int | None = ids[stop]  # the kept text after an infill's region
+            else:
+                after = self.eos_id if ends else None  # the page's end, or the next canvas, not known yet
+            kept = self._undouble(state, written, held[row.span], after) if self.drop_doubled else written
             state.tokens.extend(kept)
             state.written += len(written)
             frame = CanvasFrame(
@@ -153,7 +158,7 @@ class FrameStreamer:
         pins = self.pins.canvas(self.canvas_index, tokens.shape[1]) if self.pins is not None else None
         return pins.keep.tolist() if pins is not None else [[False] * tokens.shape[1] for _ in self.rows]
 
-    def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool], last: bool = False) -> list[int]:
+    def _undouble(self, state: _RowState, ids: list[int], pinned: list[bool], after: int | None = None) -> list[int]:
         """``ids`` without what the denoiser wrote twice (pinned tokens stay, as written):
 
         - a word token equal to the token before it (`data data`, `HashHash`, `a a`);
@@ -173,9 +178,10 @@ class FrameStreamer:
         - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
           `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`).
 
-        A pair written twice at the canvas's end waits for the next canvas (``state.pending``): it goes unless that
-        canvas goes on with its last word (` in the` + ` in the` | `ory`). On the page's ``last`` canvas nothing
-        follows its last token.
+        ``after`` is the token that follows ``ids``: the text after an infill's region, the end of text on the page's
+        last canvas, or None when the next canvas is still to come. A pair written twice before None waits for that
+        canvas (``state.pending``): it goes unless the canvas goes on with its last word (` in the` + ` in the` |
+        `ory`).
         """
         kept: list[int] = []
         kept_held: list[bool] = []
@@ -183,7 +189,6 @@ class FrameStreamer:
             if ids and self._piece(ids[0]):  # the pair's second word goes on: it was no pair
                 kept, kept_held = state.pending, [False] * len(state.pending)
             state.pending = []
-        after = self.eos_id if last else None  # what follows the canvas: the page's end, or not known yet
         for index, (token, held) in enumerate(zip(ids, pinned, strict=False)):
             word, letters = self._word(token), self._letters(token)
             following = ids[index + 1] if index + 1 < len(ids) else after
@@ -355,7 +360,7 @@ class FrameStreamer:
             row.emit(frame)
 
     def _finish(self, row: Row, state: _RowState) -> None:
-        state.done = True
+        state.done = True  # a pair still pending is left out: nothing follows it
         now = time.perf_counter()
         text = self.tokenizer.decode(state.tokens, skip_special_tokens=True)
         frame = DoneFrame(

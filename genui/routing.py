@@ -199,8 +199,8 @@ class SiteRouter:
     def link_target(self, href: str, text: str = "") -> str | None:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
         href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. A path
-        that no route serves but would with a segment written twice in a row written once (the default model's
-        `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page. Where
+        that no route serves but would with each segment written twice or more in a row written once (the default
+        model's `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page. Where
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
         ``text`` names, when that is a page of the same route."""
         try:
@@ -212,7 +212,7 @@ class SiteRouter:
         path = unquote(parts.path)
         try:
             location = self.resolve(path, parse_qsl(parts.query))
-            if location is None and (once := _said_once(path)) != path:
+            if location is None and (once := _said_once(normalise_path(path))) != normalise_path(path):
                 location = self.resolve(once, parse_qsl(parts.query))
                 if location is not None:  # the page the href meant: its path as a request for it would have it
                     location = replace(location, aliased=True)

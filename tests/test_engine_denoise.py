@@ -264,6 +264,7 @@ def test_a_run_past_the_cap_is_barred_at_the_position_that_would_stretch_it() ->
             [-10, -11, -12, 5, 6, 5, 6, 7],  # two in turn, three tokens: 6 would make four
             [-10, -11, -12, 9, 9, 9, 9, 9],  # a free token runs as long as it likes
             [5, 6, 5, -13, 6, 5, 6, 5],  # before the canvas: 5 6 5, so its first position may not take 6
+            [-10, -11, -12, 9, 5, 9, 5, 9],  # a pair with a free token in it (`0.0.0.0`) runs too
         ]
     )
     barred = capped(known, 3, free).tolist()
@@ -271,6 +272,7 @@ def test_a_run_past_the_cap_is_barred_at_the_position_that_would_stretch_it() ->
     assert barred[1] == [[u, u], [u, u], [u, u], [u, 6], [u, 5]]
     assert barred[2] == [[u, u]] * 5
     assert barred[3] == [[u, 6], [u, u], [u, u], [u, u], [u, 5]]  # the unknown position breaks the run
+    assert barred[4] == [[u, u]] * 5
 
 
 def test_capped_runs_break_a_token_written_over_and_over_but_not_the_end_of_text() -> None:

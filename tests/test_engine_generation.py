@@ -394,6 +394,32 @@ def test_a_pair_written_twice_at_a_canvas_end_waits_for_the_next_canvas() -> Non
     assert text(" it is in the in the", " end", " and")[0] == " it is in the end and"
 
 
+def test_an_infill_regions_last_words_are_read_with_the_text_after_it() -> None:
+    """An infill's region is followed by the kept text after it, in the same canvas: that is what follows the
+    region's last token, not the page's end."""
+    from transformers import AutoTokenizer
+
+    from engine.denoise import DenoiseSettings
+    from engine.identity import DEFAULT_MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    settings = DenoiseSettings(max_canvases=1, max_steps=1, entropy_bound=1.0, drop_doubled_words=True)
+
+    def infill(region: str, after: str) -> str:
+        ids = tokenizer.encode(region, add_special_tokens=False)
+        kept = tokenizer.encode(after, add_special_tokens=False)
+        frames: list[Frame] = []
+        row = Row(emit=frames.append, span=slice(0, len(ids)), prefix="It is", suffix=after)
+        streamer = FrameStreamer(tokenizer, [row], settings, tokenizer.eos_token_id, True)
+        streamer.canvas(torch.tensor([ids + kept + [tokenizer.eos_token_id]]))
+        streamer.end()
+        return done(frames).text
+
+    assert infill(" in the in the", "ory of it") == "It is in the in theory of it"  # the region's word goes on
+    assert infill(" in the in the", " end") == "It is in the end"
+    assert infill(" a WebWeb", "site") == "It is a WebWebsite"  # `Web` does not end its word
+
+
 def test_digits_and_whitespace_may_run_past_the_cap_and_words_may_not() -> None:
     """``cap_runs`` leaves the default tokenizer's digits (`1000000`) and whitespace (indentation) alone."""
     from transformers import AutoTokenizer

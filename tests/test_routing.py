@@ -89,6 +89,7 @@ def test_an_alias_never_shadows_a_pattern(wiki_router: SiteRouter) -> None:
         ("/wiki/wiki/Lisp/Lisp", "/Lisp"),
         ("/Lisp/Lisp", "/Lisp"),
         ("/wiki/Lisp/Unix", None),  # nothing written twice
+        ("/wiki//wiki/Lisp", "/Lisp"),  # an empty segment is no segment
         ("https://example.com/wiki/Lisp", None),
         ("//[", None),
     ],
