@@ -179,10 +179,15 @@ def test_the_neighbour_penalty_lowers_a_kept_left_neighbours_token_only() -> Non
     assert out[0, 3].tolist() == [-1.0, 0.5, 4.0]  # left neighbour 1: 1 / 2
 
 
-def test_the_neighbour_penalty_breaks_a_token_written_over_and_over() -> None:
+def _one_token_everywhere() -> _FixedDenoiser:
     fixed = _FixedDenoiser()
     fixed.logits = torch.zeros(1, 6, 11)
     fixed.logits[..., 3], fixed.logits[..., 4] = 9.0, 6.0  # token 3 everywhere, 4 the runner-up
+    return fixed
+
+
+def test_the_neighbour_penalty_breaks_a_token_written_over_and_over() -> None:
+    fixed = _one_token_everywhere()
     plain = DenoiseSettings(max_canvases=1, max_steps=8, entropy_bound=50.0, t_max=0.2, t_min=0.1, stop_at_eos=False)
     prompt = torch.full((1, 3), 5, dtype=torch.long)
     out = denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator().manual_seed(0))
@@ -276,9 +281,7 @@ def test_a_run_past_the_cap_is_barred_at_the_position_that_would_stretch_it() ->
 
 
 def test_capped_runs_break_a_token_written_over_and_over_but_not_the_end_of_text() -> None:
-    fixed = _FixedDenoiser()
-    fixed.logits = torch.zeros(1, 6, 11)
-    fixed.logits[..., 3], fixed.logits[..., 4] = 9.0, 6.0  # token 3 everywhere, 4 the runner-up
+    fixed = _one_token_everywhere()
     plain = DenoiseSettings(max_canvases=2, max_steps=8, entropy_bound=50.0, t_max=0.2, t_min=0.1, stop_at_eos=False)
     prompt = torch.full((1, 3), 5, dtype=torch.long)
     assert denoise(fixed, prompt, torch.ones(1, 3), plain, torch.Generator().manual_seed(0)).tolist() == [[3] * 12]
