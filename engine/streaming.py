@@ -198,8 +198,7 @@ class FrameStreamer:
                 (word is not None and word == self._word(state.last))
                 or (letters is not None and letters[0] and len(letters[1]) >= 2 and letters[1] == state.word)
                 or stuck
-                or self._mark_again(token, state.last, following)
-                or self._dot_again(token, state)
+                or self._mark_again(token, state, following)
             )
             across = (
                 not held
@@ -240,18 +239,18 @@ class FrameStreamer:
             return False
         return self._text(last) == " " + text
 
-    def _mark_again(self, token: int, last: int | None, following: int | None) -> bool:
-        """A middle dot after a middle dot, or a comma after a comma with a space after it."""
+    def _mark_again(self, token: int, state: _RowState, following: int | None) -> bool:
+        """A middle dot after a middle dot, whitespace between or not (`78 points ·  · 20 replies`), or a comma
+        after a comma with a space after it."""
         text = self._text(token).removeprefix(" ")
-        if last is None or text not in _MARKS or self._text(last).removeprefix(" ") != text:
+        if state.last is None or text not in _MARKS:
+            return False
+        before = self._text(state.last).removeprefix(" ")
+        if text == "·" and self._text(state.last).isspace() and state.solid is not None:
+            before = self._text(state.solid).strip()
+        if before != text:
             return False
         return text != "," or self._spaced(following)
-
-    def _dot_again(self, token: int, state: _RowState) -> bool:
-        """A middle dot after a middle dot with only whitespace between them (`78 points ·  · 20 replies`)."""
-        if state.last is None or state.solid is None or not self._text(state.last).isspace():
-            return False
-        return self._text(token).strip() == "·" and self._text(state.solid).strip() == "·"
 
     def _one_mark(self, token: int, following: int | None) -> int:
         """A token of one mark written over and over (`,,`, `,,,,`) as that mark once (a comma's before a space)."""

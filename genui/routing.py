@@ -212,7 +212,7 @@ class SiteRouter:
         path = unquote(parts.path)
         try:
             location = self.resolve(path, parse_qsl(parts.query))
-            if location is None and (once := _said_once(normalise_path(path))) != normalise_path(path):
+            if location is None and (once := _said_once(canonical := normalise_path(path))) != canonical:
                 location = self.resolve(once, parse_qsl(parts.query))
                 if location is not None:  # the page the href meant: its path as a request for it would have it
                     location = replace(location, aliased=True)
