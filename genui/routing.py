@@ -130,6 +130,9 @@ class SiteRouter:
         self.site = site
         self._routes: list[_Compiled] = []
         self._aliases: list[_Compiled] = []
+        # Each route whose links' text names a one-segment parameter, that parameter let span slashes: a dead link
+        # with a `/` too many in the name (`/r/work/science/Title`) may still be the page its text names.
+        self._loose: list[_Compiled] = []
         for index, route in enumerate(site.routes):
             where = f"routes[{index}]"
             if VERSION_KEY in route.query:
@@ -141,6 +144,11 @@ class SiteRouter:
             for number, alias in enumerate(route.aliases):
                 alias_regex, _, _ = self._compile(alias, f"{where}.aliases[{number}]")
                 self._aliases.append(_Compiled(route, alias_regex, convertors, path_format))
+            if route.link_text is not None and f"{{{route.link_text}}}" in route.pattern:
+                loose, _, loose_convertors = compile_path(
+                    route.pattern.replace(f"{{{route.link_text}}}", f"{{{route.link_text}:path}}")
+                )
+                self._loose.append(_Compiled(route, loose, loose_convertors, path_format))
         for index, section in enumerate(site.navigation):
             for number, link in enumerate(section.links):
                 self._check_link(link.url, f"navigation[{index}].links[{number}].url")
@@ -200,7 +208,8 @@ class SiteRouter:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
         href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. A path
         that no route serves but would with each segment written twice or more in a row written once (the default
-        model's `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page. Where
+        model's `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page; one with a `/` too many in the parameter
+        a link's text names (`/r/work/science/Title`, ``Route.link_text``) to the page its text names, if any. Where
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
         ``text`` names, when that is a page of the same route."""
         try:
@@ -209,21 +218,40 @@ class SiteRouter:
             return None
         if parts.scheme or parts.netloc or not parts.path.startswith("/"):
             return None
-        path = unquote(parts.path)
+        path, query = unquote(parts.path), parse_qsl(parts.query)
+        loose = False
         try:
-            location = self.resolve(path, parse_qsl(parts.query))
-            if location is None and (once := _said_once(canonical := normalise_path(path))) != canonical:
-                location = self.resolve(once, parse_qsl(parts.query))
-                if location is not None:  # the page the href meant: its path as a request for it would have it
-                    location = replace(location, aliased=True)
+            location = self.resolve(path, query)
+            if location is None:
+                once = _said_once(canonical := normalise_path(path))
+                if once != canonical:
+                    location = self.resolve(once, query)
+                    if location is not None:  # the page the href meant: its path as a request for it would have it
+                        location = replace(location, aliased=True)
+                if location is None:
+                    location, loose = self._loosely(once, query), True
         except BadRequest:
             return None
         if location is None:
             return None
         named = self._named_by(location, text)
+        if loose and named is None:  # no page's name has a `/`: only the text can say which page was meant
+            return None
         if named is not None:
             return urlunsplit(("", "", url_path(named.path), parts.query, parts.fragment))
         return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
+
+    def _loosely(self, path: str, query: Iterable[tuple[str, str]]) -> Location | None:
+        """The page of a route with ``link_text`` that ``path`` would be if that parameter could span slashes: not a
+        page itself (no name has a `/`), but one whose link's text may name a page of the route (``_named_by``)."""
+        for compiled in self._loose:
+            match = compiled.regex.match(path)
+            if match is not None:
+                params = {
+                    name: str(compiled.convertors[name].convert(value)) for name, value in match.groupdict().items()
+                }
+                return Location(compiled.route, path, params, normalise_query(compiled.route, query), True)
+        return None
 
     def _named_by(self, location: Location, text: str) -> Location | None:
         """The page of ``location``'s route whose ``link_text`` parameter is ``text`` (as a reader sees it, spaces
@@ -247,6 +275,16 @@ class SiteRouter:
         if named is None or named.route is not location.route or named.path == location.path:
             return None
         return named
+
+    def link_title(self, href: str) -> str:
+        """What a link to ``href`` (a site-relative URL that routes, as ``link_target`` gives it) reads when the model
+        wrote it no text: the title a page not written yet is given (``guessed_title``), "" for none."""
+        parts = urlsplit(href)
+        try:
+            location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
+        except BadRequest:
+            return ""
+        return "" if location is None else guessed_title(location)
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""

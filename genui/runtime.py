@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass, replace
 
 from engine.frames import GenerationRequest
@@ -11,6 +13,12 @@ from genui.routing import Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site
 from genui.store import StoredPage
+
+# A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
+# in session 48): the sanitiser drops it as an element left empty, and the listing loses that thread. Given the title
+# of the page it leads to, it is an entry a reader can see and follow. Only a link written whole, as the model writes
+# one, is read: a copy the parser makes of a link left open is no such link.
+_BARE_LINK = re.compile(r'(<a\s+href="([^"<>]*)"\s*>)[ \t\r\n]*(</a>)', re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,4 +81,10 @@ class SiteRuntime:
         # site route may start a generation; nothing in the example sites needs one.
         if draft:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
-        return self.links(sanitize_html(text, allow_images=False))
+        return self.links(sanitize_html(_BARE_LINK.sub(self._titled, text), allow_images=False))
+
+    def _titled(self, bare: re.Match[str]) -> str:
+        """A link written with no text, given the title of the page it leads to (or left to the sanitiser to drop)."""
+        target = self.router.link_target(html.unescape(bare[2]).strip())
+        title = self.router.link_title(target) if target is not None else ""
+        return f"{bare[1]}{html.escape(title, quote=False)}{bare[3]}" if title else bare[0]

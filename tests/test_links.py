@@ -126,3 +126,27 @@ def test_a_thread_links_text_names_its_thread_as_a_reader_reads_it() -> None:
     assert copied.count('href="/forum/r/linux/A"') == 2
     # A link dropped for leading off the site keeps its text, references and all.
     assert rewrite(sanitize_html('<p><a href="/nowhere/x">AT&amp;T &lt;3</a></p>')) == "<p>AT&amp;T &lt;3</p>"
+
+
+def test_a_link_written_with_no_text_reads_the_title_of_its_page() -> None:
+    """The default model's r/science board (session 48) listed a thread as
+    `<a href="/r/science/The_world_Your_world_is"></a>`: dropped as an empty element, the listing lost it. A link left
+    open, copied by the parser, gets no title."""
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "forum"), "/forum")
+    out = runtime.render(
+        '<ul><li><a href="/r/science/The_world_Your_world_is"></a> <span class="meta">by ann</span></li>\n'
+        '<li><a href="/r/x/y/z"> </a> by bob</li>\n<li><A HREF="/r/linux/I_&lt;3_Linux">\n</a></li>\n'
+        '<li><a href="/r/linux"><b></b></a></li></ul>'
+    )
+    assert '<a href="/forum/r/science/The_world_Your_world_is" hx-get=' in out
+    assert ">The world Your world is</a> <span" in out
+    assert ">I &lt;3 Linux</a>" in out  # a title as text, escaped
+    assert "/r/x/y/z" not in out and "<li>  by bob</li>" in out  # a link to no page: dropped, as before
+    assert 'href="/forum/r/linux"' not in out  # an element in it: the sanitiser's to drop, not given a title
+    left_open = runtime.render('<ul><li><a href="/r/linux/A">First</li>\n<li>by bob</li></ul>')
+    assert left_open.count(">First</a>") == 1 and "A</a>" not in left_open
