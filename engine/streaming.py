@@ -173,7 +173,8 @@ class FrameStreamer:
           `or`, `as`, `by`, `after` or `upon` (`over and over and over`, `as bright as bright`, as the sites'
           corpus writes them; `step by step by step`) or both start with a capital (`New York New York`); or two
           pieces of two letters or more stuck to the same two before them, or such a piece and a separator
-          (`DownloadsDownloads`, written `Down` + `loads` twice), with no space in the run (`No. No. No.`); a
+          (`DownloadsDownloads`, written `Down` + `loads` twice, its last piece a third time or not), with no space
+          in the run (`No. No. No.`); a
           single letter's run stays (`e.g.g.g`, `10.x.x.x`);
         - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
           `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`).
@@ -284,8 +285,8 @@ class FrameStreamer:
 
         if not same(first, again) or not same(second, then) or same(first, second):
             return False
-        if then[0] == "word" and (following is None or self._piece(following)):
-            return False  # the pair's second word goes on: ` in the` + ` in the` + `ory`
+        if then[0] == "word" and (following is None or (self._piece(following) and following != token)):
+            return False  # the pair's second word goes on: ` in the` + ` in the` + `ory` (`loads` + `loads` repeats)
         if again[1]:  # whole words: ` in the in the`
             spaced = all(u[0] == "word" and u[1] for u in units)
             capitals = first[2][0].isupper() and second[2][0].isupper()
