@@ -44,15 +44,18 @@ class Problem:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def problem(error: Exception) -> Problem | None:
-    """How to answer ``error``; None for an exception that is a bug."""
+def problem(error: Exception, asks_again: bool = True) -> Problem | None:
+    """How to answer ``error``; None for an exception that is a bug. ``asks_again``: the answer goes where the page
+    would have, and asks again by itself after its Retry-After (a GET's, a stream's), so its message may say so; a
+    form posted (Regenerate, Rewrite) is not sent again by itself."""
     if isinstance(error, BadRequest):
         return Problem(400, "Bad request", str(error))
     if isinstance(error, NoSuchVersion):
         return Problem(404, "No such version", str(error))
     if isinstance(error, EngineLoading):
         seconds = math.ceil(error.retry_after)
-        message = f"genui is loading its model. This page tries again in {seconds} s."
+        then = f"This page tries again in {seconds} s." if asks_again else f"Try again in {seconds} s."
+        message = f"genui is loading its model. {then}"
         return Problem(503, "Loading the model", message, {"Retry-After": str(seconds)})
     if isinstance(error, EngineOverloaded):
         seconds = math.ceil(error.retry_after)
@@ -77,7 +80,7 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
     recorded one on ``request.state.runtime``)."""
 
     async def known(request: Request, error: Exception) -> Response:
-        answer = problem(error)
+        answer = problem(error, asks_again=request.scope.get("method") == "GET")  # as Screens.error asks again
         assert answer is not None
         runtime = getattr(request.state, "runtime", None)
         return screens.error(request, runtime, answer.status_code, answer.heading, answer.message, answer.headers)

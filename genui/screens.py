@@ -218,7 +218,10 @@ class Screens:
         if page is None or not job.cached:
             return None
         versions = self.pages.versions(job)
-        editable = editing(self.pages.engine) is not None
+        engine = self.pages.engine
+        # While the model loads, the controls it will answer are there already (genui's engine edits); a click before
+        # it is ready is told when to try again, as Regenerate's is.
+        editable = editing(engine) is not None if engine is not None else self.pages.loading
         return {
             "site": job.runtime.site.name,
             "url": job.location.url,

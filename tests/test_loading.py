@@ -70,7 +70,8 @@ def test_pages_asked_for_while_the_model_loads_are_a_503_that_asks_again(gated: 
     # A POST is not asked again by a refresh (it would become a GET of the form's URL).
     form = {"site": "wiki", "url": "/Lisp"}
     posted = client.post("/_genui/regenerate", data=form, headers={"Origin": "http://testserver"})
-    assert posted.status_code == 503 and "http-equiv" not in posted.text
+    assert posted.status_code == 503 and "http-equiv" not in posted.text and "data-genui-retry" not in posted.text
+    assert "Try again in 5 s." in posted.text and "tries again" not in posted.text  # nor does it say it is
     gate.opened.set()
     assert eventually(lambda: health(client)["status"] == "ready")
     state = health(client)
@@ -132,6 +133,14 @@ def test_pages_cached_for_the_model_loading_are_served_meanwhile(gated: Callable
     page = client.get("/wiki/Lisp")
     assert page.status_code == 200 and "<h1>Lisp</h1>" in page_html(page.text) and "retry" not in page.text
     assert "gated-model (loading)" in page.text
+    # The toolbar the model will answer is there already: a click is told when to try again.
+    assert all(
+        form in page.text for form in ('class="genui-regenerate"', 'class="genui-vary"', 'class="genui-rewrite"')
+    )
+    for action, form in (("rewrite", {"v": "1", "section": "1"}), ("variations", {})):
+        posted = client.post(f"/_genui/{action}", data={"site": "wiki", "url": "/Lisp", **form}, headers=ORIGIN)
+        assert posted.status_code == 503 and posted.headers["retry-after"] == "5", action
+        assert "Try again in 5 s." in posted.text, action
     assert client.get("/wiki/Lisp", headers=HTMX).status_code == 200  # a click from a page shown
     missing = client.get("/wiki/Smalltalk")
     assert missing.status_code == 503 and missing.headers["retry-after"] == "5"
