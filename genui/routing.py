@@ -279,10 +279,10 @@ class SiteRouter:
     def link_title(self, href: str) -> str:
         """What a link to ``href`` (a site-relative URL that routes, as ``link_target`` gives it) reads when the model
         wrote it no text: the title a page not written yet is given (``guessed_title``), "" for none."""
-        parts = urlsplit(href)
         try:
+            parts = urlsplit(href)
             location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
-        except BadRequest:
+        except ValueError:  # BadRequest, or not a URL ("//[")
             return ""
         return "" if location is None else guessed_title(location)
 

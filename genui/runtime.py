@@ -16,9 +16,11 @@ from genui.store import StoredPage
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
 # in session 48): the sanitiser drops it as an element left empty, and the listing loses that thread. Given the title
-# of the page it leads to, it is an entry a reader can see and follow. Only a link written whole, as the model writes
-# one, is read: a copy the parser makes of a link left open is no such link.
-_BARE_LINK = re.compile(r'(<a\s+href="([^"<>]*)"\s*>)[ \t\r\n]*(</a>)', re.IGNORECASE)
+# of the page it leads to, it is an entry a reader can see and follow (where the route's links' text names its pages,
+# `link_text`, the page that title names: `/r/linux/Kernel__news` reads `Kernel news` and opens it). Only a link
+# written whole as the model writes one, an href and nothing else, is read: a copy the parser makes of a link left
+# open is no such link.
+_BARE_LINK = re.compile(r"""(<a\s+href\s*=\s*(["'])([^"'<>]*)\2\s*>)[ \t\r\n]*(</a>)""", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,6 @@ class SiteRuntime:
 
     def _titled(self, bare: re.Match[str]) -> str:
         """A link written with no text, given the title of the page it leads to (or left to the sanitiser to drop)."""
-        target = self.router.link_target(html.unescape(bare[2]).strip())
+        target = self.router.link_target(html.unescape(bare[3]).strip())
         title = self.router.link_title(target) if target is not None else ""
-        return f"{bare[1]}{html.escape(title, quote=False)}{bare[3]}" if title else bare[0]
+        return f"{bare[1]}{html.escape(title, quote=False)}{bare[4]}" if title else bare[0]

@@ -130,7 +130,7 @@ class Stream:
                 raise HTTPException(404, "No page lives at this address.")
             job = self.pages.job(runtime, location, client=client_address(websocket))
         except Exception as err:
-            answer = problem(err)
+            answer = problem(err, asks_again=False)  # nothing asks for a set of variations again by itself
             if answer is None:
                 raise
             await websocket.send_text(self.screens.failed(answer.message, None))
@@ -138,7 +138,7 @@ class Stream:
         async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
             async for state in states:
                 if state.error is not None:
-                    answer = problem(state.error)
+                    answer = problem(state.error, asks_again=False)
                     assert answer is not None
                     await websocket.send_text(self.screens.failed(answer.message, job.url))
                     return

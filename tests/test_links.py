@@ -141,8 +141,14 @@ def test_a_link_written_with_no_text_reads_the_title_of_its_page() -> None:
     out = runtime.render(
         '<ul><li><a href="/r/science/The_world_Your_world_is"></a> <span class="meta">by ann</span></li>\n'
         '<li><a href="/r/x/y/z"> </a> by bob</li>\n<li><A HREF="/r/linux/I_&lt;3_Linux">\n</a></li>\n'
+        '<li><a href=\'/r/linux/Kernel__news\'> </a></li>\n<li><a class="t" href="/r/linux/B"></a></li>\n'
         '<li><a href="/r/linux"><b></b></a></li></ul>'
     )
+    # A listing's title is the thread's (link_text): the page the title names, as for any link with that text.
+    assert (
+        '<a href="/forum/r/linux/Kernel_news" hx-get="/forum/r/linux/Kernel_news"' in out and ">Kernel news</a>" in out
+    )
+    assert ">B</a>" not in out  # not the model's form of a link: left as it is (a class may give it a look)
     assert '<a href="/forum/r/science/The_world_Your_world_is" hx-get=' in out
     assert ">The world Your world is</a> <span" in out
     assert ">I &lt;3 Linux</a>" in out  # a title as text, escaped
