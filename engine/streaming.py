@@ -177,7 +177,9 @@ class FrameStreamer:
           in the run (`No. No. No.`); a
           single letter's run stays (`e.g.g.g`, `10.x.x.x`);
         - a comma written twice before a space (`object,, containing` reads `object, containing`; `a,,b` and a CSV's
-          `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`).
+          `id,,age` stay), or a middle dot, whitespace between or not (`· ·` reads `·`);
+        - a word and a middle dot written twice, within a canvas (`in science · science · 26 points` reads `in
+          science · 26 points`; `a · a ·`, one letter, stays).
 
         ``after`` is the token that follows ``ids``: the text after an infill's region, the end of text on the page's
         last canvas, or None when the next canvas is still to come. A pair written twice before None waits for that
@@ -213,6 +215,10 @@ class FrameStreamer:
             if not held and not repeat and not across and self._pair_again(kept, kept_held, token, following):
                 kept.pop()  # the pair's first token goes with its second
                 kept_held.pop()
+                repeat = True
+            if not held and not repeat and not across and (word_again := self._dotted_again(kept, kept_held, token)):
+                del kept[-word_again:]  # the word goes with its dot
+                del kept_held[-word_again:]
                 repeat = True
             if not held and not repeat:
                 token = self._one_mark(token, following)
@@ -294,6 +300,20 @@ class FrameStreamer:
         if second[1] or then[1] or "word" not in (second[0], then[0]):
             return False  # a space inside the run (`No. No.`), or no letters in it (`-.-.`)
         return all(u[0] != "word" or len(u[2]) >= 2 for u in units)  # `10.x.x.x`, `U.S.S.R.`, ` dumdum`
+
+    def _dotted_again(self, kept: list[int], kept_held: list[bool], token: int) -> int:
+        """How many tokens of ``kept`` go with ``token``, a spaced middle dot that ends a word and dot written twice
+        (` science ·` + ` science ·`, a board's meta line; the word in any number of pieces): 0 where it is not."""
+        if self._text(token) != " ·" or " ·" not in (texts := [self._text(t) for t in kept]):
+            return 0
+        dot = len(texts) - 1 - texts[::-1].index(" ·")  # the dot before: the word between them is the repeat
+        again, before = "".join(texts[dot + 1 :]), "".join(texts[:dot])
+        letters = again.removeprefix(" ")
+        if len(letters) < 2 or len(again) == len(letters) or not (letters.isascii() and letters.isalpha()):
+            return 0
+        if any(kept_held[dot + 1 :]) or not before.endswith(again):
+            return 0
+        return len(kept) - dot - 1
 
     def _unit(self, token: int) -> tuple[str, bool, str] | None:
         """A token as a pair's member: ("word", whether a space starts it, its letters) or ("separator", False, the

@@ -338,6 +338,9 @@ def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
     assert text(" a object,, containing, and a,,,, b") == " a object, containing, and a, b"
     assert text(" in the in the in the end") == " in the end"
     assert text(">DownloadsDownloads</a>") == ">Downloads</a>"
+    # A board's meta line (seed 0's first clicks, sessions 47-48): a word and its dot written twice.
+    assert text(" by x in debian · debian · 3 points · 4 replies") == " by x in debian · 3 points · 4 replies"
+    assert text(" in science · science · 26 points") == " in science · 26 points"
     # The desktop's file manager at seed 0 (session 48): the pair's last piece written a third time.
     assert text(("/", "Down", "loads", "Down", "loads", "loads", "/")) == "/Downloads/"
     assert text(" list-list-list.") == " list."
@@ -365,11 +368,14 @@ def test_the_default_models_stutters_are_left_out_of_its_text() -> None:
         " Bora Bora and Walla Walla",
         " -.-.-. and _-_-_-",
         " id,name,,age and [1,,3]",
+        " x · a · a · b and 12 · 12 · 3",  # one letter, or no letters
+        " in Debian · debian · 3 and anti-science · science · 4",  # not the same word
     ):
         assert text(kept) == kept
     # A pinned repeat stays (the opening wrote it), and so does the model's first copy of a pinned pair.
     assert text(" in the in the end", pinned=4) == " in the in the end"
     assert text(" Web Web", pinned=2) == " Web Web"
+    assert text(" in science · science · 26", pinned=4) == " in science · science · 26"  # the word pinned
 
 
 def test_a_pair_written_twice_at_a_canvas_end_waits_for_the_next_canvas() -> None:
