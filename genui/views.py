@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -43,6 +44,12 @@ from genui.variations import Variations
 NOWHERE = "No page lives at this address."
 FOREIGN_FORM = "That form belongs to another site."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
+
+
+def _pushed(url: str) -> dict[str, str]:
+    """htmx's ``HX-Push-Url`` for a served URL. A header is Latin-1, so the URL goes percent-encoded (`/wiki/東京` as
+    `/wiki/%E6%9D%B1%E4%BA%AC`), as Starlette sends a redirect's Location; its `%` escapes stay as they are."""
+    return {"HX-Push-Url": quote(url, safe=":/%#?=@[]!$&'()*+,;")}
 
 
 class Views:
@@ -112,7 +119,7 @@ class Views:
         generation = self.pages.generation(job, self.pages.versions(job) + 1)
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
-            return self.screens.live(request, job, generation, headers={"HX-Push-Url": target})
+            return self.screens.live(request, job, generation, headers=_pushed(target))
         page = await _finished(request, generation)
         return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
 
@@ -126,7 +133,7 @@ class Views:
         generation = self.pages.rewrite(job, asked, number, said)
         target = versioned(job.url, generation.version)
         if is_htmx(request):
-            return self.screens.live(request, job, generation, headers={"HX-Push-Url": target})
+            return self.screens.live(request, job, generation, headers=_pushed(target))
         page = await _finished(request, generation)
         return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
 
@@ -146,7 +153,7 @@ class Views:
         page = self.pages.keep(job, form_text(form, "id", 64), form_number(form, "n", 100) - 1)
         target = versioned(job.url, page.version)
         if is_htmx(request):
-            return self.screens.page(request, job, page, headers={"HX-Push-Url": target})
+            return self.screens.page(request, job, page, headers=_pushed(target))
         return RedirectResponse(target, status_code=303)
 
     async def wait(self, request: Request) -> Response:

@@ -236,3 +236,20 @@ def test_an_engine_that_cannot_edit_offers_no_controls_and_refuses_edits(
     assert "Regenerate" in text and "genui-rewrite" not in text and "genui-vary" not in text
     assert client.post("/_genui/rewrite", data={"site": "wiki", "url": "/Lisp", "section": "1"}).status_code == 404
     assert client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).status_code == 404
+
+
+def test_a_new_version_of_a_page_whose_url_is_not_latin_1_is_pushed_percent_encoded(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A header is Latin-1: `HX-Push-Url: /wiki/東京?v=2` was a 500 (the session-48 fuzzing), and `é` went as raw
+    bytes. The browser shows the URL decoded."""
+    client = client_factory(all_sites, FakeEngine())
+    for title, pushed in (("東京", "/wiki/%E6%9D%B1%E4%BA%AC"), ("Café_%3F", "/wiki/Caf%C3%A9_%3F")):
+        assert visit(client, f"/wiki/{title}").status_code == 200
+        for action, form in (("regenerate", {}), ("rewrite", {"section": 1})):
+            response = client.post(f"/_genui/{action}", data={"site": "wiki", "url": f"/{title}", **form}, headers=HTMX)
+            assert response.status_code == 200, (title, action)
+            version = 2 if action == "regenerate" else 3
+            assert response.headers["hx-push-url"] == f"{pushed}?v={version}", (title, action)
+            ws_messages(client, live_url(response.text))
+        assert client.get(response.headers["hx-push-url"]).status_code == 200
