@@ -86,6 +86,7 @@ _ATTRIBUTES = r"""[\w-]+\s*=\s*"[^"<>]*"(?:\s+[\w-]+\s*=\s*"[^"<>]*")*"""
 _NAMELESS_START = re.compile(rf"<\s+({_ATTRIBUTES})\s*>")
 _ATTRIBUTES_BEFORE_TAG = re.compile(rf"(?:^|(?<=\s))({_ATTRIBUTES})$")
 _ATTRIBUTE_NAME = re.compile(r"([\w-]+)\s*=")
+_LINK = "a"  # the element an href alone belongs to, where no tag before had one
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 )
@@ -200,6 +201,14 @@ def _repair_text(
             out.append(f"{piece[: start.start()]}<{start[0]}>")
             _follow(open_tags, start[1].lower(), "<" + start[0] + ">")
             _carry(carriers, start[1], start[0][len(start[1]) :])
+            continue
+        bare = _ATTRIBUTES_BEFORE_TAG.search(piece, max(0, len(piece) - 400))
+        carrier = None if bare is None else carriers.get(names := _names(bare[1]), _LINK if names == "href=" else None)
+        if bare is not None and carrier is not None and carrier in tags:
+            # `See also href="/wiki/Unix">Unix</a>`: a start tag that lost its `<name`, attributes a tag before had
+            # (an href alone: a link's)
+            out.append(f"{piece[: bare.start()]}<{carrier} {bare[1].strip()}>")
+            _follow(open_tags, carrier.lower(), f"<{carrier}>")
             continue
         word = _WORD_BEFORE.search(piece)
         letters = word[0].lower() if word else ""

@@ -334,6 +334,13 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
             '<ul><li class="file"><a href="/view/a">a</a></li>\n <li class="file"><a href="/view/b">b</a></li></ul>',
         ),
         ('<p>< href="/view/r.py">r.py</p>', "<p>r.py</p>"),
+        # session 48: a start tag that lost its `<name` and kept its `>` (a wiki article's See also)
+        (
+            '<p>On <a href="/wiki/Hew">Hew</a>.</p>\n<p>See also href="/wiki/Unix">Unix</a>.</p>',
+            '<p>On <a href="/wiki/Hew">Hew</a>.</p>\n<p>See also <a href="/wiki/Unix">Unix</a>.</p>',
+        ),
+        ('<p>See also href="/wiki/Unix">Unix</a>.</p>', '<p>See also <a href="/wiki/Unix">Unix</a>.</p>'),
+        ('<p>So set class="y">z</p>', '<p>So set class="y"z</p>'),  # no tag before had it: no element to give it
         # session 30: a quoted value cut short by `>` or `<`, its quote lost (the forum's held-out threads)
         (
             '<div class="post"><p>x</p>\n<div class="p></div>\n<div class="replies"><div class="reply">y</div></div>',
