@@ -16,8 +16,12 @@ from starlette.requests import HTTPConnection, Request
 from genui.pages import Job, Pages
 from genui.routing import VERSION_KEY, BadRequest
 from genui.runtime import SiteRuntime
+from genui.store import MAX_POST, MAX_USER
 
-MAX_FORM_BYTES = 16 * 1024  # a reply is at most MAX_POST characters; anything much bigger is not a reply
+# A reply is at most MAX_POST characters, and its name MAX_USER, as a textarea's maxlength counts them (UTF-16 units,
+# a line break one): sent url-encoded, one such unit takes at most 9 bytes (`東` is `%E6%9D%B1`; an emoji's two, 12).
+# Anything bigger is not a reply.
+MAX_FORM_BYTES = 9 * (MAX_POST + MAX_USER) + 1024
 
 
 def same_origin(connection: HTTPConnection) -> bool:

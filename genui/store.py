@@ -18,6 +18,7 @@ from pathlib import Path
 
 MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
+SAME_POST_S = 60.0  # seconds within which the same post to the same thread is the same form sent twice
 _USER = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_USER}}}$")
 
 _SCHEMA = """
@@ -145,10 +146,11 @@ class DeletedPost:
 
 
 def check_post(user: str, text: str) -> tuple[str, str]:
-    """The post as it will be stored (text stripped), or PostRejected."""
+    """The post as it will be stored (text stripped, line breaks as `\n`), or PostRejected. A browser sends a
+    textarea's line breaks as `\r\n` and counts them as one character for its maxlength, as this does."""
     if not _USER.match(user):
         raise PostRejected(f"name must be 1 to {MAX_USER} letters, digits, - or _")
-    text = text.strip()
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise PostRejected("the post is empty")
     if len(text) > MAX_POST:
@@ -166,7 +168,9 @@ class Store:
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash of the process
+        # WAL + FULL: a commit is on disk when it returns, so a post a reader was told is saved survives a crash of
+        # the machine too (NORMAL only survives the process's; it leaves the WAL unsynced until a checkpoint)
+        self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
         self._migrate()
 
@@ -359,10 +363,18 @@ class Store:
     # -- posts -------------------------------------------------------------------------------------------------
 
     def add_post(self, site: str, path: str, user: str, text: str) -> StoredPost:
-        """Store a post (checked with check_post); it is committed when this returns."""
+        """Store a post (checked with check_post); it is committed when this returns. The same post again, the
+        thread's newest, within ``SAME_POST_S`` (a form sent twice: a double click, a resend after a dropped answer)
+        is not stored twice: that post is returned."""
         user, text = check_post(user, text)
         created = time.time()
         with self._transaction() as db:
+            last = db.execute(
+                "SELECT id, user, text, created FROM posts WHERE site = ? AND path = ? ORDER BY id DESC LIMIT 1",
+                (site, path),
+            ).fetchone()
+            if last is not None and (last[1], last[2]) == (user, text) and 0 <= created - last[3] < SAME_POST_S:
+                return StoredPost(int(last[0]), user, text, float(last[3]))
             cursor = db.execute(
                 "INSERT INTO posts (site, path, user, text, created) VALUES (?, ?, ?, ?, ?)",
                 (site, path, user, text, created),

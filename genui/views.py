@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from genui.edits import MAX_INSTRUCTION
+from genui.errors import problem
 from genui.generation import Generation
 from genui.inputs import (
     client_address,
@@ -197,11 +198,17 @@ class Views:
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
         job = self.pages.job(runtime, location, client=client_address(request))
-        if self.pages.engine is not None:
-            self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
-        elif self.pages.page(job) is None:
-            self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with the post
-        # else the model is loading and the thread is written: the post is kept, and answered once the model is ready
+        try:
+            if self.pages.engine is not None:
+                self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
+            elif self.pages.page(job) is None:
+                self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with it
+            # else the model is loading and the thread is written: the post is kept, and answered once it is ready
+        except Exception as err:  # refused: the thread, with what was typed kept in its form
+            answer = problem(err, asks_again=False)
+            if answer is None:
+                raise
+            return self._not_posted(request, job, answer.status_code, answer.message, user, text, answer.headers)
         try:
             if self.pages.reply_starts_run(job, is_htmx(request)):
                 self.pages.admit(job)  # the client's runs: also before storing, so that nothing is half done

@@ -13,6 +13,7 @@ from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, visit, wait_u
 from genui.screens import WS_PATH
 from genui.security import security_headers
 from genui.sites import Site, load_site
+from genui.store import MAX_POST
 
 HTMX = {"HX-Request": "true"}
 LIVE = re.compile(r'ws-connect="([^"]+)"')
@@ -400,6 +401,17 @@ def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites:
 def test_an_oversized_reply_is_413(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     response = client_factory(all_sites).post(THREAD, data={"user": "ada", "text": "x" * 20_000})
     assert response.status_code == 413
+
+
+def test_a_reply_as_long_as_the_form_allows_is_posted_in_any_script(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """The textarea takes MAX_POST characters; 2,000 of Japanese are 18,000 bytes url-encoded (a 413 until session 48,
+    and the text typed was gone)."""
+    client = client_factory(all_sites)
+    text = "東京" * (MAX_POST // 2)
+    response = client.post(THREAD, data={"user": "ada", "text": text}, follow_redirects=False)
+    assert response.status_code == 303 and text in client.get(THREAD).text
 
 
 def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_says_why(

@@ -180,8 +180,9 @@ def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_re
     refused = client.post(THREAD, data={"user": "bad name", "text": "typed"}, headers={**HTMX, **ORIGIN})
     assert refused.status_code == 400 and "typed" in refused.text and "data-genui-retry" not in refused.text
     # A thread not written yet cannot be checked or shown with the post: refused, and nothing is stored.
-    unwritten = client.post("/forum/r/hacking/Other", data={"user": "cy", "text": "x"}, headers=ORIGIN)
+    unwritten = client.post("/forum/r/hacking/Other", data={"user": "cy", "text": "typed first"}, headers=HTMX | ORIGIN)
     assert unwritten.status_code == 503 and unwritten.headers["retry-after"] == "5"
+    assert "Try again in 5 s" in unwritten.text and ">typed first</textarea>" in unwritten.text  # what was typed stays
     gate.opened.set()
     assert eventually(lambda: health(client)["status"] == "ready")
     # Once the model is ready, the thread's next visit writes the replies to both posts, in place.

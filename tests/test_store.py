@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import replace
@@ -8,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from genui.store import MAX_POST, MAX_USER, EarlierVersionsDeleted, PageKey, PostRejected, ReadPostDeleted, Store
+from genui.store import (
+    MAX_POST,
+    MAX_USER,
+    SAME_POST_S,
+    EarlierVersionsDeleted,
+    PageKey,
+    PostRejected,
+    ReadPostDeleted,
+    Store,
+)
 
 KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
 
@@ -34,6 +44,9 @@ def test_a_miss_then_a_hit_after_saving(store: Store) -> None:
 def test_the_database_runs_in_wal_mode(tmp_path: Path, store: Store) -> None:
     with closing(sqlite3.connect(tmp_path / "pages.sqlite3")) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # and a commit is synced before it returns (FULL, 2): a saved post survives a crash of the machine, not only of
+    # the process (a connection's own setting, so read on the store's)
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2
 
 
 def test_pages_survive_reopening(tmp_path: Path) -> None:
@@ -92,6 +105,25 @@ def test_posts_are_stored_in_order_per_thread(store: Store) -> None:
     posts = store.posts("forum", "/r/a/T")
     assert [(p.user, p.text) for p in posts] == [("ada", "hello"), ("bob", "<b>hi</b>")]
     assert first.id < second.id
+
+
+def test_the_same_post_sent_twice_at_once_is_stored_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A double click, or a form sent again after its answer was lost: one post. The same words later, from someone
+    else, or to another thread, are posts of their own."""
+    first = store.add_post("forum", "/r/a/T", "ada", "me too")
+    assert store.add_post("forum", "/r/a/T", "ada", " me too\r\n") == first
+    store.add_post("forum", "/r/a/T", "bob", "me too")
+    store.add_post("forum", "/r/a/U", "ada", "me too")
+    later = time.time() + SAME_POST_S + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    store.add_post("forum", "/r/a/T", "bob", "me too")
+    assert [p.user for p in store.posts("forum", "/r/a/T")] == ["ada", "bob", "bob"]
+
+
+def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> None:
+    """A browser sends a textarea's line breaks as CRLF, and its maxlength counts each as one character."""
+    text = ("x" * 99 + "\r\n") * 20  # 2,000 characters as the textarea counts them
+    assert store.add_post("forum", "/r/a/T", "ada", text).text == text.replace("\r\n", "\n").strip()
 
 
 @pytest.mark.parametrize(
