@@ -53,7 +53,10 @@ URL_ATTRIBUTES = {
     "href", "src", "action", "formaction", "srcset", "poster", "data", "background", "cite", "ping", "xlink:href",
     "ws-connect", "hx-get", "hx-post", "hx-put", "hx-patch", "hx-delete",
 }  # fmt: skip
-GENUI_HX = {"hx-get", "hx-post", "hx-target", "hx-push-url", "hx-swap", "hx-ext", "hx-indicator", "hx-history-elt"}
+GENUI_HX = {
+    "hx-get", "hx-post", "hx-target", "hx-push-url", "hx-swap", "hx-ext", "hx-indicator", "hx-history-elt",
+    "hx-disabled-elt",  # the reply form's button while its post is sent: it asks for nothing
+}  # fmt: skip
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 THREAD = "/forum/r/lisp/Macros"
 OTHER_THREAD = "/forum/r/lisp/Secrets"
