@@ -18,7 +18,7 @@ from contextlib import aclosing
 import torch
 
 from engine.channel import FrameChannel
-from engine.denoise import token_entropy
+from engine.denoise import distribution, token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from engine.gaps import fill_gaps, fits_with_gaps
 from engine.generation import canvases as canvas_count
@@ -87,12 +87,12 @@ def generate_autoregressive(
             logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
             if temperature > 0:
                 logits = logits / temperature
-            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            shifted, probs = distribution(logits)
             if temperature > 0:
                 next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
             else:
                 next_input = logits.argmax(dim=-1, keepdim=True)  # (1, 1)
-            entropies.append(float(token_entropy(logits, probs).sum()))
+            entropies.append(float(token_entropy(shifted, probs).sum()))
             token = int(next_input)
             if request.stop_at_eos and token == denoiser.eos_id:
                 break

@@ -23,6 +23,7 @@ comes only from the ``torch.Generator`` passed in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -276,15 +277,29 @@ def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -
     return torch.multinomial(probs.view(-1, v), 1, generator=generator).view(b, c), probs.argmax(dim=-1)
 
 
-def token_entropy(logits: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Each position's entropy (...,) from its logits and their softmax (..., V), without a logarithm over the
-    vocabulary: with the logits shifted so the largest is 0, log p = shifted - log Z, and the likeliest token's p
-    is 1/Z, so H = -sum(p * shifted) - log(max p). On a CPU this is several times cheaper than summing
+def distribution(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each position's logits (..., V) in float32, shifted so the largest is 0 and floored, and their softmax.
+
+    The floor keeps every probability a normal float32. At the loop's low temperatures up to a third of a 49k
+    vocabulary's probabilities fall below float32's smallest normal number, and a CPU computes on such subnormal
+    numbers many times slower: on an Intel Xeon the sampler took 19.7 ms a step of the bench page with them and
+    9.3 ms with the floor (docs/benchmarks.md, session 49). A token the floor lifts had a probability under about
+    1e-32. The probabilities above 1e-30 are bit for bit the softmax's and an entropy moves by under 1e-25, but
+    the order topk gives tokens of exactly equal probability (common with bfloat16 logits) can change, so a draw
+    among such ties may land on another of them."""
+    shifted = logits.float()
+    shifted = shifted - shifted.amax(dim=-1, keepdim=True)
+    shifted.clamp_(min=math.log(torch.finfo(torch.float32).tiny * shifted.shape[-1]) + 1.0)
+    return shifted, torch.softmax(shifted, dim=-1)
+
+
+def token_entropy(shifted: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Each position's entropy (...,) from ``distribution``'s shifted logits and their softmax (..., V), without a
+    logarithm over the vocabulary: log p = shifted - log Z, and the likeliest token's p is 1/Z, so
+    H = -sum(p * shifted) - log(max p). On a CPU this is several times cheaper than summing
     ``torch.special.entr(probs)`` (whose log is slow on the many tiny probabilities of a 49k vocabulary), and
-    closer to a float64 reference. The logits must be finite (the loop pins with a finite floor, ``_NEVER``)."""
-    logits = logits.float()
-    shifted = logits - logits.amax(dim=-1, keepdim=True)  # the one (B, C, V) tensor it allocates; reused in place
-    return (-shifted.mul_(probs).sum(dim=-1) - probs.amax(dim=-1).log()).clamp_(min=0)
+    closer to a float64 reference."""
+    return (-(shifted * probs).sum(dim=-1) - probs.amax(dim=-1).log()).clamp_(min=0)
 
 
 def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tensor:
@@ -409,9 +424,9 @@ def denoise(
                 heat = temperature(settings, remaining)
                 if heat is not None:
                     logits = logits / heat
-                probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+                shifted, probs = distribution(logits)
                 sampled, new_argmax = sample(probs, settings.top_k, generator)
-                entropy = token_entropy(logits, probs)  # (B, C)
+                entropy = token_entropy(shifted, probs)  # (B, C)
                 again = accepted & (sampled == current)  # kept the step before, and the same token sampled now
                 accepted = settings.accept(entropy, accepted)
                 if settings.end_last:

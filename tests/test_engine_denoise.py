@@ -25,6 +25,7 @@ from engine.denoise import (
     StableAndConfident,
     capped,
     denoise,
+    distribution,
     entropy_bound_accept,
     hold_back_ends,
     left_to_right_accept,
@@ -436,11 +437,27 @@ def test_token_entropy_is_the_entropy_of_the_softmax(temperature: float) -> None
     logits = torch.randn(2, 8, 49_152, generator=torch.Generator().manual_seed(1)) * 6 / temperature
     logits[0, 0] = _NEVER  # a pinned position: all its probability on one token
     logits[0, 0, 7] = 0.0
-    probs = torch.softmax(logits, dim=-1)
+    shifted, probs = distribution(logits)
     reference = torch.special.entr(torch.softmax(logits.double(), dim=-1)).sum(dim=-1)
-    ours = token_entropy(logits, probs)
-    assert ours.dtype == torch.float32 and ours[0, 0] == 0
+    ours = token_entropy(shifted, probs)
+    assert ours.dtype == torch.float32 and ours[0, 0] < 1e-20
     torch.testing.assert_close(ours.double(), reference, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vocab", [100, 49_152, 262_144])
+def test_distribution_has_no_subnormal_probabilities_and_keeps_the_rest_bit_for_bit(vocab: int) -> None:
+    logits = torch.randn(2, 64, vocab, generator=torch.Generator().manual_seed(2)) * 30  # a low temperature's spread
+    logits[0, 0] = _NEVER
+    logits[0, 0, 7] = 0.0
+    exact = torch.softmax(logits, dim=-1)
+    tiny = torch.finfo(torch.float32).tiny
+    assert ((exact > 0) & (exact < tiny)).any()  # the plain softmax has subnormal probabilities here
+    shifted, probs = distribution(logits)
+    assert bool((probs >= tiny).all())
+    assert torch.equal(shifted.amax(dim=-1), torch.zeros(2, 64))
+    kept = exact >= 1e-30
+    assert torch.equal(probs[kept], exact[kept])
+    assert torch.equal(probs.argmax(dim=-1), exact.argmax(dim=-1)) and float(probs[0, 0, 7]) == 1.0
 
 
 def test_pinned_positions_come_back_exact_and_the_rest_is_written(tmp_path: Path) -> None:
