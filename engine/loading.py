@@ -242,6 +242,10 @@ def _causal(
         except QuantizeError as exc:
             raise ModelLoadError(f"{model_id}: {exc}") from exc
         weights = quantize
+    else:
+        from engine.prepack import prepack
+
+        prepack(network, canvas)  # bfloat16 on a CPU: the weights laid out once for oneDNN, not at every step
     denoiser = CausalDenoiser(network, tokenizer, canvas)
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 

@@ -64,12 +64,12 @@ def _tiny_llama_base(folder: Path) -> Path:
 def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_path: Path) -> None:
     base = _tiny_llama_base(tmp_path)
     adapter = build_tiny_adapter(base, tmp_path / "adapter")
-    loaded = load_model(adapter, device="cpu")
+    loaded = load_model(adapter, device="cpu", dtype=torch.float32)  # float32: linear layers as transformers has them
     assert loaded.family == "adapted-causal-lm" and loaded.canvas_length == 16
     assert loaded.model_id == engine.identity.model_id(adapter)
     assert loaded.defaults.max_steps == 5 and loaded.defaults.t_max == 0.6 and loaded.defaults.min_distinct == 8
     assert not any("lora" in name for name, _ in loaded.model.named_parameters())  # merged into the base
-    plain = load_model(base, device="cpu")  # the same base, unadapted
+    plain = load_model(base, device="cpu", dtype=torch.float32)  # the same base, unadapted
     assert plain.family == "causal-lm"
     q_adapted = loaded.model.model.layers[0].self_attn.q_proj.weight
     assert not torch.equal(q_adapted, plain.model.model.layers[0].self_attn.q_proj.weight)
