@@ -107,7 +107,7 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
             await engine.close()
 
     done = asyncio.run(generate())
-    html = runtime.render(done.text)
+    html = runtime.render(done.text, on=location)
     if args.json:
         canvases = [{"steps": c.steps, "tokens": c.tokens, "seconds": round(c.seconds, 4)} for c in done.canvases]
         print(json.dumps({"html": html, "canvases": canvases, "seconds": round(done.seconds, 4)}))
@@ -154,6 +154,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                 flags.append(f"cache: {route.cache}")
             if route.posts:
                 flags.append("readers may post")
+            if route.follow_links:
+                flags.append(f"follows links ({route.follow_links})")
             print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
     return 0
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from starlette.convertors import Convertor
 from starlette.routing import compile_path, replace_params
@@ -204,14 +204,21 @@ class SiteRouter:
         path, _, query = url.partition("?")
         return self.resolve(unquote(path), parse_qsl(query, keep_blank_values=True))
 
-    def link_target(self, href: str, text: str = "") -> str | None:
+    def link_target(self, href: str, text: str = "", on: Location | None = None) -> str | None:
         """The href a link to ``href`` should carry: ``href`` itself, or for an alias the page's own path with the
         href's query and fragment; None unless ``href`` is a site-relative URL that one of the routes serves. A path
         that no route serves but would with each segment written twice or more in a row written once (the default
         model's `/r/news/news/Title`, `/wiki/wiki/Lisp`) leads to that page; one with a `/` too many in the parameter
         a link's text names (`/r/work/science/Title`, ``Route.link_text``) to the page its text names, if any. Where
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
-        ``text`` names, when that is a page of the same route."""
+        ``text`` names, when that is a page of the same route. ``on``: the page the link is on; where its route
+        follows links (``Route.follow_links``), a link no route serves opens on that route (``_followed``)."""
+        routed = self._routed(href, text)
+        if routed is None and on is not None and on.route.follow_links is not None:
+            return self._followed(href, on)
+        return routed
+
+    def _routed(self, href: str, text: str) -> str | None:
         try:
             parts = urlsplit(href)
         except ValueError:  # "//[": not a URL
@@ -240,6 +247,30 @@ class SiteRouter:
         if named is not None:
             return urlunsplit(("", "", url_path(named.path), parts.query, parts.fragment))
         return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
+
+    def _followed(self, href: str, on: Location) -> str | None:
+        """The page of ``on``'s route that shows what ``href`` points at: its ``follow_links`` query key set to the
+        address ``href`` makes of the page's own (schemeless, as the desktop's browser names pages:
+        `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` is `?url=genpedia.org/wiki/Lisp`, `https://example.org/a`
+        is `?url=example.org/a`); None for a link to no web address (`mailto:`, `javascript:`, a path with no
+        host to resolve it against)."""
+        key = on.route.follow_links
+        assert key is not None
+        own = on.query.get(key, "")
+        try:
+            base = own if urlsplit(own).scheme else "http://" + own.removeprefix("//")
+            parts = urlsplit(urljoin(base, href))
+            host = parts.hostname
+        except ValueError:  # not a URL ("//[", a bad port)
+            return None
+        if parts.scheme not in ("http", "https") or not host:
+            return None
+        address = parts.netloc + (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            target = self.resolve(on.path, [(key, address), *on.query.items()])
+        except BadRequest:  # an address the route's query cannot take
+            return None
+        return None if target is None else target.url
 
     def _loosely(self, path: str, query: Iterable[tuple[str, str]]) -> Location | None:
         """The page of a route with ``link_text`` that ``path`` would be if that parameter could span slashes: not a

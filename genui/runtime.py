@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass, replace
@@ -77,16 +78,21 @@ class SiteRuntime:
         text = self.prompts.opening(route, params, query) if opening else ""
         return self.request(self.prompts.render(route, params, query), seed, text)
 
-    def render(self, text: str, *, draft: bool = False) -> str:
-        """Model text -> HTML fit for the page: sanitised, then links rewritten."""
+    def render(self, text: str, *, draft: bool = False, on: Location | None = None) -> str:
+        """Model text -> HTML fit for the page: sanitised, then links rewritten. ``on``: the page it is, whose
+        route may follow links that no route serves (``Route.follow_links``)."""
         # No images from the model: a same-site <img src> is a GET the browser sends by itself, and every GET of a
         # site route may start a generation; nothing in the example sites needs one.
         if draft:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
-        return self.links(sanitize_html(_BARE_LINK.sub(self._titled, text), allow_images=False))
+        links = self.links
+        if on is not None and on.route.follow_links is not None:
+            links = LinkRewriter(self.mount, functools.partial(self.router.link_target, on=on))
+        titled = functools.partial(self._titled, on=on)
+        return links(sanitize_html(_BARE_LINK.sub(titled, text), allow_images=False))
 
-    def _titled(self, bare: re.Match[str]) -> str:
+    def _titled(self, bare: re.Match[str], on: Location | None = None) -> str:
         """A link written with no text, given the title of the page it leads to (or left to the sanitiser to drop)."""
-        target = self.router.link_target(html.unescape(bare[3]).strip())
+        target = self.router.link_target(html.unescape(bare[3]).strip(), on=on)
         title = self.router.link_title(target) if target is not None else ""
         return f"{bare[1]}{html.escape(title, quote=False)}{bare[4]}" if title else bare[0]

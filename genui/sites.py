@@ -27,6 +27,7 @@ ROUTE_KEYS = (
     "aliases",
     "spaces",
     "link_text",
+    "follow_links",
 )
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
@@ -68,6 +69,10 @@ class Route:
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
     spaces: str | None = None  # the character a run of spaces in a parameter becomes ("_": /Hash table is /Hash_table)
     link_text: str | None = None  # the parameter a generated link's text names: the link leads to the page it says
+    # a query key: a link on this route's pages that no route serves opens on this route, that key set to the
+    # link's address (the desktop's browser: `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` opens
+    # `?url=genpedia.org/wiki/Lisp`)
+    follow_links: str | None = None
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -192,6 +197,16 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 file, f"{where}context", f"unknown context {kind!r}", f"use some of {list(CONTEXT_KINDS)}"
             )
     query = _string_list(file, data, "query", where, ())
+    follow_links = data.get("follow_links")
+    if follow_links is not None and follow_links not in query:
+        raise SiteConfigError(
+            file,
+            f"{where}follow_links",
+            f"{follow_links!r} is not one of the route's query keys",
+            f'add it to query (query = ["{follow_links}"]), or remove the key'
+            if isinstance(follow_links, str)
+            else 'name one of the route\'s query keys: follow_links = "url"',
+        )
     cache = data.get("cache", "forever")
     if cache not in CACHE_POLICIES:
         raise SiteConfigError(file, f"{where}cache", f"unknown policy {cache!r}", f"use one of {list(CACHE_POLICIES)}")
@@ -219,6 +234,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         aliases=aliases,
         spaces=spaces,
         link_text=link_text,
+        follow_links=follow_links,
     )
 
 

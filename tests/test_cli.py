@@ -51,6 +51,7 @@ def test_sites_lists_each_site_and_its_routes(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "wiki  Genpedia" in out and " /{title} " in out and "/search?q" in out and "readers may post" in out
     assert "model: up to 512 tokens (the rest from" in out
+    assert "follows links (url)" in out  # the desktop's browser
 
 
 def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

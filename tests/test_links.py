@@ -156,3 +156,23 @@ def test_a_link_written_with_no_text_reads_the_title_of_its_page() -> None:
     assert 'href="/forum/r/linux"' not in out  # an element in it: the sanitiser's to drop, not given a title
     left_open = runtime.render('<ul><li><a href="/r/linux/A">First</li>\n<li>by bob</li></ul>')
     assert left_open.count(">First</a>") == 1 and "A</a>" not in left_open
+
+
+def test_a_browser_pages_links_open_in_the_browser_and_other_pages_links_stay_dead() -> None:
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "os"), "/os")
+    text = '<p>See <a href="/wiki/Lisp">Lisp</a> and <a href="mailto:a@b.org">mail</a> <a href="/wiki/C"></a></p>'
+    on = runtime.locate("/browser?url=genpedia.org/wiki/Unix")
+    out = runtime.render(text, on=on)
+    assert (
+        '<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get="/os/browser?url=genpedia.org%2Fwiki%2FLisp"'
+        in out
+    )
+    assert ">Lisp</a>" in out and "mailto" not in out and "mail" in out  # no web address: no link
+    assert ">genpedia.org/wiki/C</a>" in out  # a link with no text reads the title its page is given
+    elsewhere = runtime.render(text, on=runtime.locate("/files/home/user"))
+    assert "href" not in elsewhere and "See Lisp and" in elsewhere

@@ -271,3 +271,14 @@ async def test_a_draft_never_steps_back_to_an_opening_s_canvas(wiki: Site) -> No
     seen = [snapshot.text async for snapshot in run.watch() if not snapshot.finished]
     assert filled in seen and seen[-1] == filled + ", by McCarthy.</p>"
     assert [len(text) for text in seen] == sorted(len(text) for text in seen), seen  # the draft only grows
+
+
+async def test_a_finished_browser_page_keeps_its_links_in_the_browser(store: Store) -> None:
+    os_site = load_site(SITES_DIR / "os")
+    engine = FakeEngine(lambda p, s: '<p>See <a href="/wiki/Lisp">Lisp</a>.</p>')
+    pages = Pages([SiteRuntime.build(os_site, "/os")], store, engine, 10.0)  # type: ignore[arg-type]
+    runtime = pages.sites["os"]
+    location = runtime.router.locate("/browser?url=genpedia.org/wiki/Unix")
+    assert location is not None
+    page = await pages.generation(pages.job(runtime, location), 1).result()
+    assert '<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get=' in page.html  # follow_links = "url"

@@ -259,3 +259,39 @@ def test_a_route_without_link_text_ignores_a_links_text(wiki_router: SiteRouter)
 )
 def test_a_links_title_is_the_title_of_the_page_it_leads_to(forum_router: SiteRouter, href: str, title: str) -> None:
     assert forum_router.link_title(href) == title
+
+
+@pytest.mark.parametrize(
+    ("href", "target"),
+    [
+        ("/wiki/Lisp", "/browser?url=genpedia.org%2Fwiki%2FLisp"),  # the page's own host
+        ("Lisp", "/browser?url=genpedia.org%2Fwiki%2FLisp"),  # relative to the page's own address
+        ("../Lisp", "/browser?url=genpedia.org%2FLisp"),
+        ("https://example.org/a?b=1#top", "/browser?url=example.org%2Fa%3Fb%3D1"),  # another host; no fragment
+        ("//example.org/a", "/browser?url=example.org%2Fa"),
+        ("/files/home/user", "/files/home/user"),  # a page of the site is the site's, as from any page
+        ("mailto:ann@example.org", None),  # no web address: the link keeps its text only
+        ("javascript:alert(1)", None),
+        ("http://[::1", None),
+    ],
+)
+def test_a_link_no_route_serves_opens_on_a_route_that_follows_links(
+    os_router: SiteRouter, href: str, target: str | None
+) -> None:
+    """The desktop's browser declares follow_links = "url": a web page's links stay in the browser."""
+    on = os_router.locate("/browser?url=genpedia.org/wiki/Unix")
+    assert on is not None and on.route.follow_links == "url"
+    assert os_router.link_target(href, "", on=on) == target
+    if target is not None and target.startswith("/browser"):
+        followed = os_router.locate(target)
+        assert followed is not None and followed.url == target  # the page's canonical URL: one cache entry
+
+
+def test_links_are_followed_only_on_a_route_that_says_so(os_router: SiteRouter) -> None:
+    files = os_router.locate("/files/home/user")
+    blank = os_router.locate("/browser")  # no address of its own: a path has no host to resolve against
+    assert files is not None and blank is not None
+    assert os_router.link_target("/wiki/Lisp", "", on=files) is None
+    assert os_router.link_target("/wiki/Lisp") is None
+    assert os_router.link_target("/wiki/Lisp", "", on=blank) is None
+    assert os_router.link_target("https://example.org/", "", on=blank) == "/browser?url=example.org%2F"

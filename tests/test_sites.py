@@ -114,6 +114,9 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('link_text = "id"', 'link_text = "title"', "routes[2].link_text"),
         ('link_text = "id"', "link_text = 3", "routes[2].link_text"),
         ('pattern = "/find"', 'pattern = "/find"\nlink_text = "q"', "routes[3].link_text"),
+        ('query = ["q"]', 'query = ["q"]\nfollow_links = "url"', "routes[3].follow_links"),
+        ('query = ["q"]', 'query = ["q"]\nfollow_links = 3', "routes[3].follow_links"),
+        ('link_text = "id"', 'link_text = "id"\nfollow_links = "id"', "routes[2].follow_links"),
         ('title = "Demo"', 'title = "Demo', "-"),
     ],
 )
