@@ -5,6 +5,7 @@ failure message in place of the page).
 | exception | answer |
 |---|---|
 | ``BadRequest`` (malformed URL, version or form; a prompt the model cannot read) | 400 |
+| ``PostRejected`` (a reader's post with a bad name or text) | 400 |
 | ``NoSuchVersion`` | 404 |
 | ``HTTPException`` (no such site or page, a foreign form, a form too large, ...) | its status |
 | ``EngineLoading`` (the model is still loading) | 503 with ``Retry-After`` |
@@ -31,7 +32,7 @@ from genui.pages import EngineLoading, NoSuchVersion
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
-from genui.store import PageWithdrawn, ReadPostDeleted
+from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
@@ -50,6 +51,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     form posted (Regenerate, Rewrite) is not sent again by itself."""
     if isinstance(error, BadRequest):
         return Problem(400, "Bad request", str(error))
+    if isinstance(error, PostRejected):
+        return Problem(400, "Bad request", f"{error}.")
     if isinstance(error, NoSuchVersion):
         return Problem(404, "No such version", str(error))
     if isinstance(error, EngineLoading):

@@ -170,6 +170,17 @@ class Pages:
         if model is None:
             self.ready()  # raises: no engine, and no id to look the cache up with
         assert model is not None
+        return self._job(runtime, location, model, parent_url, client)
+
+    def reply_form(self, runtime: SiteRuntime, location: Location) -> Job:
+        """A thread with its posts, to show a refused reply's form: the job, or before the model is named (when
+        ``job`` raises) one whose key names no model, which no cached page has (a refused reply never looks one
+        up)."""
+        return self._job(runtime, location, self.model_id or "", None, None)
+
+    def _job(
+        self, runtime: SiteRuntime, location: Location, model: str, parent_url: str | None, client: str | None
+    ) -> Job:
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
         key = PageKey(

@@ -369,18 +369,23 @@ class Store:
         user, text = check_post(user, text)
         created = time.time()
         with self._transaction() as db:
-            last = db.execute(
-                "SELECT id, user, text, created FROM posts WHERE site = ? AND path = ? ORDER BY id DESC LIMIT 1",
-                (site, path),
-            ).fetchone()
-            if last is not None and (last[1], last[2]) == (user, text) and 0 <= created - last[3] < SAME_POST_S:
-                return StoredPost(int(last[0]), user, text, float(last[3]))
+            if (first := _sent_before(db, site, path, user, text, created)) is not None:
+                return first
             cursor = db.execute(
                 "INSERT INTO posts (site, path, user, text, created) VALUES (?, ?, ?, ?, ?)",
                 (site, path, user, text, created),
             )
         assert cursor.lastrowid is not None
         return StoredPost(cursor.lastrowid, user, text, created)
+
+    def resent(self, site: str, path: str, user: str, text: str) -> StoredPost | None:
+        """The stored post that ``add_post`` would return for this one, sent again (see there); None when it would
+        store a new post. Raises PostRejected as add_post does. Asked just before add_post, in the same synchronous
+        stretch of the event loop, both see the same newest post (only another process could post in between, and
+        then add_post still stores no post twice)."""
+        user, text = check_post(user, text)
+        with self._lock:
+            return _sent_before(self._db, site, path, user, text, time.time())
 
     def post_counts(self) -> dict[str, int]:
         """How many posts each site has."""
@@ -438,6 +443,17 @@ class Store:
 
 _PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered, replied, mount"
 _KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
+
+
+def _sent_before(db: sqlite3.Connection, site: str, path: str, user: str, text: str, now: float) -> StoredPost | None:
+    """The thread's newest post if it is this one (checked) sent again: the same user and text within
+    ``SAME_POST_S`` (a double click, a resend after a dropped answer). The one rule for add_post and Store.resent."""
+    last = db.execute(
+        "SELECT id, user, text, created FROM posts WHERE site = ? AND path = ? ORDER BY id DESC LIMIT 1", (site, path)
+    ).fetchone()
+    if last is not None and (last[1], last[2]) == (user, text) and 0 <= now - last[3] < SAME_POST_S:
+        return StoredPost(int(last[0]), user, text, float(last[3]))
+    return None
 
 
 def _key_args(key: PageKey) -> tuple[object, ...]:

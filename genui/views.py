@@ -34,12 +34,12 @@ from genui.inputs import (
     small_form,
     version,
 )
-from genui.pages import LOADING_RETRY_S, Job, Pages, TooManyRuns
+from genui.pages import LOADING_RETRY_S, Job, Pages
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
-from genui.store import PostRejected, StoredPage
+from genui.store import StoredPage
 from genui.variations import Variations
 
 NOWHERE = "No page lives at this address."
@@ -197,29 +197,28 @@ class Views:
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
-        job = self.pages.job(runtime, location, client=client_address(request))
+        client, site, path = client_address(request), runtime.site.name, location.path
         try:
+            resent = self.pages.store.resent(site, path, user.strip(), text)  # PostRejected: whatever the model
+            job = self.pages.job(runtime, location, client=client)  # before the model is named: EngineLoading
             if self.pages.engine is not None:
                 self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
             elif self.pages.page(job) is None:
                 self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with it
             # else the model is loading and the thread is written: the post is kept, and answered once it is ready
-        except Exception as err:  # refused: the thread, with what was typed kept in its form
+            if resent is None:  # a post sent again (SAME_POST_S) is stored already: no new run, answered as it was
+                if self.pages.reply_starts_run(job, is_htmx(request)):
+                    self.pages.admit(job)  # the client's runs (TooManyRuns): before storing, so nothing is half done
+                self.pages.store.add_post(site, path, user.strip(), text)
+        except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored
             answer = problem(err, asks_again=False)
             if answer is None:
                 raise
-            return self._not_posted(request, job, answer.status_code, answer.message, user, text, answer.headers)
-        try:
-            if self.pages.reply_starts_run(job, is_htmx(request)):
-                self.pages.admit(job)  # the client's runs: also before storing, so that nothing is half done
-            self.pages.store.add_post(runtime.site.name, location.path, user.strip(), text)
-        except PostRejected as err:
-            return self._not_posted(request, job, 400, f"{err}.", user, text)
-        except TooManyRuns as err:
-            return self._not_posted(request, job, 429, err.detail, user, text, err.headers)
+            thread = self.pages.reply_form(runtime, location)  # the job, or the posts before the model is named
+            return self._not_posted(request, thread, answer.status_code, answer.message, user, text, answer.headers)
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
-        job = self.pages.job(runtime, location, client=client_address(request))
+        job = self.pages.job(runtime, location, client=client)
         appending = self.pages.append(job, self.screens.inline_posts)
         if not is_htmx(request):
             # A plain form: back to the thread, which shows the post at once and joins the replies' run (without

@@ -107,3 +107,36 @@ def test_a_thread_visited_at_the_limit_is_shown_as_stored_and_its_waiting_post_a
     assert eventually(lambda: not pages.busy())
     answering = client.get(THREAD, headers=as_client("10.0.0.1"))
     assert "genui-in-place" in answering.text and "Welcome, ada!" in ws_messages(client, live_url(answering.text))[-1]
+
+
+def test_a_reply_sent_again_at_the_limit_is_answered_as_its_first_copy_not_refused(tmp_path: Path) -> None:
+    """A double click, or a resend after a lost answer, is the post already stored: not a new run that the client's
+    limit could refuse. It gets the first copy's answer, and watches the run its first copy started if it is going."""
+    engine = FakeEngine()
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    store = app.state.pages.store
+    with TestClient(AsClient(app)) as client:
+        visit(client, THREAD, headers={"X-As": "10.0.0.9"})
+        ada, form = {**as_client("10.0.0.1"), **ORIGIN}, {"user": "ada", "text": "sent twice"}
+        first = client.post(THREAD, data=form, headers=ada)
+        assert "Welcome, ada!" in ws_messages(client, live_url(first.text))[-1]
+        assert eventually(lambda: not app.state.pages.busy())  # the first copy's replies are written
+        engine.delay = 0.3  # a page that takes a few seconds: the client's one run while it is sent again
+        assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
+        again = client.post(THREAD, data=form, headers=ada)
+        assert again.status_code == 200 and "sent twice" in again.text and "Welcome, ada!" in again.text
+        plain = client.post(THREAD, data=form, headers={"X-As": "10.0.0.1", **ORIGIN}, follow_redirects=False)
+        assert plain.status_code == 303 and plain.headers["location"] == THREAD
+        new = client.post(THREAD, data={"user": "ada", "text": "a new post"}, headers=ada)
+        assert new.status_code == 429 and ">a new post</textarea>" in new.text  # a new post still counts
+        assert [(post.user, post.text) for post in store.posts("forum", "/r/hacking/My_first_lisp")] == [
+            ("ada", "sent twice")
+        ]
+        assert len(engine.infills) == 1
+        # A thread not written yet: the first copy starts writing it whole (the client's one run); the resend joins.
+        bo, unwritten = {**as_client("10.0.0.2"), **ORIGIN}, "/forum/r/hacking/Not_written_yet"
+        started = client.post(unwritten, data={"user": "bo", "text": "first!"}, headers=bo)
+        assert started.status_code == 200 and "ws-connect" in started.text
+        joined = client.post(unwritten, data={"user": "bo", "text": "first!"}, headers=bo)
+        assert joined.status_code == 200 and live_url(joined.text) == live_url(started.text)
+        assert len(store.posts("forum", "/r/hacking/Not_written_yet")) == 1

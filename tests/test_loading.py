@@ -195,6 +195,30 @@ def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_re
     assert "/forum/r/hacking/Other" not in str(gate.engine.calls)
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_a_reply_sent_while_the_model_loads_to_a_thread_not_written_yet_is_refused_with_its_text_kept(
+    gated: Callable[..., tuple], named: bool
+) -> None:
+    """Before the model is named no job can be had at all; once it is, a thread not written yet cannot be checked.
+    Either way the reader gets the thread's form back with what was typed, and a bad name is a 400 regardless."""
+    client, gate = gated(identify_model=(lambda: "gated-model") if named else None)
+    if named:
+        assert eventually(lambda: health(client)["model"] == "gated-model")
+    assert health(client)["status"] == "loading"
+    store = client.app.state.pages.store  # type: ignore[attr-defined]
+    for headers in (HTMX | ORIGIN, ORIGIN):
+        form = {"user": "ada", "text": "typed before the model was ready"}
+        refused = client.post(THREAD, data=form, headers=headers, follow_redirects=False)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+        assert "Your reply was not posted: genui is loading its model. Try again in 5 s." in refused.text
+        assert ">typed before the model was ready</textarea>" in refused.text and 'value="ada"' in refused.text
+        assert "data-genui-retry" not in refused.text and "http-equiv" not in refused.text  # a POST is not resent
+        bad = client.post(THREAD, data={"user": "bad name", "text": "typed too"}, headers=headers)
+        assert bad.status_code == 400 and "name must be 1 to 32" in bad.text and ">typed too</textarea>" in bad.text
+    assert store.posts("forum", "/r/hacking/My_first_lisp") == []
+    gate.opened.set()
+
+
 def test_a_page_refused_while_loading_asks_again_for_its_own_path_never_another_host(tmp_path: Path) -> None:
     gate = Gate()
     app = create_app([load_site(SITES_DIR / "wiki")], db_path=tmp_path / "db.sqlite3", load_engine=gate)

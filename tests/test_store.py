@@ -120,6 +120,29 @@ def test_the_same_post_sent_twice_at_once_is_stored_once(store: Store, monkeypat
     assert [p.user for p in store.posts("forum", "/r/a/T")] == ["ada", "bob", "bob"]
 
 
+def test_a_post_sent_again_is_told_apart_by_the_same_rule_add_post_keeps(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resent`` says beforehand what add_post will do: return the stored post (the form sent again) or store one."""
+    assert store.resent("forum", "/r/a/T", "ada", "me too") is None
+    first = store.add_post("forum", "/r/a/T", "ada", "me too")
+    assert (
+        store.resent("forum", "/r/a/T", "ada", " me too\r\n")
+        == first
+        == store.add_post("forum", "/r/a/T", "ada", "me too")
+    )
+    assert (
+        store.resent("forum", "/r/a/U", "ada", "me too") is None
+        and store.resent("forum", "/r/a/T", "bob", "me too") is None
+    )
+    with pytest.raises(PostRejected):
+        store.resent("forum", "/r/a/T", "bad name", "me too")
+    later = time.time() + SAME_POST_S + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert store.resent("forum", "/r/a/T", "ada", "me too") is None
+    assert len(store.posts("forum", "/r/a/T")) == 1
+
+
 def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> None:
     """A browser sends a textarea's line breaks as CRLF, and its maxlength counts each as one character."""
     text = ("x" * 99 + "\r\n") * 20  # 2,000 characters as the textarea counts them
