@@ -34,7 +34,7 @@ from genui.inputs import (
     small_form,
     version,
 )
-from genui.pages import LOADING_RETRY_S, Job, Pages
+from genui.pages import LOADING_RETRY_S, Job, Pages, TooManyRuns
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -219,7 +219,13 @@ class Views:
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location, client=client)
-        appending = self.pages.append(job, self.screens.inline_posts)
+        try:
+            appending = self.pages.append(job, self.screens.inline_posts)
+        except TooManyRuns:  # a resend whose first copy's run ended unwritten, the client at its limit: the post
+            # is stored, and waits for the thread's next run (waiting_replies); the thread shows it as it is
+            if not is_htmx(request):
+                return RedirectResponse(job.url, status_code=303)
+            return self._show(request, job, write_next=False)
         if not is_htmx(request):
             # A plain form: back to the thread, which shows the post at once and joins the replies' run (without
             # scripts, its refresh waits for them).

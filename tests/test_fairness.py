@@ -140,3 +140,26 @@ def test_a_reply_sent_again_at_the_limit_is_answered_as_its_first_copy_not_refus
         joined = client.post(unwritten, data={"user": "bo", "text": "first!"}, headers=bo)
         assert joined.status_code == 200 and live_url(joined.text) == live_url(started.text)
         assert len(store.posts("forum", "/r/hacking/Not_written_yet")) == 1
+
+
+def test_a_reply_sent_again_after_its_run_failed_shows_the_stored_post_at_the_limit(tmp_path: Path) -> None:
+    """The first copy's replies failed, so the resend would start their run again, but the client is at its limit:
+    the post is stored, so the thread shows it waiting (no 429, no form asking to type it again)."""
+    failures = [1]
+    engine = FakeEngine(region=_failing_once(failures))
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    store = app.state.pages.store
+    with TestClient(AsClient(app)) as client:
+        visit(client, THREAD, headers={"X-As": "10.0.0.9"})
+        ada, form = {**as_client("10.0.0.1"), **ORIGIN}, {"user": "ada", "text": "sent twice"}
+        client.post(THREAD, data=form, headers=ada)
+        assert eventually(lambda: not failures and not app.state.pages.busy())  # the first copy's run failed
+        engine.delay = 0.3
+        assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200  # the client's one run
+        again = client.post(THREAD, data=form, headers=ada)
+        assert again.status_code == 200 and "sent twice" in again.text and ">sent twice</textarea>" not in again.text
+        plain = client.post(THREAD, data=form, headers={"X-As": "10.0.0.1", **ORIGIN}, follow_redirects=False)
+        assert plain.status_code == 303 and plain.headers["location"] == THREAD
+        assert [(post.user, post.text) for post in store.posts("forum", "/r/hacking/My_first_lisp")] == [
+            ("ada", "sent twice")
+        ]
