@@ -19,11 +19,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from html.parser import HTMLParser
-from urllib.parse import parse_qsl
 
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
-from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage
 
@@ -249,10 +247,7 @@ class Generation:
 
     def _finish(self, done: DoneFrame) -> StoredPage:
         splice = self.splice
-        try:  # the page itself, whose route may follow links no route serves
-            page = self.runtime.router.resolve(self.key.path, parse_qsl(self.key.query, keep_blank_values=True))
-        except BadRequest:
-            page = None
+        page = self.runtime.page_of(self.key)  # whose route may follow links that no route serves
         html = splice.before + self.runtime.render(splice.written(done.text), on=page) + splice.after
         title = first_heading(html)
         if self._store is None:

@@ -212,11 +212,11 @@ class SiteRouter:
         a link's text names (`/r/work/science/Title`, ``Route.link_text``) to the page its text names, if any. Where
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
         ``text`` names, when that is a page of the same route. ``on``: the page the link is on; where its route
-        follows links (``Route.follow_links``), a link no route serves opens on that route (``_followed``)."""
-        routed = self._routed(href, text)
-        if routed is None and on is not None and on.route.follow_links is not None:
+        follows links (``Route.follow_links``: a web page in the desktop's browser), every link is the web page's
+        and opens on that route (``_followed``), `/` and `/files/x` included."""
+        if on is not None and on.route.follow_links is not None:
             return self._followed(href, on)
-        return routed
+        return self._routed(href, text)
 
     def _routed(self, href: str, text: str) -> str | None:
         try:
@@ -252,13 +252,13 @@ class SiteRouter:
         """The page of ``on``'s route that shows what ``href`` points at: its ``follow_links`` query key set to the
         address ``href`` makes of the page's own (schemeless, as the desktop's browser names pages:
         `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` is `?url=genpedia.org/wiki/Lisp`, `https://example.org/a`
-        is `?url=example.org/a`); None for a link to no web address (`mailto:`, `javascript:`, a path with no
-        host to resolve it against)."""
+        is `?url=example.org/a`, though the sanitiser drops a link to another host before it gets here); None for
+        a link to no web address (`mailto:`, `javascript:`, a path with no host to resolve it against)."""
         key = on.route.follow_links
         assert key is not None
         own = on.query.get(key, "")
-        try:
-            base = own if urlsplit(own).scheme else "http://" + own.removeprefix("//")
+        try:  # `localhost:8080/x` has no scheme: only `://` says one is there
+            base = own if "://" in own else "http://" + own.removeprefix("//")
             parts = urlsplit(urljoin(base, href))
             host = parts.hostname
         except ValueError:  # not a URL ("//[", a bad port)

@@ -6,14 +6,15 @@ import functools
 import html
 import re
 from dataclasses import dataclass, replace
+from urllib.parse import parse_qsl
 
 from engine.frames import GenerationRequest
 from genui.links import LinkRewriter, remount
 from genui.prompts import PromptRenderer, split_gaps
-from genui.routing import Location, SiteRouter
+from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sites import Site
-from genui.store import StoredPage
+from genui.store import PageKey, StoredPage
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
 # in session 48): the sanitiser drops it as an element left empty, and the listing loses that thread. Given the title
@@ -42,6 +43,13 @@ class SiteRuntime:
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
         return self.router.locate(site_url)
+
+    def page_of(self, key: PageKey) -> Location | None:
+        """The page a cache key names (what ``render(on=)`` takes); None where it is no page of this site's routes."""
+        try:
+            return self.router.resolve(key.path, parse_qsl(key.query, keep_blank_values=True))
+        except BadRequest:
+            return None
 
     def url(self, site_url: str) -> str:
         """The served URL of a site-relative URL."""

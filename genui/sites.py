@@ -69,7 +69,7 @@ class Route:
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
     spaces: str | None = None  # the character a run of spaces in a parameter becomes ("_": /Hash table is /Hash_table)
     link_text: str | None = None  # the parameter a generated link's text names: the link leads to the page it says
-    # a query key: a link on this route's pages that no route serves opens on this route, that key set to the
+    # a query key: every link on this route's pages is the web page's and opens on this route, that key set to the
     # link's address (the desktop's browser: `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` opens
     # `?url=genpedia.org/wiki/Lisp`)
     follow_links: str | None = None

@@ -134,7 +134,8 @@ class Variations:
                     done[frame.variant] = frame.text
                     self.seconds = max(self.seconds, frame.seconds)
                     if len(done) == self.n:
-                        pages = tuple(self.runtime.render(done[index]) for index in range(self.n))
+                        page = self.runtime.page_of(self.key)  # whose route may follow links
+                        pages = tuple(self.runtime.render(done[index], on=page) for index in range(self.n))
                         self._publish(Candidates(pages, pages))
                         return
             raise EngineError("the engine's stream ended before every candidate was written")

@@ -323,7 +323,11 @@ def served(page: PageResult, runtime: SiteRuntime) -> str:
     """The page as ``genui serve`` sends it (``SiteRuntime.render``): sanitised, then each link pointed at the site's
     page (``/Hop%20tomorrow`` for the model's ``/Hop tomorrow``), or left as its text where no route serves it. The
     skeleton is judged on this, what a visitor gets; the links' validity on what the model wrote."""
-    return runtime.render(page.raw or page.html)
+    try:
+        on = runtime.locate(page.path)  # whose route may follow links (the desktop's browser)
+    except BadRequest:
+        on = None
+    return runtime.render(page.raw or page.html, on=on)
 
 
 def skeleton_verdicts(results: list[PageResult], sites: dict[str, Site]) -> list[bool]:

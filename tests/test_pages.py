@@ -282,3 +282,18 @@ async def test_a_finished_browser_page_keeps_its_links_in_the_browser(store: Sto
     assert location is not None
     page = await pages.generation(pages.job(runtime, location), 1).result()
     assert '<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get=' in page.html  # follow_links = "url"
+
+
+async def test_variations_of_a_browser_page_keep_their_links_in_the_browser(store: Store) -> None:
+    os_site = load_site(SITES_DIR / "os")
+    engine = FakeEngine(lambda p, s: '<p>See <a href="/wiki/Lisp">Lisp</a>.</p>')
+    pages = Pages([SiteRuntime.build(os_site, "/os")], store, engine, 10.0)  # type: ignore[arg-type]
+    runtime = pages.sites["os"]
+    location = runtime.router.locate("/browser?url=genpedia.org/wiki/Unix")
+    assert location is not None
+    await pages.generation(pages.job(runtime, location), 1).result()
+    variations = pages.vary(pages.job(runtime, location))
+    async for _ in variations.watch():
+        pass
+    assert variations.pages is not None
+    assert all('<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get=' in page for page in variations.pages)

@@ -269,7 +269,8 @@ def test_a_links_title_is_the_title_of_the_page_it_leads_to(forum_router: SiteRo
         ("../Lisp", "/browser?url=genpedia.org%2FLisp"),
         ("https://example.org/a?b=1#top", "/browser?url=example.org%2Fa%3Fb%3D1"),  # another host; no fragment
         ("//example.org/a", "/browser?url=example.org%2Fa"),
-        ("/files/home/user", "/files/home/user"),  # a page of the site is the site's, as from any page
+        ("/files/home/user", "/browser?url=genpedia.org%2Ffiles%2Fhome%2Fuser"),  # the web site's, not the desktop's
+        ("/", "/browser?url=genpedia.org%2F"),  # the web site's main page
         ("mailto:ann@example.org", None),  # no web address: the link keeps its text only
         ("javascript:alert(1)", None),
         ("http://[::1", None),
@@ -285,6 +286,12 @@ def test_a_link_no_route_serves_opens_on_a_route_that_follows_links(
     if target is not None and target.startswith("/browser"):
         followed = os_router.locate(target)
         assert followed is not None and followed.url == target  # the page's canonical URL: one cache entry
+
+
+def test_a_page_address_with_a_port_is_a_host_not_a_scheme(os_router: SiteRouter) -> None:
+    on = os_router.locate("/browser?url=localhost:8080/docs/index.html")
+    assert on is not None
+    assert os_router.link_target("intro.html", "", on=on) == "/browser?url=localhost%3A8080%2Fdocs%2Fintro.html"
 
 
 def test_links_are_followed_only_on_a_route_that_says_so(os_router: SiteRouter) -> None:
