@@ -280,7 +280,7 @@ def sample(probs: torch.Tensor, top_k: int, generator: torch.Generator | None) -
 def distribution(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each position's logits (..., V) in float32, shifted so the largest is 0 and floored, and their softmax.
 
-    The floor keeps every probability a normal float32. At the loop's low temperatures up to a third of a 49k
+    The floor keeps every probability a normal float32. At the loop's low temperatures up to 39% of a 49k
     vocabulary's probabilities fall below float32's smallest normal number, and a CPU computes on such subnormal
     numbers many times slower: on an Intel Xeon the sampler took 19.7 ms a step of the bench page with them and
     9.3 ms with the floor (docs/benchmarks.md, session 49). A token the floor lifts had a probability under about

@@ -245,7 +245,8 @@ def _causal(
     else:
         from engine.prepack import prepack
 
-        prepack(network, canvas)  # bfloat16 on a CPU: the weights laid out once for oneDNN, not at every step
+        # bfloat16 on a CPU: the weights laid out once for oneDNN, not at every step; one token's forward checks it
+        prepack(network, canvas, check=lambda model: model(input_ids=torch.zeros((1, 1), dtype=torch.long)))
     denoiser = CausalDenoiser(network, tokenizer, canvas)
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 

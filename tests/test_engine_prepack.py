@@ -46,7 +46,31 @@ def test_a_prepacked_model_computes_the_same_logits(base: Path, rows: int) -> No
 def test_float32_weights_are_left_as_they_are(base: Path) -> None:
     model = LlamaForCausalLM.from_pretrained(base, dtype=torch.float32)
     before = _linears(model)
-    assert not can_prepack(model) and prepack(model, 16) == 0 and _linears(model) == before
+    assert prepack(model, 16) == 0 and _linears(model) == before
+    mixed = LlamaForCausalLM.from_pretrained(base, dtype=torch.bfloat16)
+    mixed.lm_head = nn.Linear(mixed.config.hidden_size, mixed.config.vocab_size, bias=False)  # float32 among bf16
+    assert prepack(mixed, 16) == len(before) - 1 and _linears(mixed) == ["lm_head"]
+
+
+class _ReadsItsWeight(nn.Module):
+    """A model whose forward reads a linear layer's weight, as transformers' Mamba reads its LM head's dtype."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8).to(torch.bfloat16)
+        self.head = nn.Linear(8, 4).to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.inner(x.to(self.head.weight.dtype)))
+
+
+def test_a_model_that_reads_its_weights_is_put_back_as_it_was() -> None:
+    model = _ReadsItsWeight()
+    x = torch.randn(2, 8)
+    before = model(x)
+    assert prepack(model, 16, check=lambda m: m(x)) == 0
+    assert _linears(model) == ["inner", "head"] and torch.equal(model(x), before)
+    assert prepack(model, 16) == 2  # without the check nothing tells
 
 
 def test_the_engine_prepacks_a_bfloat16_causal_lm_on_the_cpu_and_not_an_int8_one(
