@@ -33,6 +33,7 @@ from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, Step
 from engine.gemma import GemmaDenoiser
 from engine.generation import plan_batch, run_plan
 from engine.loading import LoadedModel, ModelLoadError, gemma_defaults, load_model
+from engine.prepack import PackedLinear
 from engine.scheduler import Scheduler
 from engine.streaming import Row
 
@@ -142,8 +143,10 @@ def page_request(loaded: LoadedModel, seed: int, steps: int | None, tokens: int)
         max_steps=steps,
         seed=seed,
         stop_at_eos=False,
-        # A canvas cannot hold still for as many steps as it has: fixed steps means no adaptive stop.
+        # A canvas cannot hold still for as many steps as it has, nor be surer than certain: fixed steps means no
+        # adaptive stop (and a checkpoint without one of its two settings still takes both).
         stability_threshold=steps,
+        confidence_threshold=None if steps is None else 0.0,
     )
 
 
@@ -337,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         break_even(rows[0], rows[1], canvases),
         f"served through the engine, the same pages take {rows[2]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the "
         "diffusion row's time (p50)",
-        f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}",
+        f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}"
+        + (
+            ", laid out once for oneDNN (engine.prepack)"
+            if any(isinstance(m, PackedLinear) for m in loaded.model.modules())
+            else ""
+        ),
     ]
     if loaded.device.type == "cuda":
         reference, note = reference_section(loaded, args.runs)

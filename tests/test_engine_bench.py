@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from engine_fixtures import build_tiny_checkpoint
+from engine_fixtures import build_tiny_adapter, build_tiny_checkpoint, build_tiny_llama_base
 from transformers import DiffusionGemmaForBlockDiffusion
 
 from engine.config import TINY, make_config
@@ -81,6 +81,17 @@ def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureF
     assert lines[1].startswith("diffusion ") and lines[2].startswith("autoregressive")
     assert lines[3].startswith("diffusion, served")
     assert "note: torch threads: 1; weights in bfloat16" in lines
+
+
+def test_bench_says_when_the_weights_are_laid_out_for_onednn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
+) -> None:
+    adapter = build_tiny_adapter(build_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    argv = ["--model", str(adapter), "--runs", "1", "--steps", "1", "--device", "cpu", "--dtype", "bfloat16"]
+    assert bench.main(argv) == 0
+    assert "note: torch threads: 1; weights in bfloat16, laid out once for oneDNN (engine.prepack)" in (
+        capsys.readouterr().out.splitlines()
+    )
 
 
 def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
