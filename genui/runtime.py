@@ -88,7 +88,7 @@ class SiteRuntime:
 
     def render(self, text: str, *, draft: bool = False, on: Location | None = None) -> str:
         """Model text -> HTML fit for the page: sanitised, then links rewritten. ``on``: the page it is, whose
-        route may follow links that no route serves (``Route.follow_links``)."""
+        route may follow its links (``Route.follow_links``: a web page in the desktop's browser)."""
         # No images from the model: a same-site <img src> is a GET the browser sends by itself, and every GET of a
         # site route may start a generation; nothing in the example sites needs one.
         if draft:
