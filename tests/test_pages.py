@@ -273,27 +273,29 @@ async def test_a_draft_never_steps_back_to_an_opening_s_canvas(wiki: Site) -> No
     assert [len(text) for text in seen] == sorted(len(text) for text in seen), seen  # the draft only grows
 
 
-async def test_a_finished_browser_page_keeps_its_links_in_the_browser(store: Store) -> None:
-    os_site = load_site(SITES_DIR / "os")
+FOLLOWED = '<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get='  # follow_links = "url" on the browser
+
+
+def browser_job(store: Store) -> tuple[Pages, Job]:
+    """The desktop's browser on genpedia.org/wiki/Unix, whose fake model links to /wiki/Lisp."""
     engine = FakeEngine(lambda p, s: '<p>See <a href="/wiki/Lisp">Lisp</a>.</p>')
-    pages = Pages([SiteRuntime.build(os_site, "/os")], store, engine, 10.0)  # type: ignore[arg-type]
+    pages = Pages([SiteRuntime.build(load_site(SITES_DIR / "os"), "/os")], store, engine, 10.0)  # type: ignore[arg-type]
     runtime = pages.sites["os"]
     location = runtime.router.locate("/browser?url=genpedia.org/wiki/Unix")
     assert location is not None
-    page = await pages.generation(pages.job(runtime, location), 1).result()
-    assert '<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get=' in page.html  # follow_links = "url"
+    return pages, pages.job(runtime, location)
+
+
+async def test_a_finished_browser_page_keeps_its_links_in_the_browser(store: Store) -> None:
+    pages, job = browser_job(store)
+    page = await pages.generation(job, 1).result()
+    assert FOLLOWED in page.html
 
 
 async def test_variations_of_a_browser_page_keep_their_links_in_the_browser(store: Store) -> None:
-    os_site = load_site(SITES_DIR / "os")
-    engine = FakeEngine(lambda p, s: '<p>See <a href="/wiki/Lisp">Lisp</a>.</p>')
-    pages = Pages([SiteRuntime.build(os_site, "/os")], store, engine, 10.0)  # type: ignore[arg-type]
-    runtime = pages.sites["os"]
-    location = runtime.router.locate("/browser?url=genpedia.org/wiki/Unix")
-    assert location is not None
-    await pages.generation(pages.job(runtime, location), 1).result()
-    variations = pages.vary(pages.job(runtime, location))
+    pages, job = browser_job(store)
+    await pages.generation(job, 1).result()
+    variations = pages.vary(pages.job(job.runtime, job.location))
     async for _ in variations.watch():
         pass
-    assert variations.pages is not None
-    assert all('<a href="/os/browser?url=genpedia.org%2Fwiki%2FLisp" hx-get=' in page for page in variations.pages)
+    assert variations.pages is not None and all(FOLLOWED in page for page in variations.pages)
