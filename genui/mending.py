@@ -43,6 +43,7 @@ EMPTY_DROPPED = HEADINGS | frozenset(
     }
 )  # fmt: skip
 MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
+LISTS = frozenset({"ul", "ol", "menu"})
 _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 
 # A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
@@ -99,8 +100,10 @@ def mend(text: str, tags: frozenset[str]) -> str:
 
 
 def tidy(root: ElementTree.Element) -> None:
-    """Close the headings under ``root`` that hold blocks, and remove the elements left empty."""
+    """Close the headings under ``root`` that hold blocks, put list items written after their list back in it, and
+    remove the elements left empty."""
     _close_headings(root)
+    _gather_items(root)
     _drop_empty(root)
 
 
@@ -264,6 +267,27 @@ def _close_headings(root: ElementTree.Element) -> None:
         parent[index + 1 : index + 1] = moved
         if not len(heading) and not (heading.text or "").strip():
             del parent[index]
+
+
+def _gather_items(root: ElementTree.Element) -> None:
+    """Put list items back in the list they were written after. A `</ul>` the model writes too soon leaves the items
+    after it outside any list, where a browser draws them as bare bullets in the page's body (the forum's front page
+    at session 49: two threads in its list, three after it). An `li` outside a list whose sibling before it is a list,
+    or an item moved into one, with only whitespace between, joins that list. Valid HTML has no `li` outside a list,
+    so nothing else moves."""
+    for parent in list(root.iter()):
+        if parent.tag in LISTS:
+            continue
+        into: ElementTree.Element | None = None
+        previous: ElementTree.Element | None = None
+        for child in list(parent):
+            joined = previous is not None and not (previous.tail or "").strip(_BLANK)
+            if child.tag == "li" and into is not None and joined:
+                parent.remove(child)
+                into.append(child)
+            else:
+                into = child if child.tag in LISTS else None
+            previous = child
 
 
 def _drop_empty(root: ElementTree.Element) -> None:

@@ -240,6 +240,28 @@ def test_a_heading_holds_no_blocks(written: str, expected: str) -> None:
     assert sanitize_html(once) == once
 
 
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the forum's front page at seed 0 (session 49): `</ul>` after two threads, three more after it
+        (
+            '<ul class="threads"><li>a</li></ul>\n<li>b</li>\n<li>c</li>\n\n<h2>Boards</h2>',
+            '<ul class="threads"><li>a</li><li>b</li>\n<li>c</li>\n\n</ul>\n<h2>Boards</h2>',
+        ),
+        (
+            "<ol><li>1</li></ol><li>2</li><ul><li>3</li></ul><li>4</li>",
+            "<ol><li>1</li><li>2</li></ol><ul><li>3</li><li>4</li></ul>",
+        ),
+        ("<ul><li>a</li></ul> and <li>x</li>", "<ul><li>a</li></ul> and <li>x</li>"),  # text between: not that list's
+        ("<p>x</p><li>y</li>", "<p>x</p><li>y</li>"),  # no list before it to join
+    ],
+)
+def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, expected: str) -> None:
+    once = sanitize_html(written)
+    assert once == expected
+    assert sanitize_html(once) == once
+
+
 def test_a_heading_thousands_of_elements_deep_is_closed_too() -> None:
     output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")
     assert output == "<div>" * 3000 + "<h1>Title</h1><p>Body</p>" + "</div>" * 3000
