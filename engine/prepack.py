@@ -66,6 +66,9 @@ def prepack(model: nn.Module, rows: int, check: Callable[[nn.Module], object] | 
         and module.weight.device.type == "cpu"
     ]
 
+    if not linears:  # float32 or int8 layers: nothing to lay out, and no forward to check
+        return 0
+
     def place(name: str, module: nn.Module) -> None:
         parent, _, attribute = name.rpartition(".")
         setattr(model.get_submodule(parent), attribute, module)
