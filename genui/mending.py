@@ -4,10 +4,10 @@ A denoiser writes every position of a canvas at once, so its slips are not a wri
 by neighbouring positions, a tag that lost its `<` or its `</`, a quoted value run on into the next tag, a list item
 left empty. A browser would show most of them as text or draw them as blank boxes. `genui.sanitize` calls `mend` on
 the model's text before parsing it and `tidy` on the tree it parsed. Both only move or remove what is there, or add
-what the page already holds (a tag's lost `<`, `>` or name, a link's text taken from its target), and the allowlist
-runs after them, so it still decides everything that reaches a browser.
-docs/security.md ("Stuttered tags", "Broken tags", "Headings that were never closed", "Empty elements") has the
-cases and how often the default model writes them.
+what the page already holds (a tag's lost `<`, `>` or name, a link's text taken from its target, an item around what
+a list holds loose), and the allowlist runs after them, so it still decides everything that reaches a browser.
+docs/security.md ("Headings and links that were never closed" to "Empty elements") has the cases and how often the
+default model writes them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
 # Flow content a heading may not hold (its content model is phrasing content). A model that forgets `</h1>` puts
 # the rest of the page inside the heading, where the parser leaves it and the browser draws it at heading size; such
-# a block is moved out to follow the heading (`_close_headings`).
+# a block is moved out to follow the heading (`_close_before_blocks`). A link may hold blocks in HTML, but none of
+# the sites' corpus pages (44,817) has one do it: one that does is a link the model never closed.
 BLOCKS = HEADINGS | frozenset(
     {
         "address", "article", "aside", "blockquote", "details", "div", "dl", "figure", "footer", "header", "hgroup",
@@ -44,6 +45,7 @@ EMPTY_DROPPED = HEADINGS | frozenset(
 )  # fmt: skip
 MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
 LISTS = frozenset({"ul", "ol", "menu"})
+CLOSED_BEFORE_BLOCKS = HEADINGS | {"a"}
 _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 
 # A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
@@ -100,10 +102,11 @@ def mend(text: str, tags: frozenset[str]) -> str:
 
 
 def tidy(root: ElementTree.Element) -> None:
-    """Close the headings under ``root`` that hold blocks, put list items written after their list back in it, and
-    remove the elements left empty."""
-    _close_headings(root)
+    """Close the headings and links under ``root`` that hold blocks, put list items written after their list back in
+    it, wrap a list's loose text and inline elements in items, and remove the elements left empty."""
+    _close_before_blocks(root)
     _gather_items(root)
+    _wrap_strays(root)
     _drop_empty(root)
 
 
@@ -245,27 +248,32 @@ def _drop_partial_tag(text: str) -> str:
     return text
 
 
-def _close_headings(root: ElementTree.Element) -> None:
-    """Close every heading under ``root`` before its first block child: that child, and everything after it in the
-    heading, move out to follow the heading. A heading left with nothing in it goes. Iterative, as html5lib is: a
-    page nested thousands deep must not exhaust the stack."""
-    headings = [element for element in root.iter() if element.tag in HEADINGS]
-    if not headings:
+def _close_before_blocks(root: ElementTree.Element) -> None:
+    """Close every heading and link under ``root`` before its first block child: that child, and everything after
+    it in the element, move out to follow it; one left with nothing in it goes. A heading the model never closed
+    holds the rest of the page, which a browser draws at heading size; a link it never closed (or the parser's copy
+    of one, reopened after the heading that held it) makes every paragraph after it one link. Innermost first, so a
+    link's blocks leave it before its heading's do. Iterative, as html5lib is: a page nested thousands deep must not
+    exhaust the stack."""
+    held = [element for element in root.iter() if element.tag in CLOSED_BEFORE_BLOCKS]
+    if not held:
         return  # most drafts and pages past their first frames: no parent map to build
     parents = {child: parent for parent in root.iter() for child in parent}
-    for heading in reversed(headings):  # inner headings first: an outer one may move them out of it
-        first = next((i for i, child in enumerate(heading) if child.tag in BLOCKS), None)
+    for element in reversed(held):  # inner ones first: an outer one may move them out of it
+        first = next((i for i, child in enumerate(element) if child.tag in BLOCKS), None)
         if first is None:
             continue
-        moved = list(heading)[first:]
+        moved = list(element)[first:]
         for child in moved:
-            heading.remove(child)
-        moved[-1].tail = (moved[-1].tail or "") + (heading.tail or "")
-        heading.tail = None
-        parent = parents[heading]
-        index = list(parent).index(heading)
+            element.remove(child)
+        moved[-1].tail = (moved[-1].tail or "") + (element.tail or "")
+        element.tail = None
+        parent = parents[element]
+        index = list(parent).index(element)
         parent[index + 1 : index + 1] = moved
-        if not len(heading) and not (heading.text or "").strip():
+        for child in moved:
+            parents[child] = parent
+        if not len(element) and not (element.text or "").strip():
             del parent[index]
 
 
@@ -288,6 +296,37 @@ def _gather_items(root: ElementTree.Element) -> None:
             else:
                 into = child if child.tag in LISTS else None
             previous = child
+
+
+def _wrap_strays(root: ElementTree.Element) -> None:
+    """Wrap each run of text and inline elements a list holds outside its items in an item of its own. A list item
+    whose `<li>` the model lost leaves its link straight inside the `<ul>` (the forum's front page, session 50: a
+    board's link before the board items), where a browser draws it with no bullet, out of line with the rest. A
+    block or a list inside the list stays as it is. Valid HTML holds only items in a list; the sites' corpus pages
+    (44,817) have nothing else in one."""
+    for parent in list(root.iter()):
+        if parent.tag not in LISTS:
+            continue
+        items: list[ElementTree.Element] = []
+        run: ElementTree.Element | None = None  # the item taking the stray pieces since the last item or block
+        if (parent.text or "").strip(_BLANK):
+            run = ElementTree.Element("li")
+            run.text, parent.text = parent.text, None
+            items.append(run)
+        for child in list(parent):
+            if child.tag == "li" or child.tag in BLOCKS or not isinstance(child.tag, str):  # a comment stays too
+                items.append(child)
+                run = None
+                if (child.tail or "").strip(_BLANK):  # loose text after it starts an item
+                    run = ElementTree.Element("li")
+                    run.text, child.tail = child.tail, None
+                    items.append(run)
+                continue
+            if run is None:
+                run = ElementTree.Element("li")
+                items.append(run)
+            run.append(child)
+        parent[:] = items
 
 
 def _drop_empty(root: ElementTree.Element) -> None:

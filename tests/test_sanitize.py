@@ -262,6 +262,50 @@ def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, 
     assert sanitize_html(once) == once
 
 
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the wiki's home page at seed 0 (session 50): the featured article's link never closed in its heading, so the
+        # parser reopened it after the heading and every paragraph after it was one link
+        (
+            '<h2>Featured: <a href="/wiki/net">net</h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
+            '<h2>Featured: <a href="/wiki/net">net</a></h2><p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
+        ),
+        ('<a href="/wiki/y">lead <div>card</div> after</a>', '<a href="/wiki/y">lead </a><div>card</div> after'),
+        # a link's blocks leave it before its heading's do
+        ('<h1><a href="/wiki/t">Title<p>text</p></a></h1>', '<h1><a href="/wiki/t">Title</a></h1><p>text</p>'),
+        ('<p><a href="/wiki/t">one <em>two</em></a> three</p>', '<p><a href="/wiki/t">one <em>two</em></a> three</p>'),
+    ],
+)
+def test_a_link_holds_no_blocks(written: str, expected: str) -> None:
+    once = sanitize_html(written)
+    assert once == expected
+    assert sanitize_html(once) == once
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the forum's front page at seed 0 (session 50): a board's link with its `<li>` lost
+        (
+            '<ul class="boards"><a href="/r/x/s">s</a><li><a href="/r/women">women</a></li></ul>',
+            '<ul class="boards"><li><a href="/r/x/s">s</a></li><li><a href="/r/women">women</a></li></ul>',
+        ),
+        (
+            "<ul>Boards<li>a</li> loose <b>bold</b> tail<li>b</li></ul>",
+            "<ul><li>Boards</li><li>a</li><li> loose <b>bold</b> tail</li><li>b</li></ul>",
+        ),
+        # a list or a block inside a list stays where it is; so do items and the whitespace between them
+        ("<ul><li>a</li>\n<ul><li>b</li></ul>\n</ul>", "<ul><li>a</li>\n<ul><li>b</li></ul>\n</ul>"),
+        ("<ol>\n<li>a</li>\n<li>b</li>\n</ol>", "<ol>\n<li>a</li>\n<li>b</li>\n</ol>"),
+    ],
+)
+def test_text_and_inline_elements_loose_in_a_list_get_an_item(written: str, expected: str) -> None:
+    once = sanitize_html(written)
+    assert once == expected
+    assert sanitize_html(once) == once
+
+
 def test_a_heading_thousands_of_elements_deep_is_closed_too() -> None:
     output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")
     assert output == "<div>" * 3000 + "<h1>Title</h1><p>Body</p>" + "</div>" * 3000
