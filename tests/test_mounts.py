@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, page_html, visit
+from fakes import SITES_DIR, FakeEngine, page_html, visit, wiki_writer
 from starlette.testclient import TestClient
 
 from genui.app import create_app
@@ -28,9 +28,17 @@ def links(html: str) -> list[str]:
     return [get for _, get in found]
 
 
+def board_or_wiki(prompt: str, seed: int) -> str:
+    """A board that goes on from its opening's first thread link and links another board's thread; else a wiki
+    page (whose /wiki/ links a forum has no route for)."""
+    if "<page>board</page>" in prompt:
+        return 'Lisp_at_work">Lisp at work</a></li>\n<li><a href="/r/lisp/Macros">Macros</a></li>\n</ul>\n</div>'
+    return wiki_writer(prompt, seed)
+
+
 def serve(db: Path, alone: str | None) -> TestClient:
     sites = [load_site(SITES_DIR / alone)] if alone else load_sites(SITES_DIR)
-    return TestClient(create_app(sites, FakeEngine(), db_path=db))
+    return TestClient(create_app(sites, FakeEngine(board_or_wiki), db_path=db))
 
 
 def page_links(client: TestClient, url: str) -> list[str]:
