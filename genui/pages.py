@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -49,6 +50,7 @@ BUSY = "This page is being written right now; try again when it is finished."
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
+STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
 
 
 class EngineLoading(EngineOverloaded):
@@ -136,6 +138,8 @@ class Pages:
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
+        # the page versions runs were started for here, newest last: a wait URL or a stream may start one again
+        self._started: OrderedDict[tuple[PageKey, int], None] = OrderedDict()
         self._ahead: set[Generation] = set()  # the runs under way that read ahead (genui/readahead.py)
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
@@ -196,9 +200,12 @@ class Pages:
         """What to show for ``version`` of the page (None: the newest): the stored page, or the run writing it.
 
         A miss on the newest starts the next version (or joins the run writing it). An explicit ``version`` must be
-        stored or one past the newest; ``write_next=False`` (a page's own URL with ``?v=N``) only joins a run
-        already writing it, so a GET never starts a version nobody asked to regenerate. Raises NoSuchVersion, and
-        BadRequest when the prompt cannot fit the model.
+        stored or one past the newest. The first version is written as the page's own URL would write it; a later
+        one only where this server started a run for it before (Regenerate, a rewrite, a thread's replies) that
+        ended unstored: the wait URL and the stream of a page whose run failed or went unwatched write it again, but
+        no GET (a crawler, another site's ``<img>``) starts a version nobody asked to regenerate.
+        ``write_next=False`` (a page's own URL with ``?v=N``) only joins a run already writing it. Raises
+        NoSuchVersion, and BadRequest when the prompt cannot fit the model.
         """
         shown = self._open(job, version, write_next)
         if isinstance(shown, StoredPage):
@@ -214,7 +221,10 @@ class Pages:
             return page
         if version is None:
             version = newest + 1
-        elif version != newest + 1 or (not write_next and self.running(job, version) is None):
+        elif version != newest + 1 or (
+            self.running(job, version) is None
+            and not (write_next and (newest == 0 or (job.key, version) in self._started))
+        ):
             raise NoSuchVersion(version)
         return self.generation(job, version)
 
@@ -354,6 +364,9 @@ class Pages:
         if variations is None or variations.key != job.key:
             raise HTTPException(404, "Those variations are gone; ask for new ones.")
         pages = variations.pages
+        if pages is None and variations.finished:  # it failed or was cancelled: nothing to keep, now or later
+            self.variations.forget(set_id)
+            raise HTTPException(404, "Those variations were not all written; ask for new ones.")
         if pages is None:
             raise HTTPException(409, "Those variations are still being written.")
         if not 0 <= index < len(pages):
@@ -403,6 +416,10 @@ class Pages:
             job.runtime, job.key, version, frames, parent, canvases, store, ended, self.unclaimed_s, splice
         )
         self._running[(job.key, version)] = running
+        self._started[(job.key, version)] = None
+        self._started.move_to_end((job.key, version))
+        while len(self._started) > STARTED_KEPT:
+            self._started.popitem(last=False)
         if ahead:
             self._ahead.add(running)
         else:
@@ -427,8 +444,8 @@ class Pages:
         if self.engine is None:
             return False
         newest = self.page(job)
-        if newest is None:
-            return whole_page_now
+        if newest is None:  # joining the run someone else started writing it costs nothing
+            return whole_page_now and self.running(job, 1) is None
         return editing(self.engine) is not None and self.running(job, newest.version + 1) is None
 
     def _count(self, job: Job, run: R) -> R:

@@ -34,7 +34,7 @@ from genui.inputs import (
     small_form,
     version,
 )
-from genui.pages import LOADING_RETRY_S, Job, Pages, TooManyRuns
+from genui.pages import LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
 from genui.routing import VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -109,10 +109,23 @@ class Views:
         if request.method == "POST":
             return await self._reply(request, runtime, location)
         job = self.pages.job(runtime, location, parent_url(request, runtime), client_address(request))
-        answering = asked is None and request.method == "GET"  # a HEAD (a crawler's check) starts nothing
-        if answering and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
+        if request.method == "HEAD":
+            return self._head(request, job, asked)
+        if asked is None and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
             return self.screens.live(request, job, replies)
         return self._show(request, job, asked, write_next=False)
+
+    def _head(self, request: Request, job: Job, asked: int | None) -> Response:
+        """What a GET would answer, without its body, and nothing started: a HEAD is a crawler's or a link
+        checker's look, which must not write a page (nor count against the client's runs, nor read ahead)."""
+        page = self.pages.page(job, asked)
+        if page is not None:
+            return self.screens.page(request, job, page)
+        newest = self.pages.versions(job)
+        if asked is not None and (asked != newest + 1 or self.pages.running(job, asked) is None):
+            raise NoSuchVersion(asked)
+        # the page a GET would write, or the run writing it: its placeholder, which is never kept
+        return Response(media_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def regenerate(self, request: Request) -> Response:
         """Write the page's next version whole (form: site, url)."""
@@ -190,7 +203,7 @@ class Views:
 
     async def _reply(self, request: Request, runtime: SiteRuntime, location: Location) -> Response:
         if not location.route.posts:
-            raise HTTPException(405, "This page takes no replies.")
+            raise HTTPException(405, "This page takes no replies.", {"Allow": "GET, HEAD"})
         if not same_origin(request):
             raise HTTPException(403, FOREIGN_FORM)
         form = await small_form(request)
@@ -230,7 +243,14 @@ class Views:
             # A plain form: back to the thread, which shows the post at once and joins the replies' run (without
             # scripts, its refresh waits for them).
             return RedirectResponse(job.url, status_code=303)
-        return self._show(request, job) if appending is None else self.screens.live(request, job, appending)
+        if appending is not None:
+            return self.screens.live(request, job, appending)
+        try:
+            return self._show(request, job)  # a thread not written yet: written whole, the post in its prompt
+        except TooManyRuns as err:  # a resend of a post stored before, the client at its limit: it waits, kept
+            reason = f"Your reply is saved, and waits for the thread to be written. {err.detail}"
+            posts = self.screens.thread(job)  # the post among them, and an empty form: nothing to send again
+            return self.screens.error(request, job.runtime, 429, "Reply saved", reason, err.headers, thread=posts)
 
     def _not_posted(
         self,
@@ -245,7 +265,7 @@ class Views:
         """A refused reply: the thread with the reason above its form, which keeps what was typed."""
         error = f"Your reply was not posted: {reason[0].lower()}{reason[1:]}"
         thread = self.screens.thread(job, error=error, user=user, text=text)
-        message = reason[0].upper() + reason[1:]
+        message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
         return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)
 
 

@@ -79,6 +79,25 @@ def test_without_scripts_the_shell_leads_to_the_finished_page(
     assert len(engine.calls) == 1  # the wait joined the run the first request started
 
 
+def test_the_wait_writes_no_version_that_was_not_asked_for(client_factory: ClientFactory, wiki: Site) -> None:
+    """A GET to the wait URL (another site's <img>, a crawler) starts no version past the first: only one this
+    server started a run for (Regenerate) and that ended unstored is written again when its client waits for it."""
+    engine = FakeEngine()
+    client = client_factory([wiki], engine, follow_redirects=False)
+    visit(client, "/Lisp")
+    for asked in (2, 3):
+        assert client.get(f"/_genui/wait?site=wiki&url=/Lisp&v={asked}").status_code == 404
+    assert len(engine.calls) == 1 and client.get("/Lisp?v=2").status_code == 404
+    engine.overloaded = 1.0
+    failed = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    assert failed.status_code == 200 and "ws-connect" in failed.text
+    wait_until(lambda: client.get("/Lisp?v=2").status_code == 404)  # its run failed: nothing writes version 2
+    engine.overloaded = None
+    waited = client.get("/_genui/wait?site=wiki&url=/Lisp&v=2")  # its client, waiting for it, writes it again
+    assert waited.status_code == 303 and waited.headers["location"] == "/Lisp"
+    assert client.get("/Lisp?v=2").status_code == 200 and len(engine.calls) == 3
+
+
 def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: ClientFactory, wiki: Site) -> None:
     uncached = replace(wiki, routes=tuple(replace(route, cache="none") for route in wiki.routes))
     client = client_factory([uncached], follow_redirects=False)
@@ -389,7 +408,8 @@ def test_bad_replies_are_rejected_with_a_400(
 
 
 def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    assert client_factory(all_sites).post("/wiki/Lisp", data={"user": "a", "text": "b"}).status_code == 405
+    refused = client_factory(all_sites).post("/wiki/Lisp", data={"user": "a", "text": "b"})
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"  # HTTP asks a 405 to say what is
 
 
 def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites: list[Site]) -> None:

@@ -163,3 +163,56 @@ def test_a_reply_sent_again_after_its_run_failed_shows_the_stored_post_at_the_li
         assert [(post.user, post.text) for post in store.posts("forum", "/r/hacking/My_first_lisp")] == [
             ("ada", "sent twice")
         ]
+
+
+def test_a_head_request_starts_nothing_and_counts_against_no_limit(
+    served: tuple[TestClient, FakeEngine, Pages],
+) -> None:
+    """A HEAD is a crawler's or a link checker's look: the status a GET would get, and no page written for it."""
+    client, engine, pages = served
+    for title in ("Crawled", "Checked", "Looked_at"):
+        assert client.head(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    assert engine.calls == [] and not pages.busy()
+    assert client.head("/wiki/Crawled?v=2", headers=as_client("10.0.0.1")).status_code == 404
+    visit(client, "/wiki/Lisp")
+    stored = client.head("/wiki/Lisp", headers=as_client("10.0.0.1"))
+    assert stored.status_code == 200 and stored.headers["content-type"].startswith("text/html")
+    # its limit untouched: the client's next two pages are written
+    for title in ("Unix", "Hacker"):
+        assert client.get(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    assert len(engine.calls) == 3
+
+
+def test_a_reply_to_a_thread_another_client_is_writing_joins_its_run_at_the_limit(tmp_path: Path) -> None:
+    """Joining a run someone else started costs nothing, a reply's too: it is stored, and waits for the next run."""
+    engine = FakeEngine(delay=0.2)
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    store = app.state.pages.store
+    with TestClient(AsClient(app)) as client:
+        unwritten = "/forum/r/hacking/Being_written"
+        assert client.get(unwritten, headers=as_client("10.0.0.2")).status_code == 200  # bo's run writes it
+        assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200  # ada at her limit
+        form, ada = {"user": "ada", "text": "me too"}, {**as_client("10.0.0.1"), **ORIGIN}
+        joined = client.post(unwritten, data=form, headers=ada)
+        assert joined.status_code == 200 and "ws-connect" in joined.text
+        assert [post.text for post in store.posts("forum", "/r/hacking/Being_written")] == ["me too"]
+        assert len(engine.calls) == 2
+
+
+def test_a_reply_sent_again_to_a_thread_not_written_says_it_is_saved_at_the_limit(tmp_path: Path) -> None:
+    """The first copy started writing the thread, which nobody watched; the resend would start it again, but the
+    client is at its limit: the post is stored, so the answer says so, with nothing left to send again."""
+    engine = FakeEngine(delay=0.1)
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1, unclaimed_s=0.2)
+    store, pages = app.state.pages.store, app.state.pages
+    with TestClient(AsClient(app)) as client:
+        unwritten, ada = "/forum/r/hacking/Brand_new", {**as_client("10.0.0.1"), **ORIGIN}
+        form = {"user": "ada", "text": "first words"}
+        assert client.post(unwritten, data=form, headers=ada).status_code == 200  # its run is never watched
+        assert eventually(lambda: engine.cancelled == 1 and not pages.busy())
+        assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200  # the client's one run
+        again = client.post(unwritten, data=form, headers=ada)
+        assert again.status_code == 429 and again.headers["retry-after"] == "5"
+        assert "Your reply is saved, and waits for the thread to be written." in again.text
+        assert "first words" in again.text and ">first words</textarea>" not in again.text
+        assert [post.text for post in store.posts("forum", "/r/hacking/Brand_new")] == ["first words"]

@@ -211,6 +211,7 @@ def test_a_reply_sent_while_the_model_loads_to_a_thread_not_written_yet_is_refus
         refused = client.post(THREAD, data=form, headers=headers, follow_redirects=False)
         assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
         assert "Your reply was not posted: genui is loading its model. Try again in 5 s." in refused.text
+        assert "Genui" not in refused.text  # the page's own message keeps the name's case
         assert ">typed before the model was ready</textarea>" in refused.text and 'value="ada"' in refused.text
         assert "data-genui-retry" not in refused.text and "http-equiv" not in refused.text  # a POST is not resent
         bad = client.post(THREAD, data={"user": "bad name", "text": "typed too"}, headers=headers)

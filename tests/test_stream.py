@@ -112,6 +112,10 @@ def test_the_next_version_is_written_with_the_next_seed(client_factory: ClientFa
     engine = FakeEngine()
     client = client_factory([wiki], engine)
     ws_messages(client, LISP)
+    # a socket opened on its own writes no version past the first: a regeneration starts one
+    refused = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=2")
+    assert len(refused) == 1 and "There is no version 2 of this page." in refused[0] and len(engine.calls) == 1
+    client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers={"HX-Request": "true"})
     final = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=2")[-1]
     assert "seed 1" in final and 'aria-current="page">2</a>' in final
     assert [call.seed for call in engine.calls] == [0, 1]
