@@ -65,14 +65,17 @@ def located(site: Site, path: str) -> Location:
     return location
 
 
+MOST = 2**63 - 1  # the largest whole number SQLite stores: a count or an id past it is no row's
+
+
 def count(text: str) -> int:
-    """A command-line count: 0 or a positive whole number."""
+    """A command-line count: 0 or a positive whole number (at most MOST)."""
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number, got {text!r}")
+    if not 0 <= value <= MOST:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive whole number up to {MOST}, got {text!r}")
     return value
 
 

@@ -308,6 +308,9 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     except (UsageError, SiteConfigError, EngineError) as err:
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
+    except OSError as err:  # a path that is not there, not a folder, not allowed or too long
+        print(f"genui {args.command}: {err}", file=sys.stderr)
+        return USAGE_ERROR
     except sqlite3.DatabaseError as err:  # a file that is no database, or one another process holds past 5 s
         held = "; try again, or stop what holds it" if "locked" in str(err) else ""
         print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}{held}", file=sys.stderr)

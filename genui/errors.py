@@ -12,6 +12,7 @@ failure message in place of the page).
 | ``EngineOverloaded`` | 503 with ``Retry-After`` |
 | ``EngineError`` | 503 |
 | ``PageWithdrawn`` (a reader's post the page was written from, or its earlier versions, deleted meanwhile) | 409 |
+| ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
 | anything else (a bug) | 500 |
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import http
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,12 +31,14 @@ from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
 from genui.pages import EngineLoading, NoSuchVersion
+from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
 from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+log = logging.getLogger("genui")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, ReadPostDeleted):
         message = "A reader's post this page was written from has been deleted meanwhile, so it was not kept."
         return Problem(409, "Post deleted", message + " Open the page again.")
+    if isinstance(error, PromptError):  # the site's bug, not the visitor's: its developer reads the log
+        log.error("a prompt template failed: %s", error)
+        return Problem(500, "Template error", f"This page's prompt template failed: {error.public}")
     if isinstance(error, PageWithdrawn):
         message = "This page's earlier versions were deleted while it was being written, so it was not kept."
         return Problem(409, "Versions deleted", message + " Open the page again.")
@@ -102,6 +109,7 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         NoSuchVersion: known,
         EngineError: known,
         PageWithdrawn: known,
+        PromptError: known,
         HTTPException: known,
         Exception: server_error,
     }

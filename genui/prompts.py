@@ -7,15 +7,61 @@ import html
 import json
 from collections.abc import Iterator
 from dataclasses import astuple, dataclass
+from pathlib import Path
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, nodes
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, UndefinedError, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from genui.sites import Route, Site, SiteConfigError
 
 GAP = "\ue000"  # where an opening's gap() stands in its rendered text: a private-use character no value keeps
+
+
+class PromptError(SiteConfigError):
+    """A prompt template failed as it was rendered (an undefined variable, a template including itself, a bad call):
+    the file and line, what went wrong and the fix. ``public`` says it with the file relative to the sites folder,
+    for a page a visitor sees."""
+
+    def __init__(self, file: Path, shown: Path, line: int | None, err: Exception) -> None:
+        where = f"line {line}: " if line is not None else ""
+        if isinstance(err, UndefinedError) and "'gap' is undefined" in str(err):
+            fix = "gap() is for openings only (the route's opening template): take it out of this one"
+        elif isinstance(err, UndefinedError):
+            fix = (
+                "use the variables a template is given: site.title, site.brief, params.<the pattern's names>, "
+                "query.<the route's query keys>, parent (none on a first visit) and posts (docs/sites.md), and "
+                "guard the ones that may be missing with {% if %}"
+            )
+        elif isinstance(err, TemplateNotFound):
+            err = TemplateNotFound(f"{err.name!r} is not a file in prompts/")  # not the server's own path
+            fix = "add the file, or pull it in with 'ignore missing'"
+        elif isinstance(err, RecursionError):
+            fix = "a template includes, imports or extends itself, directly or through another: break the cycle"
+        else:
+            fix = "correct the template at that line"
+        problem = f"rendering it failed at {where}{type(err).__name__}: {err}"
+        super().__init__(file, "template", problem, fix)
+        self.public = f"{shown}: {problem}. Fix: {fix}"
+
+
+def _failure(site: Site, name: str, err: Exception) -> PromptError:
+    """The PromptError for ``err``, raised while rendering template ``name``: at the innermost template line in the
+    traceback (Jinja2 writes each template's frames with its file and line), else at ``name``."""
+    file, line = site.prompts_dir / name.lstrip("/"), None
+    prompts = str(site.prompts_dir)
+    traceback = err.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code.co_filename
+        if code.startswith(prompts):
+            file, line = Path(code), traceback.tb_lineno
+        traceback = traceback.tb_next
+    try:
+        shown = Path(site.name, "prompts", file.relative_to(site.prompts_dir))
+    except ValueError:  # pragma: no cover - Jinja2 loads templates from the prompts folder only
+        shown = Path(site.name, "prompts", file.name)
+    return PromptError(file, shown, line, err)
 
 
 def gap() -> Markup:
@@ -104,6 +150,7 @@ class PromptRenderer:
         self._versions: dict[Route, str] = {}
         for route in site.routes:
             self._versions[route] = self._version_of(route)  # which checks every template the route reads
+            self._try(route)
             replies = route.reply_opening
             sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
             if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
@@ -113,6 +160,23 @@ class PromptRenderer:
                     "a reply opening cannot have gaps: replies are written in place after the thread",
                     "move the gap() into the route's opening, or write the text out",
                 )
+
+    def _try(self, route: Route) -> None:
+        """Render the route's templates with sample values (a first visit with no parent and no posts, and one with
+        both), so that what would fail on every page (an undefined variable, a template that includes itself, a
+        call gone wrong) is a config error at load, not a failed page later. A failure that depends on the values
+        (arithmetic, a template named by the URL that is not there) is left to the page that meets it."""
+        params = {name: "Sample" for name in route.params}
+        query = {key: "sample" for key in route.query}
+        visits = [(None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])]
+        for parent, posts in visits:
+            try:
+                self.render(route, params, query, parent, posts)
+                self.opening(route, params, query, parent, posts)
+                self.reply_opening(route, params, query, parent, posts)
+            except PromptError as err:
+                if not isinstance(err.__cause__, ArithmeticError | TemplateNotFound):
+                    raise
 
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening
@@ -221,8 +285,8 @@ class PromptRenderer:
         parent: Parent | None = None,
         posts: list[Post] | None = None,
     ) -> str:
-        """The route's prompt."""
-        return self._env.get_template(route.template).render(self._variables(route, params, query, parent, posts))
+        """The route's prompt. Raises PromptError when the template fails."""
+        return self._rendered(self._env, route.template, self._variables(route, params, query, parent, posts))
 
     def opening(
         self,
@@ -257,7 +321,13 @@ class PromptRenderer:
     ) -> str:
         if name is None:
             return ""
-        return self._html.get_template(name).render(self._variables(route, params, query, parent, posts))
+        return self._rendered(self._html, name, self._variables(route, params, query, parent, posts))
+
+    def _rendered(self, env: ImmutableSandboxedEnvironment, name: str, variables: dict[str, Any]) -> str:
+        try:
+            return env.get_template(name).render(variables)
+        except Exception as err:  # the template's own doing: the sandbox runs nothing else
+            raise _failure(self.site, name, err) from err
 
     def _variables(
         self,

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from genui.resources import bundled
-from genui.sites import Site, SiteConfigError, load_site
+from genui.sites import Site, SiteConfigError, check_site_name, load_site
 
 DEFAULT_DESCRIPTION = "A small web site whose pages are written on the fly."
 
@@ -169,9 +169,7 @@ def create_site(
     failure."""
     directory = Path(directory)
     target = directory / name
-    if not name or Path(name).name != name or name.startswith("."):
-        fix = "use lower case letters, digits, - or _"
-        raise SiteConfigError(target / "site.toml", "name", f"{name!r} is not a valid site name", fix)
+    check_site_name(target / "site.toml", name)
     if target.exists():
         raise FileExistsError(f"{target} already exists; pick another name or remove it")
     source = load_site(example_folder(example)) if example is not None else None

@@ -32,7 +32,8 @@ ROUTE_KEYS = (
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
-_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
+_LONGEST_FILE_NAME = 255  # bytes: longer than most file systems take, where Path.is_file() raises
 
 
 class SiteConfigError(ValueError):
@@ -309,12 +310,22 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
     if "/" in name or "\\" in name or name.startswith("."):
         raise SiteConfigError(file, full, f"{name!r} is not a plain file name", "name a file in prompts/")
     path = root / "prompts" / name
-    if not path.is_file():
+    if not _is_file(path):
         raise SiteConfigError(file, full, f"{path} does not exist", "create it or fix the name")
     if key.endswith("opening"):
         _check_opening_end(file, full, path)
         _check_opening_quotes(file, full, path)
     return name
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a name no file system takes, which Path.is_file() raises on."""
+    if len(path.name.encode("utf-8", "surrogateescape")) > _LONGEST_FILE_NAME:
+        return False
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for this file system, or a folder that cannot be read
+        return False
 
 
 def _check_opening_end(file: Path, full: str, path: Path) -> None:
@@ -363,9 +374,17 @@ def load_site(root: Path | str) -> Site:
     if not file.is_file():
         raise SiteConfigError(file, "-", "file not found", f"create {file} (genui new NAME writes one)")
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SiteConfigError(file, "-", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+    if text.startswith("\ufeff"):
+        raise SiteConfigError(file, "-", "it starts with a byte order mark", "save the file as UTF-8 without a BOM")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
         raise SiteConfigError(file, "-", f"not valid TOML ({err})", "fix the syntax at the position given") from None
+    except ValueError as err:  # an integer of more digits than Python converts (4,300)
+        raise SiteConfigError(file, "-", f"not valid TOML ({err})", "write the value shorter") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise SiteConfigError(file, "-", "arrays or tables nested too deeply", "flatten the nesting") from None
     known = {"name", "title", "brief", "stylesheet", "model", "routes", "navigation"}
@@ -373,15 +392,12 @@ def load_site(root: Path | str) -> Site:
         if key not in known:
             raise SiteConfigError(file, key, "unknown key", f"remove it; top-level keys are {sorted(known)}")
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
-    if not _NAME.match(name):
-        raise SiteConfigError(
-            file, "name", f"{name!r} is not a valid site name", "use lower case letters, digits, - or _"
-        )
+    check_site_name(file, name)
     title = _expect(file, data, "title", str, 'add title = "My Site"')
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
-        not isinstance(stylesheet, str) or "/" in stylesheet or not (root / stylesheet).is_file()
+        not isinstance(stylesheet, str) or "/" in stylesheet or not _is_file(root / stylesheet)
     ):
         raise SiteConfigError(
             file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder"
@@ -467,7 +483,35 @@ def load_site(root: Path | str) -> Site:
     )
 
 
+def check_site_name(file: Path, name: str) -> None:
+    """Raise SiteConfigError (about ``file``) unless ``name`` may name a site: it is a folder name and a URL path."""
+    if not _NAME.fullmatch(name):
+        raise SiteConfigError(
+            file,
+            "name",
+            f"{name!r} is not a valid site name",
+            "start with a lower case letter, then up to 31 lower case letters, digits, - or _",
+        )
+
+
 def load_sites(directory: Path | str) -> list[Site]:
-    """Every site folder (one holding site.toml) under ``directory``, sorted by name."""
+    """Every site folder (one holding site.toml) under ``directory``, sorted by name. Two sites of one name are a
+    config error: each is served at /name, so one would hide the other."""
     directory = Path(directory)
-    return [load_site(p.parent) for p in sorted(directory.glob("*/site.toml"))]
+    sites = [load_site(p.parent) for p in sorted(directory.glob("*/site.toml"))]
+    check_names(sites)
+    return sites
+
+
+def check_names(sites: list[Site]) -> None:
+    """Raise SiteConfigError when two of ``sites`` have one name, naming both files."""
+    seen: dict[str, Site] = {}
+    for site in sites:
+        other = seen.setdefault(site.name, site)
+        if other is not site:
+            raise SiteConfigError(
+                site.root / "site.toml",
+                "name",
+                f"{site.name!r} is the name of {other.root / 'site.toml'} too, and a site is served at /{site.name}",
+                "give one of them another name",
+            )

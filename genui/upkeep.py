@@ -121,7 +121,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "shows it, so that no page keeps its text; the thread's next visit answers the posts left. Delete a post "
         "while nobody posts to its thread: a reply under way is stored when it is done.",
     )
-    delete.add_argument("ids", nargs="+", type=int, metavar="ID", help="the posts' ids, as genui posts lists them")
+    delete.add_argument("ids", nargs="+", type=count, metavar="ID", help="the posts' ids, as genui posts lists them")
     shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")
     shared([posts, listed], "--site", metavar="NAME", help="only this site's posts")
     shared(

@@ -14,10 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jinja2 import TemplateError
-
 from genui.generation import Generation
 from genui.pages import Job, Pages
+from genui.prompts import PromptError
 from genui.readahead import reading_list
 from genui.routing import BadRequest
 from genui.store import PageWithdrawn
@@ -50,7 +49,7 @@ async def warm(pages: Pages, start: list[Job], count: int, report: Callable[[War
         try:
             shown = pages.open(job)
             page = await shown.result() if isinstance(shown, Generation) else shown
-        except (BadRequest, TemplateError) as err:  # a prompt that cannot be had: the click would fail the same way
+        except (BadRequest, PromptError) as err:  # a prompt that cannot be had: the click would fail the same way
             report(Warmed(job.url, problem=str(err) or type(err).__name__))
             continue
         except PageWithdrawn:  # `genui posts delete` or `cache forget` meanwhile: not stored, warmed next time

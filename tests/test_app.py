@@ -265,10 +265,12 @@ def test_security_headers_on_every_kind_of_response(client_factory: ClientFactor
 
 
 def test_a_server_error_is_a_500_page_with_security_headers(client_factory: ClientFactory, tmp_path: Path) -> None:
-    root = tmp_path / "broken"
-    shutil.copytree(SITES_DIR / "wiki", root)
-    (root / "prompts" / "home.j2").write_text("{{ params.missing }}", encoding="utf-8")
-    response = client_factory([load_site(root)], raise_server_exceptions=False).get("/")
+    class Broken(FakeEngine):
+        def fits(self, request: object) -> bool:
+            raise RuntimeError("a bug")
+
+    wiki = load_site(SITES_DIR / "wiki")
+    response = client_factory([wiki], Broken(), raise_server_exceptions=False).get("/")
     assert response.status_code == 500 and "Server error" in response.text
     assert '<header class="genui-bar">' in response.text  # in the site's shell: the way on is still there
     assert response.headers["content-security-policy"] == security_headers()["Content-Security-Policy"]
@@ -445,3 +447,20 @@ def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_
     assert client.get("/wiki/Lisp").status_code == 200
     messages = ws_messages(client, f"{WS_PATH}?site=wiki&url=/{long_title}")
     assert len(messages) == 1 and "longer than the model can read" in messages[0]
+
+
+def test_a_page_whose_prompt_template_fails_is_a_500_naming_the_template_and_the_fix(
+    client_factory: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    article = root / "prompts" / "article.j2"
+    article.write_text(article.read_text() + '{% if params.title == "Boom" %}{{ 1 / 0 }}{% endif %}\n')
+    engine = FakeEngine()
+    client = client_factory([load_site(root)], engine)
+    failed = client.get("/Boom")
+    assert failed.status_code == 500 and "Template error" in failed.text
+    assert "wiki/prompts/article.j2: rendering it failed at line 6: ZeroDivisionError" in failed.text
+    assert str(tmp_path) not in failed.text and engine.calls == []
+    assert "a prompt template failed" in caplog.text and str(article) in caplog.text  # the developer's log says where
+    assert client.get("/Lisp").status_code == 200  # the route's other pages are written

@@ -158,13 +158,13 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
     assert [options["runs_per_client"] for options in made] == [3, 3, 3, 0]
 
 
-@pytest.mark.parametrize("count", ["-1", "two", "1.5"])
+@pytest.mark.parametrize("count", ["-1", "two", "1.5", "9" * 30])
 def test_a_read_ahead_that_is_not_a_count_is_a_usage_error(capsys: pytest.CaptureFixture[str], count: str) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["serve", "--read-ahead", count], load_engine=fake_loader)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "--read-ahead" in err
-    assert f"expected 0 or a positive whole number, got {count!r}" in err
+    assert f"expected 0 or a positive whole number up to 9223372036854775807, got {count!r}" in err
 
 
 def test_bench_hands_every_argument_to_the_engine_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,3 +174,11 @@ def test_bench_hands_every_argument_to_the_engine_benchmark(monkeypatch: pytest.
     monkeypatch.setitem(sys.modules, "lab.bench", bench)
     assert main(["bench", "--help", "--canvases", "2"]) == 0
     assert seen == [["--help", "--canvases", "2"]]
+
+
+def test_a_path_the_file_system_refuses_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "a-file"
+    afile.write_text("not a folder")
+    assert main(["new", "club", "--dir", str(afile / "sites")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("genui new: ") and "Not a directory" in err and "Traceback" not in err

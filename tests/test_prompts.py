@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR
 
-from genui.prompts import GAP, Parent, Post, PromptRenderer, split_gaps
+from genui.prompts import GAP, Parent, Post, PromptError, PromptRenderer, split_gaps
 from genui.sites import Site, SiteConfigError, load_site
 
 
@@ -313,3 +313,43 @@ def test_a_computed_include_hashes_the_other_files_without_reading_them_as_templ
     before = versions(root)  # loads: a stray file is no template error
     (prompts / "notes.bin").write_bytes(b"\xff\xfe changed")
     assert versions(root)[2] != before[2]
+
+
+@pytest.mark.parametrize(
+    ("template", "added", "problem", "fix"),
+    [
+        ("article.j2", "{{ params.nosuch }}", "has no attribute 'nosuch'", "params.<the pattern's names>"),
+        ("article.j2", "{{ parent.title }}", "'None' has no attribute 'title'", "guard the ones that may be missing"),
+        ("article.j2", "{% include 'article.j2' %}", "RecursionError", "break the cycle"),
+        ("article.j2", "{{ gap() }}", "'gap' is undefined", "gap() is for openings only"),
+        ("article_opening.j2", "{{ posts[0].user }}", "UndefinedError", "guard the ones that may be missing"),
+    ],
+)
+def test_a_template_that_fails_on_every_page_is_a_config_error_at_load_naming_file_and_line(
+    tmp_path: Path, template: str, added: str, problem: str, fix: str
+) -> None:
+    """Rendered with sample values at load: what would fail every page of the route (a variable it is not given,
+    a parent a first visit has not, a template including itself, an opening's call in a prompt) is found then,
+    not as a failed page."""
+    root = copy_site(tmp_path, "wiki")
+    file = root / "prompts" / template
+    lines = file.read_text(encoding="utf-8").count("\n")
+    file.write_text(file.read_text(encoding="utf-8") + added + "\n", encoding="utf-8")
+    with pytest.raises(PromptError) as caught:
+        PromptRenderer(load_site(root))
+    error = caught.value
+    assert error.file == str(file) and f"line {lines + 1}:" in error.problem
+    assert problem in error.problem and fix in error.fix
+    assert error.public.startswith(f"wiki/prompts/{template}: ") and str(tmp_path) not in error.public
+
+
+def test_a_template_that_fails_on_some_values_fails_those_pages_only(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    edit(root / "prompts" / "article.j2", "<page>article</page>", "{{ 1 // (params.title | length - 4) }}")
+    site = load_site(root)
+    renderer = PromptRenderer(site)  # loads: "Sample" divides
+    article = site.routes[2]
+    assert "<title>Hash table</title>" in renderer.render(article, {"title": "Hash table"})
+    with pytest.raises(PromptError, match=r"line 2: ZeroDivisionError") as caught:
+        renderer.render(article, {"title": "Lisp"})
+    assert caught.value.public.startswith("wiki/prompts/article.j2: rendering it failed at line 2")

@@ -118,6 +118,9 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('query = ["q"]', 'query = ["q"]\nfollow_links = 3', "routes[3].follow_links"),
         ('link_text = "id"', 'link_text = "id"\nfollow_links = "id"', "routes[2].follow_links"),
         ('title = "Demo"', 'title = "Demo', "-"),
+        ('name = "demo"', 'name = "demo\\n"', "name"),  # a name must be whole: no line break after it
+        ('template = "home.j2"', f'template = "{"a" * 300}.j2"', "routes[0].template"),  # no file system takes it
+        ("tokens = 700", f"tokens = {'9' * 5000}", "-"),  # more digits than Python converts
     ],
 )
 def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: str, key: str) -> None:
@@ -304,3 +307,28 @@ def test_a_navigation_link_that_leads_to_no_page_is_refused_when_served(
         SiteRouter(site)
     assert caught.value.key == "navigation[1].links[0].url" and problem in caught.value.problem
     assert fix in caught.value.fix
+
+
+@pytest.mark.parametrize(
+    ("content", "problem", "fix"),
+    [
+        ("\ufeff" + GOOD, "byte order mark", "without a BOM"),
+        (GOOD.replace("Demo", "D\xe9mo"), "not UTF-8", "save the file as UTF-8"),
+    ],
+)
+def test_a_site_toml_that_is_not_plain_utf8_says_so(tmp_path: Path, content: str, problem: str, fix: str) -> None:
+    (tmp_path / "prompts").mkdir(exist_ok=True)
+    (tmp_path / "site.toml").write_bytes(content.encode("utf-8" if "\ufeff" in content else "latin-1"))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert problem in caught.value.problem and fix in caught.value.fix
+
+
+def test_two_sites_of_one_name_are_a_config_error_naming_both(tmp_path: Path) -> None:
+    for folder in ("one", "two"):
+        write_site(tmp_path / folder, GOOD)
+    with pytest.raises(SiteConfigError) as caught:
+        load_sites(tmp_path)
+    error = caught.value
+    assert error.key == "name" and error.file == str(tmp_path / "two" / "site.toml")
+    assert str(tmp_path / "one" / "site.toml") in error.problem and "another name" in error.fix

@@ -94,5 +94,6 @@ def test_a_page_whose_prompt_fails_to_render_is_skipped_and_the_rest_written(
     db, loader = tmp_path / "genui.sqlite3", Loader()
     assert warm(db, "wiki", "--pages", "2", loader=loader, sites=sites) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("skipped  /Genpedia_tree: 'gone_Genpedia_tree' not found")  # as a click would fail
+    assert lines[1].startswith(f"skipped  /Genpedia_tree: {article}: ")  # as a click would fail, and why
+    assert "line 1: TemplateNotFound: 'gone_Genpedia_tree' is not a file in prompts/" in lines[1]
     assert lines[2].startswith("wrote") and lines[2].endswith("/Genpedia_map") and stored_urls(db) == 2
