@@ -194,17 +194,21 @@ def test_a_malformed_keep_is_a_4xx(
     assert response.status_code == status and client.get("/wiki/Lisp?v=2").status_code == 404
 
 
+def live_keep(text: str) -> dict[str, str]:
+    """The keep form for the first candidate of the live set of variations of /wiki/Lisp that ``text`` streams."""
+    match = VARIATIONS_LIVE.search(text)
+    assert match is not None
+    set_id = re.search(r"id=([\w-]+)", html.unescape(match.group(1)))
+    assert set_id is not None
+    return {"site": "wiki", "url": "/Lisp", "id": set_id.group(1), "n": "1"}
+
+
 def test_keeping_a_candidate_still_being_written_is_a_409(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
     visit(client, "/wiki/Lisp")
     engine.delay = 0.05
-    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
-    match = VARIATIONS_LIVE.search(response.text)
-    assert match is not None
-    set_id = re.search(r"id=([\w-]+)", html.unescape(match.group(1)))
-    assert set_id is not None
-    keep = {"site": "wiki", "url": "/Lisp", "id": set_id.group(1), "n": "1"}
+    keep = live_keep(client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX).text)
     assert client.post("/_genui/keep", data=keep).status_code == 409
     wait_until(lambda: len(engine.variations) == 1)
 
@@ -216,12 +220,7 @@ def test_keeping_from_variations_that_failed_is_a_404_not_a_409_for_good(
     client = client_factory(all_sites, engine)
     visit(client, "/wiki/Lisp")
     engine.overloaded = 2.0  # the set's run fails: none of its candidates is ever written
-    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
-    match = VARIATIONS_LIVE.search(response.text)
-    assert match is not None
-    set_id = re.search(r"id=([\w-]+)", html.unescape(match.group(1)))
-    assert set_id is not None
-    keep = {"site": "wiki", "url": "/Lisp", "id": set_id.group(1), "n": "1"}
+    keep = live_keep(client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX).text)
     wait_until(lambda: client.post("/_genui/keep", data=keep).status_code != 409)
     refused = client.post("/_genui/keep", data=keep)
     assert refused.status_code == 404 and "ask for new ones" in refused.text
