@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 
 from genui.resources import bundled
@@ -146,18 +147,36 @@ def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str |
     """The example's files in ``draft``, renamed: site.toml's name and title (and brief, if given), and the
     stylesheet's selectors for the example's body class (``.site-forum``) and its title. A shipped example whose front
     page has no opening gets one (FRONT_OPENINGS)."""
-    shutil.copytree(source.root, draft, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    ignored = shutil.ignore_patterns("__pycache__", ".*")
+    shutil.copytree(source.root, draft, dirs_exist_ok=True, ignore=ignored, ignore_dangling_symlinks=True)
     toml = (draft / "site.toml").read_text(encoding="utf-8")
-    toml = _set_key(toml, "name", json.dumps(name))
-    toml = _set_key(toml, "title", json.dumps(title, ensure_ascii=False))
-    if brief is not None:
-        toml = _set_key(toml, "brief", json.dumps(brief, ensure_ascii=False))
+    wanted = {"name": name, "title": title} | ({"brief": brief} if brief is not None else {})
+    for key, value in wanted.items():
+        toml = _set_key(toml, key, json.dumps(value, ensure_ascii=False))
+    try:
+        rewritten = tomllib.loads(toml)
+    except tomllib.TOMLDecodeError:
+        rewritten = {}
+    for key, value in wanted.items():
+        if rewritten.get(key) != value:  # a quoted key, or a value over several lines, which _set_key leaves
+            raise SiteConfigError(
+                source.root / "site.toml",
+                key,
+                "genui new --from rewrites this key's line, and could not",
+                f'write it on one line as {key} = "..." (a bare key) in the site it is made from',
+            )
     (draft / "site.toml").write_text(toml, encoding="utf-8")
     if source.root.resolve().parent == bundled("sites").resolve():
         add_front_opening(draft, source)
     if source.stylesheet:
         css = draft / source.stylesheet
-        text = re.sub(rf"\.site-{re.escape(source.name)}(?![\w-])", f".site-{name}", css.read_text(encoding="utf-8"))
+        try:
+            text = css.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise SiteConfigError(
+                source.root / source.stylesheet, "stylesheet", f"not UTF-8 ({err})", "save it as UTF-8"
+            ) from None
+        text = re.sub(rf"\.site-{re.escape(source.name)}(?![\w-])", f".site-{name}", text)
         css.write_text(text.replace(source.title, title), encoding="utf-8")
 
 

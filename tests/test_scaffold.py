@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -151,3 +152,25 @@ def test_a_site_folder_can_be_the_example(tmp_path: Path) -> None:
     mine = create_site("mine", "My own.", tmp_path / "a")
     copy = create_site("copy", None, tmp_path / "b", example=str(mine.root))
     assert (copy.name, copy.brief, copy.routes) == ("copy", "My own.", mine.routes)  # a site of one's own as it is
+
+
+def test_a_site_folder_whose_name_line_cannot_be_rewritten_is_named_with_the_fix(tmp_path: Path) -> None:
+    source = tmp_path / "mine"
+    shutil.copytree(SITES_DIR / "wiki", source)
+    toml = source / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('name = "wiki"', '"name" = "wiki"'), encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("club", None, tmp_path / "sites", example=str(source))
+    assert caught.value.file == str(toml) and caught.value.key == "name" and "on one line" in caught.value.fix
+    assert not (tmp_path / "sites" / "club").exists()
+
+
+def test_a_site_folder_with_a_dangling_link_or_a_stylesheet_not_in_utf8(tmp_path: Path) -> None:
+    source = tmp_path / "mine"
+    shutil.copytree(SITES_DIR / "wiki", source)
+    (source / "notes.txt").symlink_to(tmp_path / "gone.txt")  # an editor's leftover: skipped
+    assert create_site("club", None, tmp_path / "sites", example=str(source)).name == "club"
+    (source / "wiki.css").write_bytes("body { content: 'caf\xe9'; }".encode("latin-1"))
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("club2", None, tmp_path / "sites", example=str(source))
+    assert caught.value.file == str(source / "wiki.css") and "UTF-8" in caught.value.fix
