@@ -198,6 +198,8 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 file, f"{where}context", f"unknown context {kind!r}", f"use some of {list(CONTEXT_KINDS)}"
             )
     query = _string_list(file, data, "query", where, ())
+    if len(set(query)) < len(query):
+        raise SiteConfigError(file, f"{where}query", f"{list(query)} names a key twice", "name each key once")
     follow_links = data.get("follow_links")
     if follow_links is not None and follow_links not in query:
         raise SiteConfigError(
@@ -397,7 +399,10 @@ def load_site(root: Path | str) -> Site:
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
-        not isinstance(stylesheet, str) or "/" in stylesheet or not _is_file(root / stylesheet)
+        not isinstance(stylesheet, str)
+        or "/" in stylesheet
+        or not stylesheet.lower().endswith(".css")
+        or not _is_file(root / stylesheet)
     ):
         raise SiteConfigError(
             file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder"
@@ -458,14 +463,19 @@ def load_site(root: Path | str) -> Site:
             file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"
         )
     routes = tuple(_load_route(file, root, i, r) for i, r in enumerate(raw_routes))
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # each pattern's shape (its parameters' names left out) -> the pattern
     for i, route in enumerate(routes):
         keys = [(f"routes[{i}].pattern", route.pattern)]
         keys += [(f"routes[{i}].aliases[{n}]", alias) for n, alias in enumerate(route.aliases)]
         for key, pattern in keys:
-            if pattern in seen:
-                raise SiteConfigError(file, key, f"{pattern!r} appears twice", "remove one")
-            seen.add(pattern)
+            shape = _PARAM.sub(lambda match: "{:" + (match.group(2) or "str") + "}", pattern)
+            if shape in seen:
+                earlier = seen[shape]
+                problem = (
+                    f"{pattern!r} appears twice" if earlier == pattern else f"{earlier!r} takes every URL it would"
+                )
+                raise SiteConfigError(file, key, problem, "remove one, or make the patterns differ in more than names")
+            seen[shape] = pattern
     raw_navigation = data.get("navigation", [])
     if not isinstance(raw_navigation, list):
         raise SiteConfigError(file, "navigation", "expected an array of tables", "write each section as [[navigation]]")

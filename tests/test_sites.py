@@ -121,6 +121,9 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('name = "demo"', 'name = "demo\\n"', "name"),  # a name must be whole: no line break after it
         ('template = "home.j2"', f'template = "{"a" * 300}.j2"', "routes[0].template"),  # no file system takes it
         ("tokens = 700", f"tokens = {'9' * 5000}", "-"),  # more digits than Python converts
+        ('query = ["q"]', 'query = ["q", "q"]', "routes[3].query"),
+        ('stylesheet = "demo.css"', 'stylesheet = "site.toml"', "stylesheet"),  # it would be served as CSS
+        ('pattern = "/find"', 'pattern = "/thread/{other}"', "routes[3].pattern"),  # /thread/{id} takes it all
     ],
 )
 def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: str, key: str) -> None:
