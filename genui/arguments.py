@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
-from genui.sites import Site, load_site, load_sites
+from genui.sites import Site, check_names, load_site, load_sites
 
 if TYPE_CHECKING:
     from genui.app import OwnedEngine
@@ -33,11 +33,13 @@ def model_id_of(model: str | None) -> str:
 
 def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown."""
-    sites = load_sites(directory)
+    sites = load_sites(directory, unique=False)
     if not sites:
         raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
     if not names:
+        check_names(sites)
         return sites
+    check_names([site for site in sites if site.name in names])  # a copy of another site beside them is no matter
     by_name = {site.name: site for site in sites}
     for name in names:
         if name not in by_name:

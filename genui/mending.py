@@ -263,6 +263,9 @@ def _close_before_blocks(root: ElementTree.Element) -> None:
         first = next((i for i, child in enumerate(element) if child.tag in BLOCKS), None)
         if first is None:
             continue
+        if element.tag == "a" and _only_child(element) is not None:  # `<a><h1>Title</h1></a>`: one block, linked
+            _link_inside(element, parents)
+            continue
         moved = list(element)[first:]
         for child in moved:
             element.remove(child)
@@ -275,6 +278,29 @@ def _close_before_blocks(root: ElementTree.Element) -> None:
             parents[child] = parent
         if not len(element) and not (element.text or "").strip():
             del parent[index]
+
+
+def _only_child(element: ElementTree.Element) -> ElementTree.Element | None:
+    """``element``'s one child when it holds nothing else but whitespace, else None."""
+    if len(element) != 1 or (element.text or "").strip(_BLANK) or (element[0].tail or "").strip(_BLANK):
+        return None
+    return element[0]
+
+
+def _link_inside(link: ElementTree.Element, parents: dict[ElementTree.Element, ElementTree.Element]) -> None:
+    """Put a link that holds one block and nothing else inside that block, around all it holds: the same link, and
+    no block inside a link (a site's opening may write `<a href="/"><h1>Home</h1></a>`)."""
+    block = link[0]
+    parent = parents[link]
+    index = list(parent).index(link)
+    link.remove(block)
+    block.tail, link.tail = link.tail, None
+    link.text, block.text = block.text, None
+    link[:] = list(block)
+    block[:] = [link]
+    parent[index] = block
+    parents[block] = parent
+    parents[link] = block
 
 
 def _gather_items(root: ElementTree.Element) -> None:
@@ -326,7 +352,15 @@ def _wrap_strays(root: ElementTree.Element) -> None:
                 run = ElementTree.Element("li")
                 items.append(run)
             run.append(child)
-        parent[:] = items
+        # a run of line breaks alone is no item (it would be a blank bullet): those stay where they were
+        kept: list[ElementTree.Element] = []
+        for item in items:
+            breaks = item.tag == "li" and item not in parent and not (item.text or "").strip(_BLANK)
+            if breaks and all(child.tag in ("br", "wbr") and not (child.tail or "").strip(_BLANK) for child in item):
+                kept.extend(item)
+            else:
+                kept.append(item)
+        parent[:] = kept
 
 
 def _drop_empty(root: ElementTree.Element) -> None:

@@ -416,10 +416,11 @@ class Pages:
             job.runtime, job.key, version, frames, parent, canvases, store, ended, self.unclaimed_s, splice
         )
         self._running[(job.key, version)] = running
-        self._started[(job.key, version)] = None
-        self._started.move_to_end((job.key, version))
-        while len(self._started) > STARTED_KEPT:
-            self._started.popitem(last=False)
+        if version > 1 and not ahead:  # a first version is written by any visit, no record needed
+            self._started[(job.key, version)] = None
+            self._started.move_to_end((job.key, version))
+            while len(self._started) > STARTED_KEPT:
+                self._started.popitem(last=False)
         if ahead:
             self._ahead.add(running)
         else:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, UndefinedError, nodes
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -46,6 +47,18 @@ class PromptError(SiteConfigError):
         self.public = f"{shown}: {problem}. Fix: {fix}"
 
 
+def _whatever_the_values(err: BaseException | None) -> bool:
+    """Whether a template's failure would happen whatever the URL's values: a name or a key it is not given
+    (`nosuch`, `params.nosuch`), `parent.title` on a first visit, a template including itself, the sandbox's
+    refusal. Anything else may be the sample values' doing (`"Sample".split("-")[1]`) and is left to the pages."""
+    if isinstance(err, RecursionError | SecurityError):
+        return True
+    if not isinstance(err, UndefinedError):
+        return False
+    said = str(err)
+    return said.endswith(" is undefined") or said.startswith(("'dict object' has no attribute", "'None' has no"))
+
+
 def _failure(site: Site, name: str, err: Exception) -> PromptError:
     """The PromptError for ``err``, raised while rendering template ``name``: at the innermost template line in the
     traceback (Jinja2 writes each template's frames with its file and line), else at ``name``."""
@@ -61,7 +74,10 @@ def _failure(site: Site, name: str, err: Exception) -> PromptError:
         shown = Path(site.name, "prompts", file.relative_to(site.prompts_dir))
     except ValueError:  # pragma: no cover - Jinja2 loads templates from the prompts folder only
         shown = Path(site.name, "prompts", file.name)
-    return PromptError(file, shown, line, err)
+    error = PromptError(file, shown, line, err)
+    for folder, said in ((site.prompts_dir, f"{site.name}/prompts"), (site.root, site.name)):
+        error.public = error.public.replace(str(folder), said)  # an OSError's text names the server's own path
+    return error
 
 
 def gap() -> Markup:
@@ -163,20 +179,20 @@ class PromptRenderer:
 
     def _try(self, route: Route) -> None:
         """Render the route's templates with sample values (a first visit with no parent and no posts, and one with
-        both), so that what would fail on every page (an undefined variable, a template that includes itself, a
-        call gone wrong) is a config error at load, not a failed page later. A failure that depends on the values
-        (arithmetic, a template named by the URL that is not there) is left to the page that meets it."""
+        both), so that what would fail on every page (an undefined variable, a template that includes itself) is
+        a config error at load, not a failed page later. A failure that may depend on
+        the values (arithmetic, splitting a URL's text, a template the URL names) is left to the page that meets it
+        (_whatever_the_values)."""
         params = {name: "Sample" for name in route.params}
         query = {key: "sample" for key in route.query}
         visits = [(None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])]
         for parent, posts in visits:
-            try:
-                self.render(route, params, query, parent, posts)
-                self.opening(route, params, query, parent, posts)
-                self.reply_opening(route, params, query, parent, posts)
-            except PromptError as err:
-                if not isinstance(err.__cause__, ArithmeticError | TemplateNotFound):
-                    raise
+            for render in (self.render, self.opening, self.reply_opening):
+                try:
+                    render(route, params, query, parent, posts)
+                except PromptError as err:
+                    if _whatever_the_values(err.__cause__):
+                        raise
 
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening

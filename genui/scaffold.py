@@ -153,11 +153,10 @@ def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str |
     wanted = {"name": name, "title": title} | ({"brief": brief} if brief is not None else {})
     for key, value in wanted.items():
         toml = _set_key(toml, key, json.dumps(value, ensure_ascii=False))
-    try:
-        rewritten = tomllib.loads(toml)
-    except tomllib.TOMLDecodeError:
-        rewritten = {}
-    for key, value in wanted.items():
+        try:
+            rewritten = tomllib.loads(toml)
+        except tomllib.TOMLDecodeError:
+            rewritten = {}
         if rewritten.get(key) != value:  # a quoted key, or a value over several lines, which _set_key leaves
             raise SiteConfigError(
                 source.root / "site.toml",

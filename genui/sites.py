@@ -405,7 +405,7 @@ def load_site(root: Path | str) -> Site:
         or not _is_file(root / stylesheet)
     ):
         raise SiteConfigError(
-            file, "stylesheet", f"{stylesheet!r} is not a file in {root}", "name a .css file in the site folder"
+            file, "stylesheet", f"{stylesheet!r} is not a .css file in {root}", "name a .css file in the site folder"
         )
     model = ModelSettings()
     if "model" in data:
@@ -472,7 +472,9 @@ def load_site(root: Path | str) -> Site:
             if shape in seen:
                 earlier = seen[shape]
                 problem = (
-                    f"{pattern!r} appears twice" if earlier == pattern else f"{earlier!r} takes every URL it would"
+                    f"{pattern!r} appears twice"
+                    if earlier == pattern
+                    else f"{pattern!r} and {earlier!r} differ only in their parameters' names: one takes every URL"
                 )
                 raise SiteConfigError(file, key, problem, "remove one, or make the patterns differ in more than names")
             seen[shape] = pattern
@@ -504,12 +506,13 @@ def check_site_name(file: Path, name: str) -> None:
         )
 
 
-def load_sites(directory: Path | str) -> list[Site]:
-    """Every site folder (one holding site.toml) under ``directory``, sorted by name. Two sites of one name are a
-    config error: each is served at /name, so one would hide the other."""
+def load_sites(directory: Path | str, *, unique: bool = True) -> list[Site]:
+    """Every site folder (one holding site.toml) under ``directory``, sorted by name. With ``unique``, two sites of
+    one name are a config error: each is served at /name, so one would hide the other."""
     directory = Path(directory)
     sites = [load_site(p.parent) for p in sorted(directory.glob("*/site.toml"))]
-    check_names(sites)
+    if unique:
+        check_names(sites)
     return sites
 
 

@@ -124,6 +124,10 @@ class Views:
         newest = self.pages.versions(job)
         if asked is not None and (asked != newest + 1 or self.pages.running(job, asked) is None):
             raise NoSuchVersion(asked)
+        if self.pages.running(job, newest + 1) is None:  # what a GET would refuse, refused alike (none starts a run)
+            self.pages.ready()  # EngineLoading: 503
+            self.pages.prompt(job)  # BadRequest (a URL too long for the model), PromptError
+            self.pages.admit(job)  # TooManyRuns: 429
         # the page a GET would write, or the run writing it: its placeholder, which is never kept
         return Response(media_type="text/html", headers={"Cache-Control": "no-store"})
 

@@ -180,6 +180,9 @@ def test_a_head_request_starts_nothing_and_counts_against_no_limit(
     # its limit untouched: the client's next two pages are written
     for title in ("Unix", "Hacker"):
         assert client.get(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    # and at its limit, a HEAD gets the GET's 429, as a URL too long for the model gets its 400
+    assert client.head("/wiki/Turing_machine", headers=as_client("10.0.0.1")).status_code == 429
+    assert client.head("/wiki/" + "Long_" * 2000, headers=as_client("10.0.0.3")).status_code == 400
     assert len(engine.calls) == 3
 
 

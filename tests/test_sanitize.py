@@ -275,6 +275,11 @@ def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, 
         # a link's blocks leave it before its heading's do
         ('<h1><a href="/wiki/t">Title<p>text</p></a></h1>', '<h1><a href="/wiki/t">Title</a></h1><p>text</p>'),
         ('<p><a href="/wiki/t">one <em>two</em></a> three</p>', '<p><a href="/wiki/t">one <em>two</em></a> three</p>'),
+        # a link around one block and nothing else (a site's opening may write one): the link goes inside it
+        (
+            '<a href="/wiki/x">\n<h1>My <b>Wiki</b></h1>\n</a> after',
+            '<h1><a href="/wiki/x">My <b>Wiki</b></a></h1> after',
+        ),
     ],
 )
 def test_a_link_holds_no_blocks(written: str, expected: str) -> None:
@@ -298,6 +303,7 @@ def test_a_link_holds_no_blocks(written: str, expected: str) -> None:
         # a list or a block inside a list stays where it is; so do items and the whitespace between them
         ("<ul><li>a</li>\n<ul><li>b</li></ul>\n</ul>", "<ul><li>a</li>\n<ul><li>b</li></ul>\n</ul>"),
         ("<ol>\n<li>a</li>\n<li>b</li>\n</ol>", "<ol>\n<li>a</li>\n<li>b</li>\n</ol>"),
+        ("<ul><li>a</li><br><li>b</li></ul>", "<ul><li>a</li><br><li>b</li></ul>"),  # no blank bullet for a break
     ],
 )
 def test_text_and_inline_elements_loose_in_a_list_get_an_item(written: str, expected: str) -> None:

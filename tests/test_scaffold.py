@@ -174,3 +174,17 @@ def test_a_site_folder_with_a_dangling_link_or_a_stylesheet_not_in_utf8(tmp_path
     with pytest.raises(SiteConfigError) as caught:
         create_site("club2", None, tmp_path / "sites", example=str(source))
     assert caught.value.file == str(source / "wiki.css") and "UTF-8" in caught.value.fix
+
+
+def test_a_multi_line_brief_it_cannot_rewrite_is_the_key_named(tmp_path: Path) -> None:
+    source = tmp_path / "mine"
+    shutil.copytree(SITES_DIR / "wiki", source)
+    toml = source / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    brief = next(line for line in text.splitlines() if line.startswith("brief = "))
+    toml.write_text(text.replace(brief, 'brief = """\nA wiki\nover lines."""'), encoding="utf-8")
+    assert load_site(source).brief == "A wiki\nover lines."
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("club", "A club's wiki.", tmp_path / "sites", example=str(source))
+    assert caught.value.key == "brief" and caught.value.file == str(toml)
+    assert create_site("club", None, tmp_path / "sites", example=str(source)).brief == "A wiki\nover lines."

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR
 
+from genui.arguments import sites_in
 from genui.routing import SiteRouter
 from genui.sites import ModelSettings, NavLink, NavSection, SiteConfigError, load_site, load_sites
 
@@ -335,3 +336,13 @@ def test_two_sites_of_one_name_are_a_config_error_naming_both(tmp_path: Path) ->
     error = caught.value
     assert error.key == "name" and error.file == str(tmp_path / "two" / "site.toml")
     assert str(tmp_path / "one" / "site.toml") in error.problem and "another name" in error.fix
+
+
+def test_a_copy_of_a_site_beside_it_matters_only_where_both_are_asked_for(tmp_path: Path) -> None:
+    for folder in ("demo", "demo-old"):
+        write_site(tmp_path / folder, GOOD)
+    write_site(tmp_path / "other", GOOD.replace('name = "demo"', 'name = "other"'))
+    assert [site.name for site in sites_in(tmp_path, ["other"])] == ["other"]
+    for names in (["demo"], None):
+        with pytest.raises(SiteConfigError, match="is the name of"):
+            sites_in(tmp_path, names)
