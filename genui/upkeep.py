@@ -159,10 +159,17 @@ def _open_store(db: Path) -> Store:
     try:
         with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as check:
             tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = {
+                table: {row[1] for row in check.execute(f"PRAGMA table_info({table})")}
+                for table in ("pages", "posts")
+                if table in tables
+            }
     except sqlite3.DatabaseError as err:
         raise UsageError(f"{db} is not a page cache: {err}") from None
     if not {"pages", "posts"} <= tables:
         raise UsageError(f"{db} is not a page cache: it has no pages and posts tables (genui serve --db makes one)")
+    if not ({"site", "path", "html"} <= columns["pages"] and {"site", "path", "user", "text"} <= columns["posts"]):
+        raise UsageError(f"{db} is not a page cache: its pages and posts tables are another program's")
     return Store(db)
 
 

@@ -202,7 +202,11 @@ def test_a_file_that_is_not_a_page_cache_is_an_error_and_is_left_alone(
     other = tmp_path / "other.sqlite3"
     with contextlib.closing(sqlite3.connect(other)) as made:
         made.execute("CREATE TABLE things (x)")
-    for path in (text, other):
+    alike = tmp_path / "alike.sqlite3"  # another program's pages and posts
+    with contextlib.closing(sqlite3.connect(alike)) as made:
+        made.execute("CREATE TABLE pages (id, body)")
+        made.execute("CREATE TABLE posts (id, body)")
+    for path in (text, other, alike):
         before = path.read_bytes()
         assert cache(path, sites_dir) == 2
         assert "is not a page cache" in capsys.readouterr().err
