@@ -63,7 +63,7 @@ def test_the_forum_lists_boards_and_threads_and_a_board_only_its_own(
     for url in threads:
         visit(client, url)
     front = navigation(visit(client, "/forum/").text)
-    assert front["Boards"][:2] == [("r/computers", "/forum/r/computers"), ("r/linux", "/forum/r/linux")]
+    assert front["Popular boards"][:2] == [("r/computers", "/forum/r/computers"), ("r/linux", "/forum/r/linux")]
     assert front["Threads"] == [
         ("Vim or emacs", "/forum/r/linux/Vim_or_emacs"),
         ("Entropy", "/forum/r/science/Entropy"),
@@ -134,4 +134,4 @@ def test_a_listing_stops_at_its_limit_newest_first(wiki: Site, store: Store) -> 
 def test_the_ways_on_do_not_wait_for_the_model(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites, FakeEngine(overloaded=1))
     shell = client.get("/forum/")
-    assert [label for label, _ in navigation(shell.text)["Boards"]][0] == "r/computers"
+    assert [label for label, _ in navigation(shell.text)["Popular boards"]][0] == "r/computers"
