@@ -264,7 +264,7 @@ def _close_before_blocks(root: ElementTree.Element) -> None:
         if first is None:
             continue
         if element.tag == "a" and _only_child(element) is not None:  # `<a><h1>Title</h1></a>`: one block, linked
-            _link_inside(element, parents)
+            _link_inside(element, parents)  # (a block in that block: the next pass takes the link further in)
             continue
         moved = list(element)[first:]
         for child in moved:
@@ -340,7 +340,10 @@ def _wrap_strays(root: ElementTree.Element) -> None:
             run.text, parent.text = parent.text, None
             items.append(run)
         for child in list(parent):
-            if child.tag == "li" or child.tag in BLOCKS or not isinstance(child.tag, str):  # a comment stays too
+            # an item, a block, a comment, or an inline element holding items (an item in an item would not parse
+            # back as one) stay as they are
+            holds_items = isinstance(child.tag, str) and any(inner.tag == "li" for inner in child.iter())
+            if child.tag == "li" or child.tag in BLOCKS or not isinstance(child.tag, str) or holds_items:
                 items.append(child)
                 run = None
                 if (child.tail or "").strip(_BLANK):  # loose text after it starts an item

@@ -311,6 +311,27 @@ def test_text_and_inline_elements_loose_in_a_list_get_an_item(written: str, expe
     assert_mended(written, expected)
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        '<a href="/wiki/x"><div><p>x</p></div></a>',  # one block holding another: the link goes in twice
+        "<ul><b><li>a</li><li>b</li></b></ul>",  # inline around items: an item in an item would not parse back
+        (
+            "eta delta<ul><b><li><em><ul>beta</ul><br><li>eps </li></em>beta <em>theta <li>delta\nzeta\ndelta\neps "
+            "</li>eta\n</em></li><li><a href='/wiki/gamma'><li>zetabetaeps </li></a><a href='/wiki/beta'>delta\nbeta"
+            "<li>epsdelta\ngamma </li>alpha</a>eta\n</li><li><span>beta <div>gamma\nbetagamma gamma </div><h2>theta "
+            "theta\n</h2><span>theta </span></span></li>gamma\n<li>alpha\n<h2><div><b>gamma\ngamma theta\n</b>eps\n"
+            "</div></h2></li></ul>eta\n"
+        ),
+    ],
+)
+def test_the_mended_tree_is_a_fixed_point_at_once(written: str) -> None:
+    """Found by fuzzing the two rules of session 50 with random nestings of links, lists and blocks."""
+    once = sanitize_html(written)
+    assert sanitize_html(once) == once
+    assert ("href=" in written) == ('href="/wiki/' in once)  # a link is kept, wherever it ends up
+
+
 def test_a_heading_thousands_of_elements_deep_is_closed_too() -> None:
     output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")
     assert output == "<div>" * 3000 + "<h1>Title</h1><p>Body</p>" + "</div>" * 3000
