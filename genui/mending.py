@@ -342,8 +342,8 @@ def _wrap_strays(root: ElementTree.Element) -> None:
         for child in list(parent):
             # an item, a block, a comment, or an inline element holding items (an item in an item would not parse
             # back as one) stay as they are
-            holds_items = isinstance(child.tag, str) and any(inner.tag == "li" for inner in child.iter())
-            if child.tag == "li" or child.tag in BLOCKS or not isinstance(child.tag, str) or holds_items:
+            stays = child.tag == "li" or child.tag in BLOCKS or not isinstance(child.tag, str)
+            if stays or any(inner.tag == "li" for inner in child.iter()):
                 items.append(child)
                 run = None
                 if (child.tail or "").strip(_BLANK):  # loose text after it starts an item

@@ -180,9 +180,8 @@ class PromptRenderer:
     def _try(self, route: Route) -> None:
         """Render the route's templates with sample values (a first visit with no parent and no posts, and one with
         both), so that what would fail on every page (an undefined variable, a template that includes itself) is
-        a config error at load, not a failed page later. A failure that may depend on
-        the values (arithmetic, splitting a URL's text, a template the URL names) is left to the page that meets it
-        (_whatever_the_values)."""
+        a config error at load, not a failed page later. A failure that may depend on the values (arithmetic,
+        splitting a URL's text, a template the URL names) is left to the page that meets it (_whatever_the_values)."""
         params = {name: "Sample" for name in route.params}
         query = {key: "sample" for key in route.query}
         visits = [(None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])]

@@ -33,7 +33,6 @@ NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
-_LONGEST_FILE_NAME = 255  # bytes: longer than most file systems take, where Path.is_file() raises
 
 
 class SiteConfigError(ValueError):
@@ -322,8 +321,6 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
 
 def _is_file(path: Path) -> bool:
     """Whether ``path`` is a file; False for a name no file system takes, which Path.is_file() raises on."""
-    if len(path.name.encode("utf-8", "surrogateescape")) > _LONGEST_FILE_NAME:
-        return False
     try:
         return path.is_file()
     except OSError:  # a name too long for this file system, or a folder that cannot be read
