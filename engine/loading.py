@@ -227,6 +227,7 @@ def _causal(
     family: str = "causal-lm",
     quantize: str | None = None,
 ) -> LoadedModel:
+    from engine.attention import use_grouped_sdpa
     from engine.causal import CausalDenoiser
 
     if target.type == "cpu":
@@ -247,6 +248,7 @@ def _causal(
 
         # bfloat16 on a CPU: the weights laid out once for oneDNN, not at every step; one token's forward checks it
         prepack(network, canvas, check=lambda model: model(input_ids=torch.zeros((1, 1), dtype=torch.long)))
+    use_grouped_sdpa(network)  # on the CPU: a grouped-query model's keys and values read in place, not copied
     denoiser = CausalDenoiser(network, tokenizer, canvas)
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DiffusionGemmaTextConfig
 
+from engine.attention import NAME as ATTENTION
 from engine.autoregressive import generate_autoregressive
 from engine.config import tiny_vision_config
 from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, StepFrame
@@ -344,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         + (
             ", laid out once for oneDNN (engine.prepack)"
             if any(isinstance(m, PackedLinear) for m in loaded.model.modules())
+            else ""
+        )
+        + (
+            "; grouped-query attention reads its keys and values in place (engine.attention)"
+            if getattr(loaded.model.config, "_attn_implementation", None) == ATTENTION
             else ""
         ),
     ]
