@@ -46,13 +46,18 @@ EMPTY_DROPPED = HEADINGS | frozenset(
 MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
 LISTS = frozenset({"ul", "ol", "menu"})
 CLOSED_BEFORE_BLOCKS = HEADINGS | {"a"}
+# The elements HTML's parser reopens after the element that held them ends ("active formatting elements").
+FORMATTING = frozenset(
+    {"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"}
+)
 _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 
 # A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
-# `</` just before another tag (`</</p>`, `</\n</div>`) is no markup (a browser swallows the tag after it as a
-# comment, bleach shows it as text); a tag name echoed right after its tag (`</div>div>`, `<p>p>`) is text a reader
-# would see. Neither occurs in the sites' corpus (44,833 pages), so both are dropped before parsing.
-_STRAY_END_START = re.compile(r"</(?=\s*<)")
+# `</` just before another tag or a space (`</</p>`, `</\n</div>`, `object</ to a`) is no markup (a browser swallows
+# everything up to the next `>` as a comment, an end tag there too; bleach shows it as text); a tag name echoed right
+# after its tag (`</div>div>`, `<p>p>`) is text a reader would see. Neither occurs in the sites' corpus (44,833
+# pages), so both are dropped before parsing.
+_STRAY_END_START = re.compile(r"</(?=[\s<])")
 _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
 # The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
 # a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written twice
@@ -136,6 +141,8 @@ def _repair_tags(text: str, tags: frozenset[str]) -> str:
                 token = f"<{carrier} {nameless[1].strip()}>"
                 name = _TAG_NAME.match(token)
             if name is not None:
+                if token.startswith("</"):
+                    token = _close_formatting(open_tags, name[1].lower()) + token
                 _follow(open_tags, name[1].lower(), token)
                 if not token.startswith("</"):
                     _carry(carriers, name[1], token[name.end() : -1].removesuffix("/"))
@@ -184,6 +191,17 @@ def _close_value(match: re.Match[str]) -> str:
         label = unquote(urlsplit(html.unescape(value)).path.rstrip("/").rpartition("/")[2])
         closed += html.escape(label, quote=False)
     return closed
+
+
+def _close_formatting(open_tags: list[str], name: str) -> str:
+    """End tags for the formatting elements still open inside the innermost open ``name``, innermost first. The
+    parser closes them at ``</name>`` too, but keeps them in its list of active formatting elements and opens a copy
+    of each wherever text follows: a link left open in a paragraph makes every paragraph after it a link, a `<b>`
+    every one bold."""
+    if name not in open_tags:
+        return ""
+    inside = open_tags[len(open_tags) - open_tags[::-1].index(name) :]
+    return "".join(f"</{tag}>" for tag in reversed(inside) if tag in FORMATTING)
 
 
 def _follow(open_tags: list[str], name: str, token: str) -> None:

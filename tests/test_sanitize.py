@@ -272,7 +272,7 @@ def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, 
         # parser reopened it after the heading and every paragraph after it was one link
         (
             '<h2>Featured: <a href="/wiki/net">net</h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
-            '<h2>Featured: <a href="/wiki/net">net</a></h2><p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
+            '<h2>Featured: <a href="/wiki/net">net</a></h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
         ),
         ('<a href="/wiki/y">lead <div>card</div> after</a>', '<a href="/wiki/y">lead </a><div>card</div> after'),
         # a link's blocks leave it before its heading's do
@@ -286,6 +286,27 @@ def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, 
     ],
 )
 def test_a_link_holds_no_blocks(written: str, expected: str) -> None:
+    assert_mended(written, expected)
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the wiki's "Linked list" (session 51): a link never closed in its paragraph, reopened by the parser in every
+        # paragraph and heading after it
+        (
+            '<p>A <a href="/wiki/object">object list</p>\n<p>The end of the list.</p>\n<h2>See also</h2>',
+            '<p>A <a href="/wiki/object">object list</a></p>\n<p>The end of the list.</p>\n<h2>See also</h2>',
+        ),
+        ("<ul><li><b>bold</li><li>plain</li></ul>", "<ul><li><b>bold</b></li><li>plain</li></ul>"),
+        ('<p><a href="/a"><b>x</a> y</p><p>z</p>', '<p><a href="/a"><b>x</b></a> y</p><p>z</p>'),
+        ("<p><span><em>x</p><p>y</p>", "<p><span><em>x</em></span></p><p>y</p>"),
+        # closed where they are meant to be, or never meant to close: unchanged
+        ('<p><a href="/a">x</a> <i>y</i></p><p>z</p>', '<p><a href="/a">x</a> <i>y</i></p><p>z</p>'),
+        ("<p><b>x</b></p><p><b>y</b></p>", "<p><b>x</b></p><p><b>y</b></p>"),
+    ],
+)
+def test_a_formatting_element_left_open_ends_with_the_element_that_held_it(written: str, expected: str) -> None:
     assert_mended(written, expected)
 
 
@@ -370,6 +391,8 @@ def test_a_tag_cut_off_at_the_end_is_dropped_not_shown(draft: str, expected: str
         ("<p>by <b>reduceer_linty</b>b> in it</p>", "<p>by <b>reduceer_linty</b> in it</p>"),
         ('<p class="x">p>The human</p>', '<p class="x">The human</p>'),
         ("<p>a</</</p><p>b</p>", "<p>a</p><p>b</p>"),
+        # the wiki's "Linked list" (session 51): `</` and a space swallowed the text up to the paragraph's `</p>`
+        ("<p>an object</ to a list</p><p>b</p>", "<p>an object to a list</p><p>b</p>"),
         # text that only looks alike stays
         ("<p>a &lt;/ b and x</p>", "<p>a &lt;/ b and x</p>"),
         ("<p>1 &lt;&lt; 2, div&gt; <b>b</b></p>", "<p>1 &lt;&lt; 2, div&gt; <b>b</b></p>"),
@@ -410,7 +433,7 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
             '<ul><li>a</li><li class="file"><a href="/view/x">x</a></li></ul>',
         ),
         ("<article><p>risk</p>\n\nh2>\n</article>", "<article><p>risk</p>\n\n\n</article>"),
-        ("<div><p>Bush</p></\n></div>\n>\n", "<div><p>Bush</p></div>\n\n"),
+        ("<div><p>Bush</p></\n></div>\n>\n", "<div><p>Bush</p>\n</div>\n\n"),
         (
             '<ul><li><a href="/view/c.py">c.py</a</a></li<li>d</li></ul\n</div>',
             '<ul><li><a href="/view/c.py">c.py</a></li><li>d</li></ul>\n',
