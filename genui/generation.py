@@ -142,6 +142,11 @@ class Generation:
         return self._snapshot.finished
 
     @property
+    def error(self) -> EngineError | PageWithdrawn | None:
+        """Why the run ended without a page, once it has."""
+        return self._snapshot.error
+
+    @property
     def watchers(self) -> int:
         """How many watch the run now."""
         return self._watchers

@@ -116,4 +116,17 @@ async def small_form(request: Request) -> FormData:
     if int(length) > MAX_FORM_BYTES:
         raise HTTPException(413, "That form is too large.")
     # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
-    return await request.form(max_files=0)
+    form = await request.form(max_files=0)
+    # A multipart part may name its own charset (`utf-7`), whose decoding can leave lone surrogates that no page,
+    # database or response can hold.
+    if not all(_is_text(key) and (not isinstance(value, str) or _is_text(value)) for key, value in form.multi_items()):
+        raise BadRequest("the form is not text: send it as UTF-8")
+    return form
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

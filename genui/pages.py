@@ -14,7 +14,7 @@ import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from starlette.exceptions import HTTPException
 
@@ -51,6 +51,9 @@ POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are 
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
 STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
+# What a run writes: a whole page, a thread's replies in place, or one section (started again only as what it was).
+Run = Literal["whole", "replies", "rewrite"]
+REWRITE_STOPPED = "The rewrite of a section stopped before it was finished: nothing changed."
 
 
 class EngineLoading(EngineOverloaded):
@@ -76,8 +79,8 @@ class TooManyRuns(HTTPException):
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 
-    def __init__(self, version: int) -> None:
-        super().__init__(f"There is no version {version} of this page.")
+    def __init__(self, version: int, message: str = "") -> None:
+        super().__init__(message or f"There is no version {version} of this page.")
         self.version = version
 
 
@@ -138,8 +141,10 @@ class Pages:
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
-        # the page versions runs were started for here, newest last: a wait URL or a stream may start one again
-        self._started: OrderedDict[tuple[PageKey, int], None] = OrderedDict()
+        # the page versions runs were started for here and what each run was, newest last: a wait URL or a stream
+        # may start the same run again
+        self._started: OrderedDict[tuple[PageKey, int], Run] = OrderedDict()
+        self._failed: dict[tuple[PageKey, int], EngineOverloaded] = {}  # of those, the ones refused by a busy engine
         self._ahead: set[Generation] = set()  # the runs under way that read ahead (genui/readahead.py)
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
@@ -223,10 +228,18 @@ class Pages:
             version = newest + 1
         elif version != newest + 1 or (
             self.running(job, version) is None
-            and not (write_next and (newest == 0 or (job.key, version) in self._started))
+            and not (write_next and (newest == 0 or self._started.get((job.key, version)) == "whole"))
         ):
-            raise NoSuchVersion(version)
+            raise self._unwritten(job.key, version)
         return self.generation(job, version)
+
+    def _unwritten(self, key: PageKey, version: int) -> Exception:
+        """What a request for ``version``, neither stored nor being written, is told. A rewrite whose run ended
+        unstored is not written again as a whole page: its watchers (the ws extension reconnects when a socket drops)
+        hear that it stopped, or that the engine was busy when it was."""
+        if self._started.get((key, version)) != "rewrite":
+            return NoSuchVersion(version)
+        return self._failed.get((key, version)) or NoSuchVersion(version, REWRITE_STOPPED)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
         """The cached page (its newest version when ``version`` is None), its links for the site's mount."""
@@ -247,7 +260,7 @@ class Pages:
         engine, prompt = self.ready(), self.prompt(job)
         request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
         frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
-        return self._start(job, version, frames, prompt.parent, canvases, ahead=ahead)
+        return self._start(job, version, frames, prompt.parent, canvases, "whole", ahead=ahead)
 
     def busy(self) -> bool:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
@@ -282,7 +295,7 @@ class Pages:
         kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
         splice = Splice(newest.html + shown(posts), "", posts[-1].id, posts[-1].id, text_before=kept)
         canvases = -(-room // engine.canvas_length)
-        return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, splice)
+        return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, "replies", splice)
 
     def waiting_replies(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
         """The run answering a thread's readers' posts that the newest version was written before, when no run is
@@ -306,10 +319,16 @@ class Pages:
     ) -> Generation | None:
         """The replies a live thread asks for (``version`` = newest + 1) when their run is gone (it failed, or nobody
         came to watch it): written again in place, not as a whole new version of the thread. None when that is not
-        the case or no post is waiting for an answer."""
+        the case, or when neither this server started replies for that version nor a post waits for one: a GET (a
+        crawler, another site's ``<img>``) does not answer posts the newest version already read."""
         if not job.location.route.posts or version is None or version != self.versions(job) + 1:
             return None
-        return None if self.running(job, version) is not None else self.append(job, shown)
+        if self.running(job, version) is not None:
+            return None
+        newest = self.page(job)
+        if self._started.get((job.key, version)) != "replies" and (newest is None or not self.waiting(job, newest)):
+            return None
+        return self.append(job, shown)
 
     def rewrite(self, job: Job, version: int | None, number: int, said: str = "") -> Generation:
         """The run rewriting section ``number`` of a stored page version (the newest when None), optionally as a
@@ -330,7 +349,7 @@ class Pages:
         before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
         infill = Infill(generation, before, after, region_tokens(engine, page.html[part.start : part.end]))
         splice = Splice(before_html, after_html, page.answered, page.replied, text_before=before, text_after=after)
-        return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, splice)
+        return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, "rewrite", splice)
 
     def vary(self, job: Job) -> Variations:
         """Start writing VARIANTS candidates of the page's next version side by side, in one batched call."""
@@ -398,6 +417,7 @@ class Pages:
         frames: Callable[[], AsyncIterator[Frame]],
         parent: Parent | None,
         canvases: int | None,
+        run: Run,
         splice: Splice = WHOLE,
         ahead: bool = False,
     ) -> Generation:
@@ -417,10 +437,10 @@ class Pages:
         )
         self._running[(job.key, version)] = running
         if version > 1 and not ahead:  # a first version is written by any visit, no record needed
-            self._started[(job.key, version)] = None
+            self._started[(job.key, version)] = run
             self._started.move_to_end((job.key, version))
             while len(self._started) > STARTED_KEPT:
-                self._started.popitem(last=False)
+                self._failed.pop(self._started.popitem(last=False)[0], None)
         if ahead:
             self._ahead.add(running)
         else:
@@ -514,6 +534,10 @@ class Pages:
         if self._running.get(slot) is not generation:
             return  # told already (a cancelled run tells twice)
         del self._running[slot]
+        if isinstance(generation.error, EngineOverloaded) and slot in self._started:
+            self._failed[slot] = generation.error
+        else:
+            self._failed.pop(slot, None)
         if generation in self._ahead:
             self._ahead.discard(generation)
             return  # the reader reads on by itself

@@ -39,7 +39,7 @@ from genui.screens import Screens
 from genui.store import StoredPage
 
 POLICY_VIOLATION = 1008  # WebSocket close code: refused before the handshake (another site's page)
-INTERNAL_ERROR = 1011  # WebSocket close code: the server hit a bug
+BUG = "genui failed to write this page. The error is in the server's log."
 log = logging.getLogger("genui")
 
 
@@ -80,7 +80,9 @@ class Stream:
         if ended and gone.cancelled():  # cancelled above: the client was still there when the pump ended
             # It closes its side as soon as the final page lands, so it may be gone by now all the same.
             with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
-                await websocket.close(code=1000 if error is None else INTERNAL_ERROR)
+                if error is not None:  # said in the page, and closed normally: htmx's ws extension reconnects on 1011
+                    await websocket.send_text(self.screens.failed(BUG, None))
+                await websocket.close(code=1000)
 
     async def _pump(self, websocket: WebSocket) -> None:
         job: Job | None = None

@@ -275,13 +275,21 @@ FORM_TYPES = [
     b"text/plain",
     b"application/json",
     b"application/x-www-form-urlencoded; charset=utf-16",
+    b"multipart/form-data; boundary=x; charset=utf-7",
 ]
 MULTIPART = (
     b'--x\r\nContent-Disposition: form-data; name="user"\r\n\r\nada\r\n'
     b'--x\r\nContent-Disposition: form-data; name="text"; filename="t.txt"\r\nContent-Type: text/plain\r\n\r\nhi\r\n'
     b"--x--\r\n"
 )
-BODIES = [b"user=ada&text=hi", b"user=ada&text=%ff%fe%00", b"user=%E2%80%AE&text=hi", b"&&&===", MULTIPART, b"--x\r\n"]
+# UTF-7's `+2AA-` decodes to a lone surrogate, which no database or response can hold
+SURROGATE = (
+    b'--x\r\nContent-Disposition: form-data; name="user"\r\n\r\nada\r\n'
+    b'--x\r\nContent-Disposition: form-data; name="site"\r\n\r\nwiki\r\n'
+    b'--x\r\nContent-Disposition: form-data; name="url"\r\n\r\n/Lisp+2AA-\r\n'
+    b'--x\r\nContent-Disposition: form-data; name="text"\r\n\r\nhi +2AA-\r\n--x--\r\n'
+)
+BODIES = [b"user=ada&text=hi", SURROGATE, b"user=ada&text=%ff%fe%00", b"user=%E2%80%AE&text=hi", b"&&&===", MULTIPART, b"--x\r\n"]
 
 
 @FUZZ
@@ -300,6 +308,8 @@ BODIES = [b"user=ada&text=hi", b"user=ada&text=%ff%fe%00", b"user=%E2%80%AE&text
 )
 @example(path=THREAD, content_type=FORM_TYPES[0], body=BODIES[0], length="²".encode("latin-1"), origin=None)
 @example(path=THREAD, content_type=FORM_TYPES[1], body=MULTIPART, length=None, origin=None)
+@example(path=THREAD, content_type=FORM_TYPES[-1], body=SURROGATE, length=None, origin=None)
+@example(path="/_genui/regenerate", content_type=FORM_TYPES[-1], body=SURROGATE, length=None, origin=None)
 def test_any_form_body_and_length_get_an_answer_below_500(
     client: TestClient, path: str, content_type: bytes, body: bytes, length: bytes | None, origin: str | None
 ) -> None:
@@ -309,6 +319,13 @@ def test_any_form_body_and_length_get_an_answer_below_500(
     with bounded():
         status, answer = raw_request(client, "POST", path, headers, body)
     assert_answered(status, answer.decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("path", [THREAD, "/_genui/regenerate", "/_genui/rewrite", "/_genui/variations"])
+def test_a_form_whose_charset_leaves_lone_surrogates_is_a_400(client: TestClient, path: str) -> None:
+    headers = {"content-type": FORM_TYPES[-1].decode()}
+    response = client.post(path, content=SURROGATE, headers=headers, follow_redirects=False)
+    assert response.status_code == 400 and "send it as UTF-8" in response.text
 
 
 ws_params = st.dictionaries(

@@ -59,6 +59,27 @@ def test_a_plain_rewrite_waits_and_redirects_to_the_new_version(
     assert "<p>Rewritten with seed 1.</p>" in client.get("/wiki/Lisp?v=2").text
 
 
+@pytest.mark.parametrize("scripts", [True, False])
+def test_a_rewrite_whose_run_went_unwatched_is_not_written_again_as_a_whole_page(
+    client_factory: ClientFactory, all_sites: list[Site], scripts: bool
+) -> None:
+    # the ws extension reconnects to the same URL when the socket drops: a section, not a new page
+    engine = FakeEngine(delay=0.05)
+    client = client_factory(all_sites, engine, follow_redirects=False)
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    url = live_url(client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX).text)
+    with client.websocket_connect(url) as socket:
+        socket.receive_text()  # the socket drops after the first draft: nobody watches, the run is cancelled
+    wait_until(lambda: client.get("/_genui/health").json()["busy"] is False)
+    said = "The rewrite of a section stopped before it was finished: nothing changed."
+    if scripts:
+        assert said in ws_messages(client, url)[-1]
+    else:
+        response = client.get(url.replace("/_genui/ws?", "/_genui/wait?"))
+        assert response.status_code == 404 and said in response.text
+    assert len(engine.calls) == 1 and client.get("/wiki/Lisp?v=2").status_code == 404
+
+
 def test_a_page_offers_its_sections_and_variations_in_its_toolbar(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:

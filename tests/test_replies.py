@@ -186,3 +186,23 @@ def test_variations_written_from_a_post_deleted_since_are_not_kept(
     refused = client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False)
     assert refused.status_code == 409 and "has been deleted meanwhile" in refused.text
     assert "something nasty" not in page_html(visit(client, THREAD).text)  # the thread is written again without it
+
+
+@pytest.mark.parametrize("scripts", [True, False])
+def test_the_next_versions_url_answers_no_post_the_newest_version_already_read(
+    client_factory: ClientFactory, all_sites: list[Site], scripts: bool
+) -> None:
+    # no GET (a crawler, another site's <img>) starts replies to posts the thread was written after
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, follow_redirects=False)
+    other = "/forum/r/hacking/Unwritten"
+    client.post(other, data={"user": "ada", "text": "first!"})
+    visit(client, other)
+    assert "first!" in engine.calls[0].prompt  # written whole: the post in its prompt, none waiting
+    query = "site=forum&url=%2Fr%2Fhacking%2FUnwritten&v=2"
+    if scripts:
+        messages = ws_messages(client, f"/_genui/ws?{query}")
+        assert "There is no version 2 of this page." in messages[-1]
+    else:
+        assert client.get(f"/_genui/wait?{query}").status_code == 404
+    assert engine.infills == [] and len(engine.calls) == 1 and client.get(f"{other}?v=2").status_code == 404

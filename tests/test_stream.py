@@ -129,3 +129,18 @@ def test_a_socket_from_another_site_is_refused(client_factory: ClientFactory, wi
     ):
         pass
     assert refused.value.code == 1008
+
+
+def test_a_bug_in_a_stream_is_logged_said_in_the_page_and_closed_without_a_reconnect(
+    client_factory: ClientFactory, wiki: Site, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # htmx's ws extension reconnects on 1011 with its back-off reset at every open: a bug would run again every second
+    client = client_factory([wiki], FakeEngine())
+    monkeypatch.setattr("genui.screens.Screens.final", lambda *_: 1 / 0)
+    messages: list[str] = []
+    with client.websocket_connect(LISP) as socket:
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                messages.append(socket.receive_text())
+    assert closed.value.code == 1000 and "genui failed to write this page" in messages[-1]
+    assert "stream" in caplog.text and "ZeroDivisionError" in caplog.text
