@@ -163,7 +163,7 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
 # They are imported only when asked for, since most of them import torch.
 DELEGATED = {
-    "bench": ("lab.bench", "benchmark the engine: diffusion vs autoregressive on one canvas"),
+    "bench": ("lab.bench", "benchmark the engine: diffusion vs autoregressive on one page (256 tokens)"),
     "corpus": ("lab.corpus", "build the default model's corpus from Debian's packaged text"),
     "distill": ("lab.distill", "let a model write training pages itself (extra corpus for genui adapt)"),
     "trajectories": ("lab.trajectories", "record the denoiser's own paths to its pages (for adapt --trajectories)"),
@@ -216,8 +216,8 @@ def _parser() -> argparse.ArgumentParser:
         type=count,
         default=READ_AHEAD,
         metavar="N",
-        help="while no visitor waits, write the first N unwritten pages the newest page shown links to, so a click "
-        "on one is answered at once; 0 never does (default: %(default)s)",
+        help="while no visitor waits, write those of the first N pages the newest page shown links to that are not "
+        "stored yet, so a click on one is answered at once; 0 never does (default: %(default)s)",
     )
     serve.add_argument(
         "--runs-per-client",

@@ -66,7 +66,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "forget",
         help="delete every version of one page",
         description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
-        "writes it again. Do it while no server is writing that page: a version under way is stored when done.",
+        "writes it again. A version a server is writing meanwhile is not stored (whoever watches it is told so); the "
+        "page's next visit writes version 1.",
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
@@ -113,13 +114,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     post_actions = posts.add_subparsers(dest="action", metavar="ACTION")
     posts.set_defaults(run=_posts, action="show")
-    listed = post_actions.add_parser("show", help="readers' posts, newest first (the default)")
+    listed = post_actions.add_parser(
+        "show",
+        help="readers' posts, newest first (the default)",
+        description="Readers' posts, newest first, with their ids, sites and threads.",
+    )
     delete = post_actions.add_parser(
         "delete",
         help="delete posts, and the versions of their threads that read or show them",
         description="Delete posts, each with every version of its thread from the first that may have read it or "
-        "shows it, so that no page keeps its text; the thread's next visit answers the posts left. Delete a post "
-        "while nobody posts to its thread: a reply under way is stored when it is done.",
+        "shows it, so that no page keeps its text; the thread's next visit answers the posts left. A reply under "
+        "way that read a deleted post is not stored; whoever watches it is told so.",
     )
     delete.add_argument("ids", nargs="+", type=count, metavar="ID", help="the posts' ids, as genui posts lists them")
     shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")

@@ -307,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui bench", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-smollm)")
-    parser.add_argument("--tokens", type=int, default=256, help="tokens a page, rounded up to whole canvases")
+    parser.add_argument(
+        "--tokens", type=int, default=256, help="tokens a page, rounded up to whole canvases (default 256)"
+    )
     parser.add_argument("--json", action="store_true", help='print one JSON object {"rows": [...], "notes": [...]}')
     parser.add_argument("--runs", type=int, default=5, help="timed runs per row, after one warm-up (default 5)")
     parser.add_argument("--steps", type=int, help="fixed denoising steps (default: the checkpoint's adaptive stop)")

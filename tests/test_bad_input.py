@@ -289,7 +289,15 @@ SURROGATE = (
     b'--x\r\nContent-Disposition: form-data; name="url"\r\n\r\n/Lisp+2AA-\r\n'
     b'--x\r\nContent-Disposition: form-data; name="text"\r\n\r\nhi +2AA-\r\n--x--\r\n'
 )
-BODIES = [b"user=ada&text=hi", SURROGATE, b"user=ada&text=%ff%fe%00", b"user=%E2%80%AE&text=hi", b"&&&===", MULTIPART, b"--x\r\n"]
+BODIES = [
+    b"user=ada&text=hi",
+    SURROGATE,
+    b"user=ada&text=%ff%fe%00",
+    b"user=%E2%80%AE&text=hi",
+    b"&&&===",
+    MULTIPART,
+    b"--x\r\n",
+]
 
 
 @FUZZ
