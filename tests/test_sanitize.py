@@ -272,7 +272,8 @@ def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, 
         # parser reopened it after the heading and every paragraph after it was one link
         (
             '<h2>Featured: <a href="/wiki/net">net</h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
-            '<h2>Featured: <a href="/wiki/net">net</a></h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n<ul><li>x</li></ul>',
+            '<h2>Featured: <a href="/wiki/net">net</a></h2>\n<p>[</p><p>A net.</p>\n<h2>Other</h2>\n'
+            "<ul><li>x</li></ul>",
         ),
         ('<a href="/wiki/y">lead <div>card</div> after</a>', '<a href="/wiki/y">lead </a><div>card</div> after'),
         # a link's blocks leave it before its heading's do

@@ -138,9 +138,8 @@ def test_a_bug_in_a_stream_is_logged_said_in_the_page_and_closed_without_a_recon
     client = client_factory([wiki], FakeEngine())
     monkeypatch.setattr("genui.screens.Screens.final", lambda *_: 1 / 0)
     messages: list[str] = []
-    with client.websocket_connect(LISP) as socket:
-        with pytest.raises(WebSocketDisconnect) as closed:
-            while True:
-                messages.append(socket.receive_text())
+    with client.websocket_connect(LISP) as socket, pytest.raises(WebSocketDisconnect) as closed:
+        while True:
+            messages.append(socket.receive_text())
     assert closed.value.code == 1000 and "genui failed to write this page" in messages[-1]
     assert "stream" in caplog.text and "ZeroDivisionError" in caplog.text
