@@ -46,6 +46,8 @@ EMPTY_DROPPED = HEADINGS | frozenset(
 MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
 LISTS = frozenset({"ul", "ol", "menu"})
 CLOSED_BEFORE_BLOCKS = HEADINGS | {"a"}
+# Start tags that end an open paragraph (HTML's "close a p element").
+CLOSES_P = BLOCKS | frozenset({"dd", "dt", "fieldset", "figcaption", "form", "li", "summary"})
 # The elements HTML's parser reopens after the element that held them ends ("active formatting elements").
 FORMATTING = frozenset(
     {"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"}
@@ -141,8 +143,9 @@ def _repair_tags(text: str, tags: frozenset[str]) -> str:
                 token = f"<{carrier} {nameless[1].strip()}>"
                 name = _TAG_NAME.match(token)
             if name is not None:
-                if token.startswith("</"):
-                    token = _close_formatting(open_tags, name[1].lower()) + token
+                held = name[1].lower() if token.startswith("</") else _closed_by(open_tags, name[1].lower(), out)
+                if held is not None:
+                    token = _close_formatting(open_tags, held) + token
                 _follow(open_tags, name[1].lower(), token)
                 if not token.startswith("</"):
                     _carry(carriers, name[1], token[name.end() : -1].removesuffix("/"))
@@ -194,14 +197,44 @@ def _close_value(match: re.Match[str]) -> str:
 
 
 def _close_formatting(open_tags: list[str], name: str) -> str:
-    """End tags for the formatting elements still open inside the innermost open ``name``, innermost first. The
-    parser closes them at ``</name>`` too, but keeps them in its list of active formatting elements and opens a copy
-    of each wherever text follows: a link left open in a paragraph makes every paragraph after it a link, a `<b>`
-    every one bold."""
+    """End tags for the formatting elements still open inside the innermost open ``name``, innermost first (and
+    they leave ``open_tags``). The parser closes them where ``name`` ends too, but keeps them in its list of active
+    formatting elements and opens a copy of each wherever text follows: a link left open in a paragraph makes every
+    paragraph after it a link, a `<b>` every one bold."""
     if name not in open_tags:
         return ""
-    inside = open_tags[len(open_tags) - open_tags[::-1].index(name) :]
+    start = len(open_tags) - open_tags[::-1].index(name)
+    inside = open_tags[start:]
+    open_tags[start:] = [tag for tag in inside if tag not in FORMATTING]
     return "".join(f"</{tag}>" for tag in reversed(inside) if tag in FORMATTING)
+
+
+def _closed_by(open_tags: list[str], name: str, out: list[str]) -> str | None:
+    """The open element a start tag ``name`` ends without an end tag (a paragraph ends at the next block, an item
+    at the next item), or None. Not when a formatting element has just opened (``out``: the tokens so far): a link
+    around a heading (`<p><a href="/x"><h2>`) is one, which the tidy puts inside it."""
+    last = next((token for token in reversed(out) if token.strip(_BLANK)), "")
+    opened = _TAG_NAME.match(last) if _is_tag(last) and not last.startswith("</") else None
+    if opened is not None and opened[1].lower() in FORMATTING:
+        return None
+    ended = None
+    if name == "li":
+        ended = _innermost(open_tags, "li", within=LISTS)
+    elif name in ("dt", "dd"):
+        ended = _innermost(open_tags, "dt", "dd", within={"dl"})
+    if ended is None and name in CLOSES_P:
+        ended = _innermost(open_tags, "p", within=frozenset())
+    return ended
+
+
+def _innermost(open_tags: list[str], *names: str, within: frozenset[str] | set[str]) -> str | None:
+    """The innermost open element of ``names``, if no element of ``within`` (a list: a nested one) opened after it."""
+    for tag in reversed(open_tags):
+        if tag in names:
+            return tag
+        if tag in within:
+            return None
+    return None
 
 
 def _follow(open_tags: list[str], name: str, token: str) -> None:

@@ -302,6 +302,16 @@ def test_a_link_holds_no_blocks(written: str, expected: str) -> None:
         ("<ul><li><b>bold</li><li>plain</li></ul>", "<ul><li><b>bold</b></li><li>plain</li></ul>"),
         ('<p><a href="/a"><b>x</a> y</p><p>z</p>', '<p><a href="/a"><b>x</b></a> y</p><p>z</p>'),
         ("<p><span><em>x</p><p>y</p>", "<p><span><em>x</em></span></p><p>y</p>"),
+        # ended by the next block or item, with no end tag: the same page's categories line and its "See also"
+        (
+            '<p class="categories"><a href="/wiki/l">Categories: lists\n<h2>See also</h2>',
+            '<p class="categories"><a href="/wiki/l">Categories: lists\n</a></p><h2>See also</h2>',
+        ),
+        ('<ul><li><a href="/a">a<li>b</ul>', '<ul><li><a href="/a">a</a></li><li>b</li></ul>'),
+        ("<dl><dt><b>x<dd>y</dl>", "<dl><dt><b>x</b></dt><dd>y</dd></dl>"),
+        ("<ul><li><i>a<ul><li>b</li></ul></i></li></ul>", "<ul><li><i>a<ul><li>b</li></ul></i></li></ul>"),  # nested
+        # a link opened just before a block goes around it (and then inside it, as the tidy puts it)
+        ('<p><a href="/x"><h2>T</h2></a></p>', '<h2><a href="/x">T</a></h2>'),
         # closed where they are meant to be, or never meant to close: unchanged
         ('<p><a href="/a">x</a> <i>y</i></p><p>z</p>', '<p><a href="/a">x</a> <i>y</i></p><p>z</p>'),
         ("<p><b>x</b></p><p><b>y</b></p>", "<p><b>x</b></p><p><b>y</b></p>"),
