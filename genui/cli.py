@@ -315,6 +315,12 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
         held = "; try again, or stop what holds it" if "locked" in str(err) else ""
         print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}{held}", file=sys.stderr)
         return USAGE_ERROR
+    except UnicodeEncodeError as err:  # an argument of bytes that are not UTF-8 (a site, a path, a URL)
+        print(
+            f"genui {args.command}: an argument is not UTF-8 text ({err.object[err.start : err.end]!a})",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     except KeyboardInterrupt:
         return 130
     return code

@@ -54,6 +54,13 @@ CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
 """
 
 
+# The columns every genui made its tables with (the pages' answered, replied and mount came later: Store adds them).
+PAGE_COLUMNS = frozenset(
+    {"site", "path", "query", "model", "template", "posts", "version", "seed", "title", "html", "seconds", "created"}
+)
+POST_COLUMNS = frozenset({"id", "site", "path", "user", "text", "created"})
+
+
 class PageWithdrawn(Exception):
     """A finished page is not stored: what it was written from or after was deleted while it was being written."""
 
@@ -202,7 +209,8 @@ class Store:
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite has rolled back by itself on a full disk or an I/O error
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -331,16 +339,18 @@ class Store:
             (int(rowid), str(template), str(path), str(query), str(html)) for rowid, template, path, query, html in rows
         ]
 
-    def move_pages(self, moves: list[tuple[int, str, str | None]]) -> int:
-        """Give pages (by rowid) a new template and mount, in one transaction; a page whose new key is taken already
-        stays where it was. How many moved."""
+    def move_pages(self, moves: list[tuple[int, str, str, str | None]]) -> int:
+        """Give pages (rowid, earlier template, new template, mount) a new template and mount, in one transaction;
+        a page whose new key is taken already stays where it was, and so does a rowid that no longer holds a page of
+        the earlier template without a mount (another process deleted it, and SQLite gave its rowid to another).
+        How many moved."""
         if not moves:
             return 0
         with self._transaction() as db:
             before = db.total_changes
             db.executemany(
-                "UPDATE OR IGNORE pages SET template = ?, mount = ? WHERE rowid = ?",
-                [(template, mount, rowid) for rowid, template, mount in moves],
+                "UPDATE OR IGNORE pages SET template = ?, mount = ? WHERE rowid = ? AND template = ? AND mount IS NULL",
+                [(template, mount, rowid, earlier) for rowid, earlier, template, mount in moves],
             )
             return db.total_changes - before
 

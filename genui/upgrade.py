@@ -61,5 +61,5 @@ def adopt_earlier_pages(store: Store, runtime: SiteRuntime) -> int:
         with contextlib.suppress(BadRequest):
             location = runtime.locate(path + (f"?{query}" if query else ""))
             if location is not None and earlier[location.route] == template:
-                moves.append((rowid, runtime.prompts.version(location.route), written_mount(runtime, html)))
+                moves.append((rowid, template, runtime.prompts.version(location.route), written_mount(runtime, html)))
     return store.move_pages(moves)

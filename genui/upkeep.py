@@ -27,7 +27,7 @@ from genui.arguments import (
 )
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
-from genui.store import Store
+from genui.store import PAGE_COLUMNS, POST_COLUMNS, Store
 from genui.upgrade import adopt_earlier_pages
 
 
@@ -169,11 +169,19 @@ def _open_store(db: Path) -> Store:
                 for table in ("pages", "posts")
                 if table in tables
             }
+            post_id = [row for row in check.execute("PRAGMA table_info(posts)") if row[1] == "id"]
+    except sqlite3.OperationalError as err:  # locked, or a read-only folder where SQLite cannot make its -shm file
+        raise UsageError(f"cannot read {db}: {err}") from None
     except sqlite3.DatabaseError as err:
         raise UsageError(f"{db} is not a page cache: {err}") from None
     if not {"pages", "posts"} <= tables:
         raise UsageError(f"{db} is not a page cache: it has no pages and posts tables (genui serve --db makes one)")
-    if not ({"site", "path", "html"} <= columns["pages"] and {"site", "path", "user", "text"} <= columns["posts"]):
+    # checked whole before Store touches the file (it switches it to WAL, adds indexes and columns)
+    if not (
+        columns["pages"] >= PAGE_COLUMNS
+        and columns["posts"] >= POST_COLUMNS
+        and [(row[2].upper(), row[5]) for row in post_id] == [("INTEGER", 1)]
+    ):
         raise UsageError(f"{db} is not a page cache: its pages and posts tables are another program's")
     return Store(db)
 
@@ -258,6 +266,7 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
 
     db = Path(args.db)
     store = _open_store(db) if db.exists() else Store(db)  # made if missing, as genui serve makes it
+    adopt_earlier_pages(store, runtime)  # an earlier genui's pages are stored pages: not written again
 
     async def run() -> int:
         engine = loader(args.model, args.device, args.int8)
@@ -278,6 +287,8 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 
 def _forget(args: argparse.Namespace, store: Store) -> int:
+    if not args.path:
+        raise UsageError("name the page's site-relative URL (/ for the front page)")
     site = site_from(args.page_site, Path(args.sites_dir))
     location = located(site, args.path)
     deleted = store.forget(site.name, location.path, location.query_string)
@@ -286,14 +297,17 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
 
 
 def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
-    thread = args.thread
-    if thread is not None and args.site is not None:  # any URL of the thread, as genui serve would route it
-        thread = located(site_from(args.site, Path(args.sites_dir)), thread).path
+    thread, site_name = args.thread, args.site
+    if thread is not None and site_name is not None:  # any URL of the thread, as genui serve would route it
+        site = site_from(site_name, Path(args.sites_dir))
+        thread, site_name = located(site, thread).path, site.name
     store = _open_store(Path(args.db))
     try:
         if args.action == "delete":
-            return _delete_posts(store, args.ids)
-        placed_posts = store.recent_posts(args.site, thread, args.limit)
+            return _delete_posts(store, list(dict.fromkeys(args.ids)))
+        if site_name is not None and thread is None and site_name not in store.post_counts():
+            site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
+        placed_posts = store.recent_posts(site_name, thread, args.limit)
     finally:
         store.close()
     if args.json:

@@ -206,7 +206,23 @@ def test_a_file_that_is_not_a_page_cache_is_an_error_and_is_left_alone(
     with contextlib.closing(sqlite3.connect(alike)) as made:
         made.execute("CREATE TABLE pages (id, body)")
         made.execute("CREATE TABLE posts (id, body)")
-    for path in (text, other, alike):
+    closer = []  # tables with a page cache's first columns, or all its columns but a post's INTEGER PRIMARY KEY id
+    for number, (pages, posts) in enumerate(
+        [
+            ("site, path, html", "site, path, user, text"),
+            (
+                "site, path, query, model, template, posts, version, seed, title, html, seconds, created",
+                "id TEXT, site, path, user, text, created",
+            ),
+        ]
+    ):
+        closer.append(tmp_path / f"closer{number}.sqlite3")
+        with contextlib.closing(sqlite3.connect(closer[-1])) as made:
+            made.execute(f"CREATE TABLE pages ({pages})")
+            made.execute(f"CREATE TABLE posts ({posts})")
+            made.execute("INSERT INTO posts (site, path, user, text) VALUES ('a', '/', 'u', 't')")
+            made.commit()
+    for path in (text, other, alike, *closer):
         before = path.read_bytes()
         assert cache(path, sites_dir) == 2
         assert "is not a page cache" in capsys.readouterr().err
@@ -300,3 +316,21 @@ def test_a_version_written_while_its_page_is_forgotten_is_not_stored(
     with contextlib.closing(sqlite3.connect(tmp_path / "db0.sqlite3")) as db:
         assert db.execute("SELECT COUNT(*) FROM pages WHERE site = 'wiki' AND path = '/Lisp'").fetchone() == (0,)
     assert "?v=2" not in visit(client, "/wiki/Lisp").text and len(engine.calls) == 3  # version 1, written again
+
+
+def test_an_empty_path_forgets_nothing(db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `genui cache forget wiki "$PAGE"` with PAGE unset must not forget the front page
+    before = Store(db).page_groups()
+    assert cache(db, sites_dir, "forget", "wiki", "") == 2
+    assert "name the page's site-relative URL" in capsys.readouterr().err and Store(db).page_groups() == before
+
+
+def test_a_cache_another_process_holds_exclusively_is_one_it_cannot_read_not_another_programs(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as holder:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        assert cache(db, sites_dir) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read {db}: database is locked" in err and "not a page cache" not in err

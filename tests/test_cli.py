@@ -11,6 +11,7 @@ from fakes import SITES_DIR, FakeEngine
 from engine.frames import EngineError
 from genui.cli import main
 from genui.sites import load_site
+from genui.store import Store
 
 
 def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
@@ -182,3 +183,24 @@ def test_a_path_the_file_system_refuses_is_a_one_line_error(tmp_path: Path, caps
     assert main(["new", "club", "--dir", str(afile / "sites")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("genui new: ") and "Not a directory" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cache", "forget", "wiki", "/Caf\udce9", "--sites-dir", str(SITES_DIR)],  # a Latin-1 terminal's "Café"
+        ["posts", "--thread", "/\udcff"],
+        ["posts", "--thread", "/r/lisp/\udcff"],
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.add_post("forum", "/r/lisp/Macros", "ada", "hi")
+    store.close()
+    assert main([*argv, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text" in err and err.count("\n") == 1
+    assert Store(db).recent_posts()[0].post.text == "hi"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, page_html, visit, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, visit, ws_messages
 from test_app import live_url
 
 from genui.cli import main
@@ -70,6 +70,25 @@ def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
     with pytest.raises(SystemExit):
         main(["posts", "delete", "--db", str(db)])  # argparse: the ids are required
     assert "ID" in capsys.readouterr().err
+
+
+def test_posts_names_sites_as_genui_serve_does_and_an_id_given_twice_is_deleted_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    post = store.add_post("forum", "/r/lisp/Macros", "ada", "hi")
+    store.close()
+    folder = str(SITES_DIR / "forum")  # a site folder, as every genui command takes one
+    assert main(["posts", "--db", str(db), "--site", folder, "--thread", "/r/lisp/Macros"]) == 0
+    assert "ada: hi" in capsys.readouterr().out
+    assert main(["posts", "--db", str(db), "--site", "fourm", "--sites-dir", str(SITES_DIR)]) == 2  # a typo
+    assert "fourm" in capsys.readouterr().err
+    assert main(["posts", "--db", str(db), "--site", "wiki", "--sites-dir", str(SITES_DIR)]) == 0  # no posts yet
+    assert "no posts" in capsys.readouterr().out
+    assert main(["posts", "delete", str(post.id), str(post.id), "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("deleted post") == 1 and captured.err == ""
 
 
 def test_a_deleted_post_takes_a_rewrite_made_after_it_though_the_rewrite_keeps_an_older_replied(

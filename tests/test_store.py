@@ -272,3 +272,16 @@ def test_a_version_whose_version_before_it_is_gone_is_refused(tmp_path: Path) ->
         assert store.versions(KEY) == 0 and store.save_page(KEY, 1, seed=0, title="t", html="one", seconds=0.1)
     finally:
         store.close()
+
+
+def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path: Path) -> None:
+    # SQLite rolls a transaction back by itself when the disk is full; a second ROLLBACK hid the cause
+    store = Store(tmp_path / "genui.sqlite3")
+    with sqlite3.connect(tmp_path / "genui.sqlite3") as probe:
+        pages = probe.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages + 2}")  # the disk fills up
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        store.save_page(PageKey("wiki", "/Lisp", "", "m", "t"), 1, 0, "Lisp", "x" * 50_000, 0.1)
+    store._db.execute(f"PRAGMA max_page_count = {10**6}")  # room again: the store works on
+    store.save_page(PageKey("wiki", "/Lisp", "", "m", "t"), 1, 0, "Lisp", "<p>Lisp</p>", 0.1)
+    assert store.versions(PageKey("wiki", "/Lisp", "", "m", "t")) == 1

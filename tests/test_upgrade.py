@@ -109,3 +109,36 @@ def test_pages_of_two_routes_that_shared_an_earlier_version_each_go_to_their_own
     assert adopt_earlier_pages(store, runtime) == 2
     for path, route in (("/Lisp", article), ("/notes/Lisp", note)):
         assert store.page(PageKey("wiki", path, "", MODEL, runtime.prompts.version(route))) is not None
+
+
+def test_warming_a_cache_an_earlier_genui_wrote_passes_its_pages_by_and_prune_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    earlier_cache(db, '<div class="thread"><h1>Macros</h1><p>old replies</p></div>')
+    engine = FakeEngine(model_id=MODEL)
+    warm = ["cache", "warm", "forum", THREAD, "--pages", "1", "--db", str(db), "--sites-dir", str(SITES_DIR)]
+    assert main(warm, load_engine=lambda *_: engine) == 0
+    assert engine.calls == [] and "cached" in capsys.readouterr().out  # a stored page: not written again
+    assert main(["cache", "prune", "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]) == 0
+    with closing(sqlite3.connect(db)) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM pages WHERE html LIKE '%old replies%'").fetchone() == (1,)
+
+
+def test_a_move_leaves_alone_a_page_that_took_the_rowid_of_one_deleted_meanwhile(tmp_path: Path) -> None:
+    # pages has no INTEGER PRIMARY KEY: a rowid freed by another process's forget goes to the next page stored
+    db = tmp_path / "genui.sqlite3"
+    upkeep, server = Store(db), Store(db)
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    board, thread = (
+        next(r for r in runtime.site.routes if r.pattern == p) for p in ("/r/{board}", "/r/{board}/{thread}")
+    )
+    earlier = earlier_version(runtime.site, thread)
+    upkeep.save_page(PageKey("forum", THREAD, "", MODEL, earlier), 1, 0, "Macros", '<a href="/forum/r/lisp">x</a>', 0.1)
+    ((rowid, template, _, _, html),) = upkeep.unkept_mounts("forum", [earlier])  # read ...
+    server.forget("forum", THREAD)  # ... meanwhile the thread is forgotten and a board page stored in its rowid
+    key = PageKey("forum", "/r/lisp", "", MODEL, runtime.prompts.version(board))
+    server.save_page(key, 1, 0, "lisp", "<p>board</p>", 0.1, mount="")
+    assert upkeep.move_pages([(rowid, template, runtime.prompts.version(thread), written_mount(runtime, html))]) == 0
+    page = server.page(key)
+    assert page is not None and page.mount == "" and page.html == "<p>board</p>"
