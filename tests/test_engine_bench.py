@@ -89,9 +89,10 @@ def test_bench_says_when_the_weights_are_laid_out_for_onednn(
     adapter = build_tiny_adapter(build_tiny_llama_base(tmp_path), tmp_path / "adapter")
     argv = ["--model", str(adapter), "--runs", "1", "--steps", "1", "--device", "cpu", "--dtype", "bfloat16"]
     assert bench.main(argv) == 0
-    assert "note: torch threads: 1; weights in bfloat16, laid out once for oneDNN (engine.prepack)" in (
-        capsys.readouterr().out.splitlines()
-    )
+    assert (
+        "note: torch threads: 1; weights in bfloat16, laid out once for oneDNN (engine.prepack); grouped-query "
+        "attention reads its keys and values in place (engine.attention)"
+    ) in capsys.readouterr().out.splitlines()
 
 
 def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
