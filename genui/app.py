@@ -12,13 +12,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -54,6 +56,18 @@ log = logging.getLogger("genui")
 model_log = logging.getLogger("genui.model")  # loading the model: genui serve shows it on the console
 
 T = TypeVar("T")
+
+
+class EveryMethod:
+    """A page's endpoint that Starlette routes every method to (an ASGI app, where a function would get a method
+    list), so that the page answers a method it does not take with an Allow of its own: a thread takes POST, an
+    article does not."""
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.app = request_response(endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:
@@ -233,12 +247,12 @@ def create_app(
         WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
     ]
     if single:
-        routes.append(Route("/{path:path}", views.page, methods=["GET", "POST"]))
+        routes.append(Route("/{path:path}", EveryMethod(views.page)))
     else:
         routes += [
             Route("/", views.index),
             Route("/{site}", views.to_site),
-            Route("/{site}/{path:path}", views.page, methods=["GET", "POST"]),
+            Route("/{site}/{path:path}", EveryMethod(views.page)),
         ]
     app = Starlette(routes=routes, exception_handlers=exception_handlers(screens), lifespan=lifespan)
     app.add_middleware(SecurityHeaders)

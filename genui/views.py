@@ -103,6 +103,13 @@ class Views:
         location = runtime.router.resolve("/" + request.path_params["path"], request.query_params.multi_items())
         if location is None:
             raise HTTPException(404, NOWHERE)
+        if request.method not in ("GET", "HEAD", "POST"):  # the methods this page takes, and no others
+            allowed = "GET, HEAD, POST" if location.route.posts else "GET, HEAD"
+            raise HTTPException(
+                405,
+                "This page is only read" + (" and replied to." if location.route.posts else "."),
+                {"Allow": allowed},
+            )
         if location.aliased:  # one URL per page; 308 keeps a reply's POST a POST
             url = runtime.url(location.url)
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)

@@ -414,6 +414,23 @@ def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, a
     assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"  # HTTP asks a 405 to say what is
 
 
+@pytest.mark.parametrize(
+    ("method", "url", "allow"),
+    [
+        ("PUT", "/wiki/Lisp", "GET, HEAD"),
+        ("DELETE", THREAD, "GET, HEAD, POST"),
+        ("PATCH", "/forum/", "GET, HEAD"),
+        ("FOO", "/wiki/", "GET, HEAD"),
+    ],
+)
+def test_a_method_a_page_does_not_take_is_a_405_naming_those_it_does(
+    client_factory: ClientFactory, all_sites: list[Site], method: str, url: str, allow: str
+) -> None:
+    engine = FakeEngine()
+    refused = client_factory(all_sites, engine).request(method, url)
+    assert refused.status_code == 405 and refused.headers["allow"] == allow and engine.calls == []
+
+
 def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     response = client.post(THREAD, data={"user": "a", "text": "b"}, headers={"Origin": "http://evil.example"})
