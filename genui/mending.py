@@ -358,8 +358,9 @@ def _gather_items(root: ElementTree.Element) -> None:
     """Put list items back in the list they were written after. A `</ul>` the model writes too soon leaves the items
     after it outside any list, where a browser draws them as bare bullets in the page's body (the forum's front page
     at session 49: two threads in its list, three after it). An `li` outside a list whose sibling before it is a list,
-    or an item moved into one, with only whitespace between, joins that list. Valid HTML has no `li` outside a list,
-    so nothing else moves."""
+    or an item moved into one, with only whitespace between, joins that list; any other `li` outside a list starts
+    a `<ul>` of its own (a list whose `<ul>` the model lost: the wiki's "Linked list", session 51). Valid HTML has no
+    `li` outside a list, so nothing else moves."""
     for parent in list(root.iter()):
         if parent.tag in LISTS:
             continue
@@ -369,7 +370,18 @@ def _gather_items(root: ElementTree.Element) -> None:
             joined = previous is not None and not (previous.tail or "").strip(_BLANK)
             if child.tag == "li" and into is not None and joined:
                 parent.remove(child)
+                if len(into):  # the whitespace before the item goes in with it; what follows it stays after the list
+                    into[-1].tail = (into[-1].tail or "") + (into.tail or "")
+                into.tail, child.tail = child.tail, None
                 into.append(child)
+                continue
+            if child.tag == "li" and (parent is root or parent.tag in BLOCKS):  # not an inline element's item
+                into = ElementTree.Element("ul")
+                into.tail, child.tail = child.tail, None
+                parent.insert(list(parent).index(child), into)
+                parent.remove(child)
+                into.append(child)
+                child = into
             else:
                 into = child if child.tag in LISTS else None
             previous = child

@@ -251,14 +251,17 @@ def test_a_heading_holds_no_blocks(written: str, expected: str) -> None:
         # the forum's front page at seed 0 (session 49): `</ul>` after two threads, three more after it
         (
             '<ul class="threads"><li>a</li></ul>\n<li>b</li>\n<li>c</li>\n\n<h2>Boards</h2>',
-            '<ul class="threads"><li>a</li><li>b</li>\n<li>c</li>\n\n</ul>\n<h2>Boards</h2>',
+            '<ul class="threads"><li>a</li>\n<li>b</li>\n<li>c</li></ul>\n\n<h2>Boards</h2>',
         ),
         (
             "<ol><li>1</li></ol><li>2</li><ul><li>3</li></ul><li>4</li>",
             "<ol><li>1</li><li>2</li></ol><ul><li>3</li><li>4</li></ul>",
         ),
-        ("<ul><li>a</li></ul> and <li>x</li>", "<ul><li>a</li></ul> and <li>x</li>"),  # text between: not that list's
-        ("<p>x</p><li>y</li>", "<p>x</p><li>y</li>"),  # no list before it to join
+        # text between: not that list's, but a list of its own
+        ("<ul><li>a</li></ul> and <li>x</li>", "<ul><li>a</li></ul> and <ul><li>x</li></ul>"),
+        # no list before it to join: the wiki's "Linked list" at seed 0 (session 51) lost its "See also" list's <ul>
+        ("<p>x</p><li>y</li>", "<p>x</p><ul><li>y</li></ul>"),
+        ("<h2>See also</h2>\n<li>a</li>\n<li>b</li> then", "<h2>See also</h2>\n<ul><li>a</li>\n<li>b</li></ul> then"),
     ],
 )
 def test_list_items_written_after_their_list_closed_go_back_in_it(written: str, expected: str) -> None:
@@ -428,7 +431,10 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
             '<ul><li class="file"><a href="/view/d/pyuppy.py">pyuppy.py</a></li>\n'
             '<li><a href="/view/d/up.py">up</a></li></ul>',
         ),
-        ('<li><a href="/view/d/flags.py">flags">flags.py</a></li>', '<li><a href="/view/d/flags.py">flags.py</a></li>'),
+        (
+            '<ul><li><a href="/view/d/flags.py">flags">flags.py</a></li></ul>',
+            '<ul><li><a href="/view/d/flags.py">flags.py</a></li></ul>',
+        ),
         (
             '<p class="meta">posted by <b>bway_liquorb> in <a href="/r/news">news</a></p><p>Photo</p>',
             '<p class="meta">posted by <b>bway_liquor</b> in <a href="/r/news">news</a></p><p>Photo</p>',
@@ -502,7 +508,7 @@ def test_pieces_of_a_tag_that_parsing_brings_together_are_mended_in_the_same_cal
     fuzzing (session 25), where sanitising the output once more changed it."""
     written = 'li class="file">ali class="file">\x00<b>]]>'
     once = sanitize_html(written)
-    assert once == '<li class="file">ali </li><li class="file"><b>]]</b></li>'
+    assert once == '<ul><li class="file">ali </li><li class="file"><b>]]</b></li></ul>'
     assert sanitize_html(once) == once
 
 
