@@ -33,6 +33,8 @@ from transformers import RepetitionPenaltyLogitsProcessor
 
 from engine.frames import EngineError
 
+MIN_TEMPERATURE = 1e-3  # the lowest t_max: float32 logits divided by much less overflow, and every probability is NaN
+
 
 class Denoiser(Protocol):
     """A model family as the loop sees it: token ids in, logits out; the KV cache is the family's business."""
@@ -98,12 +100,16 @@ class DenoiseSettings:
             raise EngineError("set both t_min and t_max, or neither")
         if self.t_min is not None and self.t_max is not None and not 0 <= self.t_min < self.t_max:
             raise EngineError(f"temperatures need 0 <= t_min < t_max, got t_min={self.t_min} t_max={self.t_max}")
+        if self.t_max is not None and not MIN_TEMPERATURE <= self.t_max < math.inf:
+            # logits divided by less overflow float32: every probability NaN
+            raise EngineError(f"t_max must be at least {MIN_TEMPERATURE} and finite, got {self.t_max}")
         if (self.stability_threshold is None) != (self.confidence_threshold is None):
             raise EngineError("set both stability_threshold and confidence_threshold, or neither")
-        if self.stability_threshold is not None and self.stability_threshold < 0:
-            raise EngineError(f"stability_threshold must be 0 or more, got {self.stability_threshold}")
-        if self.confidence_threshold is not None and self.confidence_threshold < 0:
-            raise EngineError(f"confidence_threshold must be 0 or more, got {self.confidence_threshold}")
+        stability = self.stability_threshold
+        if stability is not None and (not isinstance(stability, int) or isinstance(stability, bool) or stability < 0):
+            raise EngineError(f"stability_threshold must be an integer, 0 or more, got {stability!r}")
+        if self.confidence_threshold is not None and not 0 <= self.confidence_threshold < math.inf:
+            raise EngineError(f"confidence_threshold must be 0 or more and finite, got {self.confidence_threshold}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise EngineError(f"top_k must be 0 (the whole vocabulary) or a positive integer, got {self.top_k!r}")
         if not 0 < self.stable_share <= 1:
@@ -392,7 +398,12 @@ def denoise(
             given = pinned is not None and bool(pinned.keep.all())  # pinned whole: nothing to denoise
             argmax, self_conditioning = current, None
             stopper = (
-                StableAndConfident(settings.stability_threshold, settings.confidence_threshold, settings.stable_share)
+                # more steps of history than a canvas has steps never stops it either, and would only take memory
+                StableAndConfident(
+                    min(settings.stability_threshold, settings.max_steps),
+                    settings.confidence_threshold,
+                    settings.stable_share,
+                )
                 if settings.stability_threshold is not None and settings.confidence_threshold is not None
                 else None
             )

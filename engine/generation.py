@@ -60,6 +60,10 @@ def canvases(loaded: LoadedModel, request: GenerationRequest) -> int:
 def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSettings:
     """The request's settings, unset fields taken from the checkpoint's defaults; EngineError names a bad one, so a
     bad request fails on its own, before any batch."""
+    if not isinstance(request.seed, int) or isinstance(request.seed, bool) or not 0 <= request.seed < 2**63:
+        raise EngineError(f"seed must be an integer from 0 to 2**63 - 1, got {request.seed!r}")
+    if not isinstance(request.stop_at_eos, bool):
+        raise EngineError(f"stop_at_eos must be true or false, got {request.stop_at_eos!r}")
     overrides: dict[str, Any] = {"max_canvases": canvases(loaded, request), "stop_at_eos": request.stop_at_eos}
     for name in ("max_steps", "t_min", "t_max", "entropy_bound", "stability_threshold", "confidence_threshold"):
         value = getattr(request, name)

@@ -145,7 +145,15 @@ class Scheduler:
     # -- the worker's side (its own thread) ---------------------------------------------------------------------
 
     def _work(self) -> None:
-        while (batch := self._next_batch()) is not None:
+        while True:
+            try:
+                batch = self._next_batch()
+            except Exception:  # the worker must outlive any request: the one that broke the batching fails alone
+                logger.exception("engine batching failed")
+                self._fail_first()
+                continue
+            if batch is None:
+                return
             started = time.perf_counter()
             try:
                 self._run(batch)
@@ -188,6 +196,13 @@ class Scheduler:
                         rows += len(job.requests)
             self._running = batch
             return batch
+
+    def _fail_first(self) -> None:
+        with self._lock:
+            job = self._pending.popleft() if self._pending else None
+        if job is not None:
+            job.channel.fail(EngineError("the engine could not batch this request"))
+            job.channel.close()
 
     def _rows_like(self, first: _Job) -> int:
         return sum(len(job.requests) for job in self._pending if job.key == first.key)

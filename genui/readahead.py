@@ -3,8 +3,9 @@
 A page takes seconds to write on a laptop's CPU, and a visitor spends longer than that reading one. So once a
 visitor is shown a page, the first few pages it links to that are not stored yet are written one at a time, in the
 order the page shows them (the model's links, then the site's navigation below them), each as the click would write
-it (the same prompt, parent and seed: the same page), and stored. A click on one of them is then a cache hit, served
-whole at once.
+it (the same prompt, parent and seed: the page a click would write when its run has the engine to itself, as a
+read-ahead run does; docs/engine.md, "Reproducibility and batching"), and stored. A click on one of them is then a
+cache hit, served whole at once.
 
 Reading ahead never keeps a visitor waiting. It starts a page only while no other run is under way, and when a
 visitor's run starts it cancels the page it is writing (the engine's loop stops within one denoising step), to start

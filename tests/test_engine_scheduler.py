@@ -197,9 +197,44 @@ async def test_a_bad_request_in_a_batch_does_not_fail_its_neighbours(scheduler: 
     assert isinstance(results[1], EngineError) and "positions" in str(results[1])
 
 
-async def test_invalid_settings_fail_before_queueing(scheduler: Scheduler) -> None:
-    with pytest.raises(EngineError, match="t_max"):
-        await anext(scheduler.stream(GenerationRequest(prompt="x", t_min=0.9, t_max=0.5)))
+@pytest.mark.parametrize(
+    ("request_fields", "named"),
+    [
+        ({"t_min": 0.9, "t_max": 0.5}, "t_max"),
+        ({"t_min": 0.0, "t_max": 1e-40}, "t_max"),  # every probability NaN, inside the batch
+        ({"seed": 2**64}, "seed"),  # torch cannot take it: the whole batch failed with it
+        ({"seed": 1.5}, "seed"),
+        ({"stop_at_eos": "no"}, "stop_at_eos"),
+        ({"stability_threshold": 1.5, "confidence_threshold": 0.5}, "stability_threshold"),
+        ({"stability_threshold": "3", "confidence_threshold": 0.5}, "stability_threshold"),
+        ({"stability_threshold": 2, "confidence_threshold": float("nan")}, "confidence_threshold"),
+    ],
+)
+async def test_invalid_settings_fail_before_queueing(
+    scheduler: Scheduler, request_fields: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(EngineError, match=named):
+        await anext(scheduler.stream(GenerationRequest(prompt="x", **request_fields)))
+
+
+async def test_a_huge_stability_threshold_runs_as_no_adaptive_stop_without_its_memory(scheduler: Scheduler) -> None:
+    # its history was allocated whole: 10**12 steps of a canvas
+    request = GenerationRequest(prompt="x", max_steps=3, stability_threshold=10**12, confidence_threshold=0.5)
+    assert isinstance(final(await collect(scheduler.stream(request))), DoneFrame)
+
+
+async def test_a_request_the_batching_cannot_compare_fails_alone_and_the_worker_lives_on(
+    scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: Any) -> int:
+        monkeypatch.undo()  # once
+        raise ValueError("truth value of an array is ambiguous")
+
+    monkeypatch.setattr(Scheduler, "_rows_like", broken)
+    with pytest.raises(EngineError, match="could not batch"):
+        await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))
+    done = await asyncio.wait_for(collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2))), 30)
+    assert isinstance(final(done), DoneFrame)
 
 
 async def test_closing_fails_waiting_requests_and_refuses_new_ones(loaded: LoadedModel) -> None:
