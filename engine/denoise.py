@@ -31,9 +31,7 @@ from typing import Any, Protocol
 import torch
 from transformers import RepetitionPenaltyLogitsProcessor
 
-from engine.frames import EngineError
-
-MIN_TEMPERATURE = 1e-3  # the lowest t_max: float32 logits divided by much less overflow, and every probability is NaN
+from engine.frames import MIN_TEMPERATURE, EngineError
 
 
 class Denoiser(Protocol):

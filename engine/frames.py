@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+MIN_TEMPERATURE = 1e-3  # the lowest t_max the loop takes: float32 logits divided by less overflow into NaN
+
 
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:

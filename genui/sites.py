@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.frames import MIN_TEMPERATURE
+
 CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
 NAV_LOOKS = ("list", "icons")
@@ -445,6 +447,10 @@ def load_site(root: Path | str) -> Site:
                 f"model.{given}",
                 f"{given} without {missing}",
                 f"give both ends of the temperature schedule ({missing} too)",
+            )
+        if sampler.get("t_max", MIN_TEMPERATURE) < MIN_TEMPERATURE:
+            raise SiteConfigError(
+                file, "model.t_max", f"{sampler['t_max']!r} is too low", f"use at least {MIN_TEMPERATURE:g}"
             )
         if "t_max" in sampler and sampler["t_max"] <= sampler["t_min"]:
             raise SiteConfigError(

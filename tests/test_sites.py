@@ -89,6 +89,7 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ("entropy_bound = 8", "entropy_bound = 0", "model.entropy_bound"),
         ("entropy_bound = 8", 'entropy_bound = "high"', "model.entropy_bound"),
         ("t_max = 0.6", "t_max = inf", "model.t_max"),
+        ("t_max = 0.6\nt_min = 0.2", "t_max = 0.0005\nt_min = 0.0001", "model.t_max"),  # NaN probabilities
         ("t_min = 0.2", "t_min = 0.6", "model.t_min"),
         ("t_min = 0.2\n", "", "model.t_max"),
         ('pattern = "/"', 'pattern = "no-slash"', "routes[0].pattern"),
