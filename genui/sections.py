@@ -1,7 +1,8 @@
 """A page's sections: the blocks a visitor may have rewritten, found in the sanitised page genui stores.
 
 A section is an outermost block of text (a paragraph, a heading, a list, a table, a ``<pre>``, ...) or an
-outermost ``<div>`` with no block container inside it (a forum reply, the body of a desktop window). They are
+outermost ``<div>`` with no block container and no heading inside it (a forum reply, the body of a desktop window);
+a ``<div>`` that holds a heading (a forum board: its title, then its list of threads) is a container. They are
 numbered 1, 2, ... in document order, and each one is a byte range of the page's HTML, so a rewrite replaces
 exactly that range and keeps every other byte. genui's own markup in a page (a reader's post shown in a thread,
 class ``genui-*``, which the sanitiser never lets model markup carry) is never a section.
@@ -16,6 +17,7 @@ TEXT_BLOCKS = frozenset(
     {"p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "menu", "pre", "table", "blockquote", "figure"}
     | {"details", "address", "hgroup"}
 )
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 CONTAINERS = frozenset({"div", "article", "section", "main", "header", "footer", "aside", "nav"})
 INLINE = frozenset(
     {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "del", "dfn", "em", "i", "ins", "kbd", "mark", "q", "s", "samp"}
@@ -60,6 +62,10 @@ class _Node:
     def has_container(self) -> bool:
         return any(child.tag in CONTAINERS or child.has_container() for child in self.children)
 
+    def is_block(self) -> bool:
+        """A ``<div>`` read as one section: no container inside, and no heading of its own."""
+        return not self.has_container() and not any(child.tag in HEADINGS for child in self.children)
+
     def all_text(self) -> str:
         return "".join(self.text)
 
@@ -68,7 +74,7 @@ def _pick(node: _Node, found: list[Section]) -> None:
     for child in node.children:
         if child.end < 0 or child.genui:
             continue  # never closed (not a range genui can replace), or genui's own
-        if child.tag in TEXT_BLOCKS or (child.tag == "div" and not child.has_container()):
+        if child.tag in TEXT_BLOCKS or (child.tag == "div" and child.is_block()):
             text = " ".join(child.all_text().split())
             snippet = text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
             found.append(Section(len(found) + 1, child.start, child.end, child.tag, snippet))

@@ -49,3 +49,13 @@ def test_sections_span_lines_and_a_missing_number_is_none() -> None:
 def test_a_long_sections_snippet_is_cut() -> None:
     (part,) = sections("<p>" + "word " * 40 + "</p>")
     assert len(part.snippet) == 60 and part.snippet.endswith("…")
+
+
+def test_a_div_that_holds_a_heading_is_a_container_of_sections() -> None:
+    board = (
+        '<div class="board">\n<h1>r/linux</h1>\n<ul class="threads"><li><a href="/r/linux/a">A</a></li></ul>\n</div>'
+    )
+    assert [board[part.start : part.end] for part in sections(board)] == [
+        "<h1>r/linux</h1>",
+        '<ul class="threads"><li><a href="/r/linux/a">A</a></li></ul>',
+    ]
