@@ -13,6 +13,7 @@ import asyncio
 import copy
 import importlib
 import json
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -121,10 +122,13 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
         site = create_site(args.name, args.description, args.dir, args.example)
     except FileExistsError as err:
         raise UsageError(str(err)) from None
-    print(f"created {site.root}: site.toml, prompts/ ({len(site.routes)} routes), {site.stylesheet}")
-    print(f"serve it with: genui serve --site {site.name} --sites-dir {Path(args.dir)}")
+    routes = f"{len(site.routes)} route{'s' if len(site.routes) != 1 else ''}"
+    files = ["site.toml", f"prompts/ ({routes})", *([site.stylesheet] if site.stylesheet else [])]
+    print(f"created {site.root}: {', '.join(files)}")
+    folder = shlex.quote(str(Path(args.dir)))
+    print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
     print("(add --reload while you edit it: each change is served from the next request on, with no restart)")
-    print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {Path(args.dir)} --pages 20")
+    print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {folder} --pages 20")
     return 0
 
 
@@ -263,7 +267,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Write a working site folder (site.toml, prompts, stylesheet) from a one-line description, or "
         "from an example site.",
     )
-    new.add_argument("name", metavar="NAME", help="site name: lower case letters, digits, - or _")
+    new.add_argument(
+        "name", metavar="NAME", help="site name: a lower case letter, then up to 31 lower case letters, digits, - or _"
+    )
     new.add_argument(
         "--description",
         help=f"one line about the site: the prompts' brief (default: {DEFAULT_DESCRIPTION!r}, or the example's own)",
@@ -272,8 +278,9 @@ def _parser() -> argparse.ArgumentParser:
         "--from",
         dest="example",
         metavar="SITE",
-        help="start from an example site (forum, os, wiki) or a site folder: its routes, prompts, openings, "
-        "navigation and stylesheet under the new name (default: a blank wiki-like site)",
+        help="start from an example site by its name (forum, os, wiki) or a site folder by its path (./wiki is "
+        "yours, wiki is genui's): its routes, prompts, openings, navigation and stylesheet under the new name "
+        "(default: a blank wiki-like site)",
     )
     new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
     new.set_defaults(run=_new)

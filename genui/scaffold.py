@@ -8,10 +8,12 @@ prompts, openings, navigation and stylesheet, under the new name.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import secrets
 import shutil
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -123,9 +125,11 @@ def add_front_opening(folder: Path, example: Site) -> None:
 
 
 def example_folder(example: str) -> Path:
-    """The site folder ``--from`` names: an example site shipped with genui (``genui sites``), or a site folder."""
+    """The site folder ``--from`` names: an example site shipped with genui (``genui sites``) by its bare name, or a
+    site folder by its path (``./wiki``, ``sites/wiki``: a folder of one's own, even one named like an example)."""
     shipped = bundled("sites")
-    for folder in (shipped / example, Path(example)):
+    bare = re.fullmatch(r"[a-z][a-z0-9_-]*", example) is not None
+    for folder in (shipped / example, Path(example)) if bare else (Path(example),):
         if example and (folder / "site.toml").is_file():
             return folder
     names = ", ".join(sorted(p.parent.name for p in shipped.glob("*/site.toml")))
@@ -176,7 +180,18 @@ def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str |
                 source.root / source.stylesheet, "stylesheet", f"not UTF-8 ({err})", "save it as UTF-8"
             ) from None
         text = re.sub(rf"\.site-{re.escape(source.name)}(?![\w-])", f".site-{name}", text)
-        css.write_text(text.replace(source.title, title), encoding="utf-8")
+        css.write_text(_retitle_comments(text, source.title, title), encoding="utf-8")
+
+
+def _retitle_comments(css: str, old: str, new: str) -> str:
+    """``css`` with the site's title ``old``, as a whole word, made ``new`` in its comments and in the text it shows
+    (``content: "From Genpedia, ..."``): the rest's words (a font called "Fira Code" in a copy of a site called
+    "Code") stay as they are."""
+    if not old.strip():
+        return css
+    word = re.compile(rf"(?<![\w-]){re.escape(old)}(?![\w-])")
+    shown = r"/\*.*?\*/|\bcontent\s*:\s*(?:\"[^\"]*\"|'[^']*')"
+    return re.sub(shown, lambda part: word.sub(lambda _: new, part[0]), css, flags=re.S)
 
 
 def create_site(
@@ -188,17 +203,26 @@ def create_site(
     directory = Path(directory)
     target = directory / name
     check_site_name(target / "site.toml", name)
-    if target.exists():
+    if os.path.lexists(target):
         raise FileExistsError(f"{target} already exists; pick another name or remove it")
+    if directory.exists() and not directory.is_dir():
+        raise FileExistsError(f"{directory} is a file, not a folder; name a folder for the site (--dir)")
+    _check_name_free(directory, name)
     source = load_site(example_folder(example)) if example is not None else None
-    directory.mkdir(parents=True, exist_ok=True)
+    if source is not None:
+        _check_servable(source, source.root)
     given = " ".join("".join(ch if ch.isprintable() else " " for ch in description or "").split()) or None
     brief = given or DEFAULT_DESCRIPTION
     title = title_from_name(name)
-    draft = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory))
+    made = [folder for folder in (directory, *directory.parents) if not folder.exists()]
+    directory.mkdir(parents=True, exist_ok=True)
+    draft = directory / f".{name}-{secrets.token_hex(4)}"  # hidden: load_sites skips it while it is written
     try:
+        draft.mkdir()  # under the umask, as the site's folder should be (mkdtemp's would be 0700)
+        mode = draft.stat().st_mode
         if source is not None:
             _copy_example(source, draft, name, title, given)
+            draft.chmod(mode)  # copytree gave it the example's
             _check(draft, target)
             draft.rename(target)
             return load_site(target)
@@ -219,12 +243,43 @@ def create_site(
         draft.rename(target)
     except BaseException:
         shutil.rmtree(draft, ignore_errors=True)
+        for folder in made:  # the folders of --dir this call made, innermost first, if nothing else is in them
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return load_site(target)
 
 
+def _check_name_free(directory: Path, name: str) -> None:
+    """Refuse a name another site under ``directory`` already has (in a folder of another name): both would be
+    served at /name, and genui serve refuses two sites of one name."""
+    for toml in sorted(directory.glob("*/site.toml")) if directory.is_dir() else ():
+        if toml.parent.name.startswith("."):
+            continue
+        try:
+            other = tomllib.loads(toml.read_text(encoding="utf-8")).get("name")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # a broken site is its own error, not this one's
+        if other == name:
+            raise FileExistsError(f"{toml} is already a site named {name!r}; pick another name or rename that one")
+
+
+def _check_servable(site: Site, root: Path) -> None:
+    """Raise SiteConfigError, about ``root``, for what genui serve would refuse in ``site``: its routes, links and
+    navigation (SiteRouter) and a trial render of every template (PromptRenderer)."""
+    from genui.runtime import SiteRuntime  # the runtime imports the sites' loader, which this module is beside
+
+    try:
+        SiteRuntime.build(site, "")
+    except SiteConfigError as err:  # say it about the folder the user named, not the draft
+        file = Path(err.file)
+        named = root / file.relative_to(site.root) if file.is_relative_to(site.root) else file
+        raise SiteConfigError(named, err.key, err.problem, err.fix) from None
+
+
 def _check(draft: Path, target: Path) -> None:
     try:
-        load_site(draft)
+        site = load_site(draft)
     except SiteConfigError as err:  # say it about the folder the user asked for, not the draft
         raise SiteConfigError(target / "site.toml", err.key, err.problem, err.fix) from None
+    _check_servable(site, target)

@@ -513,7 +513,9 @@ def load_sites(directory: Path | str, *, unique: bool = True) -> list[Site]:
     """Every site folder (one holding site.toml) under ``directory``, sorted by name. With ``unique``, two sites of
     one name are a config error: each is served at /name, so one would hide the other."""
     directory = Path(directory)
-    sites = [load_site(p.parent) for p in sorted(directory.glob("*/site.toml"))]
+    # A hidden folder is no site: genui new's draft of one (.name-xxxx), left by a killed run, would be a second
+    # site of its name.
+    sites = [load_site(p.parent) for p in sorted(directory.glob("*/site.toml")) if not p.parent.name.startswith(".")]
     if unique:
         check_names(sites)
     return sites

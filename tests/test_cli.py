@@ -71,6 +71,20 @@ def test_new_writes_a_site_that_loads(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "genui serve --site garden" in capsys.readouterr().out
 
 
+def test_new_says_what_it_wrote_and_commands_that_paste(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "my sites"
+    assert main(["new", "plain", "--dir", str(folder)]) == 0
+    source = folder / "plain"
+    (source / "plain.css").unlink()
+    toml = source / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('stylesheet = "plain.css"\n', ""), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["new", "copy", "--from", str(source), "--dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"created {folder / 'copy'}: site.toml, prompts/ (3 routes)\n") and "None" not in out
+    assert f"--sites-dir '{folder}'" in out
+
+
 def test_render_json_has_html_canvases_and_seconds(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "wiki", "/wiki/Hash_table", "--json", "--seed", "3"], load_engine=fake_loader) == 0
     result = json.loads(capsys.readouterr().out)

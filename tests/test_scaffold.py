@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from engine.identity import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
 from genui.scaffold import FRONT_OPENING, FRONT_OPENINGS, create_site, title_from_name
-from genui.sites import SiteConfigError, load_site
+from genui.sites import SiteConfigError, load_site, load_sites
 
 
 def test_a_new_site_loads_and_renders_every_prompt(tmp_path: Path) -> None:
@@ -188,3 +190,70 @@ def test_a_multi_line_brief_it_cannot_rewrite_is_the_key_named(tmp_path: Path) -
         create_site("club", "A club's wiki.", tmp_path / "sites", example=str(source))
     assert caught.value.key == "brief" and caught.value.file == str(toml)
     assert create_site("club", None, tmp_path / "sites", example=str(source)).brief == "A wiki\nover lines."
+
+
+def test_a_copys_stylesheet_is_retitled_only_where_the_title_is_shown(tmp_path: Path) -> None:
+    source = create_site("code", None, tmp_path / "a").root
+    css = source / "code.css"
+    css.write_text(css.read_text(encoding="utf-8") + 'pre { font-family: "Fira Code"; }\n', encoding="utf-8")
+    copy = create_site("notes", None, tmp_path / "b", example=str(source))
+    text = (copy.root / "code.css").read_text(encoding="utf-8")
+    assert text.startswith("/* Notes: the look") and 'font-family: "Fira Code"' in text
+    # A site with an empty title (it loads) keeps its stylesheet whole.
+    toml = source / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('title = "Code"', 'title = ""'), encoding="utf-8")
+    untitled = create_site("other", None, tmp_path / "b", example=str(source))
+    assert (untitled.root / "code.css").read_text(encoding="utf-8") == css.read_text(encoding="utf-8")
+
+
+def test_a_new_sites_folder_is_made_under_the_umask(tmp_path: Path) -> None:
+    earlier = os.umask(0o022)
+    try:
+        made = create_site("club", None, tmp_path).root
+        copied = create_site("copy", None, tmp_path, example="wiki").root
+    finally:
+        os.umask(earlier)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o755 and stat.S_IMODE(copied.stat().st_mode) == 0o755
+
+
+def test_a_draft_left_by_a_killed_run_is_no_site(tmp_path: Path) -> None:
+    create_site("club", None, tmp_path)
+    shutil.copytree(tmp_path / "club", tmp_path / ".club-1a2b3c4d")  # what SIGTERM mid-copy leaves
+    assert [site.name for site in load_sites(tmp_path)] == ["club"]
+
+
+def test_a_path_to_a_folder_named_like_an_example_is_that_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = create_site("wiki", "My own wiki.", tmp_path).root
+    monkeypatch.chdir(tmp_path)
+    assert create_site("club", None, tmp_path / "out", example="./wiki").brief == "My own wiki."
+    assert create_site("club2", None, tmp_path / "out", example=str(mine) + "/").brief == "My own wiki."
+    assert create_site("club3", None, tmp_path / "out", example="wiki").brief != "My own wiki."  # the example's
+
+
+def test_a_name_another_site_in_the_folder_has_is_refused(tmp_path: Path) -> None:
+    create_site("club", None, tmp_path)
+    (tmp_path / "club").rename(tmp_path / "club-old")
+    with pytest.raises(FileExistsError, match="club-old/site.toml is already a site named 'club'"):
+        create_site("club", None, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["club-old"]
+
+
+def test_an_example_that_genui_serve_would_refuse_is_refused_before_copying(tmp_path: Path) -> None:
+    source = create_site("mine", None, tmp_path / "a").root
+    (source / "prompts" / "home.j2").write_text("{{ nowhere.title }}\n", encoding="utf-8")
+    load_site(source)  # it loads; its trial render fails
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("club", None, tmp_path / "b", example=str(source))
+    assert caught.value.file.startswith(str(source)) and "nowhere" in str(caught.value)
+    assert not (tmp_path / "b").exists()  # the folder it would have made is not left either
+
+
+def test_a_dir_that_is_a_file_or_a_dangling_link_at_the_name_is_said_plainly(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="is a file, not a folder"):
+        create_site("club", None, tmp_path / "afile")
+    (tmp_path / "club").symlink_to(tmp_path / "gone")
+    with pytest.raises(FileExistsError, match="club already exists"):
+        create_site("club", None, tmp_path)
