@@ -61,7 +61,8 @@ class Views:
 
     async def index(self, request: Request) -> Response:
         response = self.screens.index(request)
-        self.pages.reader.index_shown()
+        if request.method != "HEAD":  # a HEAD starts nothing, reading ahead included
+            self.pages.reader.index_shown()
         return response
 
     async def health(self, request: Request) -> Response:
@@ -186,8 +187,13 @@ class Views:
         page itself (a route that is never cached, so its URL would only write another)."""
         runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
         job, asked = page_at(self.pages, runtime, request)
-        shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
-        page = shown if isinstance(shown, StoredPage) else await _finished(request, shown)
+        if request.method == "HEAD":  # what a GET would answer of a stored page; nothing started for one not
+            page = self.pages.page(job, asked)
+            if page is None:
+                return self._head(request, job, asked)
+        else:
+            shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
+            page = shown if isinstance(shown, StoredPage) else await _finished(request, shown)
         if page is None:
             return Response(status_code=CLIENT_GONE)
         if not job.cached:

@@ -172,11 +172,16 @@ def test_a_head_request_starts_nothing_and_counts_against_no_limit(
     client, engine, pages = served
     for title in ("Crawled", "Checked", "Looked_at"):
         assert client.head(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200
+    # the wait URL (where a page without script waits for its run) writes nothing for a HEAD either
+    waited = client.head("/_genui/wait?site=wiki&url=/Never_seen", headers=as_client("10.0.0.1"))
+    assert waited.status_code == 200 and waited.headers["cache-control"] == "no-store"
     assert engine.calls == [] and not pages.busy()
     assert client.head("/wiki/Crawled?v=2", headers=as_client("10.0.0.1")).status_code == 404
     visit(client, "/wiki/Lisp")
     stored = client.head("/wiki/Lisp", headers=as_client("10.0.0.1"))
     assert stored.status_code == 200 and stored.headers["content-type"].startswith("text/html")
+    moved = client.head("/_genui/wait?site=wiki&url=/Lisp", headers=as_client("10.0.0.1"), follow_redirects=False)
+    assert moved.status_code == 303 and moved.headers["location"] == "/wiki/Lisp"  # as a GET of it answers
     # its limit untouched: the client's next two pages are written
     for title in ("Unix", "Hacker"):
         assert client.get(f"/wiki/{title}", headers=as_client("10.0.0.1")).status_code == 200

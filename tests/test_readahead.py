@@ -333,6 +333,8 @@ def test_the_list_of_sites_has_the_first_sites_front_pages_read_ahead(
         assert client.portal is not None
         return client.portal.call(look)
 
+    assert client.head("/").status_code == 200  # a HEAD of the list reads nothing ahead: no list, no run
+    assert pages.reader._lists == 0 and engine.calls == []
     assert client.get("/").status_code == 200
     assert eventually(lambda: front_stored(first) and front_stored(second) and idle(client))
     # The first two, as the list shows them: the third site's front page waits for a visitor.
