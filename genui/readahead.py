@@ -92,7 +92,8 @@ class ReadAhead:
         self._lists = 0  # how many times a page shown has replaced the queue
         self._wake = asyncio.Event()
         self._current: Generation | None = None  # the run this reader started and watches
-        self._adopted: float | None = None  # when a visitor opened the page being read ahead (its links come next)
+        self._opened: float | None = None  # when a visitor opened the page being read ahead: it is theirs
+        self._adopted = False  # a visitor opened it, and has been shown nothing newer since: its links come next
         self._yielded = False  # the current run was cancelled to give way: its page goes back to the queue
         self._task: asyncio.Task[None] | None = None
         self._check: asyncio.TimerHandle | None = None
@@ -120,7 +121,7 @@ class ReadAhead:
             self._list(lambda: front_pages(self.pages, self.links), "the list of sites")
 
     def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
-        self._adopted = None  # the newest page shown is this one
+        self._adopted = False  # the newest page shown is this one (the run stays the visitor's: self._opened)
         try:
             self._queue = deque(linked for linked in listing() if not self.pages.versions(linked))
         except Exception:
@@ -135,16 +136,16 @@ class ReadAhead:
         """A visitor joined a run under way: if it is the one read ahead, it is theirs, and its links are read ahead
         next."""
         if generation is self._current:
-            self._adopted = time.monotonic()
+            self._opened, self._adopted = time.monotonic(), True
 
     def give_way(self) -> None:
         """A visitor's run needs the engine: cancel the run read ahead, unless a visitor watches it or has just
         opened it (their watch starts a round trip later, with the page's WebSocket); its page goes back to the
         front of the queue."""
-        run, adopted = self._current, self._adopted
+        run, opened = self._current, self._opened
         if run is None or run.finished or run.watchers > 1:  # the reader's own watch is one
             return
-        if adopted is not None and time.monotonic() - adopted < IDLE_CHECK_S:
+        if opened is not None and time.monotonic() - opened < IDLE_CHECK_S:
             return  # _look tries again
         self._yielded = True
         run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
@@ -155,7 +156,7 @@ class ReadAhead:
         will look up again."""
         self._queue = deque(job for job in self._queue if job.key.site != name)
         run = self._current
-        unwatched = run is not None and not run.finished and run.watchers <= 1 and self._adopted is None
+        unwatched = run is not None and not run.finished and run.watchers <= 1 and self._opened is None
         if run is not None and unwatched and run.key.site == name:
             run.cancel()  # not given way: the page is not listed again
 
@@ -204,7 +205,8 @@ class ReadAhead:
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
         run, lists = self.pages.generation(job, 1, ahead=True), self._lists
-        self._current, self._last, self._adopted, self._yielded = run, run, None, False
+        self._current, self._last, self._yielded = run, run, False
+        self._opened, self._adopted = None, False
         self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
         try:
             page = await run.result()  # watched from here on, before anything else runs
@@ -219,7 +221,7 @@ class ReadAhead:
             if self._check is not None:
                 self._check.cancel()
         log.info("read ahead %s (%.1f s)", job.url, page.seconds)
-        if self._adopted is not None:  # a visitor opened it, and has been shown nothing newer since
+        if self._adopted:  # a visitor opened it, and has been shown nothing newer since
             self.shown(job, page)
 
     def _look(self) -> None:

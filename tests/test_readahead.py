@@ -287,9 +287,12 @@ async def test_a_visitor_who_opened_the_page_read_ahead_keeps_it_while_their_str
 ) -> None:
     engine = Paced(slow="tree")
     pages = wiki_pages(engine, 1)
+    await written(pages, "/Unix")
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy())
     await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
     joined = pages.open(page_job(pages, "/Lisp_tree", "/Lisp"))  # the page comes back with its placeholder...
+    pages.open(page_job(pages, "/Unix"))  # (a third visitor is shown a stored page meanwhile: a newer list)
     other = pages.open(page_job(pages, "/Hacker"))  # ...another visitor's run starts before its stream connects
     await asyncio.sleep(0.3)
     assert isinstance(joined, Generation) and isinstance(other, Generation)
