@@ -2,7 +2,7 @@
 
 A ``Variations`` run is watched like a ``Generation``, but holds one draft per candidate; at the end each candidate
 is a sanitised page kept in memory (never stored) under a random id, until a visitor keeps one, which stores it as
-the page's next version. Candidates nobody keeps are forgotten (the newest ``KEPT_SETS`` sets are remembered).
+the page's next version. Candidates nobody keeps are forgotten (the newest ``KEPT_SETS`` finished sets are remembered).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.runtime import SiteRuntime
 from genui.store import PageKey
 
-KEPT_SETS = 64  # finished sets of candidates remembered for keeping, newest first
+KEPT_SETS = 64  # finished sets of candidates remembered for keeping, the newest (and every one being written)
 log = logging.getLogger("genui")
 
 
@@ -161,10 +161,16 @@ class VariationSets:
         self._sets: OrderedDict[str, Variations] = OrderedDict()
 
     def add(self, variations: Variations) -> Variations:
+        """Remember ``variations``, forgetting sets that ended with nothing to keep (failed, cancelled), then the
+        oldest finished sets past KEPT_SETS. A set still being written is never dropped: someone is watching it,
+        and the engine's own limits bound how many there are."""
+        for set_id, other in list(self._sets.items()):
+            if other.finished and other.pages is None:
+                del self._sets[set_id]
         self._sets[variations.id] = variations
-        while len(self._sets) > KEPT_SETS:
-            _, oldest = self._sets.popitem(last=False)
-            oldest.cancel()
+        finished = [set_id for set_id, other in self._sets.items() if other.finished]
+        for set_id in finished[: max(0, len(finished) - KEPT_SETS)]:
+            del self._sets[set_id]
         return variations
 
     @property

@@ -11,6 +11,7 @@ from test_app import HTMX, live_url, wait_until
 
 from genui.sections import sections
 from genui.sites import Site
+from genui.variations import KEPT_SETS, VariationSets
 
 VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
 
@@ -292,3 +293,25 @@ def test_a_new_version_of_a_page_whose_url_is_not_latin_1_is_pushed_percent_enco
             assert response.headers["hx-push-url"] == f"{pushed}?v={version}", (title, action)
             ws_messages(client, live_url(response.text))
         assert client.get(response.headers["hx-push-url"]).status_code == 200
+
+
+class _Set:
+    """What VariationSets reads of a set of variations."""
+
+    def __init__(self, set_id: str, finished: bool, pages: tuple[str, ...] | None) -> None:
+        self.id, self.finished, self.pages, self.cancelled = set_id, finished, pages, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def test_remembered_variations_drop_failed_sets_then_the_oldest_finished_never_one_being_written() -> None:
+    sets = VariationSets()
+    running = sets.add(_Set("running", False, None))  # type: ignore[arg-type]
+    failed = [sets.add(_Set(f"failed{i}", True, None)) for i in range(KEPT_SETS)]  # type: ignore[arg-type]
+    kept = sets.add(_Set("kept", True, ("<p>a</p>",)))  # type: ignore[arg-type]
+    assert all(sets.get(f.id) is None for f in failed)  # a set that failed holds nothing to keep, and no slot
+    for i in range(KEPT_SETS):
+        sets.add(_Set(f"done{i}", True, ("<p>b</p>",)))  # type: ignore[arg-type]
+    assert sets.get(running.id) is running and not running.cancelled  # still watched: never dropped
+    assert sets.get(kept.id) is None and sets.get("done0") is not None  # the oldest finished one went
