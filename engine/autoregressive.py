@@ -38,8 +38,10 @@ def generate_autoregressive(
     cancelled: Callable[[], bool] = lambda: False,
     step_every: int = 8,
     started: float | None = None,
+    max_tokens: int | None = None,
 ) -> list[int]:
     """Decode ``request`` token by token in the calling thread, emitting frames; returns the new token ids.
+    ``max_tokens`` ends it sooner than the request's canvases would (a benchmark matching another page's length).
 
     Samples at ``t_min`` (or the checkpoint's, else 0.4) from a generator seeded with ``request.seed``; a
     temperature of 0 decodes greedily. Raises GenerationCancelled once ``cancelled()`` turns true.
@@ -54,6 +56,7 @@ def generate_autoregressive(
 
     prompt = denoiser.encode_prompt(request.prompt)
     max_new = canvas_count(loaded, request) * length
+    max_new = max_new if max_tokens is None else min(max_new, max_tokens)
     opening = encode_opening(loaded, request.opening, max_new)  # read as given, then continued
     check_length(loaded, len(prompt), max_new)
     cache = denoiser.new_cache()

@@ -167,7 +167,10 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
 # They are imported only when asked for, since most of them import torch.
 DELEGATED = {
-    "bench": ("lab.bench", "benchmark the engine: diffusion vs autoregressive on one page (256 tokens)"),
+    "bench": (
+        "lab.bench",
+        "benchmark the engine: diffusion vs autoregressive on one page (up to 256 tokens, the same length each way)",
+    ),
     "corpus": ("lab.corpus", "build the default model's corpus from Debian's packaged text"),
     "distill": ("lab.distill", "let a model write training pages itself (extra corpus for genui adapt)"),
     "trajectories": ("lab.trajectories", "record the denoiser's own paths to its pages (for adapt --trajectories)"),

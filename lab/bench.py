@@ -1,14 +1,17 @@
 """``genui bench``: diffusion vs autoregressive decoding of one page, same weights, same machine, same run.
 
-Each row times ``--runs`` generations of a ``--tokens``-token page (after one untimed warm-up): time to the first
-frame, p50 and p95 of the whole page, the median denoising steps per canvas, the share of canvases the adaptive
-stop ended before the step cap (``stopped``), and tokens per second at p50. The
-diffusion row writes the page in canvases with the checkpoint's sampler and adaptive stopping, or exactly
-``--steps`` steps a canvas when given; the autoregressive row decodes the same number of tokens with the same
-weights in their causal mode (engine.autoregressive). Both run in the calling thread; the "diffusion, served" row
-writes the diffusion row's pages again through the engine as ``genui serve`` runs it (a worker thread, frames
-crossing to an event loop), so what serving adds is measured, not assumed. On CUDA, rows for a random-weight model of
-DiffusionGemma-26B-A4B's shape follow, at fixed 24 and 48 steps and autoregressively.
+Each row times ``--runs`` generations of a page of up to ``--tokens`` tokens (after one untimed warm-up): time to
+the first frame, p50 and p95 of the whole page, the median denoising steps per canvas, the share of canvases the
+adaptive stop ended before the step cap (``stopped``), and tokens of text per second at p50. The diffusion row
+writes the page as ``genui serve`` does: in canvases with the checkpoint's sampler and adaptive stopping (or exactly
+``--steps`` steps a canvas when given), ending with the canvas that holds the model's end of text. The
+autoregressive row decodes, for each seed, as many tokens as that seed's diffusion page holds, with the same
+weights in their causal mode (engine.autoregressive): the same length of text, so neither row is timed for tokens
+the other does not write (a canvas after the end of text settles in a few steps, a token costs a whole forward).
+Both run in the calling thread; the "diffusion, served" row writes the diffusion row's pages again through the
+engine as ``genui serve`` runs it (a worker thread, frames crossing to an event loop), so what serving adds is
+measured, not assumed. On CUDA, rows for a random-weight model of DiffusionGemma-26B-A4B's shape follow, at fixed
+24 and 48 steps and autoregressively.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 import torch
@@ -121,12 +125,17 @@ def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
     p50 = statistics.median(totals)
     tokens = statistics.median(r.tokens for r in results)
     early = [stopped for r in results for stopped in r.stopped_early]
-    canvases = zip(*(r.canvas_steps for r in results), strict=True)  # each run of a page has as many canvases
+    canvases = zip_longest(*(r.canvas_steps for r in results))  # a page may end a canvas sooner on another seed
     return {
         "tokens": int(tokens),
+        "tokens_by_run": [r.tokens for r in results],  # by seed, 0 up: what the autoregressive row writes of each
+        "seconds_by_run": [round(r.seconds, 4) for r in results],
+        "canvases": round(statistics.median(len(r.canvas_steps) for r in results), 1),
         "steps": round(statistics.median(r.steps for r in results), 1),
-        # A page's canvases apart: one the model writes on into takes many steps, one after its end of text few.
-        "steps_by_canvas": [round(statistics.median(steps), 1) for steps in canvases],
+        # A page's canvases apart, over the runs that reached each: its first ones take the most steps.
+        "steps_by_canvas": [
+            round(float(statistics.median(s for s in steps if s is not None)), 1) for steps in canvases
+        ],
         "stopped": round(sum(early) / len(early), 2) if early else None,
         "ttff_s": round(statistics.median(r.ttff for r in results), 4),
         "p50_s": round(p50, 4),
@@ -143,7 +152,7 @@ def page_request(loaded: LoadedModel, seed: int, steps: int | None, tokens: int)
         max_canvases=math.ceil(tokens / loaded.canvas_length),
         max_steps=steps,
         seed=seed,
-        stop_at_eos=False,
+        stop_at_eos=True,  # the page as served: it ends with the canvas that holds the model's end of text
         # A canvas cannot hold still for as many steps as it has, nor be surer than certain: fixed steps means no
         # adaptive stop (and a checkpoint without one of its two settings still takes both).
         stability_threshold=steps,
@@ -183,15 +192,25 @@ def served_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -
         loop.close()
 
 
-def autoregressive_row(loaded: LoadedModel, runs: int, tokens: int) -> dict[str, Any]:
+def autoregressive_row(loaded: LoadedModel, runs: int, tokens_by_seed: Sequence[int]) -> dict[str, Any]:
+    """Decode, for each seed, ``tokens_by_seed[seed]`` tokens (the diffusion row's page of that seed; the warm-up
+    takes the median), through its end of text if the causal mode writes one sooner: the same length of text."""
+
     def once(seed: int) -> Run:
         frames: list[tuple[float, Frame]] = []
+        count = tokens_by_seed[seed] if seed < len(tokens_by_seed) else int(statistics.median(tokens_by_seed))
+        count = max(1, count)
         request = GenerationRequest(
-            prompt=PROMPT, max_canvases=math.ceil(tokens / loaded.canvas_length), seed=seed, stop_at_eos=False
+            prompt=PROMPT, max_canvases=math.ceil(count / loaded.canvas_length), seed=seed, stop_at_eos=False
         )
         started = time.perf_counter()
         generate_autoregressive(
-            loaded, request, lambda frame: frames.append((time.perf_counter(), frame)), step_every=1, started=started
+            loaded,
+            request,
+            lambda frame: frames.append((time.perf_counter(), frame)),
+            step_every=1,
+            started=started,
+            max_tokens=count,
         )
         return _measure(started, frames, denoised=False)
 
@@ -219,7 +238,14 @@ def _measure(started: float, frames: list[tuple[float, Frame]], denoised: bool) 
     )
 
 
-def break_even(diffusion: dict[str, Any], autoregressive: dict[str, Any], canvases: int) -> str:
+def paired_speedup(diffusion: dict[str, Any], autoregressive: dict[str, Any]) -> float:
+    """The median, over seeds, of the autoregressive row's time over the diffusion row's for the same page length:
+    pages of one prompt differ in length from seed to seed, which the ratio of two p50s mixes in."""
+    pairs = zip(autoregressive["seconds_by_run"], diffusion["seconds_by_run"], strict=True)
+    return statistics.median(slow / max(fast, 1e-9) for slow, fast in pairs)
+
+
+def break_even(diffusion: dict[str, Any], autoregressive: dict[str, Any], canvases: float) -> str:
     """The steps a canvas at which the diffusion row would take as long as the autoregressive one, and a third as
     long: each canvas's first step is in ``fixed_s``, every further one costs ``ms_step``."""
     step = diffusion["ms_step"] / 1000
@@ -256,7 +282,7 @@ def reference_rows(loaded: LoadedModel, runs: int) -> list[dict[str, Any]]:
         runs = min(runs, REFERENCE_RUNS)
         tokens = reference.canvas_length
         rows = [diffusion_row(reference, runs, steps, tokens) for steps in REFERENCE_STEPS]
-        rows.append(autoregressive_row(reference, runs, tokens))
+        rows.append(autoregressive_row(reference, runs, rows[0]["tokens_by_run"]))
         return rows
     finally:
         del network, reference
@@ -308,7 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-smollm)")
     parser.add_argument(
-        "--tokens", type=int, default=256, help="tokens a page, rounded up to whole canvases (default 256)"
+        "--tokens",
+        type=int,
+        default=256,
+        help="tokens a page at most, rounded up to whole canvases; a page ends sooner at the model's end of text "
+        "(default 256)",
     )
     parser.add_argument("--json", action="store_true", help='print one JSON object {"rows": [...], "notes": [...]}')
     parser.add_argument("--runs", type=int, default=5, help="timed runs per row, after one warm-up (default 5)")
@@ -331,16 +361,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"genui bench: {exc}", file=sys.stderr)
         return 2
 
+    diffusion = diffusion_row(loaded, args.runs, args.steps, args.tokens)
     rows = [
-        diffusion_row(loaded, args.runs, args.steps, args.tokens),
-        autoregressive_row(loaded, args.runs, args.tokens),
+        diffusion,
+        autoregressive_row(loaded, args.runs, diffusion["tokens_by_run"]),
         served_row(loaded, args.runs, args.steps, args.tokens),
     ]
-    canvases = math.ceil(args.tokens / loaded.canvas_length)
+    most = math.ceil(args.tokens / loaded.canvas_length)
     notes = [
-        f"a page of {canvases} canvas(es) of {loaded.canvas_length} tokens per run; prompt: the wiki's 'Hash table'",
-        f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50)",
-        break_even(rows[0], rows[1], canvases),
+        f"a page of up to {most} canvas(es) of {loaded.canvas_length} tokens, ending at the model's end of text: "
+        f"median {diffusion['tokens']} tokens of text in {diffusion['canvases']} canvas(es); the autoregressive row "
+        "decodes as many tokens as each seed's page holds; prompt: the wiki's 'Hash table'",
+        f"diffusion is {rows[1]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the autoregressive speed (p50); "
+        f"{paired_speedup(rows[0], rows[1]):.2f}x the median of each seed's page against the same length decoded "
+        "autoregressively",
+        break_even(rows[0], rows[1], diffusion["canvases"]),
         f"served through the engine, the same pages take {rows[2]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the "
         "diffusion row's time (p50)",
         f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}"

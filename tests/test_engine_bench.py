@@ -22,6 +22,9 @@ COLUMNS = {
     "model",
     "params",
     "tokens",
+    "tokens_by_run",
+    "seconds_by_run",
+    "canvases",
     "steps",
     "steps_by_canvas",
     "stopped",
@@ -52,24 +55,45 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive", "diffusion, served"]
     for row in report["rows"]:
         assert set(row) == COLUMNS
-        assert row["device"] == "cpu" and row["tokens"] == 64 and row["params"] > 0  # 40 tokens: two canvases
+        assert row["device"] == "cpu" and row["params"] > 0
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
-    assert report["rows"][0]["steps"] == 2
-    assert report["rows"][1]["steps"] == 32  # a token a step
-    assert [row["steps_by_canvas"] for row in report["rows"]] == [[2, 2], [32, 32], [2, 2]]  # each canvas apart
-    for row, gaps in zip(report["rows"], (2 * 1, 2 * 31, 2 * 1), strict=True):  # two canvases: after their first
-        assert row["ms_step"] > 0 and row["fixed_s"] > 0
+    diffusion, autoregressive, served = report["rows"]
+    # The page as served: up to two canvases (40 tokens), ending with the canvas that holds the end of text; the
+    # autoregressive row writes as many tokens as it, and the served row the same page again.
+    (written,) = diffusion["tokens_by_run"]
+    canvases = diffusion["canvases"]
+    assert 0 < written <= 32 * canvases <= 64 and diffusion["tokens"] == written
+    assert autoregressive["tokens_by_run"] == served["tokens_by_run"] == [written]
+    assert diffusion["steps"] == 2 and diffusion["steps_by_canvas"] == served["steps_by_canvas"] == [2] * canvases
+    full, rest = divmod(written, 32)
+    assert autoregressive["steps_by_canvas"] == [32] * full + ([rest] if rest else [])  # a token a step
+    ar_canvases = len(autoregressive["steps_by_canvas"])
+    for row, gaps in zip(report["rows"], (canvases, written - ar_canvases, canvases), strict=True):
+        assert row["ms_step"] > 0 and row["fixed_s"] > 0  # each canvas's steps after its first
         # one run, so its p50 is that run: the first steps and the rest, then the steps after them, rounded
         assert row["fixed_s"] + gaps * row["ms_step"] / 1000 == pytest.approx(row["p50_s"], abs=0.005)
     assert report["rows"][0]["stopped"] == report["rows"][2]["stopped"] == 0.0  # fixed steps: no adaptive stop
     assert report["rows"][1]["stopped"] is None  # decoding token by token has none
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
+    paired = autoregressive["seconds_by_run"][0] / diffusion["seconds_by_run"][0]
+    assert f"{paired:.2f}x the median of each seed's page" in " ".join(report["notes"])
     assert any(note.startswith("served through the engine, the same pages take") for note in report["notes"])
-    diffusion, autoregressive, _ = report["rows"]
-    at_par = 1 + (autoregressive["p50_s"] - diffusion["fixed_s"]) / (diffusion["ms_step"] / 1000) / 2
+    at_par = 1 + (autoregressive["p50_s"] - diffusion["fixed_s"]) / (diffusion["ms_step"] / 1000) / canvases
     assert f"matches autoregressive decoding at {at_par:.1f} steps a canvas" in " ".join(report["notes"])
     assert any(note.endswith("weights in float32") for note in report["notes"])  # a DiffusionGemma on the CPU
+
+
+def test_runs_whose_pages_end_in_different_canvases_are_summarised_canvas_by_canvas() -> None:
+    def run(tokens: int, steps: list[int]) -> bench.Run:
+        return bench.Run(0.1, 1.0, tokens, statistics.median(steps), steps, [True] * len(steps), 0.05, 0.2)
+
+    pages = {0: run(100, [19, 18]), 1: run(40, [17]), 2: run(150, [20, 21, 4])}
+    summary = bench.time_runs(3, lambda seed: pages.get(seed, run(1, [1])))
+    assert summary["tokens_by_run"] == [100, 40, 150] and summary["tokens"] == 100 and summary["canvases"] == 2
+    assert summary["steps_by_canvas"] == [19, 19.5, 4]  # over the runs that reached each canvas
+    slower = {**summary, "seconds_by_run": [2.0, 5.0, 3.0]}  # the same pages, decoded 2x, 5x and 3x as long
+    assert bench.paired_speedup(summary, slower) == 3.0
 
 
 def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
