@@ -4,8 +4,9 @@ A run writes a whole page, or one part of a stored page (a ``Splice``: a rewritt
 whose HTML before and after it is kept byte for byte. Whoever watches a ``Generation`` sees sanitised snapshots of
 the page as it denoises, then the finished page (stored in the page cache unless its route says otherwise) or the
 engine's error. When the last watcher leaves before the end, the run is cancelled and the engine's stream closed
-with it; a run that nobody comes to watch at all (a page requested but its stream never opened) is cancelled after
-``unclaimed_s`` seconds.
+with it, unless a visitor was handed the run's placeholder and their stream has not connected yet (``claim``: a
+reload, a click on the page's own link); a run that nobody comes to watch at all (a page requested but its stream
+never opened) is cancelled after ``unclaimed_s`` seconds.
 """
 
 from __future__ import annotations
@@ -128,9 +129,10 @@ class Generation:
         self._changed = asyncio.Event()
         self._ended = asyncio.Event()
         self._watchers = 0
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run(frames))
-        self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
+        self._unclaimed_s = unclaimed_s
+        self._claims: list[asyncio.TimerHandle] = []  # placeholders handed out whose watcher has not come yet
+        self._task = asyncio.get_running_loop().create_task(self._run(frames))
+        self.claim()  # whoever asked for the run watches it a round trip later
 
     @property
     def page(self) -> StoredPage | None:
@@ -163,6 +165,8 @@ class Generation:
         fast engine makes far more of them than anyone can watch.
         """
         self._watchers += 1
+        if self._claims:
+            self._claims.pop(0).cancel()  # the oldest placeholder's watcher, as likely as any
         try:
             seen: Snapshot | None = None
             while True:
@@ -199,9 +203,25 @@ class Generation:
         self._task.cancel()
         return self._task
 
+    def claim(self) -> None:
+        """A visitor was handed the run's placeholder: its stream connects a round trip later, and the run waits for
+        it up to ``unclaimed_s`` seconds though its last watcher leaves meanwhile (a reload closes the old page's
+        stream before the new page's opens)."""
+        if not self._snapshot.finished:
+            self._claims.append(asyncio.get_running_loop().call_later(self._unclaimed_s, self._unclaim))
+
+    def _unclaim(self) -> None:
+        self._claims = [handle for handle in self._claims if not handle.cancelled() and handle.when() > self._now()]
+        self._abandon()
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
     def _abandon(self) -> None:
-        """Cancel the run when nobody watches it any more (or never came to)."""
-        if self._watchers == 0 and not self._snapshot.finished:
+        """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for
+        its watcher."""
+        if self._watchers == 0 and not self._claims and not self._snapshot.finished:
             self.cancel()  # leaves the registry at once: a visitor arriving now must start a fresh run
 
     def _publish(self, snapshot: Snapshot) -> None:
@@ -244,7 +264,9 @@ class Generation:
             log.exception("generation of %s failed", self.runtime.url(self.key.path))
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
-            self._unclaimed.cancel()
+            for handle in self._claims:
+                handle.cancel()
+            self._claims.clear()
             close = getattr(frames, "aclose", None)  # None too when the engine refused at once
             if close is not None:
                 await close()  # stops the engine's own loop within one step when we were cancelled

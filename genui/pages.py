@@ -201,7 +201,9 @@ class Pages:
         )
         return Job(runtime, location, key, posts, parent_url, client)
 
-    def open(self, job: Job, version: int | None = None, *, write_next: bool = True) -> StoredPage | Generation:
+    def open(
+        self, job: Job, version: int | None = None, *, write_next: bool = True, placeholder: bool = False
+    ) -> StoredPage | Generation:
         """What to show for ``version`` of the page (None: the newest): the stored page, or the run writing it.
 
         A miss on the newest starts the next version (or joins the run writing it). An explicit ``version`` must be
@@ -209,17 +211,20 @@ class Pages:
         one only where this server started a run for it before (Regenerate, a rewrite, a thread's replies) that
         ended unstored: the wait URL and the stream of a page whose run failed or went unwatched write it again, but
         no GET (a crawler, another site's ``<img>``) starts a version nobody asked to regenerate.
-        ``write_next=False`` (a page's own URL with ``?v=N``) only joins a run already writing it. Raises
+        ``write_next=False`` (a page's own URL with ``?v=N``) only joins a run already writing it. ``placeholder``:
+        the caller hands out the run's placeholder, whose stream connects later (Generation.claim). Raises
         NoSuchVersion, and BadRequest when the prompt cannot fit the model.
         """
-        shown = self._open(job, version, write_next)
+        shown = self._open(job, version, write_next, placeholder)
         if isinstance(shown, StoredPage):
             self.reader.shown(job, shown)
         return shown
 
-    def _open(self, job: Job, version: int | None, write_next: bool) -> StoredPage | Generation:
+    def _open(self, job: Job, version: int | None, write_next: bool, placeholder: bool) -> StoredPage | Generation:
         newest = self.versions(job)
         if version is None and (splicing := self.running(job, newest + 1)) is not None and not splicing.splice.whole:
+            if placeholder:
+                splicing.claim()
             return splicing  # a thread's replies or a section being written in place: everyone watches it land
         page = self.page(job, version)
         if page is not None:
@@ -231,7 +236,7 @@ class Pages:
             and not (write_next and (newest == 0 or self._started.get((job.key, version)) == "whole"))
         ):
             raise self._unwritten(job.key, version)
-        return self.generation(job, version)
+        return self.generation(job, version, placeholder=placeholder)
 
     def _unwritten(self, key: PageKey, version: int) -> Exception:
         """What a request for ``version``, neither stored nor being written, is told. A rewrite whose run ended
@@ -249,13 +254,16 @@ class Pages:
     def versions(self, job: Job) -> int:
         return self.store.versions(job.key) if job.cached else 0
 
-    def generation(self, job: Job, version: int, *, ahead: bool = False) -> Generation:
+    def generation(self, job: Job, version: int, *, ahead: bool = False, placeholder: bool = False) -> Generation:
         """The run writing ``version`` of the page: the one under way, or a new one (its prompt fitted first).
-        ``ahead``: a run nobody asked for yet (reading ahead), which gives way to every other."""
+        ``ahead``: a run nobody asked for yet (reading ahead), which gives way to every other. ``placeholder``: the
+        caller hands a run under way's placeholder out (a new run waits for its first watcher anyway)."""
         slot = (job.key, version)
         running = self._running.get(slot)
         if running is not None:
             self.reader.opened(running)  # a visitor joining the page read ahead
+            if placeholder:
+                running.claim()
             return running
         engine, prompt = self.ready(), self.prompt(job)
         request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1

@@ -213,7 +213,7 @@ class Views:
         return form, self.pages.job(runtime, location, client=client_address(request))
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
-        shown = self.pages.open(job, asked, write_next=write_next)
+        shown = self.pages.open(job, asked, write_next=write_next, placeholder=True)
         if isinstance(shown, Generation):
             return self.screens.live(request, job, shown)
         return self.screens.page(request, job, shown)

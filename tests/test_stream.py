@@ -85,6 +85,24 @@ def test_the_generation_is_cancelled_when_the_client_goes_away(client_factory: C
     assert "<h1>Lisp</h1>" in ws_messages(client, LISP)[-1] and len(engine.calls) == 2
 
 
+def test_a_reload_of_a_page_being_written_watches_the_same_run_go_on(client_factory: ClientFactory, wiki: Site) -> None:
+    engine = FakeEngine(delay=0.05, steps=20)
+    client = client_factory([wiki], engine)
+    with client.websocket_connect(LISP) as socket:
+        for _ in range(4):
+            socket.receive_text()
+        # The reload's GET arrives while the old page's socket is open; the old page goes, then the new one's socket
+        # connects: the run it was handed goes on, from where it was.
+        assert "ws-connect" in client.get("/Lisp").text
+    time.sleep(0.2)
+    with client.websocket_connect(LISP) as socket:
+        first = socket.receive_text()
+        assert engine.cancelled == 0
+    assert "canvas 1 of 2, step 1<" not in first and len(engine.calls) == 1, first
+    # Left for good, it is cancelled once the placeholder's wait is over (here at once: nobody holds one).
+    wait_until(lambda: engine.cancelled == 1)
+
+
 def test_engine_overload_is_reported_in_the_page(client_factory: ClientFactory, wiki: Site) -> None:
     received = ws_messages(client_factory([wiki], FakeEngine(overloaded=4)), LISP)
     assert len(received) == 1 and "busy" in received[0] and "4 s" in received[0]
