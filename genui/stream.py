@@ -38,7 +38,11 @@ from genui.pages import Job, NoSuchVersion, Pages, TooManyRuns
 from genui.screens import Screens
 from genui.store import StoredPage
 
-POLICY_VIOLATION = 1008  # WebSocket close code: refused before the handshake (another site's page)
+POLICY_VIOLATION = 1008  # WebSocket close code: another site's page (the ws extension does not reconnect on it)
+FOREIGN_SOCKET = (
+    "This page came from another address than this server's (its Origin is not the Host the server was sent), so it "
+    "cannot be written here. Behind a reverse proxy, pass the Host header on (nginx: proxy_set_header Host $host)."
+)
 BUG = "genui failed to write this page. The error is in the server's log."
 log = logging.getLogger("genui")
 
@@ -59,10 +63,14 @@ class Stream:
         await self._serve(websocket, self._pump_variations)
 
     async def _serve(self, websocket: WebSocket, pumping: Callable[[WebSocket], Awaitable[None]]) -> None:
-        if not same_origin(websocket):
-            await websocket.close(code=POLICY_VIOLATION)
-            return
         await websocket.accept()
+        if not same_origin(websocket):
+            # Said, then closed with 1008. Refused before the handshake, the browser would see 1006, on which the ws
+            # extension reconnects for ever: behind a proxy that rewrites Host, every visitor's page would wait so.
+            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
+                await websocket.send_text(self.screens.failed(FOREIGN_SOCKET, None))
+                await websocket.close(code=POLICY_VIOLATION)
+            return
         pump = asyncio.ensure_future(pumping(websocket))
         gone = asyncio.ensure_future(_closed(websocket))
         try:
