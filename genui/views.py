@@ -260,10 +260,15 @@ class Views:
             # A plain form: back to the thread, which shows the post at once and joins the replies' run (without
             # scripts, its refresh waits for them).
             return RedirectResponse(job.url, status_code=303)
+        # The thread's newest version follows, whichever version the form was on: the address bar says so (a reload of
+        # an older ?v= would not show the post's replies).
+        newest = {"HX-Replace-Url": _pushed(job.url)["HX-Push-Url"]}
         if appending is not None:
-            return self.screens.live(request, job, appending)
+            return self.screens.live(request, job, appending, headers=newest)
         try:
-            return self._show(request, job)  # a thread not written yet: written whole, the post in its prompt
+            response = self._show(request, job)  # a thread not written yet: written whole, the post in its prompt
+            response.headers.update(newest)
+            return response
         except TooManyRuns as err:  # a resend of a post stored before, the client at its limit: it waits, kept
             reason = f"Your reply is saved, and waits for the thread to be written. {err.detail}"
             posts = self.screens.thread(job)  # the post among them, and an empty form: nothing to send again

@@ -120,8 +120,14 @@ def test_three_variations_stream_side_by_side_and_the_kept_one_survives_a_reload
     assert len(set(bodies)) == 3
     assert len(server.engine.variations) == 1 and server.engine.variations[0][1] == 3  # one batched call
 
-    page.click(".genui-keep button:text-is('Keep variation 2')")
+    keeps: list[str] = []
+    page.on("request", lambda request: keeps.append(request.url) if "/_genui/keep" in request.url else None)
+    # Two of them clicked at once (a double click across two buttons): the first is kept, the second dropped, not
+    # answered with a 404 ("Those variations are gone") swapped over the page just kept.
+    page.evaluate("() => { const b = document.querySelectorAll('.genui-keep button'); b[1].click(); b[2].click() }")
     page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)  # the kept page
+    page.wait_for_timeout(500)
+    assert len(keeps) == 1 and page.query_selector("#genui-content[data-version='2'] .genui-page h1") is not None
     assert page.url == server.url + "/wiki/Lisp?v=2" and page.query_selector(".genui-candidate") is None
     page.reload()
     assert page.text_content(FINISHED + " h1") == "Lisp (variation 2)"

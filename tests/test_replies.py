@@ -27,6 +27,7 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     engine.delay = 0.02  # the replies take long enough for their drafts to be seen
     response = client.post(THREAD, data={"user": "ada", "text": "<b>Hi</b> & all"}, headers=HTMX)
     assert response.status_code == 200 and "ws-connect" in response.text
+    assert response.headers["hx-replace-url"] == THREAD  # sent from any version, it shows the newest
     shown = '<p class="genui-post-text">&lt;b&gt;Hi&lt;/b&gt; &amp; all</p>'
     # The thread as it was, byte for byte, then the post, then the draft of the replies.
     assert f'<div class="genui-page">{first}<ol class="genui-postlist genui-inline">' in response.text
