@@ -2,14 +2,49 @@
 (function () {
   "use strict";
 
-  // Error pages (a 404, a rejected reply, a busy model) are pages too: show them where the page would have gone.
-  var SHOWN_ERRORS = [400, 403, 404, 405, 409, 411, 413, 429, 503];
+  // Error pages (a 404, a rejected reply, a busy model, genui's own 500, a proxy's 502) are pages too: every error
+  // answered in HTML is shown where the page would have gone. htmx alone swaps none of them.
   document.addEventListener("htmx:beforeSwap", function (event) {
-    if (SHOWN_ERRORS.indexOf(event.detail.xhr.status) >= 0) {
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 400 && (xhr.getResponseHeader("Content-Type") || "").indexOf("text/html") === 0) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
   });
+
+  // No answer at all (the network down, the server gone): a link is opened the browser's own way, which says why
+  // (and retries, and works again once the server is back); a form says so above itself, keeping what was typed.
+  document.addEventListener("htmx:sendError", function (event) {
+    var config = event.detail.requestConfig || {};
+    if (config.verb === "get" && config.path) {
+      window.location.assign(config.path);
+      return;
+    }
+    var form = event.detail.elt && event.detail.elt.closest ? event.detail.elt.closest("form") : null;
+    if (form) {
+      var said = form.querySelector(".genui-send-error") || document.createElement("p");
+      said.className = "genui-form-error genui-send-error";
+      said.setAttribute("role", "alert");
+      said.textContent = "This could not reach the server. Check the connection, then send it again.";
+      form.insertBefore(said, form.firstChild);
+    }
+  });
+
+  // A link opened with a modifier (Ctrl, Cmd, Shift, Alt) goes to a new tab or window, as anywhere else: htmx would
+  // load it in place. Caught before htmx's own listener on the link sees the click.
+  document.addEventListener(
+    "click",
+    function (event) {
+      if (!(event.ctrlKey || event.metaKey || event.shiftKey || event.altKey)) {
+        return;
+      }
+      var link = event.target && event.target.closest ? event.target.closest("a[hx-get][href]") : null;
+      if (link) {
+        event.stopPropagation();
+      }
+    },
+    true
+  );
 
   // A page asked for too soon (a 503 with Retry-After: the model loading or busy) asks again by itself: after
   // data-genui-retry seconds it goes to data-genui-retry-url. htmx drops the <head> of a page it swaps in, and with

@@ -303,3 +303,59 @@ def test_a_click_past_the_clients_limit_shows_the_429_and_lands_once_a_page_of_i
         second.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=30_000)
         assert second.url == url + "/wiki/Lisp_tree"
         assert all("429" in problem for problem in problems + second_problems), problems + second_problems
+
+
+def test_a_link_opened_with_a_modifier_goes_to_a_new_tab_and_leaves_this_page(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    with page.context.expect_page(timeout=10_000) as opened:
+        page.click("text=Genpedia tree", modifiers=["Control"])
+    tab = opened.value
+    tab.wait_for_load_state()
+    assert tab.url == server.url + "/wiki/Genpedia_tree"
+    page.wait_for_timeout(300)
+    assert page.url == server.url + "/wiki/" and page.text_content(FINISHED) == "Genpedia"  # not loaded in place
+    tab.close()
+    assert problems == []
+
+
+def test_an_error_page_from_a_proxy_is_shown_and_no_answer_at_all_opens_the_link_the_browsers_way(
+    server: Server, page: Any
+) -> None:
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+
+    def gateway(route: Any) -> None:
+        if route.request.headers.get("hx-request"):
+            route.fulfill(status=502, content_type="text/html", body="<h1>502 Bad Gateway</h1><p>from the proxy</p>")
+        else:
+            route.continue_()
+
+    page.route("**/wiki/Genpedia_tree", gateway)
+    page.click("text=Genpedia tree")
+    page.wait_for_selector("#genui-main h1:text-is('502 Bad Gateway')", timeout=5_000)  # said, not a dead click
+    page.unroute("**/wiki/Genpedia_tree")
+
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    dropped: list[str] = []
+
+    def unreachable(route: Any) -> None:
+        if route.request.headers.get("hx-request"):
+            dropped.append(route.request.url)
+            route.abort("connectionrefused")
+        else:
+            route.continue_()
+
+    page.route("**/wiki/Genpedia_tree", unreachable)
+    page.click("text=Genpedia tree")
+    page.wait_for_url(server.url + "/wiki/Genpedia_tree", timeout=5_000)  # the browser's own navigation
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+    assert len(dropped) == 1
+    # A form with no answer says so above itself, and stays where it is.
+    page.route("**/_genui/regenerate", lambda route: route.abort("connectionrefused"))
+    page.click(".genui-regenerate button[type=submit]")
+    said = page.wait_for_selector(".genui-regenerate .genui-send-error[role=alert]", timeout=5_000)
+    assert said is not None and "could not reach the server" in (said.text_content() or "")
+    assert page.url == server.url + "/wiki/Genpedia_tree"
