@@ -209,9 +209,10 @@ class Pages:
         A miss on the newest starts the next version (or joins the run writing it). An explicit ``version`` must be
         stored or one past the newest. The first version is written as the page's own URL would write it; a later
         one only where this server started a run for it before (Regenerate, a rewrite, a thread's replies) that
-        ended unstored: the wait URL and the stream of a page whose run failed or went unwatched write it again, but
-        no GET (a crawler, another site's ``<img>``) starts a version nobody asked to regenerate.
-        ``write_next=False`` (a page's own URL with ``?v=N``) only joins a run already writing it. ``placeholder``:
+        ended unstored: the wait URL, the stream and the page's own URL with ``?v=N`` (Forward, or a reload, after
+        leaving a Regenerate unfinished) write a whole page's version again, but no GET (a crawler, another site's
+        ``<img>``) starts a version nobody asked to regenerate. ``write_next=False`` (a page's own URL with
+        ``?v=N``) writes no first version: it only joins a run writing one. ``placeholder``:
         the caller hands out the run's placeholder, whose stream connects later (Generation.claim). Raises
         NoSuchVersion, and BadRequest when the prompt cannot fit the model.
         """
@@ -233,7 +234,7 @@ class Pages:
             version = newest + 1
         elif version != newest + 1 or (
             self.running(job, version) is None
-            and not (write_next and (newest == 0 or self._started.get((job.key, version)) == "whole"))
+            and not ((write_next and newest == 0) or self._started.get((job.key, version)) == "whole")
         ):
             raise self._unwritten(job.key, version)
         return self.generation(job, version, placeholder=placeholder)

@@ -49,8 +49,8 @@
   // A page asked for too soon (a 503 with Retry-After: the model loading or busy) asks again by itself: after
   // data-genui-retry seconds it goes to data-genui-retry-url. htmx drops the <head> of a page it swaps in, and with
   // it any refresh there; and a click elsewhere meanwhile cancels this one. A thread whose new posts wait for the
-  // model (data-genui-when-ready, the health URL) is loaded again only once the model is ready, and not while a
-  // form field holds text that a reload would lose.
+  // model (data-genui-when-ready, the health URL) is loaded again only once the model is ready; neither is loaded
+  // again while a form field holds text that a reload would lose.
   function typing() {
     return Array.prototype.some.call(document.querySelectorAll("textarea, input:not([type=hidden])"), function (field) {
       return field.value !== "";
@@ -71,7 +71,11 @@
         return;
       }
       if (!health) {
-        window.location.assign(url);
+        if (typing()) {
+          window.setTimeout(again, wait); // a reply being written meanwhile would be lost
+        } else {
+          window.location.assign(url);
+        }
         return;
       }
       fetch(health, { cache: "no-store" }).then(
@@ -90,6 +94,24 @@
       );
     }
     window.setTimeout(again, wait);
+  });
+
+  // A new version of this very page (Regenerate, a rewrite, a kept variation) is pushed as ?v=N. The entry it leaves
+  // names the version that was on screen, so Back shows that one: the page's plain URL means its newest version,
+  // which is now the new one.
+  document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
+    var history = event.detail.history;
+    var content = document.getElementById("genui-content");
+    var shown = content && !content.classList.contains("genui-live") ? content.dataset.version : null;
+    if (!history || history.type !== "push" || !shown || !document.querySelector("#genui-toolbar form")) {
+      return;
+    }
+    var here = new URL(window.location.href);
+    var next = new URL(history.path, window.location.href);
+    if (next.pathname === here.pathname && !here.searchParams.has("v")) {
+      here.searchParams.set("v", shown);
+      window.history.replaceState(window.history.state, "", here.pathname + here.search + here.hash);
+    }
   });
 
   // A streamed page ends by swapping in #genui-content, and the finished page knows its own title. (The ws

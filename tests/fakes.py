@@ -18,6 +18,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
 from genui.edits import Infill
+from genui.pages import Pages
 
 SITES_DIR = Path(__file__).resolve().parent.parent / "sites"
 ClientFactory = Callable[..., TestClient]  # client_factory(sites, engine=FakeEngine(), **TestClient options)
@@ -164,6 +165,13 @@ class FakeEngine:
         seconds = time.perf_counter() - started
         whole = wrap[0] + "".join(canvases) + wrap[1]
         yield DoneFrame(whole, tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds, variant=variant)
+
+
+def pages_of(client: TestClient) -> Pages:
+    """The Pages of a started app's client."""
+    pages = client.app.state.pages  # type: ignore[attr-defined]
+    assert isinstance(pages, Pages)
+    return pages
 
 
 def ws_messages(client: TestClient, url: str) -> list[str]:

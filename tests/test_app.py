@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, visit, wait_url, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, pages_of, visit, wait_url, ws_messages
 
 from genui.screens import WS_PATH
 from genui.security import security_headers
@@ -91,11 +91,13 @@ def test_the_wait_writes_no_version_that_was_not_asked_for(client_factory: Clien
     engine.overloaded = 1.0
     failed = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
     assert failed.status_code == 200 and "ws-connect" in failed.text
-    wait_until(lambda: client.get("/Lisp?v=2").status_code == 404)  # its run failed: nothing writes version 2
+    assert client.portal is not None
+    wait_until(lambda: not client.portal.call(lambda: bool(pages_of(client)._running)))  # its run failed
     engine.overloaded = None
     waited = client.get("/_genui/wait?site=wiki&url=/Lisp&v=2")  # its client, waiting for it, writes it again
     assert waited.status_code == 303 and waited.headers["location"] == "/Lisp"
     assert client.get("/Lisp?v=2").status_code == 200 and len(engine.calls) == 3
+    assert client.get("/_genui/wait?site=wiki&url=/Lisp&v=4").status_code == 404 and len(engine.calls) == 3
 
 
 def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: ClientFactory, wiki: Site) -> None:
@@ -342,6 +344,25 @@ def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory,
     response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
     assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/Lisp?v=2"
     assert "url=%2FLisp&amp;v=2" in response.text
+
+
+def test_forward_to_a_regenerated_version_left_unfinished_writes_it_again(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine(delay=0.05, steps=20)
+    client = client_factory(all_sites, engine)
+    engine.delay, engine.steps = 0.0, 2
+    visit(client, "/wiki/Lisp")
+    engine.delay, engine.steps = 0.05, 20
+    response = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    with client.websocket_connect(live_url(response.text)) as socket:
+        socket.receive_text()  # the visitor watches a step, then goes Back: the run is cancelled
+    wait_until(lambda: engine.cancelled == 1)
+    engine.delay, engine.steps = 0.0, 2
+    forward = client.get("/wiki/Lisp?v=2")  # then Forward (or a reload) to the URL Regenerate pushed
+    assert forward.status_code == 200 and "ws-connect" in forward.text
+    assert "seed 1" in ws_messages(client, live_url(forward.text))[-1] and len(engine.calls) == 3
+    assert client.get("/wiki/Lisp?v=3").status_code == 404  # a version nobody asked for is still not written
 
 
 def test_a_version_that_does_not_exist_is_a_404(client_factory: ClientFactory, all_sites: list[Site]) -> None:

@@ -359,3 +359,17 @@ def test_an_error_page_from_a_proxy_is_shown_and_no_answer_at_all_opens_the_link
     said = page.wait_for_selector(".genui-regenerate .genui-send-error[role=alert]", timeout=5_000)
     assert said is not None and "could not reach the server" in (said.text_content() or "")
     assert page.url == server.url + "/wiki/Genpedia_tree"
+
+
+def test_a_busy_page_asks_again_by_itself_but_not_while_the_visitor_is_typing(tmp_path: Path) -> None:
+    engine = FakeEngine(wiki_writer, overloaded=1)  # busy, try again in 1 s
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector("[data-genui-retry]", timeout=10_000)
+        page.fill("input[name=q]", "half a search")  # the wiki's search box, being typed in
+        engine.overloaded, asked = None, len(engine.calls)
+        page.wait_for_timeout(2_500)  # past the retry: it waits, and the text stays
+        assert page.input_value("input[name=q]") == "half a search" and len(engine.calls) == asked
+        page.fill("input[name=q]", "")
+        page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=10_000)  # then it asks again

@@ -135,3 +135,19 @@ def test_three_variations_stream_side_by_side_and_the_kept_one_survives_a_reload
     assert page.text_content(FINISHED + " h1") == "Lisp (variation 2)"
     assert page.inner_html(FINISHED) == bodies[1]
     assert problems == []
+
+
+def test_back_after_regenerate_shows_the_version_that_was_on_screen(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    first = page.inner_html(FINISHED)
+    page.click(".genui-regenerate button[type=submit]")
+    page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
+    assert page.url == server.url + "/wiki/Lisp?v=2" and page.inner_html(FINISHED) != first
+    page.go_back()  # the plain URL would be the newest version, the one just written
+    page.wait_for_selector("#genui-content[data-version='1'] .genui-page h1", timeout=10_000)
+    assert page.url == server.url + "/wiki/Lisp?v=1" and page.inner_html(FINISHED) == first
+    page.go_forward()
+    page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
+    assert problems == []

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, eventually, visit, wait_url, ws_messages
+from fakes import ClientFactory, FakeEngine, eventually, pages_of, visit, wait_url, ws_messages
 from starlette.testclient import TestClient
 
 from engine.frames import Frame, GenerationRequest
@@ -25,12 +25,6 @@ Reading = Callable[[int, FakeEngine], TestClient]  # reading(read_ahead, engine)
 def reading(client_factory: ClientFactory, wiki: Site) -> Reading:
     """reading(read_ahead, engine) -> a started client serving the wiki alone, on a fresh database."""
     return lambda read_ahead, engine: client_factory([wiki], engine, read_ahead=read_ahead)
-
-
-def pages_of(client: TestClient) -> Pages:
-    pages = client.app.state.pages  # type: ignore[attr-defined]
-    assert isinstance(pages, Pages)
-    return pages
 
 
 def stored(client: TestClient, url: str) -> bool:

@@ -7,10 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, visit, wiki_writer
-from starlette.testclient import TestClient
+from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, pages_of, visit, wiki_writer
 
-from genui.pages import Pages
 from genui.sites import load_site
 
 
@@ -18,12 +16,6 @@ from genui.sites import load_site
 def site_dir(tmp_path: Path) -> Path:
     """A copy of the wiki that the test may edit."""
     return Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
-
-
-def pages_of(client: TestClient) -> Pages:
-    pages = client.app.state.pages  # type: ignore[attr-defined]
-    assert isinstance(pages, Pages)
-    return pages
 
 
 def edit(file: Path, old: str, new: str) -> None:
