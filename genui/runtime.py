@@ -22,7 +22,7 @@ from genui.store import PageKey, StoredPage
 # `link_text`, the page that title names: `/r/linux/Kernel__news` reads `Kernel news` and opens it). Only a link
 # written whole as the model writes one, an href and nothing else, is read: a copy the parser makes of a link left
 # open is no such link.
-_BARE_LINK = re.compile(r"""(<a\s+href\s*=\s*(["'])([^"'<>]*)\2\s*>)[ \t\r\n]*(</a>)""", re.IGNORECASE)
+BARE_LINK = re.compile(r"""(<a\s+href\s*=\s*(["'])([^"'<>]*)\2\s*>)[ \t\r\n]*(</a>)""", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ class SiteRuntime:
         if on is not None and on.route.follow_links is not None:
             links = LinkRewriter(self.mount, functools.partial(self.router.link_target, on=on))
         titled = functools.partial(self._titled, on=on)
-        return links(sanitize_html(_BARE_LINK.sub(titled, text), allow_images=False))
+        return links(sanitize_html(BARE_LINK.sub(titled, text), allow_images=False))
 
     def _titled(self, bare: re.Match[str], on: Location | None = None) -> str:
         """A link written with no text, given the title of the page it leads to (or left to the sanitiser to drop)."""

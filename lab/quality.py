@@ -2,13 +2,15 @@
 
 Per site: share of well-formed pages with the site's skeleton (judged on the page as served: sanitised, then its
 links pointed at the site's pages, as ``genui serve`` sends it), share of wiki articles whose ``<h1>`` is their title,
-share of English dictionary words (Debian's ``wamerican`` list), share of internal links that hit a valid route,
-distinct-2 diversity, the share of words that repeat the word before them (`data data`), the share of a page's
-five-word phrases found on another page of the site (pages that differ with their prompt share few), median
-denoising steps per canvas, the share of canvases the adaptive stop ended before their step cap, and (given the
-packed corpus) the held-out denoising loss and the prompt gain. The same
-held-out pages as the corpus has them go through the same measures, as the reference (rows marked "(corpus)", the
-"corpus" list in JSON): what a page that matched the corpus would score.
+share of English dictionary words (Debian's ``wamerican`` list; of single letters, only "a" and "I"), share of the
+links the model wrote (those with no text too) that lead to one of the site's pages as served from the page they are
+on, distinct-2 diversity (each seed's pages apart, averaged), the share of words that repeat the word before them
+(`data data`), the share of a page's five-word phrases found on another page of the site (pages that differ with
+their prompt share few), median denoising steps per canvas, the share of canvases the adaptive stop ended before
+their step cap, and (given the packed corpus) the held-out denoising loss and the prompt gain (over 48 held-out
+pages a site, evenly spaced over its held-out rows, so every route has its share). The same held-out pages as the
+corpus has them go through the same measures, as the reference (rows marked "(corpus)", the "corpus" list in
+JSON): what a page that matched the corpus would score.
 Prints a table; ``--json`` prints one object.
 
 The held-out pages are fixed: ``lab.corpus`` holds a page out when a hash of its site and path says so. The report
@@ -35,12 +37,13 @@ from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from engine.frames import DoneFrame, TextEngine
 from genui.pages import SiteRuntime
 from genui.resources import bundled
 from genui.routing import BadRequest, SiteRouter
+from genui.runtime import BARE_LINK
 from genui.sanitize import sanitize_html
 from genui.sites import Site, load_sites
 
@@ -330,6 +333,43 @@ def served(page: PageResult, runtime: SiteRuntime) -> str:
     return runtime.render(page.raw or page.html, on=on)
 
 
+def model_links(page: PageResult) -> list[str]:
+    """The href of every link the model wrote, one written with no text too (the sanitiser drops an empty link; genui
+    serves it with the title of the page it leads to)."""
+    text = BARE_LINK.sub(lambda bare: f"{bare[1]}-{bare[4]}", page.raw) if page.raw else page.html
+    return shape(sanitize_html(text)).hrefs
+
+
+def valid_links(pages: list[PageResult], runtime: SiteRuntime) -> tuple[int, int]:
+    """How many of the pages' links lead to one of the site's pages, as served from the page they are on (a link
+    on the desktop's browser page opens in the browser), and how many links there are."""
+    valid = total = 0
+    for page in pages:
+        try:
+            on = runtime.locate(page.path)
+        except BadRequest:
+            on = None
+        hrefs = model_links(page)
+        valid += sum(runtime.router.link_target(href, on=on) is not None for href in hrefs)
+        total += len(hrefs)
+    return valid, total
+
+
+def dictionary_share(texts: Iterable[str], dictionary: set[str]) -> float:
+    """The share of the texts' words found in ``dictionary``; a single letter counts as a word only as "a" or "I"
+    (wamerican lists every letter, and ``words`` splits a hash like ``d4e5f6`` into them)."""
+    found = [w.lower() for t in texts for w in words(t)]
+    hits = sum(w in dictionary and (len(w) > 1 or w in ("a", "i")) for w in found)
+    return hits / len(found) if found else 0.0
+
+
+def per_seed(rows: list[PageResult], measure: Callable[[list[PageResult]], float]) -> float:
+    """``measure`` of each seed's pages apart, averaged: the same page written with two seeds shares most of its
+    phrases, which pooled would count as repetition."""
+    seeds = sorted({r.seed for r in rows})
+    return sum(measure([r for r in rows if r.seed == seed]) for seed in seeds) / len(seeds) if seeds else 0.0
+
+
 def skeleton_verdicts(results: list[PageResult], sites: dict[str, Site]) -> list[bool]:
     """Each page's skeleton verdict, on the page as served."""
     runtimes = {name: SiteRuntime.build(site, mount="") for name, site in sites.items()}
@@ -340,12 +380,10 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
     out = []
     for name in sorted({r.site for r in results}):
         rows = [r for r in results if r.site == name]
-        router = SiteRouter(sites[name])
         shapes = [shape(r.html) for r in rows]
         runtime = SiteRuntime.build(sites[name], mount="")
         shown = [served(r, runtime) for r in rows]
-        all_words = [w.lower() for s in shapes for w in words(" ".join(s.text))]
-        hrefs = [h for s in shapes for h in s.hrefs]
+        valid, links = valid_links(rows, runtime)
         steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
         early = [e for r in rows for n, e in zip(r.steps, r.stopped_early, strict=False) if n]
         articles = [(r, shape(h)) for r, h in zip(rows, shown, strict=True) if name == "wiki" and _is_article(r.path)]
@@ -354,10 +392,10 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 site=name,
                 pages=len(rows),
                 skeleton=sum(skeleton_ok(name, r.path, h) for r, h in zip(rows, shown, strict=True)) / len(rows),
-                dictionary_words=sum(w in dictionary for w in all_words) / len(all_words) if all_words else 0.0,
-                valid_links=sum(router.leads_to_page(h) for h in hrefs) / len(hrefs) if hrefs else 0.0,
-                links=len(hrefs),
-                distinct_2=distinct_2(" ".join(s.text) for s in shapes),
+                dictionary_words=dictionary_share((" ".join(s.text) for s in shapes), dictionary),
+                valid_links=valid / links if links else 0.0,
+                links=links,
+                distinct_2=per_seed(rows, lambda pages: distinct_2(" ".join(shape(r.html).text) for r in pages)),
                 steps_per_canvas=float(statistics.median(steps)) if steps else 0.0,
                 seconds_per_page=sum(r.seconds for r in rows) / len(rows),
                 title_h1=sum(_title(r.path) in [h.strip().lower() for h in sh.h1] for r, sh in articles) / len(articles)
@@ -372,7 +410,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
 
 
 def _title(path: str) -> str:
-    return urlsplit(path).path.rsplit("/", 1)[-1].replace("_", " ").strip().lower()
+    return unquote(urlsplit(path).path.rsplit("/", 1)[-1]).replace("_", " ").strip().lower()
 
 
 def _is_article(path: str) -> bool:
@@ -540,6 +578,13 @@ def _loss_function(loaded: Any) -> Callable[[Any], float]:
     return lambda packed: adapted_loss(loaded.model, packed, cfg, eos, n=len(packed))
 
 
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive count of pages")
+    return number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
@@ -549,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="built by lab.corpus")
     parser.add_argument("--packed", type=Path, help="packed corpus (lab.data) for the held-out loss column")
-    parser.add_argument("--per-site", type=int, default=30, help="held-out pages per site")
+    parser.add_argument("--per-site", type=_positive, default=30, help="held-out pages per site")
     parser.add_argument(
         "--seed",
         type=int,
@@ -624,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         originals = corpus_pages(args.corpus, args.per_site, routers)
         if args.site:
             unknown = sorted(set(args.site) - {r.site for r in originals})
-            if unknown:
+            if unknown and not args.rescore:  # a rescore's sites are its file's: checked there
                 print(f"--site {', '.join(unknown)}: {args.corpus} has no held-out pages of it", file=sys.stderr)
                 return 2
             originals = [r for r in originals if r.site in args.site]
@@ -650,6 +695,20 @@ def main(argv: list[str] | None = None) -> int:
             results = saved_pages(args.rescore)
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"{args.rescore}: not a file of pages saved by --save-pages ({e})", file=sys.stderr)
+            return 2
+        if args.site:
+            unknown = sorted(set(args.site) - {r.site for r in results})
+            if unknown:
+                print(f"--site {', '.join(unknown)}: {args.rescore} has no pages of it", file=sys.stderr)
+                return 2
+            results = [r for r in results if r.site in args.site]
+        missing = sorted({r.site for r in results} - sites.keys())
+        if missing:
+            print(
+                f"{args.sites_dir} has no site {', '.join(missing)}, whose pages {args.rescore} holds: name the "
+                "sites to report on with --site",
+                file=sys.stderr,
+            )
             return 2
         rows = report(results, sites, dictionary)
         saved = {(r.site, r.path) for r in results}
@@ -685,7 +744,11 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             if row.site in packed.group_names:
                 group = packed.group_names.index(row.site)
-                held = [int(i) for i in np.flatnonzero(packed.holdout & (packed.groups == group))[:HELDOUT_LOSS_PAGES]]
+                # Evenly spaced over the site's held-out rows, which the corpus packs route by route: the first 48
+                # would be one or two of its routes.
+                rows_held = np.flatnonzero(packed.holdout & (packed.groups == group))
+                picks = np.linspace(0, len(rows_held), num=min(HELDOUT_LOSS_PAGES, len(rows_held)), endpoint=False)
+                held = [int(rows_held[int(i)]) for i in picks]
                 row.heldout_loss = loss(packed.subset(held))
                 # The same pages under each other's prompts (rotated by one): the loss the prompt saves.
                 rotated = held[1:] + held[:1]

@@ -418,3 +418,56 @@ def test_the_skeleton_is_judged_on_the_page_as_served_and_the_links_on_what_the_
     broken = board.replace('class="threads"', 'class="thr"eads"')
     (still,) = report([PageResult("forum", "/r/linux", broken, [5], 1.0)], SITES, dictionary=set())
     assert still.skeleton == 0.0
+
+
+def test_links_written_with_no_text_count_and_a_browser_pages_links_open_in_the_browser() -> None:
+    bare = '<div class="board"><h1>r/linux</h1><ul class="threads"><li><a href="/r/linux/Kernel_news"></a></li>'
+    bare += '<li><a href="/r/nowhere/at/all/x"></a></li></ul></div>'
+    (forum,) = report([PageResult("forum", "/r/linux", sanitize_html(bare), [5], 1.0, raw=bare)], SITES, set())
+    assert forum.links == 2 and forum.valid_links == 0.5  # the sanitiser drops both; genui serves the first
+    web = '<div class="window"><div class="titlebar">Browser</div><p class="address">x</p>'
+    web += '<p>See <a href="/wiki/Unix">Unix</a>.</p></div>'
+    (desktop,) = report([PageResult("os", "/browser?url=genpedia.org/wiki/Unix", web, [5], 1.0)], SITES, set())
+    assert desktop.links == 1 and desktop.valid_links == 1.0  # the browser opens it; the desktop has no /wiki route
+
+
+def test_single_letters_are_dictionary_words_only_as_a_and_i() -> None:
+    dictionary = {"a", "i", "d", "e", "f", "hash"}
+    assert quality.dictionary_share(["I saw a hash"], dictionary) == 3 / 4
+    assert quality.dictionary_share(["d4e5f6"], dictionary) == 0.0  # a hash's letters are no words
+    assert quality.dictionary_share([], dictionary) == 0.0
+
+
+def test_distinct_2_takes_each_seeds_pages_apart() -> None:
+    one = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, seed=0)
+    again = dataclasses.replace(one, seed=1)  # the same page written with another seed
+    (alone,) = report([one], SITES, set())
+    (both,) = report([one, again], SITES, set())
+    assert both.distinct_2 == alone.distinct_2 == 1.0
+
+
+def test_a_percent_encoded_title_is_its_h1() -> None:
+    article = '<article class="wiki"><h1>TCP/IP</h1><p>A protocol.</p><p>Two paragraphs.</p></article>'
+    assert skeleton_ok("wiki", "/wiki/TCP%2FIP", article)
+    (row,) = report([PageResult("wiki", "/wiki/TCP%2FIP", article, [5], 1.0)], SITES, set())
+    assert row.title_h1 == 1.0
+
+
+def test_rescore_reports_only_the_sites_asked_for_and_per_site_takes_a_positive_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"site": "wiki", "path": "/wiki/Hash_table", "html": ARTICLE, "holdout": True}))
+    board = PageResult("forum", "/r/linux", "<p>board</p>", [5], 1.0)
+    saved = tmp_path / "pages.jsonl"
+    saved.write_text(
+        "".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in (board, dataclasses.replace(board, site="blog")))
+    )
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json"]) == 2
+    assert "has no site blog" in capsys.readouterr().err  # named, not a KeyError
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json", "--site", "forum"]) == 0
+    assert [row["site"] for row in json.loads(capsys.readouterr().out)["sites"]] == ["forum"]
+    with pytest.raises(SystemExit):
+        quality.main(["--corpus", str(corpus), "--per-site", "0", "--list"])
+    assert "not a positive count" in capsys.readouterr().err
