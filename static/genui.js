@@ -114,6 +114,23 @@
     }
   });
 
+  // Back or Forward between two places in one page (an in-page link's #anchor and the page itself) only scrolls, as
+  // the browser does by itself: htmx would load the page again (it keeps no copies of pages, and reloads on a miss).
+  // Registered before htmx's own handler, which it stops.
+  var shownAt = window.location.pathname + window.location.search;
+  window.addEventListener("popstate", function (event) {
+    var now = window.location.pathname + window.location.search;
+    if (now === shownAt) {
+      event.stopImmediatePropagation();
+    }
+    shownAt = now;
+  });
+  ["htmx:pushedIntoHistory", "htmx:replacedInHistory"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      shownAt = window.location.pathname + window.location.search;
+    });
+  });
+
   // A streamed page ends by swapping in #genui-content, and the finished page knows its own title. (The ws
   // extension's own events fire on the placeholder, which that very swap has removed from the document.)
   document.addEventListener("htmx:oobAfterSwap", function (event) {

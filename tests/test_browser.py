@@ -373,3 +373,25 @@ def test_a_busy_page_asks_again_by_itself_but_not_while_the_visitor_is_typing(tm
         assert page.input_value("input[name=q]") == "half a search" and len(engine.calls) == asked
         page.fill("input[name=q]", "")
         page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=10_000)  # then it asks again
+
+
+def test_back_from_an_anchor_in_the_page_scrolls_and_does_not_load_the_page_again(server: Server, page: Any) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.click("text=Genpedia tree")  # htmx: the page's history entry is htmx's
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+    page.evaluate("() => { window.genuiMarker = 'still here'; window.location.hash = 'gen-History' }")
+    assert page.url.endswith("/wiki/Genpedia_tree#gen-History")
+    page.go_back()
+    page.wait_for_timeout(500)
+    assert page.url == server.url + "/wiki/Genpedia_tree"
+    assert page.evaluate("() => window.genuiMarker") == "still here"  # no reload
+    page.go_forward()
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.genuiMarker") == "still here" and page.url.endswith("#gen-History")
+    page.go_back()
+    page.go_back()  # to another page: loaded as before
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia')", timeout=10_000)
+    assert page.url == server.url + "/wiki/" and page.evaluate("() => window.genuiMarker") is None
+    assert problems == []
