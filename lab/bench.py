@@ -34,7 +34,7 @@ from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, 
 from engine.attention import NAME as ATTENTION
 from engine.autoregressive import generate_autoregressive
 from engine.config import tiny_vision_config
-from engine.frames import CanvasFrame, DoneFrame, Frame, GenerationRequest, StepFrame
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from engine.gemma import GemmaDenoiser
 from engine.generation import plan_batch, run_plan
 from engine.loading import LoadedModel, ModelLoadError, gemma_defaults, load_model
@@ -361,12 +361,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"genui bench: {exc}", file=sys.stderr)
         return 2
 
-    diffusion = diffusion_row(loaded, args.runs, args.steps, args.tokens)
-    rows = [
-        diffusion,
-        autoregressive_row(loaded, args.runs, diffusion["tokens_by_run"]),
-        served_row(loaded, args.runs, args.steps, args.tokens),
-    ]
+    try:
+        diffusion = diffusion_row(loaded, args.runs, args.steps, args.tokens)
+        rows = [
+            diffusion,
+            autoregressive_row(loaded, args.runs, diffusion["tokens_by_run"]),
+            served_row(loaded, args.runs, args.steps, args.tokens),
+        ]
+    except EngineError as exc:  # a page the model cannot hold (--tokens past its positions), said as the engine says it
+        print(f"genui bench: {exc}", file=sys.stderr)
+        return 2
     most = math.ceil(args.tokens / loaded.canvas_length)
     notes = [
         f"a page of up to {most} canvas(es) of {loaded.canvas_length} tokens, ending at the model's end of text: "

@@ -124,6 +124,16 @@ def test_bench_reports_a_missing_model_and_fails(tmp_path: Path, capsys: pytest.
     assert "no model folder" in capsys.readouterr().err
 
 
+def test_a_page_longer_than_the_model_holds_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
+) -> None:
+    checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
+    argv = ["--model", str(checkpoint), "--runs", "1", "--steps", "1", "--device", "cpu", "--tokens", "100000"]
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # after the tiny checkpoint's own progress bars
+    assert err.startswith("genui bench: ") and "exceeds the model's 512 positions" in err
+
+
 def test_the_reference_shape_is_diffusiongemma_26b_a4b() -> None:
     config = bench.reference_config()
     with torch.device("meta"):  # shapes only: no memory
