@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,23 @@ from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.sites import Site, load_site, load_sites
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """Each test leaves the loggers as it found them: `genui serve` (cli.main) configures uvicorn's logging, whose
+    handlers write to the sys.stderr of that moment, a capture pytest closes after the test; a later record from a
+    server thread would then fail to write ("I/O operation on closed file")."""
+    names = ["", *logging.root.manager.loggerDict]
+    loggers = [logging.getLogger(name) for name in names]
+    before = [(logger, list(logger.handlers), logger.level, logger.propagate, logger.disabled) for logger in loggers]
+    yield
+    for logger, handlers, level, propagate, disabled in before:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate, logger.disabled = propagate, disabled
+    for name in set(logging.root.manager.loggerDict) - set(names):  # loggers the test configured anew
+        logging.getLogger(name).handlers.clear()
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ URL_ATTRIBUTES = {
 GENUI_HX = {
     "hx-get", "hx-post", "hx-target", "hx-push-url", "hx-swap", "hx-ext", "hx-indicator", "hx-history-elt",
     "hx-disabled-elt",  # the reply form's button while its post is sent: it asks for nothing
+    "hx-sync",  # one request at a time from the toolbar, and from a set of variations' keep buttons
 }  # fmt: skip
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 THREAD = "/forum/r/lisp/Macros"
