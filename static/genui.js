@@ -22,11 +22,13 @@
     }
     var form = event.detail.elt && event.detail.elt.closest ? event.detail.elt.closest("form") : null;
     if (form) {
-      var said = form.querySelector(".genui-send-error") || document.createElement("p");
+      var toolbar = form.closest("#genui-toolbar"); // said on a line of its own below the toolbar's row
+      var holder = toolbar || form;
+      var said = holder.querySelector(".genui-send-error") || document.createElement("p");
       said.className = "genui-form-error genui-send-error";
       said.setAttribute("role", "alert");
       said.textContent = "This could not reach the server. Check the connection, then send it again.";
-      form.insertBefore(said, form.firstChild);
+      holder.insertBefore(said, toolbar ? null : form.firstChild);
     }
   });
 

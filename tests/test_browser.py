@@ -356,7 +356,7 @@ def test_an_error_page_from_a_proxy_is_shown_and_no_answer_at_all_opens_the_link
     # A form with no answer says so above itself, and stays where it is.
     page.route("**/_genui/regenerate", lambda route: route.abort("connectionrefused"))
     page.click(".genui-regenerate button[type=submit]")
-    said = page.wait_for_selector(".genui-regenerate .genui-send-error[role=alert]", timeout=5_000)
+    said = page.wait_for_selector("#genui-toolbar > .genui-send-error[role=alert]", timeout=5_000)
     assert said is not None and "could not reach the server" in (said.text_content() or "")
     assert page.url == server.url + "/wiki/Genpedia_tree"
 
