@@ -365,6 +365,8 @@ class Pages:
         engine = self._editor()
         if not job.cached:
             raise HTTPException(404, "This page has no versions to choose between.")
+        if not self.versions(job):  # its first version is the one a click writes (seed 0), not a choice of three
+            raise HTTPException(404, "This page has not been written yet: open it first.")
         prompt = self.prompt(job)
         request = job.runtime.request(prompt.text, self.versions(job), prompt.opening)
         url = job.location.url

@@ -260,6 +260,12 @@ def test_an_overloaded_engine_answers_variations_with_503_and_retry_after(
     assert response.status_code == 503 and response.headers["retry-after"] == "2"
 
 
+def test_variations_of_a_page_never_written_are_a_404(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    engine = FakeEngine()
+    response = client_factory(all_sites, engine).post("/_genui/variations", data={"site": "wiki", "url": "/Nowhere"})
+    assert response.status_code == 404 and "open it first" in response.text and engine.variations == []
+
+
 def test_the_variations_stream_of_an_unknown_set_says_so(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     messages = ws_messages(client_factory(all_sites), "/_genui/ws/variations?site=wiki&id=nope")
     assert len(messages) == 1 and "Those variations are gone" in messages[0]
