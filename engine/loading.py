@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from engine.denoise import DenoiseSettings
@@ -174,7 +175,7 @@ def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         network = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_placement(target))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:
         raise ModelLoadError(f"cannot load the causal LM in {source}: {_first_line(exc)}") from exc
     return network, tokenizer
 
@@ -205,7 +206,12 @@ def _load_adapted(
         from engine.base import ensure_base
 
         base = ensure_base()
-    network, _ = _causal_lm(base, target, dtype)
+        try:
+            network, _ = _causal_lm(base, target, dtype)
+        except ModelLoadError as exc:  # written by genui, so damaged since (a full disk, a power cut, a hand)
+            raise ModelLoadError(f"{exc}. Fix: delete {base}; genui fetches the base weights again") from exc
+    else:
+        network, _ = _causal_lm(base, target, dtype)
     try:
         with warnings.catch_warnings():  # peft asks transformers a question it has renamed; harmless
             warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")

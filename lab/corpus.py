@@ -265,7 +265,10 @@ def _words(rng: random.Random, words: list[str]) -> str:
 def name_words(words: Iterable[str]) -> list[str]:
     """The words user names and home folders are made of: short lower-case words, less those better-profanity lists
     (wamerican holds slurs, and a user name is shown on every post and in the desktop's /home)."""
-    from better_profanity import profanity  # only the corpus builder needs it (a dev extra)
+    try:
+        from better_profanity import profanity  # only the corpus builder needs it (a dev extra)
+    except ImportError as exc:
+        raise SystemExit(f"genui corpus needs better-profanity: pip install 'genui[dev]' ({exc})") from exc
 
     return [
         w for w in words if w.isalpha() and w.islower() and 3 <= len(w) <= 7 and not profanity.contains_profanity(w)

@@ -37,6 +37,7 @@ print(json.dumps({
     "htmx": [htmx.status_code, len(htmx.content)],
     "css": css.status_code,
     "model": sorted(p.name for p in model.iterdir()),
+    "lab": sorted(p.name for p in Path(__import__("lab").__file__).parent.glob("*.json")),
 }))
 """
 
@@ -64,6 +65,7 @@ def test_a_wheel_installed_elsewhere_serves_the_sites_and_finds_the_model(tmp_pa
     assert found["index"] == [200, True]
     assert found["htmx"][0] == 200 and found["htmx"][1] > 10_000
     assert found["css"] == 200
+    assert found["lab"] == ["generation_defaults.json"]  # genui adapt --export writes them beside an adapter
     shipped = {"genui.json", "adapter_config.json", "adapter_model.safetensors", "generation_config.json"}
     assert shipped | {"tokenizer.json"} <= set(found["model"])
 

