@@ -114,11 +114,13 @@ def _write_hole(
     denoiser, tokenizer = loaded.denoiser, loaded.tokenizer
     next_input = torch.tensor([unread], dtype=torch.long, device=loaded.device)  # (1, T), then (1, 1)
     written: list[int] = []
+    fed = 0  # of the written tokens, those the model has read (each is read as the input of the next call)
     with torch.inference_mode():
         for _ in range(GAP_TOKENS + 1):
             if cancelled():
                 raise GenerationCancelled
             logits = denoiser.next_token_logits(next_input, cache) / temperature  # (1, V)
+            fed = len(written)
             probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
             next_input = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
             token = int(next_input)
@@ -129,4 +131,4 @@ def _write_hole(
                 break
     text: str = tokenizer.decode(written, skip_special_tokens=True)
     kept = hole_text(text, GAP_TOKENS, lambda t: list(tokenizer.encode(t, add_special_tokens=False)), tokenizer.decode)
-    return kept, max(0, len(written) - 1)  # every token but the last went through the model
+    return kept, fed  # every written token the model read; not the last one unless an end of text followed it

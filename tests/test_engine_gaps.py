@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+import torch
 from engine_fixtures import collect, tiny_model
 from transformers import DynamicCache
 
@@ -148,3 +149,32 @@ def test_a_cache_that_cannot_go_back_is_read_again(loaded: LoadedModel, monkeypa
     filled = fill_gaps(loaded, request)
     assert re.fullmatch(PATTERN, filled.opening), filled.opening
     assert len(made) == 3  # one to start with, one after each hole
+
+
+def test_a_hole_ended_by_the_end_of_text_leaves_none_of_its_tokens_in_the_cache(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each hole is written after the prompt and the text decided so far, and nothing else: a hole the model ends
+    with its end of text has had every token it wrote read, where one cut at a tag has not had its last."""
+    denoiser, tokenizer = loaded.denoiser, loaded.tokenizer
+    letter = tokenizer.encode("a", add_special_tokens=False)[0]
+    script = [[letter, letter, denoiser.eos_id], [letter, tokenizer.encode("<", add_special_tokens=False)[0]]]
+    read = denoiser.next_token_logits
+    held: list[int] = []  # the cache's length as each hole starts
+
+    def scripted(input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+        if input_ids.shape[1] > 1:  # a hole's unread text: a new hole
+            held.append(cache.get_seq_length())
+            script.append(script.pop(0)) if len(held) > 1 else None
+        read(input_ids, cache)  # the cache grows as it would
+        logits = torch.full((1, denoiser.vocab_size), -1.0e4)
+        logits[0, script[0].pop(0) if script[0] else denoiser.eos_id] = 0.0
+        return logits
+
+    monkeypatch.setattr(denoiser, "next_token_logits", scripted)
+    request = GenerationRequest(prompt="A list", max_tokens=256, opening=OPENING, gaps=GAPS)
+    filled = fill_gaps(loaded, request)
+    assert filled.opening.startswith(OPENING + "aa" + GAPS[0])
+    prompt = len(denoiser.encode_prompt(request.prompt))
+    # before the second hole: the prompt and the opening; the first hole's text is read again with what follows it
+    assert held == [0, prompt + len(tokenizer.encode(OPENING, add_special_tokens=False))]
