@@ -88,6 +88,7 @@ class DenoiseSettings:
 
     def check(self) -> None:
         """Raise EngineError for settings the loop cannot run, naming the setting."""
+        _check_types(self)
         if not isinstance(self.max_canvases, int) or self.max_canvases < 1:
             raise EngineError(f"max_canvases must be a positive integer, got {self.max_canvases!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -136,6 +137,32 @@ class DenoiseSettings:
             raise EngineError(f"drop_doubled_words must be true or false, got {self.drop_doubled_words!r}")
         if self.order not in ORDERS:
             raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+
+
+_INTEGERS = (
+    "max_canvases", "max_steps", "stability_threshold", "top_k", "settle_after", "min_distinct", "max_repeat",
+    "cap_runs", "refresh_every", "refresh_neighbours",
+)  # fmt: skip
+_NUMBERS = ("entropy_bound", "t_max", "t_min", "confidence_threshold", "stable_share", "neighbour_repeat_penalty")
+
+
+def _check_types(settings: DenoiseSettings) -> None:
+    """Raise EngineError for a setting of the wrong type (a JSON file's "2.0", true or null), before any comparison
+    would raise TypeError, or a true pass for the integer 1 (top_k true would sample greedily)."""
+    optional = {"stability_threshold", "t_max", "t_min", "confidence_threshold"}
+    for name in _INTEGERS + _NUMBERS:
+        value = getattr(settings, name)
+        if value is None and name in optional:
+            continue
+        kinds = (int,) if name in _INTEGERS else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            kind = "an integer" if name in _INTEGERS else "a number"
+            raise EngineError(f"{name} must be {kind}, got {value!r}")
+    if not isinstance(settings.order, str):
+        raise EngineError(f"order must be one of {', '.join(ORDERS)}, got {settings.order!r}")
+    for name in ("stop_at_eos", "end_last", "drop_doubled_words"):
+        if not isinstance(getattr(settings, name), bool):
+            raise EngineError(f"{name} must be true or false, got {getattr(settings, name)!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,9 @@ class GemmaDenoiser:
         self.tokenizer = tokenizer
         self.canvas_length = int(model.config.canvas_length)
         self.vocab_size = int(text.vocab_size)
-        self.eos_id = int(model.generation_config.eos_token_id or text.eos_token_id)
+        eos = model.generation_config.eos_token_id or text.eos_token_id
+        # Gemma configs may list several ends (<eos>, <end_of_turn>); the loop stops at one: the first, as written
+        self.eos_id = int(eos[0] if isinstance(eos, list | tuple) else eos)
         pad = model.generation_config.pad_token_id
         self.pad_id = int(pad if pad is not None else text.pad_token_id)
         self.max_positions = int(text.max_position_embeddings)

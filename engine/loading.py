@@ -137,8 +137,12 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
         network = DiffusionGemmaForBlockDiffusion.from_pretrained(
             source, config=config, dtype=dtype, **_placement(target)
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:
         raise ModelLoadError(f"cannot load the model in {source}: {_first_line(exc)}") from exc
+    except (AttributeError, TypeError) as exc:  # transformers' own check of a mistyped generation_config.json
+        raise ModelLoadError(
+            f"cannot load the model in {source}: {_first_line(exc)} (check the types in its generation_config.json)"
+        ) from exc
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
@@ -193,11 +197,13 @@ def _load_adapted(
 
     try:
         spec = json.loads(genui_file.read_text(encoding="utf-8"))
-        family, canvas = spec["family"], int(spec["canvas_length"])
+        family, canvas = spec["family"], spec["canvas_length"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(
             f"{genui_file}: needs family = {ADAPTED!r} and an integer canvas_length ({_first_line(exc)})"
         ) from exc
+    if not isinstance(canvas, int) or isinstance(canvas, bool) or canvas < 1:
+        raise ModelLoadError(f"{genui_file}: canvas_length must be a positive integer (tokens), got {canvas!r}")
     if family != ADAPTED:
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
     if base is None:
@@ -255,7 +261,15 @@ def _causal(
         # bfloat16 on a CPU: the weights laid out once for oneDNN, not at every step; one token's forward checks it
         prepack(network, canvas, check=lambda model: model(input_ids=torch.zeros((1, 1), dtype=torch.long)))
     use_grouped_sdpa(network)  # on the CPU: a grouped-query model's keys and values read in place, not copied
-    denoiser = CausalDenoiser(network, tokenizer, canvas)
+    try:
+        denoiser = CausalDenoiser(network, tokenizer, canvas)
+    except ValueError as exc:  # a tokenizer with no end of text
+        raise ModelLoadError(f"{model_id}: {exc}") from exc
+    if canvas >= denoiser.max_positions:
+        raise ModelLoadError(
+            f"{model_id}: canvas_length {canvas} leaves no room in the model's {denoiser.max_positions} positions; "
+            "set a shorter one in genui.json"
+        )
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 
 
@@ -289,7 +303,12 @@ def _sampler_defaults(folder: Path) -> DenoiseSettings:
     values: dict[str, Any] = {"max_canvases": 1, "max_steps": 12, "entropy_bound": 1.0}
     path = folder / "generation_config.json"
     if path.is_file():
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"{path}: cannot read it as JSON ({_first_line(exc)})") from exc
+        if not isinstance(raw, dict):
+            raise ModelLoadError(f"{path}: must be a JSON object of settings, not a {type(raw).__name__}")
         for key in raw.keys() & _INNER_NAMES.keys():  # the loop's own name, which this file would silently ignore
             raise ModelLoadError(f"{path}: '{key}' is not read here; write it as '{_INNER_NAMES[key]}'")
         values.update({_SAMPLER_KEYS[k]: v for k, v in raw.items() if k in _SAMPLER_KEYS})

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import platform
+import re
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,50 @@ def test_an_adapters_bad_sampler_setting_names_the_file(tmp_path: Path) -> None:
         ModelLoadError, match="generation_config.json: 'order' is not read here; write it as 'acceptance_order'"
     ):
         load_model(adapter, device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{not json", "cannot read it as JSON"),
+        ("[1, 2]", "must be a JSON object of settings, not a list"),
+        ('{"entropy_bound": "2.0"}', "entropy_bound must be a number, got '2.0'"),
+        ('{"top_k": true}', "top_k must be an integer, got True"),  # not 1: greedy sampling
+        ('{"max_denoising_steps": 24.0}', "max_steps must be an integer, got 24.0"),
+        ('{"acceptance_order": ["entropy"]}', "order must be one of"),
+        ('{"stable_share": null}', "stable_share must be a number, got None"),
+        ('{"drop_doubled_words": 1}', "drop_doubled_words must be true or false"),
+    ],
+)
+def test_a_mistyped_sampler_file_is_a_load_error_naming_it(tmp_path: Path, text: str, said: str) -> None:
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    (adapter / "generation_config.json").write_text(text)
+    with pytest.raises(ModelLoadError, match=f"generation_config.json: .*{re.escape(said)}"):
+        load_model(adapter, device="cpu")
+
+
+@pytest.mark.parametrize("canvas", ["0", "-4", "16.9", "true", '"16"', "4096"])
+def test_a_canvas_length_that_cannot_be_run_is_a_load_error(tmp_path: Path, canvas: str) -> None:
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    spec = (adapter / "genui.json").read_text().replace('"canvas_length": 16', f'"canvas_length": {canvas}')
+    (adapter / "genui.json").write_text(spec)
+    with pytest.raises(ModelLoadError, match="canvas_length"):  # the base has 2048 positions
+        load_model(adapter, device="cpu")
+
+
+def test_a_tokenizer_without_an_end_of_text_is_a_load_error(tmp_path: Path) -> None:
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    config = adapter / "tokenizer_config.json"
+    config.write_text(config.read_text().replace('"eos_token": "<eos>"', '"eos_token": null'))
+    with pytest.raises(ModelLoadError, match="no end-of-text token; set eos_token"):
+        load_model(adapter, device="cpu")
+
+
+def test_a_diffusiongemma_listing_several_ends_of_text_stops_at_the_first(tmp_path: Path) -> None:
+    checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
+    config = json.loads((checkpoint / "generation_config.json").read_text())
+    (checkpoint / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": [1, 3]}))
+    assert load_model(checkpoint, device="cpu").denoiser.eos_id == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
