@@ -17,8 +17,10 @@ The prompt is read once into the denoiser's KV cache. Then, canvas by canvas:
   past that many tokens (``e.g.g.g.g``) (genui's settings; ``generate()`` has none of them).
 
 This is the algorithm of transformers' DiffusionGemma ``generate()``, step for step and draw for draw: with the same
-seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model). Randomness
-comes only from the ``torch.Generator`` passed in.
+seed and settings it returns the same tokens (tests/test_engine_denoise.py checks it on a tiny model), except that
+in a batch a row that has ended its page counts as stopped in every later canvas (``generate()`` denoises its
+padding on, holding the batch's canvas to its step cap). Randomness comes only from the ``torch.Generator`` passed
+in.
 """
 
 from __future__ import annotations
@@ -432,7 +434,8 @@ def denoise(
                 if settings.stability_threshold is not None and settings.confidence_threshold is not None
                 else None
             )
-            stopped = torch.zeros(b, dtype=torch.bool, device=device)
+            # a row that has ended its page writes padding from here on: it holds the batch back no longer
+            stopped = finished.clone() if settings.stop_at_eos else torch.zeros(b, dtype=torch.bool, device=device)
             accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
             streak = torch.zeros((b, c), dtype=torch.long, device=device)  # steps accepted with the same token
             for remaining in range(0 if given else settings.max_steps, 0, -1):

@@ -714,3 +714,51 @@ def test_refresh_every_is_refused_for_a_family_that_recomputes_every_position() 
     settings = DenoiseSettings(max_canvases=1, max_steps=3, entropy_bound=1.0, refresh_every=2)
     with pytest.raises(EngineError, match="refresh_every"):
         denoise(_FixedDenoiser(), torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3), settings, None)  # type: ignore[arg-type]
+
+
+class _OneEndsEarly:
+    """Two rows: row 0 writes its end of text in the first canvas and is flat (never sure) after it; row 1 is sure of
+    one token everywhere, so its canvases stop after the adaptive stop's few steps."""
+
+    canvas_length, vocab_size, eos_id, pad_id, max_positions = 6, 11, 1, 0, 100
+
+    def __init__(self) -> None:
+        self.canvas_index = 0
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        return None
+
+    def denoise(self, prefix: object, canvas: torch.Tensor, self_conditioning: torch.Tensor | None) -> torch.Tensor:
+        logits = torch.zeros(2, 6, 11)
+        logits[1, :, 5] = 20.0
+        if self.canvas_index == 0:
+            logits[0, :, 4] = 20.0
+            logits[0, 2, 1] = 40.0
+        return logits
+
+    def commit(self, prefix: object, canvas: torch.Tensor) -> None:
+        self.canvas_index += 1
+
+
+def test_a_row_that_ended_its_page_holds_the_batch_back_no_longer() -> None:
+    class Steps:
+        def __init__(self) -> None:
+            self.steps = [0]
+
+        def step(
+            self, draft: torch.Tensor, accepted: torch.Tensor, entropy: torch.Tensor, active: torch.Tensor
+        ) -> None:
+            self.steps[-1] += 1
+
+        def canvas(self, tokens: torch.Tensor) -> None:
+            self.steps.append(0)
+
+    settings = DenoiseSettings(
+        max_canvases=4, max_steps=20, entropy_bound=50.0, t_max=0.5, t_min=0.2, stability_threshold=2,
+        confidence_threshold=1.0,
+    )  # fmt: skip
+    steps = Steps()
+    prompts = torch.zeros(2, 3, dtype=torch.long)
+    out = denoise(_OneEndsEarly(), prompts, torch.ones(2, 3), settings, torch.Generator().manual_seed(0), steps)
+    assert out[0, :3].tolist() == [4, 4, 1] and set(out[0, 3:].tolist()) == {0}  # its end, then padding
+    assert steps.steps[:-1] == [3, 3, 3, 3]  # every canvas as short as the live row's, not max_steps after row 0 ends
