@@ -161,6 +161,29 @@ def test_query_value_too_long_is_bad_request(wiki_router: SiteRouter) -> None:
         wiki_router.resolve("/search", [("q", "x" * (MAX_QUERY_VALUE + 1))])
 
 
+def test_a_backslash_in_a_query_value_is_text_and_a_control_character_is_refused(
+    wiki_router: SiteRouter, os_router: SiteRouter
+) -> None:
+    search = wiki_router.resolve("/search", [("q", "C:\\Users")])
+    terminal = os_router.resolve("/terminal", [("cmd", "grep \\.py")])
+    assert search is not None and search.query == {"q": "C:\\Users"}
+    assert terminal is not None and terminal.query == {"cmd": "grep \\.py"}
+    with pytest.raises(BadRequest, match="control character"):
+        wiki_router.resolve("/search", [("q", "a\x00b")])
+
+
+def test_an_aliases_redirect_never_leaves_the_site_nor_names_a_dot_segment() -> None:
+    site = load_site(SITES / "os")
+    moved = Route(pattern="/{p:path}/edit", template="home.j2", aliases=("/old{p:path}",))
+    router = SiteRouter(replace(site, routes=(site.routes[0], moved), navigation=()))
+    found = router.resolve("/old/evil.example/login")  # the parameter takes the "/" the alias's text lacks
+    assert found is not None and found.aliased and found.path == "/evil.example/login/edit"  # not //evil.example
+    dotted = replace(site.routes[1], spaces=".")
+    router = SiteRouter(replace(site, routes=(site.routes[0], dotted), navigation=()))
+    with pytest.raises(BadRequest, match="dot segment"):  # a space made "." would be /files/a/./b
+        router.resolve("/files/a/ /b")
+
+
 def test_query_string_is_sorted_so_key_order_does_not_matter() -> None:
     site = load_site(SITES / "os")
     route = replace(site.routes[3], query=("b", "a"))
