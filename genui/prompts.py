@@ -6,7 +6,7 @@ import hashlib
 import html
 import json
 from collections.abc import Iterator
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -352,12 +352,18 @@ class PromptRenderer:
         parent: Parent | None,
         posts: list[Post] | None,
     ) -> dict[str, Any]:
+        # Text from a URL, a page or a post never holds the gap mark, whatever filter a template puts it through
+        # (as_html_text drops it too, but passes a value `| e` or `| safe` has made Markup as it is).
+        def plain(text: str) -> str:
+            return text.replace(GAP, "")
+
+        parent = parent if "parent" in route.context else None
         variables: dict[str, Any] = {
             "site": {"name": self.site.name, "title": self.site.title, "brief": self.site.brief},
-            "params": dict(params),
-            "query": {key: (query or {}).get(key, "") for key in route.query},
-            "parent": parent if "parent" in route.context else None,
-            "posts": list(posts or []) if "posts" in route.context else [],
+            "params": {key: plain(value) for key, value in params.items()},
+            "query": {key: plain((query or {}).get(key, "")) for key in route.query},
+            "parent": None if parent is None else replace(parent, title=plain(parent.title)),
+            "posts": [Post(plain(p.user), plain(p.text)) for p in posts or []] if "posts" in route.context else [],
         }
         if "brief" not in route.context:
             variables["site"]["brief"] = ""

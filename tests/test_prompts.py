@@ -119,6 +119,17 @@ def test_url_text_cannot_make_a_gap(wiki: Site) -> None:
     assert GAP not in opening and "<h1>AB</h1>" in opening
 
 
+@pytest.mark.parametrize("marked", ["e", "safe", "forceescape"])
+def test_url_or_page_text_makes_no_gap_through_a_filter_that_marks_it_safe(tmp_path: Path, marked: str) -> None:
+    root = copy_site(tmp_path, "wiki")
+    shown = f"<h1>{{{{ params.title | {marked} }}}}</h1>"
+    template = shown + f"{{% if parent %}}<p>{{{{ parent.title | {marked} }}}}</p>{{% endif %}}"
+    (root / "prompts" / "article_opening.j2").write_text(template, encoding="utf-8")
+    site = load_site(root)
+    opening = PromptRenderer(site).opening(site.routes[2], {"title": f"A{GAP}B"}, parent=Parent("/X", f"C{GAP}D"))
+    assert GAP not in opening and split_gaps(opening)[1] == () and "AB" in opening and "CD" in opening
+
+
 def test_a_gap_in_a_reply_opening_is_a_config_error_naming_the_file_and_the_fix(tmp_path: Path) -> None:
     root = copy_site(tmp_path, "forum")
     (root / "prompts" / "reply_opening.j2").write_text('<div class="reply">{{ gap() }}', encoding="utf-8")
