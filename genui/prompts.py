@@ -287,6 +287,13 @@ class PromptRenderer:
             raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
             raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+        except (RecursionError, SyntaxError) as err:  # Python cannot compile what Jinja2 made of it
+            problem = f"nested too deeply to compile ({type(err).__name__})"
+            raise SiteConfigError(file, "template", problem, "nest fewer blocks inside each other") from None
+        except OSError as err:
+            raise SiteConfigError(
+                file, "template", f"cannot read it ({err.strerror or err})", "make it readable"
+            ) from None
 
     def version(self, route: Route) -> str:
         """A short hash of what shapes the route's pages (templates and settings): part of every page-cache key."""

@@ -378,6 +378,8 @@ def load_site(root: Path | str) -> Site:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise SiteConfigError(file, "-", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+    except OSError as err:
+        raise SiteConfigError(file, "-", f"cannot read it ({err.strerror or err})", "make it readable") from None
     if text.startswith("\ufeff"):
         raise SiteConfigError(file, "-", "it starts with a byte order mark", "save the file as UTF-8 without a BOM")
     try:

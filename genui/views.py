@@ -93,6 +93,8 @@ class Views:
         path = site_named(self.pages, request.path_params["site"]).site.stylesheet_path()
         if path is None:
             raise HTTPException(404, "This site has no stylesheet.")
+        if not path.is_file():  # read on each request: gone since the site loaded (renamed, a checkout meanwhile)
+            raise HTTPException(404, "This site's stylesheet is not there any more.")
         return FileResponse(path, media_type="text/css")
 
     async def page(self, request: Request) -> Response:

@@ -296,6 +296,16 @@ def test_site_stylesheet_is_served_as_css(client_factory: ClientFactory, all_sit
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/css")
 
 
+def test_a_stylesheet_gone_since_the_site_loaded_is_a_404(client_factory: ClientFactory, tmp_path: Path) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    client = client_factory([load_site(root)])
+    (root / "wiki.css").unlink()  # renamed by an editor, or a checkout meanwhile
+    assert client.get("/_genui/css/wiki.css").status_code == 404
+    (root / "wiki.css").mkdir()
+    assert client.get("/_genui/css/wiki.css").status_code == 404
+
+
 # -- parent context ---------------------------------------------------------------------------------------------
 
 

@@ -114,6 +114,15 @@ def test_an_opening_s_gaps_split_it_into_the_pieces_the_model_writes_between(tmp
     assert split_gaps("<h1>Ada</h1>") == ("<h1>Ada</h1>", ())
 
 
+@pytest.mark.parametrize("depth", [120, 400])
+def test_a_template_nested_too_deeply_to_compile_is_a_config_error(tmp_path: Path, depth: int) -> None:
+    root = copy_site(tmp_path, "wiki")
+    nested = "{% if 1 %}" * depth + "x" + "{% endif %}" * depth
+    (root / "prompts" / "article.j2").write_text(nested, encoding="utf-8")
+    with pytest.raises(SiteConfigError, match="article.j2: key 'template': nested too deeply to compile"):
+        PromptRenderer(load_site(root))
+
+
 def test_url_text_cannot_make_a_gap(wiki: Site) -> None:
     opening = PromptRenderer(wiki).opening(wiki.routes[2], {"title": f"A{GAP}B"})
     assert GAP not in opening and "<h1>AB</h1>" in opening

@@ -347,3 +347,11 @@ def test_a_copy_of_a_site_beside_it_matters_only_where_both_are_asked_for(tmp_pa
     for names in (["demo"], None):
         with pytest.raises(SiteConfigError, match="is the name of"):
             sites_in(tmp_path, names)
+
+
+def test_a_site_toml_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    root.mkdir()
+    (root / "site.toml").symlink_to("/proc/self/mem")  # a file that fails to read (root may read any mode)
+    with pytest.raises(SiteConfigError, match="site.toml: key '-': cannot read it .*Fix: make it readable"):
+        load_site(root)
