@@ -138,11 +138,36 @@ def _string_list(file: Path, data: dict[str, Any], key: str, where: str, default
 
 
 def _check_pattern(file: Path, key: str, pattern: str) -> None:
-    if not pattern.startswith("/") or "//" in pattern or ".." in pattern:
+    """Refuse a pattern no request could match: genui canonicalises every path first (routing.normalise_path), so a
+    pattern must be a canonical path itself, whatever its parameters hold."""
+    if not pattern.startswith("/"):
         raise SiteConfigError(file, key, f"{pattern!r} is not an absolute path", 'start it with "/"')
     leftover = _PARAM.sub("", pattern)
     if "{" in leftover or "}" in leftover:
         raise SiteConfigError(file, key, f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}")
+    sample = _PARAM.sub("x", pattern)  # the path a request for it has, a value in each parameter
+    if "?" in sample or "#" in sample:
+        raise SiteConfigError(
+            file,
+            key,
+            f"{pattern!r} holds a query or a fragment",
+            'match the path only, and name query keys in query = ["q"]',
+        )
+    if "//" in sample or _CONTROL_OR_BACKSLASH.search(sample):
+        raise SiteConfigError(
+            file,
+            key,
+            f"{pattern!r} holds an empty segment, a backslash or a control character",
+            "no request has one (genui canonicalises paths first): write the path as a browser sends it",
+        )
+    if any(segment in (".", "..") for segment in sample.split("/")):
+        raise SiteConfigError(file, key, f"{pattern!r} holds a dot segment", "no request has one: remove it")
+    if len(sample) > MAX_PATTERN:
+        raise SiteConfigError(file, key, f"{pattern!r} is longer than {MAX_PATTERN} characters", "shorten it")
+
+
+_CONTROL_OR_BACKSLASH = re.compile(r"[\x00-\x1f\x7f\\]")
+MAX_PATTERN = 512  # routing.MAX_PATH: a longer path is refused before any route is tried
 
 
 def _parameters(pattern: str) -> list[tuple[str, str]]:

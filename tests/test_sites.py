@@ -126,6 +126,14 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('query = ["q"]', 'query = ["q", "q"]', "routes[3].query"),
         ('stylesheet = "demo.css"', 'stylesheet = "site.toml"', "stylesheet"),  # it would be served as CSS
         ('pattern = "/find"', 'pattern = "/thread/{other}"', "routes[3].pattern"),  # /thread/{id} takes it all
+        # patterns no request can match: genui canonicalises a path before any route sees it
+        ('pattern = "/find"', 'pattern = "/find?q={q}"', "routes[3].pattern"),
+        ('pattern = "/find"', 'pattern = "/a//find"', "routes[3].pattern"),
+        ('pattern = "/find"', 'pattern = "/./find"', "routes[3].pattern"),
+        ('pattern = "/find"', 'pattern = "/find/.."', "routes[3].pattern"),
+        ('pattern = "/find"', 'pattern = "/a\\\\b"', "routes[3].pattern"),
+        ('pattern = "/find"', f'pattern = "/{"a" * 600}"', "routes[3].pattern"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p//{name}"]', "routes[1].aliases[0]"),
     ],
 )
 def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: str, key: str) -> None:
@@ -185,6 +193,11 @@ def test_an_opening_may_not_put_a_value_in_a_single_quoted_attribute(
     if error is not None:
         assert error.key == "routes[1].opening" and "double quotes" in error.fix
         assert "open.j2 puts a value inside a single-quoted attribute" in error.problem
+
+
+def test_a_pattern_with_two_dots_inside_a_segment_loads(tmp_path: Path) -> None:
+    write_site(tmp_path, GOOD.replace('pattern = "/find"', 'pattern = "/range/{a}..{b}"', 1))
+    assert load_site(tmp_path).routes[3].pattern == "/range/{a}..{b}"  # no dot segment: it used to be refused
 
 
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
