@@ -530,6 +530,15 @@ class Pages:
             return whole
         if texts(0, parent) is None:
             if parent is None or (bare := texts(0, None)) is None:
+                shortest = {name: "x" for name in params}  # the same route's page at the shortest address
+                prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
+                opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
+                if not engine.fits(runtime.request(prompt, 0, opening)):  # the site's own text is: not the URL's
+                    raise EngineError(
+                        f"the site's prompt and opening for {route.pattern} are longer than the model can read at "
+                        f"any address; its developer can shorten the route's templates or the site's brief, or "
+                        "lower model.tokens (site.toml)"
+                    )
                 raise BadRequest("this address asks for a page longer than the model can read; shorten it")
             return bare
         low, high = 0, most - 1  # texts(low) fits, texts(most) does not: the largest count that fits

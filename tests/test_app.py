@@ -497,6 +497,15 @@ def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_
     assert len(messages) == 1 and "longer than the model can read" in messages[0]
 
 
+def test_a_site_whose_own_prompt_is_too_long_for_the_model_says_so_not_blaming_the_address(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites, FakeEngine(max_prompt_chars=20))  # shorter than the wiki's brief
+    response = client.get("/wiki/Lisp")
+    assert response.status_code == 503 and "longer than the model can read at any address" in response.text
+    assert "shorten it" not in response.text
+
+
 def test_a_page_whose_prompt_template_fails_is_a_500_naming_the_template_and_the_fix(
     client_factory: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
