@@ -47,6 +47,9 @@ class PromptError(SiteConfigError):
         self.public = f"{shown}: {problem}. Fix: {fix}"
 
 
+SAMPLE_VALUES = ("Sample", "sample")  # what the trial render puts in a route's parameters, and in its query keys
+
+
 def _whatever_the_values(err: BaseException | None) -> bool:
     """Whether a template's failure would happen whatever the URL's values: a name or a key it is not given
     (`nosuch`, `params.nosuch`), `parent.title` on a first visit, a template including itself, the sandbox's
@@ -56,7 +59,13 @@ def _whatever_the_values(err: BaseException | None) -> bool:
     if not isinstance(err, UndefinedError):
         return False
     said = str(err)
-    return said.endswith(" is undefined") or said.startswith(("'dict object' has no attribute", "'None' has no"))
+    if said.startswith("'dict object' has no attribute") and said.endswith(tuple(f"'{v}'" for v in SAMPLE_VALUES)):
+        return False  # a lookup by a URL's value (`{{ panels[params.panel] }}`): the sample's own doing
+    return (
+        said.endswith(" is undefined")
+        or said.startswith(("'dict object' has no attribute", "'None' has no"))
+        or "does not export the requested name" in said  # `{% from "m.j2" import nope %}`
+    )
 
 
 def _failure(site: Site, name: str, err: Exception) -> PromptError:
@@ -182,8 +191,8 @@ class PromptRenderer:
         both), so that what would fail on every page (an undefined variable, a template that includes itself) is
         a config error at load, not a failed page later. A failure that may depend on the values (arithmetic,
         splitting a URL's text, a template the URL names) is left to the page that meets it (_whatever_the_values)."""
-        params = {name: "Sample" for name in route.params}
-        query = {key: "sample" for key in route.query}
+        params = {name: SAMPLE_VALUES[0] for name in route.params}
+        query = {key: SAMPLE_VALUES[1] for key in route.query}
         visits = [(None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])]
         for parent, posts in visits:
             for render in (self.render, self.opening, self.reply_opening):

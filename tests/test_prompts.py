@@ -123,6 +123,18 @@ def test_a_template_nested_too_deeply_to_compile_is_a_config_error(tmp_path: Pat
         PromptRenderer(load_site(root))
 
 
+def test_a_lookup_by_a_urls_value_loads_and_an_import_of_a_name_not_there_does_not(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    article = root / "prompts" / "article.j2"
+    article.write_text('{% set known = {"Lisp": "a language"} %}{{ known[params.title] }}', encoding="utf-8")
+    site = load_site(root)
+    assert PromptRenderer(site).render(site.routes[2], {"title": "Lisp"}) == "a language"  # "Sample" fails alone
+    (root / "prompts" / "macros.j2").write_text("{% macro shown() %}x{% endmacro %}", encoding="utf-8")
+    article.write_text('{% from "macros.j2" import nope %}{{ nope() }}', encoding="utf-8")
+    with pytest.raises(SiteConfigError, match="does not export the requested name"):  # fails on every page
+        PromptRenderer(load_site(root))
+
+
 def test_url_text_cannot_make_a_gap(wiki: Site) -> None:
     opening = PromptRenderer(wiki).opening(wiki.routes[2], {"title": f"A{GAP}B"})
     assert GAP not in opening and "<h1>AB</h1>" in opening
