@@ -51,8 +51,11 @@ def plan_infill(loaded: LoadedModel, request: InfillRequest, row: Row) -> Plan:
     prompt = denoiser.encode_prompt(generation.prompt) + tokenizer.encode(request.before, add_special_tokens=False)
     check_length(loaded, len(prompt), length)
 
-    region = request.region_tokens
-    after = tokenizer.encode(request.after, add_special_tokens=False)[: length - region]
+    after_ids = tokenizer.encode(request.after, add_special_tokens=False)
+    # Some of what follows (or the end of the text) stays in view, pinned: a region as long as the canvas would
+    # be written with nothing after it, and no end marked where it must stop.
+    region = min(request.region_tokens, length - min(len(after_ids) + 1, length // 4))
+    after = after_ids[: length - region]
     tail = after + [denoiser.eos_id] if region + len(after) < length else after  # the text ends where `after` ends
     tail += [denoiser.pad_id] * (length - region - len(tail))  # and padding follows an EOS
     noise = torch.randint(0, denoiser.vocab_size, (region,), generator=torch.Generator().manual_seed(generation.seed))

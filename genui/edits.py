@@ -43,6 +43,9 @@ class EditingEngine(TextEngine, Protocol):
     def infill(self, request: Infill) -> AsyncIterator[Frame]: ...
 
 
+_REWRITE_TAG = re.compile(r"</?rewrite", re.IGNORECASE)
+
+
 def editing(engine: TextEngine | None) -> EditingEngine | None:
     """``engine`` when it can edit pages in place and write variations; None otherwise."""
     return engine if isinstance(engine, EditingEngine) else None
@@ -55,7 +58,9 @@ def model_text(stored_html: str) -> str:
 
 
 def with_instruction(prompt: str, said: str) -> str:
-    """The page's prompt with a visitor's instruction for the rewrite: data in the prompt, like a reader's post."""
+    """The page's prompt with a visitor's instruction for the rewrite: data in the prompt, like a reader's post,
+    inside genui's own tag, which the instruction cannot close or open again (its `<rewrite` written `&lt;rewrite`)."""
+    said = _REWRITE_TAG.sub(lambda tag: "&lt;" + tag[0][1:], said)
     return f"{prompt}<rewrite>{said}</rewrite>\n" if said else prompt
 
 

@@ -245,7 +245,9 @@ class Pages:
         hear that it stopped, or that the engine was busy when it was."""
         if self._started.get((key, version)) != "rewrite":
             return NoSuchVersion(version)
-        return self._failed.get((key, version)) or NoSuchVersion(version, REWRITE_STOPPED)
+        # told once: a later request (the address the rewrite pushed, reloaded) hears that it stopped, not "busy,
+        # try again" for ever about a version nothing will write
+        return self._failed.pop((key, version), None) or NoSuchVersion(version, REWRITE_STOPPED)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
         """The cached page (its newest version when ``version`` is None), its links for the site's mount."""
@@ -332,8 +334,8 @@ class Pages:
         crawler, another site's ``<img>``) does not answer posts the newest version already read."""
         if not job.location.route.posts or version is None or version != self.versions(job) + 1:
             return None
-        if self.running(job, version) is not None:
-            return None
+        if self.running(job, version) is not None or self._started.get((job.key, version)) == "rewrite":
+            return None  # a rewrite's version: its watchers hear that it stopped, not a replies run in its place
         newest = self.page(job)
         if self._started.get((job.key, version)) != "replies" and (newest is None or not self.waiting(job, newest)):
             return None
@@ -356,7 +358,8 @@ class Pages:
         generation = job.runtime.request(with_instruction(prompt.text, said), slot - 1)
         before_html, after_html = page.html[: part.start], page.html[part.end :]
         before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
-        infill = Infill(generation, before, after, region_tokens(engine, page.html[part.start : part.end]))
+        section_text = model_text(page.html[part.start : part.end])  # as the model reads it: no hx-* attributes
+        infill = Infill(generation, before, after, region_tokens(engine, section_text))
         splice = Splice(before_html, after_html, page.answered, page.replied, text_before=before, text_after=after)
         return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, "rewrite", splice)
 

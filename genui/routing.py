@@ -23,7 +23,7 @@ MAX_PATH = 512  # characters of a decoded path; longer is a malformed request, n
 MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is collapsed
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # in a query value, where a backslash is text (`grep \.py`, `C:\Users`)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # in a query value, where a backslash is text (`grep \.py`, `C:\Users`)
 _SPACES = re.compile(r" +")
 _LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.link_text`); a longer one is no name
 # How alike a link's text and the name in its href must be (difflib's ratio) for the text to name the page: on the
@@ -107,7 +107,7 @@ def normalise_query(route: Route, items: Iterable[tuple[str, str]]) -> dict[str,
     for key, value in items:
         if key not in route.query or key in values:
             continue
-        if _CONTROL.search(value.replace("\t", " ").replace("\n", " ").replace("\r", " ")):
+        if CONTROL.search(value.replace("\t", " ").replace("\n", " ").replace("\r", " ")):
             raise BadRequest(f"query value of {key!r} contains a control character")
         collapsed = " ".join(value.split())
         if len(collapsed) > MAX_QUERY_VALUE:

@@ -34,8 +34,8 @@ from genui.inputs import (
     small_form,
     version,
 )
-from genui.pages import LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
-from genui.routing import VERSION_KEY, BadRequest, Location, versioned
+from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
+from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
@@ -144,6 +144,9 @@ class Views:
     async def regenerate(self, request: Request) -> Response:
         """Write the page's next version whole (form: site, url)."""
         _, job = await self._page_form(request)
+        running = self.pages.running(job, self.pages.versions(job) + 1)
+        if running is not None and not running.splice.whole:  # a section or replies being written in place
+            raise HTTPException(409, BUSY)
         generation = self.pages.generation(job, self.pages.versions(job) + 1)
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
@@ -158,6 +161,8 @@ class Views:
         asked = version(form_text(form, VERSION_KEY) or None)
         number = form_number(form, "section")
         said = form_text(form, "instruction", MAX_INSTRUCTION)
+        if CONTROL.search(said):
+            raise BadRequest("the instruction holds a control character; write it as plain text")
         generation = self.pages.rewrite(job, asked, number, said)
         target = versioned(job.url, generation.version)
         if is_htmx(request):

@@ -62,11 +62,21 @@ def test_infill_writes_new_tokens_into_the_region(loaded: LoadedModel) -> None:
 
 def test_infill_sees_only_as_much_after_text_as_the_canvas_holds(loaded: LoadedModel) -> None:
     long_after = " tail" * 100
-    frames, canvas, _ = edit(loaded, InfillRequest(GenerationRequest(prompt="", max_steps=2), BEFORE, long_after, 30))
-    kept = loaded.tokenizer.encode(long_after, add_special_tokens=False)[:2]
-    assert canvas[30:] == kept  # no room for an EOS: the text goes on past the canvas
+    frames, canvas, _ = edit(loaded, InfillRequest(GenerationRequest(prompt="", max_steps=2), BEFORE, long_after, 20))
+    kept = loaded.tokenizer.encode(long_after, add_special_tokens=False)[:12]
+    assert canvas[20:] == kept  # no room for an EOS: the text goes on past the canvas
     final = frames[-1]
     assert isinstance(final, DoneFrame) and final.text.endswith(long_after)
+
+
+@pytest.mark.parametrize("after", [" tail" * 100, "</p>"])
+def test_a_region_as_long_as_the_canvas_still_sees_what_follows_it(loaded: LoadedModel, after: str) -> None:
+    """A quarter of the canvas at most stays for the text after the region and its end: written with nothing after
+    it in view, a rewritten section would not know where to stop."""
+    _, canvas, _ = edit(loaded, InfillRequest(GenerationRequest(prompt="", max_steps=2), BEFORE, after, 32))
+    ids = loaded.tokenizer.encode(after, add_special_tokens=False)
+    pinned = min(len(ids) + 1, 32 // 4)  # the text after, then its end where it fits
+    assert len(canvas) == 32 and canvas[32 - pinned :] == (ids + [EOS_ID])[:pinned]
 
 
 def test_the_text_before_the_region_is_the_prompts_end(loaded: LoadedModel) -> None:
