@@ -35,6 +35,7 @@ from genui.arguments import (
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import SiteConfigError, load_sites
+from genui.store import NotAPageCache
 from genui.upkeep import add_commands
 
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
@@ -315,13 +316,13 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
         return USAGE_ERROR
     try:
         code: int = args.run(args, load_engine or _default_loader)
-    except (UsageError, SiteConfigError, EngineError) as err:
+    except (UsageError, SiteConfigError, EngineError, NotAPageCache) as err:
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
     except OSError as err:  # a path that is not there, not a folder, not allowed or too long
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
-    except sqlite3.DatabaseError as err:  # a file that is no database, or one another process holds past 5 s
+    except sqlite3.DatabaseError as err:  # a file that is no database, or one another process holds meanwhile
         held = "; try again, or stop what holds it" if "locked" in str(err) else ""
         print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}{held}", file=sys.stderr)
         return USAGE_ERROR

@@ -13,6 +13,7 @@ failure message in place of the page).
 | ``EngineError`` | 503 |
 | ``PageWithdrawn`` (a reader's post the page was written from, or its earlier versions, deleted meanwhile) | 409 |
 | ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
+| ``sqlite3.OperationalError`` "locked" (another process holding the page cache) | 503 with ``Retry-After`` |
 | anything else (a bug) | 500 |
 """
 
@@ -22,6 +23,7 @@ import contextlib
 import http
 import logging
 import math
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +40,7 @@ from genui.security import security_headers
 from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
 log = logging.getLogger("genui")
 
 
@@ -76,6 +79,10 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, PromptError):  # the site's bug, not the visitor's: its developer reads the log
         log.error("a prompt template failed: %s", error)
         return Problem(500, "Template error", f"This page's prompt template failed: {error.public}")
+    if isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error)):
+        # another process writes the page cache (genui cache prune --vacuum, a second server starting)
+        message = f"The page cache is busy. Try again in {CACHE_BUSY_RETRY_S} s."
+        return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
     if isinstance(error, PageWithdrawn):
         message = "This page's earlier versions were deleted while it was being written, so it was not kept."
         return Problem(409, "Versions deleted", message + " Open the page again.")
@@ -104,7 +111,14 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
                 return screens.error(request, runtime, 500, heading, message, headers=headers)
         return screens.error(request, None, 500, heading, message, headers=headers)
 
+    async def database(request: Request, error: Exception) -> Response:
+        if problem(error) is not None:  # busy: another process holds the page cache
+            return await known(request, error)
+        log.error("the page cache failed", exc_info=error)  # a bug, or a broken file: the server's log says which
+        return await server_error(request, error)
+
     return {
+        sqlite3.OperationalError: database,
         BadRequest: known,
         NoSuchVersion: known,
         EngineError: known,

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
@@ -257,6 +258,9 @@ class Generation:
             raise EngineError("the engine's stream ended without a final frame")
         except (EngineError, PageWithdrawn) as err:
             self._fail(err)
+        except sqlite3.OperationalError as err:  # the page cache held by another process past the busy timeout
+            log.warning("%s was written but not kept: %s", self.runtime.url(self.key.path), err)
+            self._fail(EngineError(f"the page was written, but the page cache was busy and it was not kept ({err})"))
         except asyncio.CancelledError:
             self._fail(EngineError("the generation was cancelled"))
             raise

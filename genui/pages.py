@@ -36,7 +36,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
-from genui.store import PageKey, Store, StoredPage, StoredPost
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost
 from genui.variations import Variations, VariationSets
 
 # SiteRuntime is re-exported: lab/ imports it from here.
@@ -408,18 +408,24 @@ class Pages:
         if self.running(job, version) is not None:
             raise HTTPException(409, BUSY)
         html = pages[index]
-        self.variations.forget(set_id)  # kept once: a second click must not store it again as yet another version
-        page = self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
-            job.key,
-            version,
-            version - 1,
-            first_heading(html),
-            html,
-            variations.seconds,
-            replied=variations.replied,
-            mount=job.runtime.mount,
-            read=variations.read,
-        )
+        try:
+            page = self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
+                job.key,
+                version,
+                version - 1,
+                first_heading(html),
+                html,
+                variations.seconds,
+                replied=variations.replied,
+                mount=job.runtime.mount,
+                read=variations.read,
+            )
+        except PageWithdrawn:
+            self.variations.forget(set_id)
+            raise
+        # kept once: a second click must not store it again as yet another version (a page cache busy meanwhile, a
+        # 503, leaves the set to keep once it is free; no await between the save and this, so no click between)
+        self.variations.forget(set_id)
         page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)
         return page

@@ -7,6 +7,7 @@ in between, so two clients asking at once can never both start the same generati
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -165,16 +166,70 @@ def check_post(user: str, text: str) -> tuple[str, str]:
     return user, text
 
 
-class Store:
-    """One SQLite database. Safe to share between threads; keep one per process."""
+def _wal(db: sqlite3.Connection, within: float) -> None:
+    """Switch ``db`` to WAL, trying again while another process holds the file: the switch answers "locked" at once,
+    without the busy timeout (two processes opening a new file together)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
-    def __init__(self, path: Path | str) -> None:
+
+class NotAPageCache(Exception):
+    """A database file that is not genui's page cache (another program's), which genui leaves untouched."""
+
+
+def check_page_cache(path: Path, *, earlier: bool = False) -> None:
+    """Raise NotAPageCache unless the file at ``path`` is a page cache genui made (or an empty database), read only:
+    nothing about it is changed. ``earlier``: one an earlier genui made may lack its posts table (Store adds it).
+    sqlite3.OperationalError when it cannot be read (locked, a read-only folder)."""
+    try:
+        with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as check:
+            tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = {
+                table: {row[1] for row in check.execute(f"PRAGMA table_info({table})")}
+                for table in ("pages", "posts")
+                if table in tables
+            }
+            post_id = [row for row in check.execute("PRAGMA table_info(posts)") if row[1] == "id"]
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as err:
+        raise NotAPageCache(f"{path} is not a page cache: {err}") from None
+    if not tables:
+        return  # an empty database: genui makes its tables in it
+    needed = {"pages"} if earlier else {"pages", "posts"}
+    if not needed <= tables:
+        raise NotAPageCache(f"{path} is not a page cache: it has no {' and '.join(sorted(needed))} tables")
+    if not (
+        columns["pages"] >= PAGE_COLUMNS
+        and ("posts" not in columns or columns["posts"] >= POST_COLUMNS)
+        and ("posts" not in columns or [(row[2].upper(), row[5]) for row in post_id] == [("INTEGER", 1)])
+    ):
+        raise NotAPageCache(f"{path} is not a page cache: its pages and posts tables are another program's")
+
+
+BUSY_TIMEOUT_S = 1.0  # how long a write waits for another process's (genui cache prune, a second server) to end
+
+
+class Store:
+    """One SQLite database. Safe to share between threads; keep one per process. Another program's database is
+    refused (NotAPageCache) before anything in it is changed."""
+
+    def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if Path(path).is_file() and Path(path).stat().st_size:
+                check_page_cache(Path(path), earlier=True)
         # Autocommit mode: transactions are explicit (see _transaction), never opened behind our back.
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
+        _wal(self._db, busy_timeout)
         # WAL + FULL: a commit is on disk when it returns, so a post a reader was told is saved survives a crash of
         # the machine too (NORMAL only survives the process's; it leaves the WAL unsynced until a checkpoint)
         self._db.execute("PRAGMA synchronous=FULL")

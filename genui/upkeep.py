@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sqlite3
 import sys
@@ -27,7 +26,7 @@ from genui.arguments import (
 )
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
-from genui.store import PAGE_COLUMNS, POST_COLUMNS, Store
+from genui.store import NotAPageCache, Store, check_page_cache
 from genui.upgrade import adopt_earlier_pages
 
 
@@ -157,33 +156,20 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
         store.close()
 
 
+COMMAND_BUSY_TIMEOUT_S = 5.0  # a command waits longer than the server (whose wait holds every visitor's request)
+
+
 def _open_store(db: Path) -> Store:
     """The page cache at ``db``, or UsageError when there is none (a file genui serve did not make is left alone)."""
     if not db.is_file():
         raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
     try:
-        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as check:
-            tables = {name for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            columns = {
-                table: {row[1] for row in check.execute(f"PRAGMA table_info({table})")}
-                for table in ("pages", "posts")
-                if table in tables
-            }
-            post_id = [row for row in check.execute("PRAGMA table_info(posts)") if row[1] == "id"]
+        check_page_cache(db)  # checked whole before Store touches the file (it switches it to WAL, adds columns)
     except sqlite3.OperationalError as err:  # locked, or a read-only folder where SQLite cannot make its -shm file
         raise UsageError(f"cannot read {db}: {err}") from None
-    except sqlite3.DatabaseError as err:
-        raise UsageError(f"{db} is not a page cache: {err}") from None
-    if not {"pages", "posts"} <= tables:
-        raise UsageError(f"{db} is not a page cache: it has no pages and posts tables (genui serve --db makes one)")
-    # checked whole before Store touches the file (it switches it to WAL, adds indexes and columns)
-    if not (
-        columns["pages"] >= PAGE_COLUMNS
-        and columns["posts"] >= POST_COLUMNS
-        and [(row[2].upper(), row[5]) for row in post_id] == [("INTEGER", 1)]
-    ):
-        raise UsageError(f"{db} is not a page cache: its pages and posts tables are another program's")
-    return Store(db)
+    except NotAPageCache as err:
+        raise UsageError(f"{err} (genui serve --db makes one)") from None
+    return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
 
 
 def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
@@ -265,7 +251,8 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
             print(f"wrote    {page.seconds:>6.1f} s  {page.url}", flush=True)
 
     db = Path(args.db)
-    store = _open_store(db) if db.exists() else Store(db)  # made if missing, as genui serve makes it
+    # made if missing, as genui serve makes it
+    store = _open_store(db) if db.exists() else Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
     adopt_earlier_pages(store, runtime)  # an earlier genui's pages are stored pages: not written again
 
     async def run() -> int:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -8,12 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fakes import SITES_DIR, FakeEngine, visit
+from starlette.testclient import TestClient
 
+from genui.app import create_app
+from genui.sites import load_sites
 from genui.store import (
     MAX_POST,
     MAX_USER,
     SAME_POST_S,
     EarlierVersionsDeleted,
+    NotAPageCache,
     PageKey,
     PostRejected,
     ReadPostDeleted,
@@ -285,3 +292,70 @@ def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path: Pa
     store._db.execute(f"PRAGMA max_page_count = {10**6}")  # room again: the store works on
     store.save_page(PageKey("wiki", "/Lisp", "", "m", "t"), 1, 0, "Lisp", "<p>Lisp</p>", 0.1)
     assert store.versions(PageKey("wiki", "/Lisp", "", "m", "t")) == 1
+
+
+def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process holding the file's write lock (genui cache prune --vacuum, a second server's long write)."""
+    script = (
+        "import sqlite3, time\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True)\n"
+        f"time.sleep({seconds}); c.execute('COMMIT')\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_reply_while_another_process_holds_the_cache_is_a_503_that_keeps_what_was_typed(tmp_path: Path) -> None:
+    db = tmp_path / "genui.sqlite3"
+    app = create_app(load_sites(SITES_DIR), FakeEngine(), db_path=db)
+    thread = "/forum/r/hacking/My_first_lisp"
+    with TestClient(app) as client:
+        assert visit(client, thread).status_code == 200
+        holder = _hold_write_lock(db, 3)
+        started = time.monotonic()
+        refused = client.post(thread, data={"user": "ada", "text": "a reply"}, headers={"Origin": "http://testserver"})
+        waited = time.monotonic() - started
+        holder.communicate()
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "2" and "a reply" in refused.text
+        assert waited < 2.5  # the busy timeout, not the default 5 s with the whole server standing still
+        assert app.state.pages.store.posts("forum", "/r/hacking/My_first_lisp") == []
+
+
+def test_a_new_cache_another_process_is_opening_is_waited_for_not_refused(tmp_path: Path) -> None:
+    """genui serve and genui cache warm on a fresh install, or two servers started together: switching a file to WAL
+    answers "locked" at once, without the busy timeout, while the other holds it (here: for 0.3 s)."""
+    db = tmp_path / "new.sqlite3"
+    holder = _hold_write_lock(db, 0.3)
+    try:
+        Store(db).close()  # it waits for the other, then opens
+    finally:
+        holder.communicate()
+
+
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "theirs.sqlite3"
+    with closing(sqlite3.connect(db)) as theirs:
+        theirs.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+        theirs.commit()
+    before = db.read_bytes()
+    with pytest.raises(NotAPageCache, match="no pages tables"):
+        Store(db)
+    assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
+
+
+def test_a_variation_kept_while_the_cache_is_held_can_be_kept_once_it_is_free(tmp_path: Path) -> None:
+    from test_edits import keep_form
+
+    db = tmp_path / "genui.sqlite3"
+    app = create_app(load_sites(SITES_DIR), FakeEngine(), db_path=db)
+    with TestClient(app, follow_redirects=False) as client:
+        visit(client, "/wiki/Lisp", follow_redirects=True)
+        candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text
+        holder = _hold_write_lock(db, 2)
+        busy = client.post("/_genui/keep", data=keep_form(candidates, 2))
+        holder.communicate()
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "2"
+        kept = client.post("/_genui/keep", data=keep_form(candidates, 2))  # the chosen one is still there
+        assert kept.status_code == 303 and "(variation 2)" in client.get("/wiki/Lisp?v=2").text
