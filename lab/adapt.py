@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -303,10 +304,11 @@ def train(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "checkpoint.pt"
-    state = torch.load(state_path, weights_only=False) if state_path.is_file() else None
+    # map_location: a run started on a lent GPU resumes (and exports) on a machine without one
+    state = torch.load(state_path, weights_only=False, map_location="cpu") if state_path.is_file() else None
     if state is not None:
         cfg = AdaptConfig(**state["config"])
-        base = state["base"]
+        base = recorded_base(state["base"])
         print(f"resuming {out} at step {state['step']}", file=sys.stderr)
     else:
         cfg = AdaptConfig(**{f.name: getattr(args, f.name) for f in fields(AdaptConfig) if hasattr(args, f.name)})
@@ -328,6 +330,11 @@ def train(args: argparse.Namespace) -> None:
             )
         if not 0 <= cfg.trajectory_share <= 1:
             raise SystemExit(f"genui adapt: --trajectory-share is a share, 0 to 1; got {cfg.trajectory_share}")
+    if args.max_steps and args.max_steps > cfg.steps:
+        raise SystemExit(
+            f"genui adapt: --max-steps {args.max_steps} is past the run's schedule of {cfg.steps} steps, where its "
+            "learning rate would climb again; start a new run from this one's export (--init) to train further"
+        )
     model = add_adapter(load_base(base, device), cfg)
     inner = model.get_base_model()
     vocab = inner.config.vocab_size
@@ -352,7 +359,13 @@ def train(args: argparse.Namespace) -> None:
         if args.init:  # a new run from exported weights (the shipped adapter): same rank, layers and modules
             from safetensors.torch import load_file
 
-            set_peft_model_state_dict(model, load_file(Path(args.init) / "adapter_model.safetensors"))
+            check_init(Path(args.init), model)
+            loaded = set_peft_model_state_dict(model, load_file(Path(args.init) / "adapter_model.safetensors"))
+            if loaded.unexpected_keys:
+                raise SystemExit(
+                    f"genui adapt: {args.init} holds weights this run has no place for ({loaded.unexpected_keys[0]}, "
+                    "...): give the run its rank, layers and modules (see its adapter_config.json)"
+                )
         held = heldout_loss(model, packed, cfg, eos)
         log.append({"step": 0, "heldout": held, "tokens": 0})
         print(f"held-out canvas loss before training: {held:.3f}", file=sys.stderr)
@@ -364,7 +377,7 @@ def train(args: argparse.Namespace) -> None:
     def save() -> None:
         payload = {
             "config": asdict(cfg),
-            "base": base,
+            "base": portable_base(base),
             "adapter": get_peft_model_state_dict(model),
             "optimizer": optimizer.state_dict(),
             "schedule": schedule.state_dict(),
@@ -460,6 +473,45 @@ def train(args: argparse.Namespace) -> None:
         export(out, args.export)
 
 
+def portable_base(base: str) -> str:
+    """What a checkpoint records of its base: the pinned base by name (its folder is another machine's cache on a
+    lent GPU), any other as given."""
+    from engine.base import base_folder
+    from engine.loading import PINNED_BASE
+
+    return PINNED_BASE if Path(base).resolve() == base_folder().resolve() else base
+
+
+def recorded_base(recorded: str) -> str:
+    """The base a checkpoint names, on this machine: the pinned one from genui's cache (also for a checkpoint that
+    names another machine's copy of it, from before the name was recorded), any other as recorded."""
+    from engine.base import BASE_NAME, ensure_base
+    from engine.loading import PINNED_BASE
+
+    if recorded == PINNED_BASE or (Path(recorded).name == BASE_NAME and not Path(recorded).exists()):
+        return str(ensure_base())
+    return recorded
+
+
+def check_init(folder: Path, model: Any) -> None:
+    """Refuse an --init adapter whose rank, scale, layers or modules differ from the run's: peft would load what fits
+    and drop or rescale the rest without a word, and the run would start from another model than the one named."""
+    try:
+        theirs = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"genui adapt: --init {folder}: cannot read its adapter_config.json ({exc})") from exc
+    ours = model.peft_config["default"]
+    for key in ("r", "lora_alpha", "layers_to_transform", "target_modules"):
+        mine, given = getattr(ours, key), theirs.get(key)
+        if isinstance(mine, set | list | tuple) and given is not None:
+            mine, given = sorted(mine), sorted(given)
+        if mine != given:
+            raise SystemExit(
+                f"genui adapt: --init {folder} was trained with {key} = {given!r}, this run has {mine!r}; give the "
+                "run the adapter's settings (--rank, --alpha, --frozen-layers, ...)"
+            )
+
+
 def export(run: Path, dest: Path) -> None:
     """Write a run's adapter as a model folder the engine loads: the LoRA, the tokenizer, genui.json and a
     generation_config.json with the sampler settings (edit those after tuning)."""
@@ -468,8 +520,9 @@ def export(run: Path, dest: Path) -> None:
 
     from engine.base import base_folder
 
-    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    state = torch.load(run / "checkpoint.pt", weights_only=False, map_location="cpu")
     cfg = AdaptConfig(**state["config"])
+    state["base"] = recorded_base(state["base"])
     pinned = Path(state["base"]).resolve() == base_folder().resolve()
     model = add_adapter(load_base(state["base"], torch.device("cpu")), cfg)
     set_peft_model_state_dict(model, state["adapter"])

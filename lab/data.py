@@ -114,9 +114,16 @@ def pack_jsonl(path: Path, tokenizer: PreTrainedTokenizerBase, max_prompt: int, 
 
 
 def _rows(files: list[Path]) -> Iterator[dict[str, Any]]:
+    """Each file's rows; a last line with no line break after it that is not whole JSON is one a killed writer
+    (genui distill) did not finish, and is left out."""
     for path in files:
         with path.open(encoding="utf-8") as handle:
-            yield from map(json.loads, handle)
+            for line in handle:
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    if line.endswith("\n"):
+                        raise
 
 
 @dataclass(frozen=True)

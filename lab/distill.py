@@ -148,6 +148,15 @@ def load_writer(args: argparse.Namespace, device: torch.device) -> tuple[torch.n
     return model, tokenizer, "base"
 
 
+def drop_unfinished_row(path: Path) -> None:
+    """Cut ``path`` (JSON lines) after its last complete line: what a killed run wrote of a row is no row."""
+    with path.open("rb+") as handle:
+        data = handle.read()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            handle.truncate(end)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="genui distill", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="from genui corpus")
@@ -175,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     done: set[tuple[str, str]] = set()
     if args.out.is_file():
+        drop_unfinished_row(args.out)  # a run killed while it wrote a row left half of it
         with args.out.open(encoding="utf-8") as handle:
             done = {(row["site"], row["path"]) for row in map(json.loads, handle)}
     keeper = Keeper(load_dictionary(), args.min_words)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from engine_fixtures import build_tiny_llama_base
 from safetensors.torch import load_file, save_file
+from torch import serialization
 
 from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
@@ -188,6 +189,28 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(
         main(["--soup", str(export), str(other), "--export", str(tmp_path / "soup2")])
     assert f"{other}: its adapter_config.json or genui.json differs" in capsys.readouterr().err
     assert not (tmp_path / "soup2").exists()
+
+    # A run past its schedule is refused: transformers' cosine would climb again after --steps.
+    with pytest.raises(SystemExit, match="past the run's schedule of 3000 steps"):
+        main([*common, "--max-steps", "3001"])
+    # An --init adapter of another rank is refused, not loaded in part.
+    with pytest.raises(SystemExit, match="was trained with r = 4, this run has 8"):
+        other_rank = ["--canvas-length", "8", "--frozen-layers", "0", "--rank", "8", "--max-steps", "1"]
+        new_run = ["--out", str(tmp_path / "run2"), "--packed", str(packed), "--base", str(tiny_base)]
+        main([*new_run, "--init", str(export), *other_rank])
+    # A checkpoint a lent GPU wrote (its tensors tagged cuda:0) exports on this CPU-only machine.
+    gpu_run = tmp_path / "gpu_run"
+    shutil.copytree(tmp_path / "run", gpu_run)
+    payload = torch.load(gpu_run / "checkpoint.pt", weights_only=False)
+    generator = payload["generator"].untyped_storage().data_ptr()  # a CUDA run's noise generator is a CPU one
+    tag = serialization.location_tag
+    serialization.location_tag = lambda storage: "cpu" if storage.data_ptr() == generator else "cuda:0"
+    try:
+        torch.save(payload, gpu_run / "checkpoint.pt")
+    finally:
+        serialization.location_tag = tag
+    assert main(["--out", str(gpu_run), "--export-only", "--export", str(tmp_path / "from_gpu")]) == 0
+    assert load_model(tmp_path / "from_gpu", device="cpu").canvas_length == 8
 
 
 def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:

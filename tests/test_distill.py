@@ -102,3 +102,20 @@ def test_letter_soup_is_not_dictionary_english() -> None:
     words = load_dictionary()
     assert distill.dictionary_share("<p>A hash table maps keys to values.</p>", words) == 1.0
     assert distill.dictionary_share("<p>HJNWEKTINM bartlefrakova gnusteve jw</p>", words) < 0.5
+
+
+def test_a_row_a_killed_run_left_half_written_is_dropped_by_the_resume_and_by_the_pack(tmp_path: Path) -> None:
+    from lab.data import _rows
+    from lab.distill import drop_unfinished_row
+
+    out = tmp_path / "distilled.jsonl"
+    whole = json.dumps({"site": "wiki", "path": "/wiki/A", "html": "<h1>A</h1>"}) + "\n"
+    out.write_text(whole + '{"site": "wiki", "path": "/wiki/B", "ht')  # killed mid-row
+    assert [row["path"] for row in _rows([out])] == ["/wiki/A"]  # packing reads what is whole
+    drop_unfinished_row(out)
+    assert out.read_text() == whole  # the resume appends after the last whole row
+    out.write_text(whole.rstrip("\n"))  # a last row whole but for its line break is kept
+    assert [row["path"] for row in _rows([out])] == ["/wiki/A"]
+    out.write_text(whole + '{"broken": \n')
+    with pytest.raises(json.JSONDecodeError):  # a broken row inside the file is an error, not skipped
+        list(_rows([out]))
