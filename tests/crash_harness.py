@@ -262,6 +262,7 @@ class GeneratedPages:
     site_mount: str = "/wiki"
     name: str = "pages"
     acknowledged: set[str] = field(default_factory=set)  # URLs served whole with a 200
+    versions: dict[str, int] = field(default_factory=dict)  # each URL's newest version served whole (a regeneration's)
     attempted: set[str] = field(default_factory=set)
     served: int = 0  # whole pages checked while the server ran
     verified_after_restart: int = 0
@@ -293,6 +294,8 @@ class GeneratedPages:
                     self.problems.append(f"{method} {url}: status {response.status_code}")
                     continue
                 self.acknowledged.add(url)
+                served = int(response.url.params.get("v") or 1)  # Regenerate lands on ?v=N of the version it wrote
+                self.versions[url] = max(self.versions.get(url, 0), served)
                 self._check(url, response.text, "while serving")
 
         await asyncio.gather(*(reader(index) for index in range(self.clients)))
@@ -313,6 +316,11 @@ class GeneratedPages:
                 self.verified_after_restart += 1
             elif url in self.acknowledged:
                 self.problems.append(f"{url}: served whole before the kill, missing after the restart")
+        for url, newest in sorted(self.versions.items()):  # every version served whole, a regeneration's too
+            for number in range(1, newest + 1):
+                response = await client.get(f"{self.site_mount}{url}?v={number}", headers=HTMX)
+                if served_page(response.text) is None:
+                    self.problems.append(f"{url}?v={number}: served whole before the kill, missing after the restart")
         whole: dict[str, list[str]] = {}  # versions of each page that passed, oldest first
         for key, version, page_html in _query(db, "SELECT path, version, html FROM pages ORDER BY path, version"):
             problem = page_problem(page_html)

@@ -50,19 +50,21 @@ def test_the_verifiers_find_a_lost_post_and_a_corrupt_page(tmp_path: Path) -> No
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             stop = asyncio.Event()
             driving = asyncio.ensure_future(asyncio.gather(posts.drive(client, 0, stop), pages.drive(client, 0, stop)))
-            while len(posts.acknowledged) < 6 or len(pages.acknowledged) < 2:
-                await asyncio.sleep(0.01)
+            while len(posts.acknowledged) < 6 or not any(v >= 2 for v in pages.versions.values()):
+                await asyncio.sleep(0.01)  # posts, and a regeneration served whole
             stop.set()
             await driving
             assert await posts.verify(client, db) == [] and await pages.verify(client, db) == []
             with sqlite3.connect(db) as tamper:
                 tamper.execute("DELETE FROM posts WHERE id = (SELECT MIN(id) FROM posts)")
                 tamper.execute("UPDATE pages SET html = substr(html, 1, length(html) / 2) WHERE rowid = 1")
+                tamper.execute("DELETE FROM pages WHERE version >= 2")  # a regeneration's version lost
             return await posts.verify(client, db) + await pages.verify(client, db)
 
     problems = asyncio.run(asyncio.wait_for(drive_then_verify(), 60))
     assert any("acknowledged post lost" in problem for problem in problems), problems
     assert any("no checksum footer" in problem for problem in problems), problems
+    assert any("?v=2: served whole before the kill, missing" in problem for problem in problems), problems
 
 
 @pytest.mark.slow
