@@ -9,7 +9,6 @@ no prompt of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -513,8 +512,13 @@ class Pages:
         await self.reader.close()
         tasks = [generation.cancel() for generation in list(self._running.values())]
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await task
+            except asyncio.CancelledError:
+                if (closing := asyncio.current_task()) is not None and closing.cancelling():
+                    raise  # whoever is closing was cancelled too
+            except Exception:  # noqa: BLE001 - a run's own failure is its watchers' news, not the shutdown's
+                pass
         await self.variations.close()
 
     def prompt(self, job: Job) -> Prompt:

@@ -8,7 +8,6 @@ the page's next version. Candidates nobody keeps are forgotten (the newest ``KEP
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections import OrderedDict
@@ -186,6 +185,11 @@ class VariationSets:
 
     async def close(self) -> None:
         for variations in list(self._sets.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await variations.cancel()
+            except asyncio.CancelledError:
+                if (closing := asyncio.current_task()) is not None and closing.cancelling():
+                    raise  # whoever is closing was cancelled too
+            except Exception:  # noqa: BLE001 - a run's own failure is its watchers' news, not the shutdown's
+                pass
         self._sets.clear()

@@ -107,7 +107,11 @@ def write_pages(model: torch.nn.Module, tokenizer, jobs: list[Job], args: argpar
         encode_prompt(tokenizer, job.prompt) + tokenizer.encode(job.opening, add_special_tokens=False) for job in jobs
     ]
     input_ids, attention_mask = left_pad(prompts, pad, model.device)
-    budgets = [min(job.budget, args.max_new_tokens) for job in jobs]
+    # A served page's budget holds its opening too (the engine counts it in max_tokens): what follows gets the rest.
+    openings = [len(tokenizer.encode(job.opening, add_special_tokens=False)) for job in jobs]
+    budgets = [
+        max(1, min(job.budget - opened, args.max_new_tokens)) for job, opened in zip(jobs, openings, strict=True)
+    ]
     with torch.inference_mode():
         output = model.generate(
             input_ids,

@@ -79,7 +79,8 @@ def test_a_batch_cuts_each_page_at_its_own_budget_and_an_adapted_writer_marks_it
     base = build_tiny_llama_base(tmp_path / "tiny")
     loaded = load_model(base, device="cpu")
     args = argparse.Namespace(max_new_tokens=64, temperature=1.0, top_k=0, repetition_penalty=1.0)
-    short = distill.Job("wiki", "/wiki/A", "<title>A</title>", "<h1>A</h1>", budget=2)
+    opening = len(loaded.tokenizer.encode("<h1>A</h1>", add_special_tokens=False))
+    short = distill.Job("wiki", "/wiki/A", "<title>A</title>", "<h1>A</h1>", budget=opening + 2)  # the opening counts
     long = distill.Job("wiki", "/wiki/B", "<title>B but a longer prompt</title>", "", budget=40)
     torch.manual_seed(0)
     texts = distill.write_pages(loaded.model, loaded.tokenizer, [short, long], args)
@@ -119,3 +120,26 @@ def test_a_row_a_killed_run_left_half_written_is_dropped_by_the_resume_and_by_th
     out.write_text(whole + '{"broken": \n')
     with pytest.raises(json.JSONDecodeError):  # a broken row inside the file is an error, not skipped
         list(_rows([out]))
+
+
+def test_a_pages_opening_counts_in_its_budget_as_a_served_page_counts_it(tmp_path: Path) -> None:
+    import argparse
+
+    from engine.loading import load_model
+
+    loaded = load_model(build_tiny_llama_base(tmp_path / "tiny"), device="cpu")
+    asked: list[int] = []
+
+    class Writer:  # the model's generate(), writing the letter "a" as long as it is asked
+        device = torch.device("cpu")
+
+        def generate(self, input_ids: torch.Tensor, max_new_tokens: int, **kwargs: object) -> torch.Tensor:
+            asked.append(max_new_tokens)
+            letter = loaded.tokenizer.encode("a", add_special_tokens=False)[0]
+            return torch.cat([input_ids, torch.full((input_ids.shape[0], max_new_tokens), letter)], dim=1)
+
+    args = argparse.Namespace(max_new_tokens=64, temperature=1.0, top_k=0, repetition_penalty=1.0)
+    opening = len(loaded.tokenizer.encode("<h1>A</h1>", add_special_tokens=False))
+    job = distill.Job("wiki", "/wiki/A", "<title>A</title>", "<h1>A</h1>", budget=opening + 3)
+    (text,) = distill.write_pages(Writer(), loaded.tokenizer, [job], args)  # type: ignore[arg-type]
+    assert asked == [3] and text == "<h1>A</h1>aaa"  # the page is its budget long, opening included

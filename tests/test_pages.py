@@ -299,3 +299,19 @@ async def test_variations_of_a_browser_page_keep_their_links_in_the_browser(stor
     async for _ in variations.watch():
         pass
     assert variations.pages is not None and all(FOLLOWED in page for page in variations.pages)
+
+
+async def test_closing_stops_the_runs_and_a_closer_cancelled_meanwhile_stays_cancelled(
+    wiki: Site, store: Store
+) -> None:
+    engine = FakeEngine(delay=0.05, steps=50)
+    pages = make_pages(wiki, store, engine)
+    run = pages.open(job(pages))
+    assert isinstance(run, Generation)
+    await asyncio.sleep(0.1)  # the run is under way
+    closing = asyncio.ensure_future(pages.close())
+    await asyncio.sleep(0)  # close() awaits the cancelled run
+    closing.cancel()  # a shutdown that is itself cancelled (a second Ctrl-C, a timeout)
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert run.finished and engine.cancelled == 1
