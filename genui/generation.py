@@ -208,16 +208,15 @@ class Generation:
         """A visitor was handed the run's placeholder: its stream connects a round trip later, and the run waits for
         it up to ``unclaimed_s`` seconds though its last watcher leaves meanwhile (a reload closes the old page's
         stream before the new page's opens)."""
-        if not self._snapshot.finished:
-            self._claims.append(asyncio.get_running_loop().call_later(self._unclaimed_s, self._unclaim))
+        if self._snapshot.finished:
+            return
 
-    def _unclaim(self) -> None:
-        self._claims = [handle for handle in self._claims if not handle.cancelled() and handle.when() > self._now()]
-        self._abandon()
+        def expire() -> None:  # nobody came for it
+            self._claims.remove(handle)
+            self._abandon()
 
-    @staticmethod
-    def _now() -> float:
-        return asyncio.get_running_loop().time()
+        handle = asyncio.get_running_loop().call_later(self._unclaimed_s, expire)
+        self._claims.append(handle)
 
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for

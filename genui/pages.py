@@ -8,7 +8,6 @@ no prompt of its own.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,7 +35,7 @@ from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost
-from genui.variations import Variations, VariationSets
+from genui.variations import Variations, VariationSets, wait_cancelled
 
 # SiteRuntime is re-exported: lab/ imports it from here.
 __all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime", "TooManyRuns"]
@@ -512,13 +511,7 @@ class Pages:
         await self.reader.close()
         tasks = [generation.cancel() for generation in list(self._running.values())]
         for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if (closing := asyncio.current_task()) is not None and closing.cancelling():
-                    raise  # whoever is closing was cancelled too
-            except Exception:  # noqa: BLE001 - a run's own failure is its watchers' news, not the shutdown's
-                pass
+            await wait_cancelled(task)
         await self.variations.close()
 
     def prompt(self, job: Job) -> Prompt:

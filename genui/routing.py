@@ -17,12 +17,10 @@ from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlun
 from starlette.convertors import Convertor
 from starlette.routing import compile_path, replace_params
 
-from genui.sites import Route, Site, SiteConfigError
+from genui.sites import FORBIDDEN_IN_PATH, MAX_PATH, Route, Site, SiteConfigError
 
-MAX_PATH = 512  # characters of a decoded path; longer is a malformed request, not a page
 MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is collapsed
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
-_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # in a query value, where a backslash is text (`grep \.py`, `C:\Users`)
 _SPACES = re.compile(r" +")
 _LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.link_text`); a longer one is no name
@@ -93,7 +91,7 @@ def normalise_path(path: str) -> str:
     """Collapse repeated and trailing slashes; refuse dot segments, control characters and overlong paths."""
     if len(path) > MAX_PATH:
         raise BadRequest(f"path longer than {MAX_PATH} characters")
-    if _FORBIDDEN.search(path):
+    if FORBIDDEN_IN_PATH.search(path):
         raise BadRequest("path contains a control character or a backslash")
     segments = [segment for segment in path.split("/") if segment]
     if any(segment in (".", "..") for segment in segments):

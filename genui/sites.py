@@ -153,7 +153,7 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
             f"{pattern!r} holds a query or a fragment",
             'match the path only, and name query keys in query = ["q"]',
         )
-    if "//" in sample or _CONTROL_OR_BACKSLASH.search(sample):
+    if "//" in sample or FORBIDDEN_IN_PATH.search(sample):
         raise SiteConfigError(
             file,
             key,
@@ -162,12 +162,14 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
         )
     if any(segment in (".", "..") for segment in sample.split("/")):
         raise SiteConfigError(file, key, f"{pattern!r} holds a dot segment", "no request has one: remove it")
-    if len(sample) > MAX_PATTERN:
-        raise SiteConfigError(file, key, f"{pattern!r} is longer than {MAX_PATTERN} characters", "shorten it")
+    if len(sample) > MAX_PATH:
+        raise SiteConfigError(file, key, f"{pattern!r} is longer than {MAX_PATH} characters", "shorten it")
 
 
-_CONTROL_OR_BACKSLASH = re.compile(r"[\x00-\x1f\x7f\\]")
-MAX_PATTERN = 512  # routing.MAX_PATH: a longer path is refused before any route is tried
+# What no canonical path holds, and how long one may be (genui.routing refuses a request's path by these before any
+# route is tried, so a pattern past them would match nothing).
+FORBIDDEN_IN_PATH = re.compile(r"[\x00-\x1f\x7f\\]")
+MAX_PATH = 512  # characters of a decoded path; longer is a malformed request, not a page
 
 
 def _parameters(pattern: str) -> list[tuple[str, str]]:

@@ -185,11 +185,17 @@ class VariationSets:
 
     async def close(self) -> None:
         for variations in list(self._sets.values()):
-            try:
-                await variations.cancel()
-            except asyncio.CancelledError:
-                if (closing := asyncio.current_task()) is not None and closing.cancelling():
-                    raise  # whoever is closing was cancelled too
-            except Exception:  # noqa: BLE001 - a run's own failure is its watchers' news, not the shutdown's
-                pass
+            await wait_cancelled(variations.cancel())
         self._sets.clear()
+
+
+async def wait_cancelled(task: asyncio.Task[None]) -> None:
+    """Wait for a run ``task`` just cancelled to end, at shutdown: its cancellation and its own failure are its
+    watchers' news, but the closer's own cancellation (a second Ctrl-C, a timeout) goes on up."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        if (closing := asyncio.current_task()) is not None and closing.cancelling():
+            raise
+    except Exception:  # noqa: BLE001 - see above
+        pass

@@ -381,6 +381,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
     for name in sorted({r.site for r in results}):
         rows = [r for r in results if r.site == name]
         shapes = [shape(r.html) for r in rows]
+        texts = {id(r): " ".join(s.text) for r, s in zip(rows, shapes, strict=True)}  # each page's text, once
         runtime = SiteRuntime.build(sites[name], mount="")
         shown = [served(r, runtime) for r in rows]
         valid, links = valid_links(rows, runtime)
@@ -395,7 +396,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 dictionary_words=dictionary_share((" ".join(s.text) for s in shapes), dictionary),
                 valid_links=valid / links if links else 0.0,
                 links=links,
-                distinct_2=per_seed(rows, lambda pages: distinct_2(" ".join(shape(r.html).text) for r in pages)),
+                distinct_2=per_seed(rows, lambda pages, texts=texts: distinct_2(texts[id(r)] for r in pages)),
                 steps_per_canvas=float(statistics.median(steps)) if steps else 0.0,
                 seconds_per_page=sum(r.seconds for r in rows) / len(rows),
                 title_h1=sum(_title(r.path) in [h.strip().lower() for h in sh.h1] for r, sh in articles) / len(articles)
