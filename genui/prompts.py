@@ -190,17 +190,24 @@ class PromptRenderer:
         """Render the route's templates with sample values (a first visit with no parent and no posts, and one with
         both), so that what would fail on every page (an undefined variable, a template that includes itself) is
         a config error at load, not a failed page later. A failure that may depend on the values (arithmetic,
-        splitting a URL's text, a template the URL names) is left to the page that meets it (_whatever_the_values)."""
+        splitting a URL's text, a template the URL names) is left to the page that meets it (_whatever_the_values).
+        One the first visit meets and the visit with a parent and a post does not (`{{ posts[0].user }}`) is the
+        first visit's doing, whatever the values: every page has one."""
         params = {name: SAMPLE_VALUES[0] for name in route.params}
         query = {key: SAMPLE_VALUES[1] for key in route.query}
-        visits = [(None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])]
-        for parent, posts in visits:
-            for render in (self.render, self.opening, self.reply_opening):
+        first, later = (None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])
+        for render in (self.render, self.opening, self.reply_opening):
+            failed: list[PromptError | None] = []
+            for parent, posts in (first, later):
                 try:
                     render(route, params, query, parent, posts)
+                    failed.append(None)
                 except PromptError as err:
                     if _whatever_the_values(err.__cause__):
                         raise
+                    failed.append(err)
+            if failed[0] is not None and failed[1] is None:
+                raise failed[0]
 
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening

@@ -394,3 +394,17 @@ def test_a_template_that_fails_on_some_values_fails_those_pages_only(tmp_path: P
     with pytest.raises(PromptError, match=r"line 2: ZeroDivisionError") as caught:
         renderer.render(article, {"title": "Lisp"})
     assert caught.value.public.startswith("wiki/prompts/article.j2: rendering it failed at line 2")
+
+
+def test_a_template_that_fails_on_a_threads_first_visit_is_a_config_error(tmp_path: Path) -> None:
+    """`{{ posts[0].user }}` fails on every thread's first visit (no posts yet), whatever the URL: found at load,
+    while the same lookup guarded by `{% if posts %}` loads."""
+    root = copy_site(tmp_path, "forum")
+    file = root / "prompts" / "thread.j2"
+    source = file.read_text(encoding="utf-8")
+    file.write_text(source + "{% if posts %}{{ posts[0].user }}{% endif %}\n", encoding="utf-8")
+    PromptRenderer(load_site(root))
+    file.write_text(source + "{{ posts[0].user }}\n", encoding="utf-8")
+    with pytest.raises(PromptError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file == str(file) and "no element 0" in caught.value.problem
