@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import difflib
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
-from starlette.convertors import Convertor
+from starlette.convertors import (
+    Convertor,
+    FloatConvertor,
+    IntegerConvertor,
+    PathConvertor,
+    StringConvertor,
+    UUIDConvertor,
+)
 from starlette.routing import compile_path, replace_params
 
 from genui.sites import FORBIDDEN_IN_PATH, MAX_PATH, Route, Site, SiteConfigError
@@ -28,6 +36,26 @@ _LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.li
 # default model's boards (session 46) every listed title it wrote apart from its href scored 0.62-0.98 against it, a
 # meta line or a `Reply` carried into a link 0.0-0.42.
 _LIKE = 0.6
+
+
+# Two values for each kind of parameter a pattern may have, for SiteRouter._check_reached: no literal segment a
+# site is likely to use, and a path's second spans two segments.
+_SAMPLES = (
+    {
+        StringConvertor: "genuisample",
+        PathConvertor: "genuisample",
+        IntegerConvertor: 7,
+        FloatConvertor: 7.5,
+        UUIDConvertor: uuid.UUID(int=7),
+    },
+    {
+        StringConvertor: "another",
+        PathConvertor: "genui/sample",
+        IntegerConvertor: 0,
+        FloatConvertor: 0.25,
+        UUIDConvertor: uuid.UUID(int=8),
+    },
+)
 
 
 class BadRequest(ValueError):
@@ -148,9 +176,37 @@ class SiteRouter:
                     route.pattern.replace(f"{{{route.link_text}}}", f"{{{route.link_text}:path}}")
                 )
                 self._loose.append(_Compiled(route, loose, loose_convertors, path_format))
+        for index in range(len(site.routes)):
+            self._check_reached(index)
         for index, section in enumerate(site.navigation):
             for number, link in enumerate(section.links):
                 self._check_link(link.url, f"navigation[{index}].links[{number}].url")
+
+    def _check_reached(self, index: int) -> None:
+        """A route an earlier one takes every URL of (`/{title}` declared before `/search`, `/files/{p:path}`
+        before `/files/{dir}/{name}`) can serve no page: a config error. Judged on two URLs of the route, made of
+        two values for each parameter; an earlier route that takes only some of them (`/r/{n:int}` before
+        `/r/{board}`) is a choice, left alone."""
+        compiled = self._routes[index]
+        takers = set()
+        for sample in _SAMPLES:
+            values = {name: sample[type(convertor)] for name, convertor in compiled.convertors.items()}
+            path = replace_params(compiled.path_format, compiled.convertors, values)[0]
+            try:
+                location = self.resolve(path)
+            except BadRequest:
+                return
+            if location is None or location.route is compiled.route:
+                return
+            takers.add(location.route.pattern)
+        (earlier, *_) = [n for n, r in enumerate(self.site.routes) if r.pattern in takers]
+        raise SiteConfigError(
+            self.site.root / "site.toml",
+            f"routes[{index}].pattern",
+            f"no request reaches {compiled.route.pattern!r}: routes[{earlier}] ({self.site.routes[earlier].pattern!r})"
+            " is tried first and matches every URL it would",
+            f"declare it before routes[{earlier}], or make the patterns differ by a literal segment",
+        )
 
     def _check_link(self, url: str, key: str) -> None:
         """A link in the site's navigation must lead to a page, by the page's own URL."""

@@ -209,6 +209,40 @@ def test_a_pattern_repeating_a_parameter_is_a_config_error() -> None:
     assert caught.value.key == "routes[0].pattern" and caught.value.fix
 
 
+@pytest.mark.parametrize(
+    ("patterns", "shadowed", "by"),
+    [
+        (("/", "/{title}", "/search"), 2, 1),  # the wiki's two routes the other way round
+        (("/files/{path:path}", "/files/{folder}/{name}"), 1, 0),
+        (("/r/{board}", "/r/{name}"), 1, 0),  # the same shape, another name
+        (("/{title}", "/{title}"), 1, 0),
+    ],
+)
+def test_a_route_an_earlier_one_takes_every_url_of_is_a_config_error(
+    patterns: tuple[str, ...], shadowed: int, by: int
+) -> None:
+    site = load_site(SITES / "wiki")
+    bad = replace(site, routes=tuple(Route(pattern=p, template="article.j2") for p in patterns), navigation=())
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRouter(bad)
+    assert caught.value.key == f"routes[{shadowed}].pattern" and f"routes[{by}]" in caught.value.problem
+    assert f"declare it before routes[{by}]" in caught.value.fix
+
+
+@pytest.mark.parametrize(
+    "patterns",
+    [
+        ("/search", "/{title}"),
+        ("/r/{n:int}", "/r/{board}"),  # numbers go to the first, the rest to the second: a choice
+        ("/files/{folder}/{name}", "/files/{path:path}"),
+        ("/{title}", "/r/{board}"),
+    ],
+)
+def test_routes_that_each_serve_some_url_load(patterns: tuple[str, ...]) -> None:
+    site = load_site(SITES / "wiki")
+    SiteRouter(replace(site, routes=tuple(Route(pattern=p, template="article.j2") for p in patterns), navigation=()))
+
+
 @given(st.text(max_size=80))
 def test_any_path_either_normalises_idempotently_or_is_a_bad_request(path: str) -> None:
     try:
