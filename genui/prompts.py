@@ -195,7 +195,8 @@ class PromptRenderer:
         first visit's doing, whatever the values: every page has one."""
         params = {name: SAMPLE_VALUES[0] for name in route.params}
         query = {key: SAMPLE_VALUES[1] for key in route.query}
-        first, later = (None, []), (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])
+        first: tuple[Parent | None, list[Post]] = (None, [])
+        later = (Parent("/Sample_parent", "Sample parent"), [Post("reader", "A sample post.")])
         for render in (self.render, self.opening, self.reply_opening):
             failed: list[PromptError | None] = []
             for parent, posts in (first, later):

@@ -40,20 +40,20 @@ _LIKE = 0.6
 
 # Two values for each kind of parameter a pattern may have, for SiteRouter._check_reached: no literal segment a
 # site is likely to use, and a path's second spans two segments.
-_SAMPLES = (
+_SAMPLES: tuple[dict[type[Convertor[Any]], str], ...] = (
     {
         StringConvertor: "genuisample",
         PathConvertor: "genuisample",
-        IntegerConvertor: 7,
-        FloatConvertor: 7.5,
-        UUIDConvertor: uuid.UUID(int=7),
+        IntegerConvertor: "7",
+        FloatConvertor: "7.5",
+        UUIDConvertor: str(uuid.UUID(int=7)),
     },
     {
         StringConvertor: "another",
         PathConvertor: "genui/sample",
-        IntegerConvertor: 0,
-        FloatConvertor: 0.25,
-        UUIDConvertor: uuid.UUID(int=8),
+        IntegerConvertor: "0",
+        FloatConvertor: "0.25",
+        UUIDConvertor: str(uuid.UUID(int=8)),
     },
 )
 
