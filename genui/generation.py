@@ -132,6 +132,7 @@ class Generation:
         self._watchers = 0
         self._unclaimed_s = unclaimed_s
         self._claims: list[asyncio.TimerHandle] = []  # placeholders handed out whose watcher has not come yet
+        self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()  # whoever asked for the run watches it a round trip later
 
@@ -267,6 +268,7 @@ class Generation:
             log.exception("generation of %s failed", self.runtime.url(self.key.path))
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
+            self.awaited = bool(self._claims)
             for handle in self._claims:
                 handle.cancel()
             self._claims.clear()

@@ -8,6 +8,7 @@ no prompt of its own.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -139,6 +140,9 @@ class Pages:
         self.engine = engine  # set at start-up when the app loads the default engine itself
         self.unclaimed_s = unclaimed_s
         self._running: dict[tuple[PageKey, int], Generation] = {}
+        # A page of a route never cached, finished before the stream of the placeholder handed out for it connected:
+        # held for that stream (until unclaimed_s passes), which would otherwise find nothing and write it again.
+        self._held: dict[tuple[PageKey, int], Generation] = {}
         # the page versions runs were started for here and what each run was, newest last: a wait URL or a stream
         # may start the same run again
         self._started: OrderedDict[tuple[PageKey, int], Run] = OrderedDict()
@@ -228,6 +232,8 @@ class Pages:
         page = self.page(job, version)
         if page is not None:
             return page
+        if not placeholder and (held := self._held.pop((job.key, version or newest + 1), None)) is not None:
+            return held  # a page never cached, written before its stream came: that stream's
         if version is None:
             version = newest + 1
         elif version != newest + 1 or (
@@ -568,10 +574,17 @@ class Pages:
             self._ahead.discard(generation)
             return  # the reader reads on by itself
         page = generation.page
+        if page is not None and not job.cached and generation.awaited:
+            self._held[slot] = generation
+            asyncio.get_running_loop().call_later(self.unclaimed_s, self._release, slot, generation)
         if page is not None:
             self.reader.shown(job, page)  # the page its visitor is about to see
         else:
             self.reader.ended()
+
+    def _release(self, slot: tuple[PageKey, int], generation: Generation) -> None:
+        if self._held.get(slot) is generation:  # not a later run's page, held since
+            del self._held[slot]
 
     def _parent(self, runtime: SiteRuntime, parent_url: str | None, here: Location) -> Parent | None:
         if not parent_url:

@@ -207,6 +207,33 @@ async def test_uncached_routes_are_never_stored(tmp_path: Path, store: Store) ->
     assert page.html and store.versions(job(pages).key) == 0 and pages.page(job(pages)) is None
 
 
+async def test_a_page_never_cached_written_before_its_stream_came_is_that_streams(tmp_path: Path, store: Store) -> None:
+    """A GET hands out the placeholder of a route never cached; the run ends before the placeholder's stream connects
+    (a fast engine, a slow network): the stream gets that page, not a second run. Held no longer than a claim."""
+    site = load_site(SITES_DIR / "wiki")
+    site = replace(site, routes=tuple(replace(route, cache="none") for route in site.routes))
+    engine = FakeEngine()
+    pages = make_pages(site, store, engine, unclaimed_s=0.2)
+    run = pages.open(job(pages), placeholder=True)
+    assert isinstance(run, Generation)
+    while not run.finished:
+        await asyncio.sleep(0.01)
+    assert pages.open(job(pages)) is run and len(engine.calls) == 1  # the stream, connecting now
+    later = pages.open(job(pages))  # another visit writes its own page, as a route never cached does
+    assert isinstance(later, Generation) and later is not run
+    await later.result()
+    assert len(engine.calls) == 2
+    unwatched = pages.open(job(pages), placeholder=True)
+    assert isinstance(unwatched, Generation)
+    while not unwatched.finished:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # nobody came for it
+    again = pages.open(job(pages))
+    assert isinstance(again, Generation) and again is not unwatched
+    await again.result()
+    assert len(engine.calls) == 4
+
+
 async def test_a_stored_parent_gives_its_title_to_the_prompt(wiki: Site, store: Store) -> None:
     pages = make_pages(wiki, store, FakeEngine())
     await pages.generation(job(pages, "/Scheme"), 1).result()
