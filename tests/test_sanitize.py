@@ -8,8 +8,8 @@ so a check does not share the sanitiser's view of the markup.
 from __future__ import annotations
 
 import html
-import time
 import re
+import time
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
