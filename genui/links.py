@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from collections.abc import Callable, MutableMapping
 from html.parser import HTMLParser
 from typing import Any
@@ -25,6 +26,8 @@ from bleach.linkifier import Linker, LinkifyFilter
 MAIN_TARGET = "#genui-main"  # the element every navigation swaps (the page shell keeps the rest)
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
+# An `<a>` with no attribute left, and what it holds (no other link can be inside one: the parser closes it first).
+_NO_LINK = re.compile(r"<a>((?:(?!<a[\s>]).)*?)</a>", re.S)
 
 Attrs = MutableMapping[Any, str]
 
@@ -92,7 +95,10 @@ class LinkRewriter:
         self._linker = _Linker(callbacks=[self._rewrite], parse_email=False)
 
     def __call__(self, sanitised_html: str) -> str:
-        return str(self._linker.linkify(sanitised_html))
+        # A link to no page (or to another site, its href already dropped by the sanitiser) is no link: its text
+        # and markup stay, out of the `<a>` (bleach's own unlinking flattens `<b>` and `<code>` to text, and an
+        # `<a>` kept without an href is styled as a link nobody can follow).
+        return _NO_LINK.sub(r"\1", str(self._linker.linkify(sanitised_html)))
 
     def _rewrite(self, attrs: Attrs, new: bool = False) -> Attrs | None:
         if new:
@@ -106,8 +112,8 @@ class LinkRewriter:
             return attrs
         site_href = href if self.target is None else self.target(href, str(attrs.get("_text", "")))
         url = None if site_href is None else internal_url(self.mount, site_href)
-        if url is None:
-            return None
+        if url is None:  # a link to no page: an `<a>` with nothing on it, which __call__ takes away
+            return {key: value for key, value in attrs.items() if key == "_text"}
         attrs[(None, "href")] = url
         for name, value in navigation_attrs(url).items():
             attrs[(None, name)] = value

@@ -94,8 +94,7 @@ _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x20\x7f]+")
 _SCRIPT_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_END = re.compile(r"[/?#\\]")
 _MAX_PASSES = 4
-# A fragment marker that is not the `#` of a numeric character reference (`&#35;`).
-_FRAGMENT = re.compile(r"(?<!&)#")
+_HTML_SPACE = re.compile(r"[ \t\n\f\r]+")  # what separates classes in a class attribute (not U+00A0)
 
 
 def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = False) -> str:
@@ -202,14 +201,17 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
     for key in ((None, "id"), (None, "for")):
         if key in attrs:
             attrs[key] = _prefixed(attrs[key].strip())
-    if (None, "href") in attrs:
+    # The values come still entity-encoded, and a browser decodes them: each is judged as the browser will read it
+    # (`&#35;genui-main`, `&#104;tmx-indicator`), and what is rewritten goes back encoded.
+    if (None, "href") in attrs and "#" in (href := html.unescape(attrs[(None, "href")])):
         # In-page links (`#History`) must follow the ids they point at.
-        path, hash_, fragment = _split_fragment(attrs[(None, "href")])
-        attrs[(None, "href")] = path + hash_ + (_prefixed(fragment) if fragment else "")
+        path, _, fragment = href.partition("#")
+        attrs[(None, "href")] = _encoded(path + "#" + (_prefixed(fragment) if fragment else ""))
     if (None, "class") in attrs:
-        kept = [c for c in attrs[(None, "class")].split() if not c.lower().startswith(RESERVED_CLASS_PREFIXES)]
+        classes = _HTML_SPACE.split(html.unescape(attrs[(None, "class")]))
+        kept = [c for c in classes if c and not c.lower().startswith(RESERVED_CLASS_PREFIXES)]
         if kept:
-            attrs[(None, "class")] = " ".join(kept)
+            attrs[(None, "class")] = _encoded(" ".join(kept))
         else:
             del attrs[(None, "class")]
     if tag == "button":
@@ -217,11 +219,9 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
         attrs[(None, "type")] = "button"
 
 
-def _split_fragment(url: str) -> tuple[str, str, str]:
-    match = _FRAGMENT.search(url)
-    if match is None:
-        return url, "", ""
-    return url[: match.start()], "#", url[match.end() :]
+def _encoded(value: str) -> str:
+    """An attribute value as bleach hands them over: entity-encoded, its `"` an entity too (see _rewrite)."""
+    return html.escape(value, quote=False).replace('"', "&quot;")
 
 
 def _prefixed(name: str) -> str:

@@ -25,8 +25,8 @@ def test_a_site_served_at_the_root_keeps_its_links() -> None:
 
 @pytest.mark.parametrize("href", ["https://evil.example/x", "//evil.example/x", "mailto:a@b.c", "Relative_page"])
 def test_links_that_are_not_site_relative_become_plain_text(href: str) -> None:
-    out = LinkRewriter("/forum")(f'<p>see <a href="{href}">there</a></p>')
-    assert out == "<p>see there</p>"
+    out = LinkRewriter("/forum")(f'<p>see <a href="{href}">the <b>bold</b> one</a></p>')
+    assert out == "<p>see the <b>bold</b> one</p>"  # no link, its markup kept (bleach flattened it to text)
 
 
 def test_in_page_fragment_links_are_left_alone() -> None:
@@ -43,8 +43,9 @@ def test_query_is_kept_and_unsafe_characters_are_encoded() -> None:
     assert 'href="/forum/search?q=hash%20tables&amp;x=1"' in out
 
 
-def test_a_link_without_href_is_kept_as_is() -> None:
-    assert rewrite("<a>anchor</a>") == "<a>anchor</a>"
+def test_a_link_without_href_is_its_text_and_markup() -> None:
+    """An `<a>` nothing can follow (the sanitiser took a foreign href off it) would be styled as a link."""
+    assert rewrite("<p><a>an <i>anchor</i></a> and <a>another</a></p>") == "<p>an <i>anchor</i> and another</p>"
 
 
 def test_model_written_htmx_attributes_never_survive_to_the_rewritten_link() -> None:

@@ -656,3 +656,18 @@ def test_an_unclosed_run_of_tags_is_read_in_linear_time() -> None:
     started = time.perf_counter()
     sanitize_html(text)
     assert time.perf_counter() - started < 10.0
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ('<p class="&#104;tmx-indicator">x</p>', "<p>x</p>"),
+        ('<ul><li class="ok&#32;&#103;enui-post">x</li></ul>', '<ul><li class="ok">x</li></ul>'),
+        ('<a href="&#35;genui-main">skip</a>', '<a href="#gen-genui-main">skip</a>'),
+        ('<a href="/wiki/A&amp;B&#35;top">x</a>', '<a href="/wiki/A&amp;B#gen-top">x</a>'),
+        ('<p class="a&amp;b">x</p>', '<p class="a&amp;b">x</p>'),
+    ],
+)
+def test_an_entity_does_not_hide_a_reserved_class_or_fragment(written: str, expected: str) -> None:
+    """The browser decodes entities in a value: a class or fragment is judged as it reads it, not as written."""
+    assert sanitize_html(written) == expected and sanitize_html(expected) == expected
