@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import AsyncGenerator
 
-from engine.frames import EngineError, Frame
+from engine.frames import DoneFrame, EngineError, Frame
 
 _CLOSED = object()
 
@@ -15,18 +15,24 @@ class FrameChannel:
     """A one-way queue of frames into the event loop that created it, plus a cancel flag the worker can poll.
 
     Create it inside the consumer's event loop; ``send``, ``fail`` and ``close`` may be called from any thread.
+    ``rows``: the DoneFrames the stream ends with (one per variant); once they are all sent, the stream is whole and
+    a failure of the batch it ran in (a later row's, the engine closing) is not its own: ``fail`` is ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int = 1) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._cancelled = threading.Event()
+        self._unfinished = rows
 
     def send(self, frame: Frame) -> None:
+        if isinstance(frame, DoneFrame):
+            self._unfinished -= 1
         self._put(frame)
 
     def fail(self, error: EngineError) -> None:
-        self._put(error)
+        if self._unfinished > 0:
+            self._put(error)
 
     def close(self) -> None:
         self._put(_CLOSED)

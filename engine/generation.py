@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,13 +178,15 @@ def free_to_run(tokenizer: PreTrainedTokenizerBase, vocab_size: int) -> torch.Te
     return free
 
 
-def run_plan(loaded: LoadedModel, plan: Plan) -> torch.Tensor:
-    """Run a plan in the calling thread; frames go to each row's ``emit``. Returns the new tokens, (B, K*C).
+def run_plan(loaded: LoadedModel, plan: Plan, after_step: Callable[[], None] | None = None) -> torch.Tensor:
+    """Run a plan in the calling thread; frames go to each row's ``emit``, and ``after_step`` is called after each
+    denoising step. Returns the new tokens, (B, K*C).
 
     Raises GenerationCancelled when every row's consumer has gone.
     """
     cut = plan.settings.stop_at_eos if plan.cut_at_eos is None else plan.cut_at_eos
     streamer = FrameStreamer(loaded.tokenizer, plan.rows, plan.settings, loaded.denoiser.eos_id, cut, plan.pins)
+    streamer.after_step = after_step
     generator = torch.Generator(device=loaded.device).manual_seed(plan.seed)
     tokens = denoise(
         loaded.denoiser,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -20,6 +21,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import TracebackType
 
+import torch
+
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
 from engine.gaps import fill_gaps, fits_with_gaps
@@ -27,7 +30,7 @@ from engine.generation import Plan, batch_key, plan_batch, run_plan, settings_fo
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled, Row
-from engine.threads import release_openmp_threads
+from engine.threads import ThreadShare, release_openmp_threads
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +69,7 @@ class Scheduler:
         self._closed = False
         self._lock = threading.Condition()
         self._batch_s = 1.0  # moving average of one generate() call, for retry_after
+        self._threads: ThreadShare | None = None  # the worker's, made in its thread
         self._worker = threading.Thread(target=self._work, name="genui-engine", daemon=True)
         release_openmp_threads()  # the model was loaded in this thread; the worker computes from now on
         self._worker.start()
@@ -125,7 +129,7 @@ class Scheduler:
     ) -> AsyncIterator[Frame]:
         settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1, max_tokens=None)
         settings_for(self.loaded, settings)  # a bad setting fails here, before it queues
-        job = _Job(requests=requests, key=key, channel=FrameChannel(), infill=infill)
+        job = _Job(requests=requests, key=key, channel=FrameChannel(len(requests)), infill=infill)
         self._submit(job)
         async with aclosing(job.channel.frames()) as frames:
             async for frame in frames:
@@ -145,6 +149,9 @@ class Scheduler:
     # -- the worker's side (its own thread) ---------------------------------------------------------------------
 
     def _work(self) -> None:
+        # fewer threads while another process holds a CPU (engine.threads); the user's OMP_NUM_THREADS is kept
+        if self.loaded.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            self._threads = ThreadShare(torch.get_num_threads())
         while True:
             try:
                 batch = self._next_batch()
@@ -220,7 +227,10 @@ class Scheduler:
         try:
             for job in jobs:
                 self._fill_gaps(job)
-            run_plan(self.loaded, self._plan(jobs))
+            share = self._threads
+            if share is not None:
+                share.start()
+            run_plan(self.loaded, self._plan(jobs), None if share is None else share.step)
         except GenerationCancelled:
             pass
         except Exception as exc:

@@ -86,6 +86,7 @@ class FrameStreamer:
         self.states = [_RowState() for _ in rows]
         self.canvas_index = 0
         self.canvas_started = time.perf_counter()
+        self.after_step: Callable[[], None] | None = None  # told after every step's frames (engine.threads)
 
     # -- the loop's hooks -----------------------------------------------------------------------------------------
 
@@ -112,6 +113,8 @@ class FrameStreamer:
                 variant=row.variant,
             )
             self._emit(row, state, frame)
+        if self.after_step is not None:
+            self.after_step()
 
     def canvas(self, tokens: torch.Tensor) -> None:
         pinned = self._pinned(tokens)

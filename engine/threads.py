@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["openmp_runtimes", "release_openmp_threads"]
+__all__ = ["ThreadShare", "openmp_runtimes", "release_openmp_threads"]
+
+logger = logging.getLogger(__name__)
 
 _PAUSE_HARD = 2  # omp_pause_hard (OpenMP 5.0): libgomp frees the calling thread's team
 
@@ -57,3 +62,98 @@ def release_openmp_threads() -> bool:
 
     runtimes = openmp_runtimes()
     return bool(runtimes) and all(runtime.omp_pause_resource_all(_PAUSE_HARD) == 0 for runtime in runtimes)
+
+
+class ThreadShare:
+    """The OpenMP threads the engine's worker computes with, fitted to the CPUs the machine gives it.
+
+    libgomp's threads spin at the end of every parallel region until the whole team arrives. When another process (a
+    build, a test run) wants one of the CPUs too, the thread it displaces arrives a scheduler's time slice late at
+    every barrier: on a 2-core machine with one busy process beside it, a served page took 62-78 s with 2 threads
+    and 4.5-10 s with 1, against 4-9 s with 2 and nothing beside it (docs/benchmarks.md, session 53).
+
+    So the worker watches how much of each step's time its thread is given a CPU (its CPU clock against the wall
+    clock: a computing or spinning thread is always on one). Below ``SHARE`` over ``window`` steps it tries one
+    thread fewer for ``window`` steps, and keeps them only if its steps got faster by ``MARGIN``: a browser drawing
+    the page takes some of a CPU too, and there the whole team is still faster. Every ``probe_s`` seconds with fewer
+    it tries them all again for one step, and keeps them if that step is no slower. Made and called in the worker's
+    thread (``clocks`` and ``set_threads`` are for tests); an explicit OMP_NUM_THREADS is the user's choice, and no
+    ThreadShare is made then.
+    """
+
+    SHARE = 0.8  # of a step's wall clock the worker's thread runs, below which a CPU may be taken
+    MARGIN = 0.7  # a trial's steps must take at most this part of the steps before it to be kept
+
+    def __init__(
+        self,
+        most: int,
+        window: int = 3,
+        probe_s: float = 10.0,
+        clocks: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time),
+        set_threads: Callable[[int], None] | None = None,
+    ) -> None:
+        if set_threads is None:
+            import torch
+
+            set_threads = torch.set_num_threads
+        self._wall, self._cpu = clocks  # the wall clock, and the calling thread's CPU clock
+        self._set_threads = set_threads
+        self.most = most
+        self.now = most
+        self.window = window
+        self.probe_s = probe_s
+        self._steps: list[tuple[float, float]] = []  # (wall, on-CPU) seconds of the steps at ``now`` threads
+        self._mark = (0.0, 0.0)
+        self._before = 0.0  # during a trial: the mean step before it, at the threads it left
+        self._left = 0  # during a trial: the threads it left; 0 when none is under way
+        self._next_trial = 0.0
+
+    def start(self) -> None:
+        """A batch begins: the time spent waiting for one is no step, and its steps may cost another time."""
+        self._mark = (self._wall(), self._cpu())
+        self._steps.clear()
+        if self._left:  # a trial cut short by the batch's end is undone
+            self._set(self._left)
+
+    def step(self) -> None:
+        """A denoising step ended."""
+        wall, cpu = self._wall(), self._cpu()
+        self._steps.append((wall - self._mark[0], cpu - self._mark[1]))
+        self._mark = (wall, cpu)
+        if self._left:
+            if len(self._steps) >= (1 if self.now == self.most else self.window):
+                mean = sum(took for took, _ in self._steps) / len(self._steps)
+                # fewer threads must be clearly faster; all of them again need only be as fast
+                kept = mean <= (self.MARGIN if self.now < self.most else 1.0) * self._before
+                logger.log(
+                    logging.INFO if kept else logging.DEBUG,
+                    "a step with %d threads took %.0f ms, with %d %.0f ms: computing with %d",
+                    self._left,
+                    1000 * self._before,
+                    self.now,
+                    1000 * mean,
+                    self.now if kept else self._left,
+                )
+                if not kept:
+                    self._set(self._left)
+                self._left = 0
+                self._next_trial = wall + self.probe_s
+            return
+        if len(self._steps) < self.window or wall < self._next_trial or self.most == 1:
+            return
+        latest = self._steps[-self.window :]
+        if self.now == self.most:
+            given = sum(on for _, on in latest) / max(sum(took for took, _ in latest), 1e-9)
+            if given >= self.SHARE:
+                return
+        self._before = sum(took for took, _ in latest) / self.window
+        self._left = self.now
+        self._set(self.most - 1 if self.now == self.most else self.most)
+
+    def _set(self, threads: int) -> None:
+        self._set_threads(threads)
+        self.now = threads
+        self._steps.clear()
+        self._mark = (self._wall(), self._cpu())
+        if threads == self._left:
+            self._left = 0

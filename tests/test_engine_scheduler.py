@@ -250,3 +250,40 @@ async def test_closing_fails_waiting_requests_and_refuses_new_ones(loaded: Loade
         await collect(running)
     with pytest.raises(EngineError, match="closed"):
         await anext(engine.stream(LONG))
+
+
+async def test_a_stream_that_ended_is_not_failed_by_its_batch_failing_later(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests in one batch: the first writes its end of text in its first canvas and gets its DoneFrame; the
+    second's next canvas then fails. The first stream ends with its DoneFrame, the second with the error."""
+    denoiser = loaded.denoiser
+    denoise = denoiser.denoise
+
+    def ends_first_row(*args: Any) -> Any:
+        logits = denoise(*args)
+        logits[0, :, denoiser.eos_id] = 1e4
+        return logits
+
+    def out_of_memory(*args: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(denoiser, "denoise", ends_first_row)
+    monkeypatch.setattr(denoiser, "commit", out_of_memory)
+    engine = Scheduler(loaded, batch_window_s=0.3)
+
+    async def frames(prompt: str) -> list[Any]:
+        seen: list[Any] = []
+        try:
+            async for frame in engine.stream(GenerationRequest(prompt=prompt, max_canvases=2, max_steps=2)):
+                seen.append(frame)
+        except EngineError as err:
+            seen.append(err)
+        return seen
+
+    try:
+        first, second = await asyncio.gather(frames("a"), frames("b"))
+    finally:
+        await engine.close()
+    assert isinstance(first[-1], DoneFrame)
+    assert isinstance(second[-1], EngineError) and "out of memory" in str(second[-1])

@@ -13,7 +13,7 @@ from engine_fixtures import collect, tiny_model
 import engine.autoregressive
 import engine.scheduler
 from engine import AutoregressiveEngine, GenerationRequest, LoadedModel, Scheduler
-from engine.threads import openmp_runtimes
+from engine.threads import ThreadShare, openmp_runtimes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,3 +98,62 @@ async def test_the_autoregressive_engine_releases_its_team_after_each_request(
         assert all(name.startswith("genui-autoregressive") for name in calls[1:])
     finally:
         await baseline.close()
+
+
+class _Machine:
+    """Fake clocks for ThreadShare: each step takes ``step_s[threads]`` of wall clock, of which the worker's thread
+    is given a CPU for ``given`` of it."""
+
+    def __init__(self, step_s: dict[int, float], given: float) -> None:
+        self.step_s, self.given = step_s, given
+        self.wall = self.cpu = 0.0
+        self.threads = 2
+        self.share = ThreadShare(2, clocks=(lambda: self.wall, lambda: self.cpu), set_threads=self._set)
+
+    def _set(self, threads: int) -> None:
+        self.threads = threads
+
+    def steps(self, count: int) -> list[int]:
+        """The threads each of ``count`` steps ran with."""
+        ran = []
+        for _ in range(count):
+            ran.append(self.threads)
+            self.wall += self.step_s[self.threads]
+            self.cpu += self.step_s[self.threads] * self.given
+            self.share.step()
+        return ran
+
+
+def test_a_worker_given_its_cpus_keeps_every_thread() -> None:
+    machine = _Machine({2: 0.06, 1: 0.1}, given=0.98)
+    machine.share.start()
+    assert machine.steps(200) == [2] * 200
+
+
+def test_with_a_cpu_taken_the_worker_computes_with_fewer_threads_while_they_are_faster() -> None:
+    """A busy process beside a 2-core team: its steps take ten times as long, and one thread is faster. Every
+    ``probe_s`` the whole team is tried for one step, and kept once the other process has gone."""
+    machine = _Machine({2: 1.0, 1: 0.12}, given=0.6)
+    machine.share.start()
+    assert machine.steps(6) == [2, 2, 2, 1, 1, 1]  # three steps to see it, three to try one thread
+    ran = machine.steps(100)  # 12 s: one probe of the whole team, refused
+    assert ran.count(2) == 1 and ran[-1] == 1
+    machine.step_s, machine.given = {2: 0.06, 1: 0.1}, 0.98  # the other process ends
+    assert machine.steps(200)[-100:] == [2] * 100
+
+
+def test_a_cpu_partly_taken_keeps_the_team_where_it_is_still_faster() -> None:
+    """A browser drawing the page takes some of a CPU: the worker is given less, but one thread would be slower. The
+    trial is undone, and not tried again for ``probe_s``."""
+    machine = _Machine({2: 0.08, 1: 0.1}, given=0.6)
+    machine.share.start()
+    ran = machine.steps(100)  # 8 s
+    assert ran[:9] == [2, 2, 2, 1, 1, 1, 2, 2, 2] and ran.count(1) == 3
+
+
+def test_a_trial_cut_short_by_the_batchs_end_is_undone() -> None:
+    machine = _Machine({2: 1.0, 1: 0.12}, given=0.6)
+    machine.share.start()
+    assert machine.steps(4) == [2, 2, 2, 1]
+    machine.share.start()  # the next batch: its steps may cost another time
+    assert machine.threads == 2
