@@ -47,6 +47,8 @@ def generate_autoregressive(
     temperature of 0 decodes greedily. Raises GenerationCancelled once ``cancelled()`` turns true.
     """
     started = time.perf_counter() if started is None else started
+    if step_every < 1:
+        raise ValueError(f"step_every must be 1 or more (a StepFrame every that many tokens), not {step_every}")
     settings_for(loaded, request)  # the same validation as the diffusion engine
     request = fill_gaps(loaded, request, emit, cancelled)  # an opening's holes (engine.gaps), then the rest
     denoiser, tokenizer, length = loaded.denoiser, loaded.tokenizer, loaded.canvas_length
@@ -63,8 +65,10 @@ def generate_autoregressive(
     next_input = torch.tensor([prompt + opening], dtype=torch.long, device=loaded.device)  # (1, T) then (1, 1)
 
     tokens: list[int] = list(opening)
-    canvas: list[int] = list(opening)  # tokens of the canvas being written
+    whole = len(opening) // length * length  # the opening's whole canvases: written as given, no step taken
+    canvas: list[int] = list(opening[whole:])  # tokens of the canvas being written
     canvases: list[CanvasFrame] = []
+    forwards = 0
     entropies: list[float] = []  # since the last StepFrame
     step = 0
     canvas_started = time.perf_counter()
@@ -83,11 +87,16 @@ def generate_autoregressive(
         show(frame)
         canvas, step, canvas_started = [], 0, time.perf_counter()
 
+    for start in range(0, whole, length):
+        text = tokenizer.decode(opening[start : start + length], skip_special_tokens=True)
+        canvases.append(CanvasFrame(len(canvases), 0, text, length, 0.0))
+        show(canvases[-1])
     with torch.inference_mode():
         for _ in range(max_new - len(opening)):
             if cancelled():
                 raise GenerationCancelled
             logits = denoiser.next_token_logits(next_input, cache)  # (1, V)
+            forwards += 1
             if temperature > 0:
                 logits = logits / temperature
             shifted, probs = distribution(logits)
@@ -118,7 +127,7 @@ def generate_autoregressive(
             tokens_per_forward=1.0,
             ttff_s=(first_frame or now) - started,
             seconds=now - started,
-            stats={"tokens": float(len(tokens)), "forwards": float(len(tokens))},
+            stats={"tokens": float(len(tokens)), "forwards": float(forwards)},
         )
     )
     return tokens
@@ -128,6 +137,8 @@ class AutoregressiveEngine:
     """A TextEngine that decodes token by token with the loaded model's encoder; one request at a time."""
 
     def __init__(self, loaded: LoadedModel, step_every: int = 8) -> None:
+        if step_every < 1:
+            raise ValueError(f"step_every must be 1 or more (a StepFrame every that many tokens), not {step_every}")
         self.loaded = loaded
         self.step_every = step_every
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genui-autoregressive")

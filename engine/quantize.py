@@ -78,6 +78,8 @@ def smooth(model: Any, tokenizer: Any) -> Any:
         )
     if next(model.parameters()).dtype != torch.float32:
         raise QuantizeError("int8 quantization starts from float32 weights")
+    if any(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in model.modules()):
+        raise QuantizeError("this model is int8 already; load it again in float32 to quantize it")
     maxima = _input_maxima(model, tokenizer)
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp

@@ -108,3 +108,29 @@ def test_an_opening_is_read_as_given_and_continued(loaded: LoadedModel) -> None:
     with torch.no_grad():
         hidden = loaded.model.model.encoder(input_ids=torch.tensor([sequence])).last_hidden_state
     assert tokens[len(ids)] == int((torch.tanh(loaded.model.lm_head(hidden[0, -1]) / cap) * cap).argmax())
+
+
+def test_an_opening_of_a_canvas_or_more_is_its_own_canvases_and_the_rest_are_whole(loaded: LoadedModel) -> None:
+    """A StepFrame never shows more than a canvas, each whole canvas of the opening is a CanvasFrame of no steps,
+    and the forwards counted are the tokens decoded, not the opening's."""
+    length = loaded.canvas_length
+    opening = "word"
+    while len(loaded.tokenizer(opening, add_special_tokens=False).input_ids) <= length + length // 2:
+        opening += " word"  # more than one canvas of tokens, less than two
+    request = GenerationRequest(prompt="Array", opening=opening, max_canvases=4, stop_at_eos=False)
+    tokens, frames = decode(loaded, request)
+    canvases = [frame for frame in frames if isinstance(frame, CanvasFrame)]
+    assert [frame.tokens for frame in canvases] == [length] * 4 and canvases[0].steps == 0
+    assert [frame.canvas for frame in canvases] == [0, 1, 2, 3]
+    assert all(frame.canvas >= 1 for frame in frames if isinstance(frame, StepFrame))
+    done = frames[-1]
+    assert isinstance(done, DoneFrame) and len(tokens) == 4 * length
+    opened = len(loaded.tokenizer(opening, add_special_tokens=False).input_ids)
+    assert done.stats["forwards"] == 4 * length - opened
+
+
+def test_a_step_every_below_one_is_refused_with_its_fix(loaded: LoadedModel) -> None:
+    with pytest.raises(ValueError, match="step_every must be 1 or more"):
+        AutoregressiveEngine(loaded, step_every=0)
+    with pytest.raises(ValueError, match="step_every must be 1 or more"):
+        decode(loaded, GenerationRequest(prompt="Array"), step_every=0)

@@ -86,6 +86,10 @@ def test_int8_refuses_models_whose_layers_it_does_not_know(base: Path, tmp_path:
         quantize_int8(model, tokenizer)
     with pytest.raises(QuantizeError, match="float32"):
         quantize_int8(_with_outliers(base)[0].to(torch.bfloat16), tokenizer)
+    model, tokenizer = _with_outliers(base)
+    quantize_int8(model, tokenizer)
+    with pytest.raises(QuantizeError, match="int8 already; load it again in float32"):
+        quantize_int8(model, tokenizer)  # it was a KeyError naming a layer
 
 
 def _adapter(base: Path, folder: Path) -> Path:
