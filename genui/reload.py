@@ -22,6 +22,7 @@ import watchfiles
 
 from genui.runtime import SiteRuntime
 from genui.sites import SiteConfigError, load_site
+from genui.upgrade import adopt_earlier_pages
 
 if TYPE_CHECKING:
     from genui.pages import Pages
@@ -68,6 +69,8 @@ class SiteReloader:
             return False
         self.pages.sites[name] = runtime
         self.pages.config_errors.pop(name, None)
+        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages
+        adopt_earlier_pages(self.pages.store, runtime)
         self.pages.reader.site_reloaded(name)
         log.info("site %s reloaded", name)
         return True

@@ -395,19 +395,34 @@ class Store:
         ]
 
     def move_pages(self, moves: list[tuple[int, str, str, str | None]]) -> int:
-        """Give pages (rowid, earlier template, new template, mount) a new template and mount, in one transaction;
-        a page whose new key is taken already stays where it was, and so does a rowid that no longer holds a page of
-        the earlier template without a mount (another process deleted it, and SQLite gave its rowid to another).
-        How many moved."""
+        """Give pages (rowid, earlier template, new template, mount) a new template and mount, in one transaction.
+        A page's versions move all or none: where its new key holds a version already (written since, say, while
+        serving with --reload), they all stay, so that no two histories are spliced into one. A rowid that no
+        longer holds a page of the earlier template without a mount stays too (another process deleted it, and SQLite
+        gave its rowid to another). How many versions moved."""
         if not moves:
             return 0
+        moved = 0
         with self._transaction() as db:
-            before = db.total_changes
-            db.executemany(
-                "UPDATE OR IGNORE pages SET template = ?, mount = ? WHERE rowid = ? AND template = ? AND mount IS NULL",
-                [(template, mount, rowid, earlier) for rowid, earlier, template, mount in moves],
-            )
-            return db.total_changes - before
+            taken: dict[PageKey, bool] = {}  # a new key -> it held a version before this moved any
+            for rowid, earlier, template, mount in moves:
+                row = db.execute(
+                    "SELECT site, path, query, model, posts FROM pages WHERE rowid = ? AND template = ?"
+                    " AND mount IS NULL",
+                    (rowid, earlier),
+                ).fetchone()
+                if row is None:
+                    continue
+                site, path, query, model, posts = row
+                key = PageKey(site, path, query, model, template, posts)
+                if key not in taken:
+                    held = db.execute(f"SELECT 1 FROM pages WHERE {_KEY_WHERE} LIMIT 1", _key_args(key)).fetchone()
+                    taken[key] = held is not None
+                if not taken[key]:
+                    moved += db.execute(
+                        "UPDATE pages SET template = ?, mount = ? WHERE rowid = ?", (template, mount, rowid)
+                    ).rowcount
+        return moved
 
     def forget(self, site: str, path: str, query: str = "") -> int:
         """Delete every version of the page at this URL, whatever model or template wrote it (its posts stay);

@@ -256,6 +256,8 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
     adopt_earlier_pages(store, runtime)  # an earlier genui's pages are stored pages: not written again
 
     async def run() -> int:
+        if args.pages == 0:  # nothing to write: the model is not loaded for it
+            return 0
         engine = loader(args.model, args.device, args.int8)
         try:
             pages = Pages([runtime], store, engine)

@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, page_html
+from fakes import SITES_DIR, FakeEngine, eventually, page_html, pages_of
 from starlette.testclient import TestClient
 
 from genui.app import create_app
@@ -142,3 +142,45 @@ def test_a_move_leaves_alone_a_page_that_took_the_rowid_of_one_deleted_meanwhile
     assert upkeep.move_pages([(rowid, template, runtime.prompts.version(thread), written_mount(runtime, html))]) == 0
     page = server.page(key)
     assert page is not None and page.mount == "" and page.html == "<p>board</p>"
+
+
+def test_a_pages_versions_move_all_or_none_onto_a_key_written_since(tmp_path: Path) -> None:
+    """Today's key holds a version 1 already (the page written since, with --reload, say): the earlier versions 1-3
+    stay where they were, whole, rather than 2 and 3 landing on today's 1 and the earlier 1 left to be pruned."""
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "")
+    article = next(r for r in runtime.site.routes if r.pattern == "/{title}")
+    earlier, today = earlier_version(runtime.site, article), runtime.prompts.version(article)
+    store = Store(tmp_path / "genui.sqlite3")
+    for version in (1, 2, 3):
+        store.save_page(PageKey("wiki", "/Lisp", "", MODEL, earlier), version, version - 1, "Lisp", f"old {version}", 1)
+        store.save_page(PageKey("wiki", "/Scheme", "", MODEL, earlier), version, version - 1, "Scheme", "s", 1)
+    store.save_page(PageKey("wiki", "/Lisp", "", MODEL, today), 1, 0, "Lisp", "new 1", 1.0)
+    assert adopt_earlier_pages(store, runtime) == 3  # Scheme's three
+    assert store.versions(PageKey("wiki", "/Lisp", "", MODEL, today)) == 1
+    kept = [store.page(PageKey("wiki", "/Lisp", "", MODEL, earlier), v) for v in (1, 2, 3)]
+    assert [page.html for page in kept if page is not None] == ["old 1", "old 2", "old 3"]
+    assert store.versions(PageKey("wiki", "/Scheme", "", MODEL, today)) == 3
+
+
+def test_a_reload_adopts_an_earlier_genuis_pages_of_the_files_as_they_are_now(tmp_path: Path) -> None:
+    """Served while a template was being edited, the earlier pages were not adopted at start; put back as it was,
+    the reload adopts them before any visit writes the page again."""
+    root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki"))
+    site = load_site(root)
+    article = next(r for r in site.routes if r.pattern == "/{title}")
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.save_page(
+        PageKey("wiki", "/Lisp", "", MODEL, earlier_version(site, article)), 1, 0, "Lisp", "<h1>Old</h1>", 1
+    )
+    store.close()
+    template = root / "prompts" / "article.j2"
+    source = template.read_text(encoding="utf-8")
+    template.write_text(source + "\n", encoding="utf-8")  # an edit under way when the server starts
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([load_site(root)], engine, db_path=db, reload=True)) as client:
+        pages = pages_of(client)
+        before = pages.sites["wiki"]
+        template.write_text(source, encoding="utf-8")  # put back while serving
+        assert eventually(lambda: pages.sites["wiki"] is not before)
+        assert "<h1>Old</h1>" in page_html(client.get("/Lisp").text) and engine.calls == []

@@ -97,3 +97,17 @@ def test_a_page_whose_prompt_fails_to_render_is_skipped_and_the_rest_written(
     assert lines[1].startswith(f"skipped  /Genpedia_tree: {article}: ")  # as a click would fail, and why
     assert "line 1: TemplateNotFound: 'gone_Genpedia_tree' is not a file in prompts/" in lines[1]
     assert lines[2].startswith("wrote") and lines[2].endswith("/Genpedia_map") and stored_urls(db) == 2
+
+
+def test_warm_with_no_pages_to_write_loads_no_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(model: str | None, device: str | None, int8: bool) -> FakeEngine:
+        raise AssertionError("the model was loaded for no page")
+
+    assert (
+        main(
+            ["cache", "warm", "wiki", "--pages", "0", "--db", str(tmp_path / "db"), "--sites-dir", str(SITES_DIR)],
+            load_engine=refuse,
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.splitlines()[-1].startswith("wrote 0 pages")
