@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import html
 import json
+import math
 import os
 import random
 import re
@@ -62,6 +62,7 @@ from engine.frames import (
     GenerationRequest,
     StepFrame,
 )
+from engine.generation import batch_key
 
 if TYPE_CHECKING:
     import httpx
@@ -109,9 +110,23 @@ class _Job:
     cancelled: bool = False
 
 
-def _batch_key(request: GenerationRequest) -> GenerationRequest:
-    # engine.generation.batch_key: requests that differ only in prompt and seed may share a generate() call.
-    return dataclasses.replace(request, prompt="", seed=0)
+# Tokens a canvas of the fake engine holds: a page of the wiki's 384 tokens is 2 canvases, and the forum's and the
+# desktop's 512 too. (Until session 53 the canvases came from max_canvases, which the sites no longer set, and every
+# page was 1 canvas.)
+CANVAS_TOKENS = 256
+
+
+def _batch_key(request: GenerationRequest) -> tuple[object, ...] | None:
+    # as engine.Scheduler batches: equal settings (engine.generation.batch_key, which leaves the prompt, the seed and
+    # the opening out), and a request with gaps in its opening alone. (Until session 53 the opening counted, so no two
+    # wiki articles, whose openings hold their titles, shared a batch.)
+    return None if request.gaps else batch_key(request)
+
+
+def _canvases(request: GenerationRequest) -> int:
+    if request.max_tokens is not None:
+        return max(1, math.ceil(request.max_tokens / CANVAS_TOKENS))
+    return max(1, request.max_canvases)
 
 
 class QueuedEngine:
@@ -189,7 +204,7 @@ class QueuedEngine:
             first = self._pending.popleft()
             batch, key = [first], _batch_key(first.request)
             for job in list(self._pending):
-                if len(batch) < self.max_batch and _batch_key(job.request) == key:
+                if key is not None and len(batch) < self.max_batch and _batch_key(job.request) == key:
                     self._pending.remove(job)
                     batch.append(job)
             started = time.perf_counter()
@@ -199,7 +214,7 @@ class QueuedEngine:
     async def _run(self, batch: list[_Job]) -> None:
         started = time.perf_counter()
         texts = [self.writer(job.request.prompt, job.request.seed) for job in batch]
-        canvases = max(1, batch[0].request.max_canvases) if batch else 1
+        canvases = _canvases(batch[0].request) if batch else 1
         noise = random.Random(0)
         finished: list[list[CanvasFrame]] = [[] for _ in batch]
         for canvas in range(canvases):
@@ -621,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--db", required=True)
         return serve(parser.parse_args(argv))
     args = parser.parse_args(argv)
+    if args.warm < 1:
+        parser.error("--warm must be 1 or more: the cached and regenerate requests, and the probe, ask for those pages")
     result = measure(args)
     if args.json:
         print(json.dumps(result))

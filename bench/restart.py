@@ -44,6 +44,17 @@ def status(url: str, timeout: float = 10.0) -> int | None:
         return None
 
 
+def served_whole(url: str, timeout: float = 10.0) -> bool:
+    """Whether a GET answers 200 with the page itself: not the live placeholder (a stream to connect to) nor the
+    no-script wait that a page not in the cache gets, which are 200s too."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            text = answer.read().decode("utf-8", "replace")
+            return int(answer.status) == 200 and "ws-connect" not in text and "/_genui/wait" not in text
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def start(db: Path, port: int, model: str | None) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "genui.cli", "serve", "--port", str(port), "--db", str(db), "--read-ahead", "0"]
     if model:
@@ -89,7 +100,7 @@ def restart(db: Path, port: int, model: str | None, timeout: float) -> dict[str,
             health = status(base + HEALTH)
             if health is not None and seen["port answers"] is None:
                 seen["port answers"] = now
-            if health is not None and seen["cached page served"] is None and status(base + CACHED) == 200:
+            if health is not None and seen["cached page served"] is None and served_whole(base + CACHED):
                 seen["cached page served"] = time.monotonic() - started
             if health == 503:
                 unwritten.add(status(base + UNWRITTEN))  # asked for while loading: never written, never a 500
@@ -100,6 +111,9 @@ def restart(db: Path, port: int, model: str | None, timeout: float) -> dict[str,
         stop(server)
     if unwritten - {503}:
         raise SystemExit(f"bench/restart.py: a page not written answered {sorted(map(str, unwritten))} while loading")
+    if seen["model ready"] is None or seen["cached page served"] is None:
+        missing = [mark for mark in ("cached page served", "model ready") if seen[mark] is None]
+        raise SystemExit(f"bench/restart.py: a restart never reached {' nor '.join(missing)} (--timeout {timeout:g} s)")
     return seen
 
 
