@@ -790,7 +790,10 @@ def main(argv: list[str] | None = None) -> int:
     builder = Builder(sites, seed=args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple[str, bool], int] = {}
-    with args.out.open("w", encoding="utf-8") as f:
+    # written beside it and moved into place whole: a killed build leaves no cut corpus that the packer (which skips
+    # a half-written last row, for genui distill's sake) would take for a whole one
+    partial = args.out.with_name(args.out.name + ".partial")
+    with partial.open("w", encoding="utf-8") as f:
         for ex in distinct(builder.build()):
             f.write(
                 json.dumps(
@@ -800,6 +803,7 @@ def main(argv: list[str] | None = None) -> int:
                 + "\n"
             )
             counts[(ex.site, ex.holdout)] = counts.get((ex.site, ex.holdout), 0) + 1
+    partial.replace(args.out)
     for (site, held), n in sorted(counts.items()):
         print(f"{site:6} {'holdout' if held else 'train':8} {n:7d}", file=sys.stderr)
     if not args.text_only:

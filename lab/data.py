@@ -56,9 +56,11 @@ class Packed:
         )
 
     def save(self, path: Path) -> None:
+        """Write the pack beside ``path`` and move it into place whole: a killed save leaves no broken .npz."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial.npz")  # savez adds .npz to a name without it
         np.savez_compressed(
-            path,
+            partial,
             prompts=self.prompts,
             prompt_offsets=self.prompt_offsets,
             responses=self.responses,
@@ -67,6 +69,7 @@ class Packed:
             holdout=self.holdout,
             group_names=np.array(self.group_names),
         )
+        partial.replace(path)
 
     @classmethod
     def load(cls, path: Path) -> Packed:

@@ -244,11 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     from lab.distill import Keeper, plan_jobs
     from lab.quality import load_dictionary
 
-    kept_pages = Trajectories.load(args.out).pages() if args.out.is_file() else []
+    kept = Trajectories.load(args.out) if args.out.is_file() else None
+    kept_pages = kept.pages() if kept is not None else []
     done = {(page["site"], page["path"]) for page in kept_pages}
     jobs = plan_jobs(args.corpus, args.sites_dir, done, args.pages, args.seed, args.site)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     loaded = load_model(args.model, device=device)
+    if kept is not None and kept.canvas_length != loaded.canvas_length:
+        raise SystemExit(
+            f"genui trajectories: {args.out} holds canvases of {kept.canvas_length} tokens and {args.model} writes "
+            f"{loaded.canvas_length}: resuming would cut its pages into the wrong canvases; give another --out"
+        )
     if loaded.family != "adapted-causal-lm":
         raise SystemExit(f"genui trajectories: {args.model} is a {loaded.family} checkpoint; it takes a genui adapter")
     if args.threads:
