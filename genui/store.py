@@ -181,7 +181,13 @@ def _wal(db: sqlite3.Connection, within: float) -> None:
 
 
 class NotAPageCache(Exception):
-    """A database file that is not genui's page cache (another program's), which genui leaves untouched."""
+    """A database file that is not genui's page cache (another program's, or a newer genui's), which genui leaves
+    untouched."""
+
+
+# The page cache's layout, stamped in SQLite's user_version: a genui that finds a higher one (a newer genui's file,
+# whose pages it could mistake for an earlier config's and prune) refuses the file. 0: a file from before the stamp.
+SCHEMA_VERSION = 1
 
 
 def check_page_cache(path: Path, *, earlier: bool = False) -> None:
@@ -197,12 +203,18 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
                 if table in tables
             }
             post_id = [row for row in check.execute("PRAGMA table_info(posts)") if row[1] == "id"]
+            (schema,) = check.execute("PRAGMA user_version").fetchone()
     except sqlite3.OperationalError:
         raise
     except sqlite3.DatabaseError as err:
         raise NotAPageCache(f"{path} is not a page cache: {err}") from None
     if not tables:
         return  # an empty database: genui makes its tables in it
+    if schema > SCHEMA_VERSION:
+        raise NotAPageCache(
+            f"{path} is a page cache of a newer genui (layout {schema}; this genui knows {SCHEMA_VERSION}): serve it"
+            " with that genui, or give this one another --db"
+        )
     needed = {"pages"} if earlier else {"pages", "posts"}
     if not needed <= tables:
         raise NotAPageCache(f"{path} is not a page cache: it has no {' and '.join(sorted(needed))} tables")
@@ -252,6 +264,10 @@ class Store:
                 )
             if "mount" not in columns:  # from before the mount a page's links were written for was kept
                 db.execute("ALTER TABLE pages ADD COLUMN mount TEXT")
+            (schema,) = db.execute("PRAGMA user_version").fetchone()
+            if schema > SCHEMA_VERSION:  # stamped since check_page_cache looked (a newer genui, at the same time)
+                raise NotAPageCache(f"the page cache became a newer genui's (layout {schema}) as it was opened")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         with self._lock:

@@ -19,6 +19,7 @@ from genui.store import (
     MAX_POST,
     MAX_USER,
     SAME_POST_S,
+    SCHEMA_VERSION,
     EarlierVersionsDeleted,
     NotAPageCache,
     PageKey,
@@ -341,6 +342,20 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
         theirs.commit()
     before = db.read_bytes()
     with pytest.raises(NotAPageCache, match="no pages tables"):
+        Store(db)
+    assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
+
+
+def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped(tmp_path: Path) -> None:
+    """A newer genui stamps a higher layout; this one could take its pages for an earlier config's and prune them."""
+    db = tmp_path / "genui.sqlite3"
+    Store(db).close()
+    with closing(sqlite3.connect(db)) as stamped:
+        assert stamped.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        stamped.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        stamped.execute("PRAGMA journal_mode = DELETE")
+    before = db.read_bytes()
+    with pytest.raises(NotAPageCache, match="a newer genui .* another --db"):
         Store(db)
     assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
 
