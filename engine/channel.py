@@ -31,8 +31,8 @@ class FrameChannel:
         self._put(frame)
 
     def fail(self, error: EngineError) -> None:
-        if self._unfinished > 0:
-            self._put(error)
+        # a stream already whole just ends (the worker's close may come too late: it drops all once cancelled)
+        self._put(error if self._unfinished > 0 else _CLOSED)
 
     def close(self) -> None:
         self._put(_CLOSED)

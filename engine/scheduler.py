@@ -160,6 +160,8 @@ class Scheduler:
                 self._fail_first()
                 continue
             if batch is None:
+                if self._threads is not None:
+                    self._threads.idle()  # the engine has closed: the process's count as it was
                 return
             started = time.perf_counter()
             try:
@@ -180,6 +182,8 @@ class Scheduler:
                     return None
                 if not self._pending:
                     release_openmp_threads()  # idle: another engine's worker may compute meanwhile
+                    if self._threads is not None:
+                        self._threads.idle()
                     self._lock.wait()
                     continue
                 first = self._pending[0]

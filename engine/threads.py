@@ -78,7 +78,8 @@ class ThreadShare:
     the page takes some of a CPU too, and there the whole team is still faster. Every ``probe_s`` seconds with fewer
     it tries them all again for one step, and keeps them if that step is no slower. Made and called in the worker's
     thread (``clocks`` and ``set_threads`` are for tests); an explicit OMP_NUM_THREADS is the user's choice, and no
-    ThreadShare is made then.
+    ThreadShare is made then. torch's count is the process's, not the worker's alone (a thread that computes for the
+    first time starts with it), so while the worker waits for work it is all of them again (``idle``).
     """
 
     SHARE = 0.8  # of a step's wall clock the worker's thread runs, below which a CPU may be taken
@@ -107,19 +108,27 @@ class ThreadShare:
         self._before = 0.0  # during a trial: the mean step before it, at the threads it left
         self._left = 0  # during a trial: the threads it left; 0 when none is under way
         self._next_trial = 0.0
+        self._skip = False  # the next step is a batch's first
 
     def start(self) -> None:
-        """A batch begins: the time spent waiting for one is no step, and its steps may cost another time."""
-        self._mark = (self._wall(), self._cpu())
-        self._steps.clear()
+        """A batch begins: the time spent waiting for one is no step, and its steps may cost another time. Its first
+        step, which reads the prompt too, is not counted."""
         if self._left:  # a trial cut short by the batch's end is undone
-            self._set(self._left)
+            self.now, self._left = self._left, 0
+        self._set(self.now)
+        self._skip = True
+
+    def idle(self) -> None:
+        """The worker waits for work: torch's count, which is the process's (a thread that computes for the first
+        time starts with it, another engine's worker included), goes back to all of them until the next batch."""
+        self._set_threads(self.most)
 
     def step(self) -> None:
         """A denoising step ended."""
         wall, cpu = self._wall(), self._cpu()
-        self._steps.append((wall - self._mark[0], cpu - self._mark[1]))
-        self._mark = (wall, cpu)
+        if not self._skip:
+            self._steps.append((wall - self._mark[0], cpu - self._mark[1]))
+        self._mark, self._skip = (wall, cpu), False
         if self._left:
             if len(self._steps) >= (1 if self.now == self.most else self.window):
                 mean = sum(took for took, _ in self._steps) / len(self._steps)

@@ -104,8 +104,8 @@ class LinkRewriter:
         if new:
             return None
         raw = attrs.get((None, "href"))
-        if raw is None:
-            return attrs
+        if raw is None:  # no link (the sanitiser took a foreign href off it): its text, and an id a link may seek
+            return {key: value for key, value in attrs.items() if key in ((None, "id"), "_text")}
         # bleach hands attribute values over still entity-encoded; its serialiser encodes them again on the way out.
         href = html.unescape(raw).strip()
         if href.startswith("#"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,10 +70,16 @@ class SiteReloader:
             return False
         self.pages.sites[name] = runtime
         self.pages.config_errors.pop(name, None)
-        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages
-        adopt_earlier_pages(self.pages.store, runtime)
         self.pages.reader.site_reloaded(name)
         log.info("site %s reloaded", name)
+        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages; a
+        # page cache another process holds past the busy timeout leaves them for the next reload or start
+        try:
+            adopt_earlier_pages(self.pages.store, runtime)
+        except sqlite3.OperationalError as err:
+            log.warning(
+                "site %s: an earlier genui's pages were not adopted (%s); the next reload or start will", name, err
+            )
         return True
 
     def changed(self, paths: Iterable[str]) -> set[str]:

@@ -22,6 +22,7 @@ Decisions worth knowing (docs/security.md has the full reasoning):
 from __future__ import annotations
 
 import html
+import html.entities
 import re
 import threading
 from collections.abc import Iterator
@@ -94,6 +95,9 @@ _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x20\x7f]+")
 _SCRIPT_SCHEMES = ("javascript:", "vbscript:", "data:")
 _SCHEME_END = re.compile(r"[/?#\\]")
 _MAX_PASSES = 4
+# `&name` not ended by `;`: the whole run of letters and digits after the `&` (a legacy name such as `copy` must be
+# all of it, and not be followed by `=`, for a browser to decode it in an attribute)
+_BARE_NAME = re.compile(r"&([A-Za-z][A-Za-z0-9]*)(?![A-Za-z0-9;])")
 _HTML_SPACE = re.compile(r"[ \t\n\f\r]+")  # what separates classes in a class attribute (not U+00A0)
 
 
@@ -203,12 +207,12 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
             attrs[key] = _prefixed(attrs[key].strip())
     # The values come still entity-encoded, and a browser decodes them: each is judged as the browser will read it
     # (`&#35;genui-main`, `&#104;tmx-indicator`), and what is rewritten goes back encoded.
-    if (None, "href") in attrs and "#" in (href := html.unescape(attrs[(None, "href")])):
+    if (None, "href") in attrs and "#" in (href := _as_read(attrs[(None, "href")])):
         # In-page links (`#History`) must follow the ids they point at.
         path, _, fragment = href.partition("#")
         attrs[(None, "href")] = _encoded(path + "#" + (_prefixed(fragment) if fragment else ""))
     if (None, "class") in attrs:
-        classes = _HTML_SPACE.split(html.unescape(attrs[(None, "class")]))
+        classes = _HTML_SPACE.split(_as_read(attrs[(None, "class")]))
         kept = [c for c in classes if c and not c.lower().startswith(RESERVED_CLASS_PREFIXES)]
         if kept:
             attrs[(None, "class")] = _encoded(" ".join(kept))
@@ -217,6 +221,17 @@ def _rewrite(tag: str, attrs: dict[tuple[str | None, str], str]) -> None:
     if tag == "button":
         # Without a type a button submits the nearest form, and genui's page has forms of its own.
         attrs[(None, "type")] = "button"
+
+
+def _as_read(value: str) -> str:
+    """An attribute's value as a browser decodes it: html.unescape, save that a named reference without its `;` is
+    text where a letter, a digit or `=` follows its name (`?a=1&copy=2`, `a&notb`), as HTML reads attributes."""
+    return html.unescape(_BARE_NAME.sub(_bare_name, value))
+
+
+def _bare_name(match: re.Match[str]) -> str:
+    name, after = match[1], match.string[match.end() : match.end() + 1]
+    return match[0] if name in html.entities.html5 and after != "=" else "&amp;" + name
 
 
 def _encoded(value: str) -> str:

@@ -267,7 +267,8 @@ class Store:
             (schema,) = db.execute("PRAGMA user_version").fetchone()
             if schema > SCHEMA_VERSION:  # stamped since check_page_cache looked (a newer genui, at the same time)
                 raise NotAPageCache(f"the page cache became a newer genui's (layout {schema}) as it was opened")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if schema < SCHEMA_VERSION:  # only then: opening a file changes nothing in it
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         with self._lock:

@@ -19,6 +19,7 @@ from engine import (
     StepFrame,
     TextEngine,
 )
+from engine.channel import FrameChannel
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +288,22 @@ async def test_a_stream_that_ended_is_not_failed_by_its_batch_failing_later(
         await engine.close()
     assert isinstance(first[-1], DoneFrame)
     assert isinstance(second[-1], EngineError) and "out of memory" in str(second[-1])
+
+
+async def test_a_stream_whose_page_is_out_ends_when_the_engine_closes() -> None:
+    """Scheduler.close fails a running job, then cancels it; the worker's close of the channel comes after that and
+    is dropped. A stream whose DoneFrame is out ends there (it waited for ever), and one that is not whole fails."""
+    whole, cut = FrameChannel(rows=1), FrameChannel(rows=2)
+    page = DoneFrame(text="x", canvases=(), tokens_per_forward=1.0, ttff_s=0.0, seconds=0.0)
+    for channel in (whole, cut):
+        channel.send(page)
+        channel.fail(EngineError("the engine has closed"))
+        channel.cancel()
+        channel.close()  # the worker's, too late
+    assert await asyncio.wait_for(collect_frames(whole), 5) == [page]
+    with pytest.raises(EngineError, match="closed"):
+        await asyncio.wait_for(collect_frames(cut), 5)
+
+
+async def collect_frames(channel: FrameChannel) -> list[Any]:
+    return [frame async for frame in channel.frames()]

@@ -135,7 +135,8 @@ def test_with_a_cpu_taken_the_worker_computes_with_fewer_threads_while_they_are_
     ``probe_s`` the whole team is tried for one step, and kept once the other process has gone."""
     machine = _Machine({2: 1.0, 1: 0.12}, given=0.6)
     machine.share.start()
-    assert machine.steps(6) == [2, 2, 2, 1, 1, 1]  # three steps to see it, three to try one thread
+    assert machine.steps(7) == [2, 2, 2, 2, 1, 1, 1]  # the batch's first step (its prompt) uncounted, three to see
+    # it, three to try one thread
     ran = machine.steps(100)  # 12 s: one probe of the whole team, refused
     assert ran.count(2) == 1 and ran[-1] == 1
     machine.step_s, machine.given = {2: 0.06, 1: 0.1}, 0.98  # the other process ends
@@ -148,12 +149,25 @@ def test_a_cpu_partly_taken_keeps_the_team_where_it_is_still_faster() -> None:
     machine = _Machine({2: 0.08, 1: 0.1}, given=0.6)
     machine.share.start()
     ran = machine.steps(100)  # 8 s
-    assert ran[:9] == [2, 2, 2, 1, 1, 1, 2, 2, 2] and ran.count(1) == 3
+    assert ran[:10] == [2, 2, 2, 2, 1, 1, 1, 2, 2, 2] and ran.count(1) == 3
 
 
 def test_a_trial_cut_short_by_the_batchs_end_is_undone() -> None:
     machine = _Machine({2: 1.0, 1: 0.12}, given=0.6)
     machine.share.start()
-    assert machine.steps(4) == [2, 2, 2, 1]
+    assert machine.steps(5) == [2, 2, 2, 2, 1]
     machine.share.start()  # the next batch: its steps may cost another time
     assert machine.threads == 2
+
+
+def test_an_idle_worker_gives_the_process_its_threads_back_and_takes_its_own_count_again() -> None:
+    """torch's count is the process's: a thread computing for the first time starts with it. Between batches it is
+    all of them again; the next batch goes on with the count the worker found faster."""
+    machine = _Machine({2: 1.0, 1: 0.12}, given=0.6)
+    machine.share.start()
+    machine.steps(7)
+    assert machine.threads == 1
+    machine.share.idle()
+    assert machine.threads == 2
+    machine.share.start()
+    assert machine.threads == 1

@@ -46,6 +46,8 @@ def test_query_is_kept_and_unsafe_characters_are_encoded() -> None:
 def test_a_link_without_href_is_its_text_and_markup() -> None:
     """An `<a>` nothing can follow (the sanitiser took a foreign href off it) would be styled as a link."""
     assert rewrite("<p><a>an <i>anchor</i></a> and <a>another</a></p>") == "<p>an <i>anchor</i> and another</p>"
+    titled = '<p><a title="Evil" class="ext">titled</a> <a id="gen-top" title="t">top</a></p>'
+    assert rewrite(titled) == '<p>titled <a id="gen-top">top</a></p>'  # an id stays, for a link to seek
 
 
 def test_model_written_htmx_attributes_never_survive_to_the_rewritten_link() -> None:

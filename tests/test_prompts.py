@@ -408,3 +408,14 @@ def test_a_template_that_fails_on_a_threads_first_visit_is_a_config_error(tmp_pa
     with pytest.raises(PromptError) as caught:
         PromptRenderer(load_site(root))
     assert caught.value.file == str(file) and "no element 0" in caught.value.problem
+
+
+def test_a_first_visits_failure_that_other_values_pass_is_left_to_the_pages(tmp_path: Path) -> None:
+    """Only a first visit takes the branch, and it fails on "Sample" alone (no second word): a thread titled
+    `Macros_in_Lisp` renders, so the site loads."""
+    root = copy_site(tmp_path, "forum")
+    file = root / "prompts" / "thread.j2"
+    file.write_text(
+        file.read_text(encoding="utf-8") + '{% if not posts %}{{ params.thread.split("_")[1] }}{% endif %}\n'
+    )
+    PromptRenderer(load_site(root))

@@ -666,6 +666,9 @@ def test_an_unclosed_run_of_tags_is_read_in_linear_time() -> None:
         ('<a href="&#35;genui-main">skip</a>', '<a href="#gen-genui-main">skip</a>'),
         ('<a href="/wiki/A&amp;B&#35;top">x</a>', '<a href="/wiki/A&amp;B#gen-top">x</a>'),
         ('<p class="a&amp;b">x</p>', '<p class="a&amp;b">x</p>'),
+        # a name without its `;` before a letter, a digit or `=` is text in an attribute, as a browser reads it
+        ('<a href="/X?a=1&copy=2#top">x</a>', '<a href="/X?a=1&amp;copy=2#gen-top">x</a>'),
+        ('<p class="a&notb">x</p>', '<p class="a&amp;notb">x</p>'),
     ],
 )
 def test_an_entity_does_not_hide_a_reserved_class_or_fragment(written: str, expected: str) -> None:

@@ -184,3 +184,28 @@ def test_a_reload_adopts_an_earlier_genuis_pages_of_the_files_as_they_are_now(tm
         template.write_text(source, encoding="utf-8")  # put back while serving
         assert eventually(lambda: pages.sites["wiki"] is not before)
         assert "<h1>Old</h1>" in page_html(client.get("/Lisp").text) and engine.calls == []
+
+
+async def test_a_reload_while_another_process_holds_the_cache_serves_the_new_config_and_adopts_later(
+    tmp_path: Path,
+) -> None:
+    from genui.pages import Pages
+    from genui.reload import SiteReloader
+
+    root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki"))
+    site = load_site(root)
+    article = next(r for r in site.routes if r.pattern == "/{title}")
+    store = Store(tmp_path / "genui.sqlite3")
+    store.save_page(
+        PageKey("wiki", "/Lisp", "", MODEL, earlier_version(site, article)), 1, 0, "Lisp", "<h1>Old</h1>", 1
+    )
+    pages = Pages([SiteRuntime.build(site, "")], store, FakeEngine(model_id=MODEL))  # type: ignore[arg-type]
+    before = pages.sites["wiki"]
+    with closing(sqlite3.connect(tmp_path / "genui.sqlite3", isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # genui cache prune --vacuum, say
+        assert SiteReloader(pages).reload("wiki")
+        other.execute("ROLLBACK")
+    assert pages.sites["wiki"] is not before and pages.config_errors == {}
+    assert SiteReloader(pages).reload("wiki")  # the next reload adopts them
+    assert store.page(PageKey("wiki", "/Lisp", "", MODEL, pages.sites["wiki"].prompts.version(article))) is not None
+    store.close()
