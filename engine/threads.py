@@ -69,8 +69,8 @@ class ThreadShare:
 
     libgomp's threads spin at the end of every parallel region until the whole team arrives. When another process (a
     build, a test run) wants one of the CPUs too, the thread it displaces arrives a scheduler's time slice late at
-    every barrier: on a 2-core machine with one busy process beside it, a served page took 62-78 s with 2 threads
-    and 4.5-10 s with 1, against 4-9 s with 2 and nothing beside it (docs/benchmarks.md, session 53).
+    every barrier: on a 2-core machine with one busy process beside it, a served wiki page took 44-63 s with 2
+    threads and 5-15 s with this class, against 3-8 s with nothing beside it (docs/benchmarks.md, session 53).
 
     So the worker watches how much of each step's time its thread is given a CPU (its CPU clock against the wall
     clock: a computing or spinning thread is always on one). Below ``SHARE`` over ``window`` steps it tries one
