@@ -13,6 +13,7 @@ A config that fails to load changes nothing: the site goes on being served with 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("genui")
 
 DEBOUNCE_MS = 200  # an editor's save is often several writes; changes this close together are one reload
+FOLDERS_POLL_S = 1.0  # how often a site's folder is looked for, gone or made again
 
 
 class SiteReloader:
@@ -89,14 +91,60 @@ class SiteReloader:
         return {name for name, root in self._roots.items() if any(path.is_relative_to(root) for path in touched)}
 
     async def _watch(self) -> None:
-        roots = [str(root) for root in self._roots.values()]
+        """Watch the folders there are; when one goes, comes back or is made anew (a `git checkout` that drops a
+        site's folder and makes it again, at once), watch again, and load a folder made anew as if it had changed."""
         try:
-            async for changes in watchfiles.awatch(*roots, stop_event=self._stop, debounce=DEBOUNCE_MS):
-                for name in sorted(self.changed(path for _, path in changes)):
-                    try:
-                        self.reload(name)
-                    except Exception as err:  # noqa: BLE001 - a bug in one reload must not end the watching
-                        self.pages.config_errors[name] = f"reloading failed: {err!r}"
-                        log.exception("site %s not reloaded", name)
+            while not self._stop.is_set():
+                folders = self._folders()
+                again = asyncio.Event()  # a folder went, came back or was made anew, or the server stops
+                poll = asyncio.get_running_loop().create_task(self._until_folders_change(folders, again))
+                try:
+                    gone = await self._watch_folders([name for name, folder in folders.items() if folder], again)
+                finally:
+                    poll.cancel()
+                now = self._folders()
+                # a folder gone is said on the site's pages (its site.toml not found), one made again loaded
+                for name in sorted(n for n, folder in now.items() if folder != folders[n] or n in gone):
+                    self._reload_logged(name)
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
+
+    def _folders(self) -> dict[str, tuple[int, int] | None]:
+        """Each site's folder as the file system knows it (device and inode), None where there is none."""
+        found: dict[str, tuple[int, int] | None] = {}
+        for name, root in self._roots.items():
+            try:
+                status = root.stat()
+                found[name] = (status.st_dev, status.st_ino) if root.is_dir() else None
+            except OSError:
+                found[name] = None
+        return found
+
+    async def _watch_folders(self, names: list[str], again: asyncio.Event) -> set[str]:
+        """Reload the sites whose files change until ``again`` is set or a site's folder itself is deleted (its watch
+        dies with it, though a folder made at once in its place may have its very inode); the sites whose folders
+        were deleted."""
+        if not names:
+            await again.wait()
+            return set()
+        roots = {str(self._roots[name]): name for name in names}
+        async for changes in watchfiles.awatch(*sorted(roots), stop_event=again, debounce=DEBOUNCE_MS):
+            gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
+            for name in sorted(self.changed(path for _, path in changes) - gone):
+                self._reload_logged(name)
+            if gone:
+                return gone
+        return set()
+
+    async def _until_folders_change(self, folders: dict[str, tuple[int, int] | None], again: asyncio.Event) -> None:
+        while not self._stop.is_set() and self._folders() == folders:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), FOLDERS_POLL_S)
+        again.set()
+
+    def _reload_logged(self, name: str) -> None:
+        try:
+            self.reload(name)
+        except Exception as err:  # noqa: BLE001 - a bug in one reload must not end the watching
+            self.pages.config_errors[name] = f"reloading failed: {err!r}"
+            log.exception("site %s not reloaded", name)

@@ -144,3 +144,33 @@ def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_th
     assert eventually(lambda: pages.reader.reading is None and not pages._running)
     assert engine.cancelled == 1 and len(engine.calls) == 2  # the run read ahead stopped; nothing more listed
     assert "[new]" in visit(client, "/Lisp_tree").text  # so the click writes it, from the new config
+
+
+@pytest.mark.parametrize("pause_s", [0.0, 1.5])
+def test_a_site_folder_removed_and_made_again_is_watched_again(
+    client_factory: ClientFactory, site_dir: Path, pause_s: float
+) -> None:
+    """A `git checkout` that drops a site's folder and makes it again, at once or a moment later: the folder made
+    again is loaded, and edits to it after that are served (its old watch died with the old folder)."""
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True)
+    pages = pages_of(client)
+    copy = shutil.copytree(site_dir, site_dir.parent.parent / "copy")
+    shutil.rmtree(site_dir)
+    time.sleep(pause_s)
+    shutil.copytree(copy, site_dir)
+    edit(site_dir / "site.toml", 'title = "Genpedia"', 'title = "Hackopedia"')
+    assert eventually(lambda: "Hackopedia" in client.get("/Lisp").text and not pages.config_errors)
+    edit(site_dir / "site.toml", 'title = "Hackopedia"', 'title = "Newpedia"')
+    assert eventually(lambda: "Newpedia" in client.get("/Lisp").text)
+
+
+def test_a_site_folder_removed_is_said_on_its_pages_until_it_is_back(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True)
+    pages = pages_of(client)
+    copy = shutil.copytree(site_dir, site_dir.parent.parent / "copy")
+    shutil.rmtree(site_dir)
+    assert eventually(lambda: "site.toml" in pages.config_errors.get("wiki", ""))
+    shutil.copytree(copy, site_dir)
+    assert eventually(lambda: not pages.config_errors)
