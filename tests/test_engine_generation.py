@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -60,10 +61,20 @@ def test_max_canvases_caps_the_tokens(loaded: LoadedModel) -> None:
     assert all(canvas.steps <= 3 for canvas in final.canvases)
 
 
-def test_stopping_at_eos_never_exceeds_the_cap(loaded: LoadedModel) -> None:
+def test_a_page_stops_at_its_end_of_text_before_the_cap(loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model writes its end of text in the first canvas: one canvas of the three allowed, and its text ends
+    there."""
+    denoiser = loaded.denoiser
+    denoise = denoiser.denoise
+
+    def ends_at_once(*args: Any) -> Any:
+        logits = denoise(*args)
+        logits[:, 4:, denoiser.eos_id] = 1e4  # every position from the fifth on
+        return logits
+
+    monkeypatch.setattr(denoiser, "denoise", ends_at_once)
     final = done(generate(loaded, GenerationRequest(prompt="Array", max_canvases=3, max_steps=3))[0])
-    assert len(final.canvases) <= 3
-    assert final.stats["tokens"] <= 3 * loaded.canvas_length
+    assert len(final.canvases) == 1 and final.canvases[0].tokens <= 4 and final.stats["tokens"] <= 4
 
 
 def test_step_frames_arrive_before_their_canvas_and_the_final_text(loaded: LoadedModel) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -84,11 +85,17 @@ async def test_the_same_request_gives_the_same_text(scheduler: Scheduler) -> Non
 
 
 async def test_requests_that_arrive_together_share_one_generate_call(
-    scheduler: Scheduler, batch_sizes: list[int]
+    loaded: LoadedModel, batch_sizes: list[int]
 ) -> None:
     one = GenerationRequest(prompt="Hash table", max_steps=3, stop_at_eos=False)
     two = GenerationRequest(prompt="Linked list and array", max_steps=3, stop_at_eos=False)
-    frames = await asyncio.gather(collect(scheduler.stream(one)), collect(scheduler.stream(two)))
+    # a window far longer than the two submits take (it ends as soon as the batch is full): a stalled event loop
+    # between them cannot split the batch
+    scheduler = Scheduler(loaded, max_batch=2, batch_window_s=10)
+    try:
+        frames = await asyncio.gather(collect(scheduler.stream(one)), collect(scheduler.stream(two)))
+    finally:
+        await scheduler.close()
     assert batch_sizes == [2]
     assert {frame.variant for frame in frames[0] + frames[1]} == {0}  # each caller sees only its own row
     assert final(frames[0]).text != final(frames[1]).text
@@ -307,3 +314,30 @@ async def test_a_stream_whose_page_is_out_ends_when_the_engine_closes() -> None:
 
 async def collect_frames(channel: FrameChannel) -> list[Any]:
     return [frame async for frame in channel.frames()]
+
+
+async def test_a_request_cancelled_while_it_waits_in_the_queue_is_never_computed(
+    loaded: LoadedModel, batch_sizes: list[int]
+) -> None:
+    """One batch at a time: the second request waits behind a long first one, and its caller leaves meanwhile. Only
+    the first and a third request are computed (each run of the loop reads its prompts once)."""
+    scheduler = Scheduler(loaded, max_batch=1)
+    try:
+        started = asyncio.Event()
+
+        async def first() -> None:
+            async for _ in scheduler.stream(dataclasses.replace(LONG, max_canvases=2)):
+                started.set()
+
+        running = asyncio.create_task(first())
+        await started.wait()
+        waiting = asyncio.create_task(collect(scheduler.stream(GenerationRequest(prompt="queued", max_steps=1))))
+        await asyncio.sleep(0.05)  # it is queued now
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await running
+        await collect(scheduler.stream(GenerationRequest(prompt="third", max_steps=1)))
+    finally:
+        await scheduler.close()
+    assert batch_sizes == [1, 1]

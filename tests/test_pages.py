@@ -342,3 +342,21 @@ async def test_closing_stops_the_runs_and_a_closer_cancelled_meanwhile_stays_can
     with pytest.raises(asyncio.CancelledError):
         await closing
     assert run.finished and engine.cancelled == 1
+
+
+class SilentEngine(FakeEngine):
+    """An engine whose stream ends with no final frame (a bug, or a killed worker)."""
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+        return self._nothing()
+
+    async def _nothing(self) -> AsyncIterator[Frame]:
+        return
+        yield  # pragma: no cover - makes this an async generator
+
+
+async def test_an_engine_stream_that_ends_without_its_page_fails_its_watchers(wiki: Site, store: Store) -> None:
+    pages = make_pages(wiki, store, SilentEngine())
+    with pytest.raises(EngineError, match="without a final frame"):
+        await pages.generation(job(pages), 1).result()
+    assert store.versions(job(pages).key) == 0 and pages.running(job(pages), 1) is None

@@ -26,6 +26,7 @@ from genui.store import (
     PostRejected,
     ReadPostDeleted,
     Store,
+    StoredPage,
 )
 
 KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
@@ -38,8 +39,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def save(store: Store, key: PageKey = KEY, version: int = 1, html: str = "<h1>Hash table</h1>") -> None:
-    store.save_page(key, version, seed=version - 1, title="Hash table", html=html, seconds=0.5)
+def save(store: Store, key: PageKey = KEY, version: int = 1, html: str = "<h1>Hash table</h1>") -> StoredPage:
+    return store.save_page(key, version, seed=version - 1, title="Hash table", html=html, seconds=0.5)
 
 
 def test_a_miss_then_a_hit_after_saving(store: Store) -> None:
@@ -59,10 +60,16 @@ def test_the_database_runs_in_wal_mode(tmp_path: Path, store: Store) -> None:
 
 def test_pages_survive_reopening(tmp_path: Path) -> None:
     first = Store(tmp_path / "db.sqlite3")
-    save(first)
+    first_page = save(first)
     first.close()
     second = Store(tmp_path / "db.sqlite3")
-    assert second.page(KEY) is not None
+    page = second.page(KEY)
+    assert page == first_page and (page.html, page.version, page.seed, page.title) == (
+        "<h1>Hash table</h1>",
+        1,
+        0,
+        "Hash table",
+    )
     second.close()
 
 
