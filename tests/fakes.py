@@ -7,6 +7,7 @@ import asyncio
 import html
 import random
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -86,6 +87,9 @@ class FakeEngine:
         self.infills: list[Infill] = []  # infill() requests
         self.cancelled = 0
         self.finished = 0
+        # Set to a threading.Event, runs hold their final frame until it is set: a test sees a draft for certain,
+        # however late a browser's stream connects.
+        self.hold: threading.Event | None = None
 
     @property
     def model_id(self) -> str:
@@ -161,6 +165,8 @@ class FakeEngine:
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise
+        while self.hold is not None and not self.hold.is_set():
+            await asyncio.sleep(0.01)
         self.finished += 1
         seconds = time.perf_counter() - started
         whole = wrap[0] + "".join(canvases) + wrap[1]

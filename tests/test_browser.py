@@ -55,11 +55,13 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     assert page.text_content(".genui-page h1") == "Genpedia"
     assert len(server.engine.calls) == 1
 
+    server.engine.hold = threading.Event()  # the page waits for its last frame until the draft has been seen
     page.click("text=Genpedia tree")
     draft = page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
     assert draft is not None
     assert "canvas" in (page.text_content("#genui-progress") or "")
     assert page.query_selector("#genui-content:not(.genui-live)") is None  # a draft is on screen, not the final
+    server.engine.hold.set()
     page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
     assert page.text_content(".genui-page h1") == "Genpedia tree"  # the route's opening (sites/wiki/site.toml)
     assert (page.text_content(".genui-page p") or "").endswith("Final words.")
@@ -82,6 +84,7 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
 
 def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(server: Server, page: Any) -> None:
     problems = collect_problems(page)
+    server.engine.hold = threading.Event()  # the page waits for its last frame until the draft has been seen
     started = time.monotonic()
     page.goto(server.url + "/wiki/Lambda_calculus", wait_until="commit")
     page.wait_for_selector("#genui-draft[data-step]", timeout=5_000)
@@ -90,6 +93,7 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     # fixed number of seconds, which a loaded machine misses (1.09 s once, with a second job on the two cores).
     assert page.query_selector("#genui-content.genui-live") is not None, first_frame
     assert "canvas" in (page.text_content("#genui-progress") or "")
+    server.engine.hold.set()
     page.wait_for_selector(FINISHED, timeout=15_000)
     assert page.text_content(FINISHED) == "Lambda calculus"
     assert (page.text_content(".genui-page p") or "").endswith("Final words.")

@@ -6,6 +6,7 @@ before and after. Never run `playwright install`: the tests drive /usr/bin/chrom
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
     page.wait_for_selector(FINISHED + " h1", timeout=15_000)
     before = page.inner_html(FINISHED)
     server.engine.delay = 0.4  # the replies take about two seconds: long enough to see the post alone first
+    server.engine.hold = threading.Event()  # and they wait for their last frame until their draft has been seen
     page.fill(".genui-reply input[name=user]", "ada")
     page.fill(".genui-reply textarea[name=text]", "Hello <b>there</b>")
     page.click(".genui-reply button[type=submit]")
@@ -61,6 +63,7 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
     live = page.inner_html("#genui-content .genui-page")
     assert live.startswith(before + '<ol class="genui-postlist genui-inline">')  # the thread as it was
     page.wait_for_selector("#genui-draft.genui-in-place[data-step]", timeout=5_000)  # the replies denoising
+    server.engine.hold.set()
 
     page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
     after = page.inner_html(FINISHED)
