@@ -398,3 +398,19 @@ def test_a_sections_room_is_measured_on_the_text_the_model_reads(
     assert client.post("/_genui/rewrite", data=rewrite(4), follow_redirects=False).status_code == 303
     (edit,) = engine.infills
     assert edit.region_tokens == region_tokens(engine, model_text(served)) < region_tokens(engine, served)
+
+
+def test_keeping_a_variation_while_a_regenerate_writes_that_version_is_a_409(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text  # written whole
+    engine.delay = 0.05  # the Regenerate takes a while
+    assert client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX).status_code == 200
+    refused = client.post("/_genui/keep", data=keep_form(candidates, 1))
+    assert refused.status_code == 409
+    pages = pages_of(client)
+    job = pages.job(pages.sites["wiki"], pages.sites["wiki"].locate("/Lisp"), None)
+    assert pages.versions(job) == 1  # nothing kept: version 2 is the Regenerate's to write

@@ -360,3 +360,27 @@ async def test_an_engine_stream_that_ends_without_its_page_fails_its_watchers(wi
     with pytest.raises(EngineError, match="without a final frame"):
         await pages.generation(job(pages), 1).result()
     assert store.versions(job(pages).key) == 0 and pages.running(job(pages), 1) is None
+
+
+async def test_variations_nobody_watches_or_whose_watcher_leaves_are_cancelled(wiki: Site, store: Store) -> None:
+    """Three rows of engine time each: a set nobody comes to watch within the wait, or whose last watcher leaves, is
+    cancelled (the engine's stream closed)."""
+    engine = FakeEngine(delay=0.02, steps=50)
+    pages = make_pages(wiki, store, engine, unclaimed_s=0.05)
+    await pages.generation(job(pages), 1).result()  # variations are of a written page
+    unwatched = pages.vary(job(pages))
+    for _ in range(200):
+        if unwatched.finished:
+            break
+        await asyncio.sleep(0.01)
+    assert unwatched.finished and unwatched.pages is None and engine.cancelled == 1
+    left = pages.vary(job(pages))
+    async with contextlib.aclosing(left.watch()) as states:
+        async for _ in states:
+            break  # the watcher leaves after the first state
+    for _ in range(200):
+        if left.finished:
+            break
+        await asyncio.sleep(0.01)
+    states = [state async for state in left.watch()]  # its end, as a watcher coming now reads it
+    assert left.pages is None and states[-1].error is not None and "cancelled" in str(states[-1].error)
