@@ -33,6 +33,7 @@ log = logging.getLogger("genui")
 
 DEBOUNCE_MS = 200  # an editor's save is often several writes; changes this close together are one reload
 FOLDERS_POLL_S = 1.0  # how often a site's folder is looked for, gone or made again
+WATCH_READY_MS = 500  # the watcher answers, empty, after this long without a change (reload.SiteReloader._watch)
 
 
 class SiteReloader:
@@ -94,18 +95,20 @@ class SiteReloader:
         """Watch the folders there are; when one goes, comes back or is made anew (a `git checkout` that drops a
         site's folder and makes it again, at once), watch again, and load a folder made anew as if it had changed."""
         try:
+            folders, moved = self._folders(), set[str]()
             while not self._stop.is_set():
-                folders = self._folders()
                 again = asyncio.Event()  # a folder went, came back or was made anew, or the server stops
                 poll = asyncio.get_running_loop().create_task(self._until_folders_change(folders, again))
                 try:
-                    gone = await self._watch_folders([name for name, folder in folders.items() if folder], again)
+                    watched = [name for name, folder in folders.items() if folder]
+                    gone = await self._watch_folders(watched, again, moved)
                 finally:
                     poll.cancel()
                 now = self._folders()
-                # a folder gone is said on the site's pages (its site.toml not found), one made again loaded
-                for name in sorted(n for n, folder in now.items() if folder != folders[n] or n in gone):
-                    self._reload_logged(name)
+                # the sites whose folders went, came back or were made anew: loaded once the next watch runs (a
+                # folder still being copied in place is read whole then), a folder gone said on the site's pages
+                moved = {name for name, folder in now.items() if folder != folders[name] or name in gone}
+                folders = now
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
 
@@ -120,18 +123,25 @@ class SiteReloader:
                 found[name] = None
         return found
 
-    async def _watch_folders(self, names: list[str], again: asyncio.Event) -> set[str]:
-        """Reload the sites whose files change until ``again`` is set or a site's folder itself is deleted (its watch
-        dies with it, though a folder made at once in its place may have its very inode); the sites whose folders
-        were deleted."""
+    async def _watch_folders(self, names: list[str], again: asyncio.Event, moved: set[str]) -> set[str]:
+        """Reload ``moved`` once the watch runs, then the sites whose files change, until ``again`` is set or a
+        site's folder itself is deleted (its watch dies with it, though a folder made at once in its place may have
+        its very inode); the sites whose folders were deleted."""
         if not names:
+            for name in sorted(moved):
+                self._reload_logged(name)
             await again.wait()
             return set()
         roots = {str(self._roots[name]): name for name in names}
-        async for changes in watchfiles.awatch(*sorted(roots), stop_event=again, debounce=DEBOUNCE_MS):
+        # yield_on_timeout: a first (empty) answer once the watch runs, so that what changes from then on is seen
+        watch = watchfiles.awatch(
+            *sorted(roots), stop_event=again, debounce=DEBOUNCE_MS, rust_timeout=WATCH_READY_MS, yield_on_timeout=True
+        )
+        async for changes in watch:
             gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
-            for name in sorted(self.changed(path for _, path in changes) - gone):
+            for name in sorted((self.changed(path for _, path in changes) | moved) - gone):
                 self._reload_logged(name)
+            moved = set()
             if gone:
                 return gone
         return set()
