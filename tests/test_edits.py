@@ -387,12 +387,9 @@ def test_an_instruction_with_a_control_character_is_a_400_and_one_cannot_close_g
     )
 
 
-def test_a_sections_room_is_measured_on_the_text_the_model_reads(
-    client_factory: ClientFactory, all_sites: list[Site]
-) -> None:
-    engine = FakeEngine()
-    client = client_factory(all_sites, engine)
-    first = page_html(visit(client, "/wiki/Lisp").text)
+def test_a_sections_room_is_measured_on_the_text_the_model_reads(lisp: tuple[TestClient, FakeEngine]) -> None:
+    client, engine = lisp
+    first = page_html(client.get("/wiki/Lisp").text)
     links = sections(first)[3]  # the "See also" list: each link carries genui's hx-* attributes as served
     served = first[links.start : links.end]
     assert client.post("/_genui/rewrite", data=rewrite(4), follow_redirects=False).status_code == 303
@@ -401,11 +398,9 @@ def test_a_sections_room_is_measured_on_the_text_the_model_reads(
 
 
 def test_keeping_a_variation_while_a_regenerate_writes_that_version_is_a_409(
-    client_factory: ClientFactory, all_sites: list[Site]
+    lisp: tuple[TestClient, FakeEngine],
 ) -> None:
-    engine = FakeEngine()
-    client = client_factory(all_sites, engine)
-    visit(client, "/wiki/Lisp")
+    client, engine = lisp
     candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text  # written whole
     engine.delay = 0.05  # the Regenerate takes a while
     assert client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX).status_code == 200

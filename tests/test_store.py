@@ -347,10 +347,7 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     with closing(sqlite3.connect(db)) as theirs:
         theirs.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
         theirs.commit()
-    before = db.read_bytes()
-    with pytest.raises(NotAPageCache, match="no pages tables"):
-        Store(db)
-    assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
+    assert_refused_untouched(db, "no pages tables")
 
 
 def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped(tmp_path: Path) -> None:
@@ -361,8 +358,13 @@ def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped
         assert stamped.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         stamped.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         stamped.execute("PRAGMA journal_mode = DELETE")
+    assert_refused_untouched(db, "a newer genui .* another --db")
+
+
+def assert_refused_untouched(db: Path, match: str) -> None:
+    """Opening ``db`` is refused with ``match`` said, and the file is as it was: no byte changed, no WAL made."""
     before = db.read_bytes()
-    with pytest.raises(NotAPageCache, match="a newer genui .* another --db"):
+    with pytest.raises(NotAPageCache, match=match):
         Store(db)
     assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
 
