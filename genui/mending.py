@@ -62,8 +62,10 @@ _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 _STRAY_END_START = re.compile(r"</(?=[\s<])")
 _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
 # The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
-# a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written twice
-# (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own. And a quoted value that runs on into the next tag
+# mostly a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written
+# twice (`<a href="x.py">flags">flags.py</a>`), or a `>` on its own after a quote or a word. A `>` after a space, a
+# digit or an operator on the same line is text a model writes as a page does (`ls > out`, `2>1`, `a -> b`) and
+# stays. And a quoted value that runs on into the next tag
 # (`<a href="/wiki/BNF</a>, and`) would swallow every tag after it up to the next quote. `_repair_tags` mends these
 # before parsing; a reader would otherwise see them as text (`BNF&lt;/a>, and &lt;a href=`).
 _EARLIER_ATTRIBUTES = r"""(?:\s+[^\s"'<>=/]+(?:\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=`]+))?)*"""
@@ -93,6 +95,8 @@ _MARKUP_TOKEN = re.compile(
 )
 _TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 _EMPTY_TAG = re.compile(r"</?\s*>")
+# What precedes a `>` that is text: `2>1`, `ls > out`, `->`, `=>`, `|>`; not a line break (`</\n>` leaves `\n>`)
+_BEFORE_TEXT_GT = frozenset(" \t0123456789-=|&)*+")
 _LABEL_TWICE = re.compile(r"""^[^\s"<>]*">""")
 _WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*$")
 _START_WITHOUT_LT = re.compile(r"""(?<![\w<>/])([A-Za-z][A-Za-z0-9]*)(?:\s+[\w-]+\s*=\s*"[^"<>]*")+\s*$""")
@@ -263,7 +267,10 @@ def _repair_text(
         text = _LABEL_TWICE.sub("", text, count=1)  # `flags">flags.py`: the label begun, its tag's end, the label
     pieces = text.split(">")
     out = []
+    end = -1  # where in ``text`` the piece's `>` is
+    kept = False  # whether the last lone `>` stayed as text
     for piece in pieces[:-1]:
+        end += len(piece) + 1
         if (start := _START_WITHOUT_LT.search(piece)) and start[1].lower() in tags:
             # `</li>li class="file">`: a start tag that lost its `<`.
             out.append(f"{piece[: start.start()]}<{start[0]}>")
@@ -290,7 +297,13 @@ def _repair_text(
         elif word is not None and letters in tags and (word.start() == 0 or piece[word.start() - 1].isspace()):
             out.append(piece[: word.start()])  # `h2>` alone, with no <h2> open: a tag's remains
         else:
-            out.append(piece)  # a `>` on its own
+            # A `>` on its own: text where what precedes it is what precedes a `>` in text (`2>1`, `ls > out`,
+            # `->`, a `>>` kept so far); anything else (`"`, a letter) is a piece of a tag
+            before = text[end - 1] if end else ""
+            kept = bool(before) and (before in _BEFORE_TEXT_GT or (before == ">" and kept))
+            out.append(piece + ">" if kept else piece)
+            continue
+        kept = False
     out.append(pieces[-1])
     return "".join(out)
 

@@ -163,18 +163,18 @@ def test_the_toolbar_keeps_to_one_line_in_the_forums_narrow_column_and_wraps_onl
     engine = FakeEngine(delay=0.02, steps=2)
     controls = "#genui-toolbar button, #genui-toolbar select, #genui-toolbar input:not([type=hidden])"
     tops = f"() => [...document.querySelectorAll('{controls}')].map(e => e.getBoundingClientRect().top)"
-    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
-        with browser_page() as page:
-            page.set_viewport_size({"width": 1200, "height": 800})
-            page.goto(url + "/forum/")  # the forum's column (48rem) is narrower than the controls at full width
-            page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
-            assert page.query_selector("#genui-toolbar select[name=section]") is not None
-            wide = page.evaluate(tops)
-            assert len(wide) == 5 and max(wide) - min(wide) < 16, wide  # one line (a select sits a little lower)
-            page.set_viewport_size({"width": 420, "height": 800})
-            narrow = page.evaluate(tops)
-            assert max(narrow) - min(narrow) > 30, narrow  # two lines, not a toolbar wider than the screen
-            assert page.evaluate("document.documentElement.scrollWidth") <= 420
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.set_viewport_size({"width": 1200, "height": 800})
+        page.goto(url + "/forum/")  # the forum's column (48rem) is narrower than the controls at full width
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        assert page.query_selector("#genui-toolbar select[name=section]") is not None
+        wide = page.evaluate(tops)
+        assert len(wide) == 5 and max(wide) - min(wide) < 16, wide  # one line (a select sits a little lower)
+        page.set_viewport_size({"width": 420, "height": 800})
+        narrow = page.evaluate(tops)
+        assert max(narrow) - min(narrow) > 30, narrow  # two lines, not a toolbar wider than the screen
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420
 
 
 def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> None:

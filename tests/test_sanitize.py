@@ -490,6 +490,13 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
         ),
         # text and attributes that only look alike stay
         ("<p>a &gt; b, p&gt; and &lt;programming&gt;</p>", "<p>a &gt; b, p&gt; and &lt;programming&gt;</p>"),
+        # a `>` after a space, a digit or an operator on its line is text (a terminal's redirect, a comparison)
+        (
+            "<pre>$ echo hi > out.txt\n$ ls >> log 2>&1</pre>",
+            "<pre>$ echo hi &gt; out.txt\n$ ls &gt;&gt; log 2&gt;&amp;1</pre>",
+        ),
+        ("<p>If 2>1, then a -> b and x => y.</p>", "<p>If 2&gt;1, then a -&gt; b and x =&gt; y.</p>"),
+        ('<p>So "thanks">more, then\n> alone</p>', '<p>So "thanks"more, then\n alone</p>'),  # a quote, a line break
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
         ("<abbr title='a<b'>x</abbr>", '<abbr title="a&lt;b">x</abbr>'),
         ('<abbr title="a<b" class="c">x</abbr>', '<abbr title="a&lt;b" class="c">x</abbr>'),
