@@ -230,9 +230,44 @@ def add_adapter(model: torch.nn.Module, cfg: AdaptConfig) -> torch.nn.Module:
     return get_peft_model(model, config)
 
 
-def heldout_loss(model: torch.nn.Module, packed: Packed, cfg: AdaptConfig, eos: int, n: int = 24) -> float:
-    """Mean canvas cross-entropy over the first ``n`` held-out pages, at fixed noise levels and a fixed seed."""
-    rows = np.flatnonzero(packed.holdout)[:n]
+HELDOUT_PAGES = 24  # held-out pages a run measures its canvas loss on
+
+
+def heldout_rows(packed: Packed, n: int = HELDOUT_PAGES) -> np.ndarray:
+    """``n`` held-out rows spread over the pack's groups (sites) and, within each, evenly over its held-out rows,
+    which the corpus writes route by route: each group an equal share, a group with fewer giving the rest to the
+    others. Interleaved across groups (each group's first, then each one's second, ...), so that the noise levels
+    heldout_loss gives by position fall on every site alike. With ``n`` at least the held-out rows, all of them.
+
+    Until session 54 a run took the first ``n`` held-out rows: the corpus writes every wiki article first, so its
+    held-out loss was the wiki's alone."""
+    held = np.flatnonzero(packed.holdout)
+    by_group = [held[packed.groups[held] == g] for g in np.unique(packed.groups[held])]
+    take = [0] * len(by_group)
+    left = min(n, len(held))
+    while left:
+        for i, rows in enumerate(by_group):
+            if left and take[i] < len(rows):
+                take[i] += 1
+                left -= 1
+    picks = [
+        rows[np.linspace(0, len(rows), num=k, endpoint=False).astype(int)]
+        for rows, k in zip(by_group, take, strict=True)
+    ]
+    return np.array([chosen[r] for r in range(max(take, default=0)) for chosen in picks if r < len(chosen)], np.int64)
+
+
+def heldout_loss(
+    model: torch.nn.Module,
+    packed: Packed,
+    cfg: AdaptConfig,
+    eos: int,
+    n: int = HELDOUT_PAGES,
+    rows: np.ndarray | None = None,
+) -> float:
+    """Mean canvas cross-entropy over ``rows`` (default heldout_rows(packed, n)), at fixed noise levels (the k-th
+    row's by its place) and a fixed seed."""
+    rows = heldout_rows(packed, n) if rows is None else rows
     generator = torch.Generator().manual_seed(1234)
     vocab = model.get_base_model().config.vocab_size if hasattr(model, "get_base_model") else model.config.vocab_size
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -348,7 +383,11 @@ def train(args: argparse.Namespace) -> None:
     if trajectories is not None:
         paths = np.random.default_rng(cfg.seed).permutation(trajectory_rows(trajectories)[1])
     path_cursor = 0
+    probe = heldout_rows(packed)  # the rows of its held-out loss
     if state is not None:
+        # A resumed run measures the rows its log was measured on: a checkpoint from before session 54 names none,
+        # and its log is of the first held-out rows (the wiki's).
+        probe = np.asarray(state.get("heldout_rows", np.flatnonzero(packed.holdout)[:HELDOUT_PAGES]), dtype=np.int64)
         set_peft_model_state_dict(model, state["adapter"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
@@ -366,7 +405,7 @@ def train(args: argparse.Namespace) -> None:
                     f"genui adapt: {args.init} holds weights this run has no place for ({loaded.unexpected_keys[0]}, "
                     "...): give the run its rank, layers and modules (see its adapter_config.json)"
                 )
-        held = heldout_loss(model, packed, cfg, eos)
+        held = heldout_loss(model, packed, cfg, eos, rows=probe)
         log.append({"step": 0, "heldout": held, "tokens": 0})
         print(f"held-out canvas loss before training: {held:.3f}", file=sys.stderr)
         if trajectories is not None and len(trajectory_rows(trajectories)[0]):
@@ -384,6 +423,7 @@ def train(args: argparse.Namespace) -> None:
             "step": step,
             "cursor": cursor,
             "path_cursor": path_cursor,
+            "heldout_rows": probe.tolist(),
             "log": log,
             "generator": generator.get_state(),
         }
@@ -458,7 +498,7 @@ def train(args: argparse.Namespace) -> None:
         bar.set_postfix(canvas=f"{entry['canvas']:.3f}", ar=f"{entry['ar']:.3f}")
         if step % args.eval_every == 0 or step == last:
             model.eval()
-            entry["heldout"] = heldout_loss(model, packed, cfg, eos)
+            entry["heldout"] = heldout_loss(model, packed, cfg, eos, rows=probe)
             if trajectories is not None and len(trajectory_rows(trajectories)[0]):
                 entry["trajectory"] = heldout_trajectory_loss(model, trajectories, eos)
             model.train()

@@ -11,7 +11,9 @@ Sources (install them with ``apt-get install dict-foldoc dict-jargon fortunes``;
   many times over, since the desktop's icons open it.
 
 Every prompt is rendered through the site's own prompt template (genui.prompts), so the model learns exactly the
-prompts the framework sends. The split is fixed: a page is held out when a hash of its site and path says so.
+prompts the framework sends. The split is fixed, by hash, and one of two (SPLITS, ``--split``): by URL (a hash of a
+page's site and path; every corpus until session 54, the shipped adapter's included) or by source item (every page
+made from a held-out dictionary entry, fortune, package or folder is held out, by_item).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -285,8 +287,66 @@ HOME_USER = "user"  # whose home folder the desktop's icons open (sites/os/site.
 SHARED_URLS = {("wiki", "/"), ("forum", "/"), ("forum", "/r/{board}"), ("os", "/"), ("os", "/settings/{panel}")}
 
 
+def _hashed_out(key: str) -> bool:
+    return int(hashlib.sha1(key.encode()).hexdigest()[:6], 16) % 1000 < HOLDOUT_PER_MILLE
+
+
 def holdout(site: str, path: str) -> bool:
-    return int(hashlib.sha1(f"{site}{path}".encode()).hexdigest()[:6], 16) % 1000 < HOLDOUT_PER_MILLE
+    """Whether the page at this URL is held out by URL (by_url)."""
+    return _hashed_out(f"{site}{path}")
+
+
+# What a page is made from, by identity: the same item under every route that shows it.
+def entry_item(entry: Entry) -> str:
+    return f"entry:{entry.title.lower()}"
+
+
+def fortune_item(text: str) -> str:
+    return f"fortune:{text}"
+
+
+def package_item(pkg: Package) -> str:
+    return f"package:{pkg.name}"
+
+
+def folder_item(directory: str) -> str:
+    """A folder's listing, which the file manager and ``ls`` both show."""
+    return f"folder:{directory}"
+
+
+def item_held_out(item: str) -> bool:
+    return _hashed_out(item)
+
+
+# A split says whether a page is held out from its site, its path and the items it is made from.
+Split = Callable[[str, str, Sequence[str]], bool]
+
+
+def by_url(site: str, path: str, items: Sequence[str]) -> bool:
+    """Held out when a hash of the page's URL says so. One item feeds pages at several URLs (an entry's article, its
+    page in the desktop's browser, a "What is" thread, a Documents file), so held-out pages share text with training
+    ones (docs/model.md, session 53). The shipped adapter was trained on this split."""
+    return holdout(site, path)
+
+
+def by_item(site: str, path: str, items: Sequence[str]) -> bool:
+    """Held out when any item the page is made from is held out, so no training page shows a held-out item's text.
+
+    A page's items are those whose text it shows: an entry's paragraphs, a fortune, a package's summary or
+    description, a folder's listing; drawn for the page, whether or not its character budget kept them all. Names
+    are not items: a title in a link, a "See also" list, a thread list, a reading list or a file name. Counting them
+    would hold out most of the wiki, whose articles link each other's titles, and every listing.
+
+    A page of several items is held out when any of them is, rather than by its first: otherwise a training thread
+    could answer with a held-out fortune. This holds out more of the routes that draw several items (search pages
+    up to six entries, 2.6% of them; threads three to seven items, 3.0%) and keeps the routes of one item at
+    HOLDOUT_PER_MILLE: 1.9% of the corpus in all, against 0.9% by URL (docs/model.md, session 54). The other way
+    does not hold: a page held out for one item may show others that training pages show. A page made from no item
+    (a settings panel, a thread list) is held out by its URL."""
+    return any(item_held_out(item) for item in items) if items else holdout(site, path)
+
+
+SPLITS: dict[str, Split] = {"url": by_url, "item": by_item}
 
 
 @dataclass
@@ -316,13 +376,19 @@ class Sources:
 
 class Builder:
     """Builds the examples of all three sites from the sources (read from Debian's packages unless given), with one
-    seeded RNG."""
+    seeded RNG, and holds them out by ``split``. The split draws nothing: a corpus's pages are the same under both."""
 
     def __init__(
-        self, sites: dict[str, Site], seed: int = 0, char_budget: int = 1400, sources: Sources | None = None
+        self,
+        sites: dict[str, Site],
+        seed: int = 0,
+        char_budget: int = 1400,
+        sources: Sources | None = None,
+        split: Split = by_url,
     ) -> None:
         sources = sources or Sources.read()
         self.sites = sites
+        self.split = split
         self.renderers = {name: PromptRenderer(site) for name, site in sites.items()}
         self.seed = seed
         self.rng = random.Random(seed)
@@ -353,10 +419,13 @@ class Builder:
         parent: Parent | None = None,
         posts: list[Post] | None = None,
         shared: bool = False,
+        items: Sequence[str] = (),
     ) -> Example:
+        """The page at ``path``; ``items`` are what it is made from (by_item says which count)."""
         prompt = self.renderers[site].render(self._route(site, pattern), params, query, parent, posts)
         shared = shared or (site, pattern) in SHARED_URLS
-        return Example(site=site, path=path, prompt=prompt, html=body, holdout=holdout(site, path), shared=shared)
+        held = self.split(site, path, items)
+        return Example(site=site, path=path, prompt=prompt, html=body, holdout=held, shared=shared)
 
     def _linkify(self, text: str) -> str:
         def link(m: re.Match[str]) -> str:
@@ -406,7 +475,9 @@ class Builder:
             p = self.rng.choice(sources)
             parent = Parent(path=f"/wiki/{slug(p)}", title=p)
         s = slug(entry.title)
-        return self._example("wiki", "/{title}", f"/wiki/{s}", {"title": s}, body, parent=parent)
+        return self._example(
+            "wiki", "/{title}", f"/wiki/{s}", {"title": s}, body, parent=parent, items=[entry_item(entry)]
+        )
 
     def wiki_search(self, query: str) -> Example | None:
         q = query.lower()
@@ -423,7 +494,9 @@ class Builder:
             items,
             "</ul>\n</div>",
         )
-        return self._example("wiki", "/search", f"/search?q={quote(query)}", {}, body, query={"q": query})
+        path = f"/search?q={quote(query)}"
+        made_of = [entry_item(e) for e in hits]
+        return self._example("wiki", "/search", path, {}, body, query={"q": query}, items=made_of)
 
     def wiki_home(self) -> Example:
         featured = self.rng.choice([e for e in self.entries.values() if len(e.paragraphs[0]) > 150])
@@ -435,7 +508,7 @@ class Builder:
             f'<h2>Featured article: <a href="/wiki/{slug(featured.title)}">{_text(featured.title)}</a></h2>\n'
             f"<p>{self._linkify(featured.paragraphs[0][:600])}</p>\n<h2>Other articles</h2>\n<ul>{items}</ul>\n</div>"
         )
-        return self._example("wiki", "/", "/", {}, body)
+        return self._example("wiki", "/", "/", {}, body, items=[entry_item(featured)])
 
     # -- forum ------------------------------------------------------------------------------------------------
 
@@ -445,6 +518,7 @@ class Builder:
     def forum_thread(self, board: str) -> Example:
         rng = self.rng
         pool = self.fortunes[board]
+        items: list[str] = []
         if rng.random() < 0.35:
             entry = rng.choice(list(self.entries.values()))
             title = f"What is {entry.title}?"
@@ -456,29 +530,39 @@ class Builder:
                     "New here. What does it mean and where does it come from?",
                 ]
             )
-            answers = [self._plain(entry.paragraphs[0][:350])] + [_text(rng.choice(pool)) for _ in range(3)]
+            told = [rng.choice(pool) for _ in range(3)]
+            answers = [self._plain(entry.paragraphs[0][:350])] + [_text(t) for t in told]
+            answered = [entry_item(entry)] + [fortune_item(t) for t in told]  # the item of each answer
         else:
             text = rng.choice(pool)
+            items.append(fortune_item(text))
             words = re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]
             if len(words) < 3:
                 words = ["A", "thought", "for", "today"]
             title = " ".join(words)
             post = _text(text)
-            answers = [_text(rng.choice(pool)) for _ in range(4)]
+            told = [rng.choice(pool) for _ in range(4)]
+            answers = [_text(t) for t in told]
+            answered = [fortune_item(t) for t in told]
         title = title[:70]
         user = username(rng, self.names)
         posts: list[Post] = []
         if rng.random() < 0.2:
-            posts = [Post(user=username(rng, self.names), text=rng.choice(pool)[:200])]
+            poster = username(rng, self.names)
+            quoted = rng.choice(pool)
+            items.append(fortune_item(quoted))
+            posts = [Post(user=poster, text=quoted[:200])]
             answers[0] = f"@{posts[0].user} {answers[0]}"
         replies = []
-        for i, answer in enumerate(answers[: rng.randint(2, 4)]):
+        shown = rng.randint(2, 4)
+        items += answered[:shown]
+        for i, answer in enumerate(answers[:shown]):
             reply = f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 40))}<p>{answer}</p>'
             if i == 0 and rng.random() < 0.5:
-                reply += (
-                    f'<div class="reply">{self._meta(username(rng, self.names), rng.randint(0, 9))}'
-                    f"<p>{_text(rng.choice(pool))}</p></div>"
-                )
+                meta = self._meta(username(rng, self.names), rng.randint(0, 9))
+                nested = rng.choice(pool)
+                items.append(fortune_item(nested))
+                reply += f'<div class="reply">{meta}<p>{_text(nested)}</p></div>'
             replies.append(reply + "</div>\n")
         head = (
             f'<div class="thread">\n<h1>{_text(title)}</h1>\n<div class="post"><p class="meta">posted by '
@@ -488,7 +572,13 @@ class Builder:
         body = self._fit(head, replies, "</div>\n</div>")
         s = slug(title)
         return self._example(
-            "forum", "/r/{board}/{thread}", f"/r/{board}/{s}", {"board": board, "thread": s}, body, posts=posts
+            "forum",
+            "/r/{board}/{thread}",
+            f"/r/{board}/{s}",
+            {"board": board, "thread": s},
+            body,
+            posts=posts,
+            items=items,
         )
 
     def _thread_list(self, boards: list[str], n: int) -> str:
@@ -534,9 +624,9 @@ class Builder:
         # two random draws that once chose seven icons' order and count stay, so the rest of the corpus is unchanged.
         rng.shuffle([None] * 7)
         rng.randint(4, 7)
-        note = _text(rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))]))
-        body = f'<div class="desktop">\n{self._window("Note", f"<p>{note}</p>")}\n</div>'
-        return self._example("os", "/", "/", {}, body)
+        note = rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))])
+        body = f'<div class="desktop">\n{self._window("Note", f"<p>{_text(note)}</p>")}\n</div>'
+        return self._example("os", "/", "/", {}, body, items=[fortune_item(note)])
 
     def os_files(self, directory: str, tree: dict[str, set[str]] | None = None, shared: bool = False) -> Example:
         tree = self.tree if tree is None else tree
@@ -557,28 +647,40 @@ class Builder:
         )
         body = self._window(f"Files — {directory}", inner)
         path = directory.lstrip("/")
-        return self._example("os", "/files/{path:path}", f"/files/{path}", {"path": path}, body, shared=shared)
+        return self._example(
+            "os",
+            "/files/{path:path}",
+            f"/files/{path}",
+            {"path": path},
+            body,
+            shared=shared,
+            items=[folder_item(directory)],
+        )
 
     def os_viewer(self, pkg: Package) -> Example:
         path = f"usr/share/doc/{pkg.name}/README"
         paras = [f"<p>{_text(p.replace(chr(10), ' '))}</p>\n" for p in pkg.description.split("\n\n") if p.strip()]
         inner = self._fit(f"<h2>{_text(pkg.name)}: {_text(pkg.summary)}</h2>\n", paras, "")
         body = self._window(f"Viewer — /{path}", inner)
-        return self._example("os", "/view/{path:path}", f"/view/{path}", {"path": path}, body)
+        return self._example(
+            "os", "/view/{path:path}", f"/view/{path}", {"path": path}, body, items=[package_item(pkg)]
+        )
 
-    def os_text(self, path: str, text: str, shared: bool = False) -> Example:
+    def os_text(self, path: str, text: str, shared: bool = False, items: Sequence[str] = ()) -> Example:
         """A text file in the viewer, whole lines while they fit."""
         lines = [_text(line) + "\n" for line in text.strip().split("\n")]
         inner = self._fit('<pre class="text">', lines, "</pre>")
         body = self._window(f"Viewer — {path}", inner)
         here = path.lstrip("/")
-        return self._example("os", "/view/{path:path}", f"/view/{here}", {"path": here}, body, shared=shared)
+        return self._example(
+            "os", "/view/{path:path}", f"/view/{here}", {"path": here}, body, shared=shared, items=items
+        )
 
-    def _shell(self, cmd: str, out: str, shared: bool = False) -> Example:
+    def _shell(self, cmd: str, out: str, shared: bool = False, items: Sequence[str] = ()) -> Example:
         inner = f'<pre class="terminal">$ {_text(cmd)}\n{_text(out)}\n$ </pre>'
         body = self._window("Terminal", inner)
         path = f"/terminal?cmd={quote(cmd)}"
-        return self._example("os", "/terminal", path, {}, body, query={"cmd": cmd}, shared=shared)
+        return self._example("os", "/terminal", path, {}, body, query={"cmd": cmd}, shared=shared, items=items)
 
     def os_terminal(self) -> Example:
         rng = self.rng
@@ -591,14 +693,17 @@ class Builder:
                 f"Package: {pkg.name}\nVersion: {pkg.version}\nSection: {pkg.section}\n"
                 f"Description: {pkg.summary}\n {desc}"
             )
+            item = package_item(pkg)
         elif kind < 0.8:
             directory = rng.choice([d for d in self.tree if len(self.tree[d]) > 2])
             cmd = f"ls {directory}"
             out = "\n".join(sorted(self.tree[directory])[:30])
+            item = folder_item(directory)
         else:
             cmd = "fortune"
             out = rng.choice(self.fortunes[rng.choice(sorted(self.fortunes))])
-        return self._shell(cmd, out)
+            item = fortune_item(out)
+        return self._shell(cmd, out, items=[item])
 
     SETTINGS = {
         "display": [
@@ -655,47 +760,52 @@ class Builder:
         paras = [f"<p>{self._plain(p)}</p>\n" for p in entry.paragraphs]
         inner = self._fit(f'<p class="address">{_text(url)}</p>\n<h1>{_text(entry.title)}</h1>\n', paras, "")
         body = self._window(f"Browser — {entry.title}", inner)
-        return self._example("os", "/browser", f"/browser?url={quote(url)}", {}, body, query={"url": url})
+        path = f"/browser?url={quote(url)}"
+        return self._example("os", "/browser", path, {}, body, query={"url": url}, items=[entry_item(entry)])
 
     @functools.cached_property
     def _entries_by_title(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: e.title)
 
-    def home_files(self, rng: random.Random, user: str) -> dict[str, str]:
-        """What a user's home folder holds, path -> text ("" for a file the viewer does not show): notes and ideas
-        (fortunes), a to-do list (packages to try), a reading list (dictionary titles), documents (dictionary
-        entries), downloaded packages, music and pictures. Seven things each there or not: HOME_USER's folder,
-        written many times over, takes many forms (with four it had 8, and the model learnt none of them)."""
+    def home_files(self, rng: random.Random, user: str) -> dict[str, tuple[str, list[str]]]:
+        """What a user's home folder holds, path -> (text, the items it is made from); "" for a file the viewer does
+        not show: notes and ideas (fortunes), a to-do list (packages to try), a reading list (dictionary titles),
+        documents (dictionary entries), downloaded packages, music and pictures. Seven things each there or not:
+        HOME_USER's folder, written many times over, takes many forms (with four it had 8, and the model learnt none
+        of them)."""
         home = f"/home/{user}"
-        files: dict[str, str] = {}
+        files: dict[str, tuple[str, list[str]]] = {}
         if user == HOME_USER or rng.random() < 0.7:
             pool = self.fortunes[rng.choice(sorted(self.fortunes))]
-            files[f"{home}/notes.txt"] = "\n\n".join(rng.sample(pool, min(len(pool), rng.randint(1, 3))))
+            notes = rng.sample(pool, min(len(pool), rng.randint(1, 3)))
+            files[f"{home}/notes.txt"] = ("\n\n".join(notes), [fortune_item(t) for t in notes])
         if rng.random() < 0.5:
             todo = rng.sample(self.packages, min(len(self.packages), rng.randint(2, 6)))
             verbs = ("try", "install", "read about", "look at", "remove")
-            files[f"{home}/todo.txt"] = "\n".join(f"- {rng.choice(verbs)} {p.name}: {p.summary}" for p in todo)
+            text = "\n".join(f"- {rng.choice(verbs)} {p.name}: {p.summary}" for p in todo)
+            files[f"{home}/todo.txt"] = (text, [package_item(p) for p in todo])
         if rng.random() < 0.7:
             entries = self._entries_by_title
             for entry in rng.sample(entries, min(len(entries), rng.randint(2, 6))):
                 name = re.sub(r"[^A-Za-z0-9.+-]+", "_", entry.title).strip("_.") or "untitled"
                 text = "\n\n".join(re.sub(r"\{([^{}]+)\}", r"\1", p) for p in entry.paragraphs)
-                files[f"{home}/Documents/{name}.txt"] = f"{entry.title}\n\n{text}"
+                files[f"{home}/Documents/{name}.txt"] = (f"{entry.title}\n\n{text}", [entry_item(entry)])
         if rng.random() < 0.5:
             for pkg in rng.sample(self.packages, min(len(self.packages), rng.randint(1, 4))):
                 version = re.sub(r"[^A-Za-z0-9.+~-]", "", pkg.version.rpartition(":")[2])
-                files[f"{home}/Downloads/{pkg.name}_{version}_amd64.deb"] = ""
+                files[f"{home}/Downloads/{pkg.name}_{version}_amd64.deb"] = ("", [])
         if rng.random() < 0.4:
             pool = self.fortunes[rng.choice(sorted(self.fortunes))]
-            files[f"{home}/ideas.txt"] = "\n\n".join(rng.sample(pool, min(len(pool), rng.randint(1, 2))))
+            ideas = rng.sample(pool, min(len(pool), rng.randint(1, 2)))
+            files[f"{home}/ideas.txt"] = ("\n\n".join(ideas), [fortune_item(t) for t in ideas])
         if rng.random() < 0.4:
             entries = self._entries_by_title
             chosen = rng.sample(entries, min(len(entries), rng.randint(3, 8)))
-            files[f"{home}/reading.txt"] = "\n".join(f"- {entry.title}" for entry in chosen)
+            files[f"{home}/reading.txt"] = ("\n".join(f"- {entry.title}" for entry in chosen), [])  # titles only
         for folder, ext in (("Music", "ogg"), ("Pictures", "png")):
             if rng.random() < 0.3:
                 for word in rng.sample(self.names, min(len(self.names), rng.randint(1, 4))):
-                    files[f"{home}/{folder}/{word}.{ext}"] = ""
+                    files[f"{home}/{folder}/{word}.{ext}"] = ("", [])
         return files or self.home_files(rng, user)  # an empty folder teaches nothing: draw again
 
     def os_home(self, rng: random.Random, user: str) -> Iterator[Example]:
@@ -711,13 +821,14 @@ class Builder:
         shared = user == HOME_USER
         for directory in sorted(tree):
             yield self.os_files(directory, tree, shared=shared)
-        for path, text in files.items():
+        for path, (text, items) in files.items():
             if text:
-                yield self.os_text(path, text, shared=shared)
+                yield self.os_text(path, text, shared=shared, items=items)
         listing = "\n".join(sorted(tree[f"/home/{user}"]))
-        yield self._shell(f"ls /home/{user}", listing, shared=shared)
+        folder = [folder_item(f"/home/{user}")]
+        yield self._shell(f"ls /home/{user}", listing, shared=shared, items=folder)
         if shared:
-            yield self._shell("ls", listing, shared=True)
+            yield self._shell("ls", listing, shared=True, items=folder)
 
     def os_homes(self, users: int = 300, own: int = 150) -> Iterator[Example]:
         """``users`` home folders of users named by dictionary words, and ``own`` of HOME_USER's, with an RNG of their
@@ -785,9 +896,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-prompt", type=int, default=96, help="longest prompt kept, in tokens")
     parser.add_argument("--max-response", type=int, default=512, help="longest page kept, in tokens (2 canvases)")
     parser.add_argument("--text-only", action="store_true", help="write the JSONL only: no tokenizer, no packing")
+    parser.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="url",
+        help="hold pages out by their URL (default: the shipped adapter's split, so `genui quality` on this corpus "
+        "measures it on pages it never trained on) or by the source item they are made from (no held-out entry, "
+        "fortune or package in any training page: the split for a new adapter trained from the bare base; "
+        "docs/model.md, session 54)",
+    )
     args = parser.parse_args(argv)
     sites = {s.name: s for s in load_sites(args.sites_dir) if s.name in ("wiki", "forum", "os")}
-    builder = Builder(sites, seed=args.seed)
+    builder = Builder(sites, seed=args.seed, split=SPLITS[args.split])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple[str, bool], int] = {}
     # written beside it and moved into place whole: a killed build leaves no cut corpus that the packer (which skips

@@ -17,7 +17,15 @@ from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
 from engine.identity import DEFAULT_MODEL
-from lab.adapt import CERTAINTY_TEMPERATURE, certain_entropy, layout_page, main, page_loss, pages_loss
+from lab.adapt import (
+    CERTAINTY_TEMPERATURE,
+    certain_entropy,
+    heldout_rows,
+    layout_page,
+    main,
+    page_loss,
+    pages_loss,
+)
 from lab.data import Packed
 
 
@@ -307,3 +315,64 @@ def test_a_run_without_a_run_folder_is_refused_with_the_flag_to_add(capsys: pyte
     with pytest.raises(SystemExit) as exit:
         main(["--steps", "1"])
     assert exit.value.code == 2 and "name it with --out DIR" in capsys.readouterr().err
+
+
+def _packed(sites: list[tuple[int, bool]]) -> Packed:
+    """A pack of one-token pages: (group, held out) a row."""
+    n = len(sites)
+    tokens = np.ones(n, np.uint16)
+    return Packed(
+        tokens,
+        np.arange(n + 1),
+        tokens,
+        np.arange(n + 1),
+        np.array([g for g, _ in sites], np.int16),
+        np.array([h for _, h in sites], bool),
+        ("wiki", "forum", "os"),
+    )
+
+
+def test_the_held_out_loss_reads_every_site_spread_over_each_site_s_rows() -> None:
+    """The corpus writes every wiki article first, and the first 24 held-out rows were all the wiki's: a run's
+    held-out loss reads each site's share, from the first of its held-out rows to the last, the sites taking turns
+    (heldout_loss gives the k-th row the k-th noise level)."""
+    packed = _packed([(0, i % 3 == 0) for i in range(120)] + [(1, i % 2 == 0) for i in range(40)] + [(2, True)] * 3)
+    rows = heldout_rows(packed, 24)
+    groups = packed.groups[rows].tolist()
+    assert len(rows) == 24 and packed.holdout[rows].all()
+    assert groups[:6] == [0, 1, 2, 0, 1, 2] and groups.count(2) == 3  # the os has 3: the others share the rest
+    assert sorted([groups.count(0), groups.count(1)]) == [10, 11]
+    wiki = sorted(r for r, g in zip(rows, groups, strict=True) if g == 0)
+    assert wiki[0] == 0 and wiki[-1] > 100  # from the first held-out article to near the last
+    held = np.flatnonzero(packed.holdout)
+    # genui quality measures each site's held-out pages as a subset: all of them, in their order
+    wiki_held = held[packed.groups[held] == 0].tolist()
+    assert heldout_rows(packed.subset(wiki_held), len(wiki_held)).tolist() == list(range(len(wiki_held)))
+
+
+def test_a_resumed_run_measures_its_held_out_loss_on_the_rows_its_log_began_with(
+    tiny_base: Path, tmp_path: Path
+) -> None:
+    """A run records the rows of its held-out loss; one whose checkpoint records none (before session 54) measures
+    the first held-out rows, as its log did, so a log never changes what its held-out column means midway."""
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [("wiki", f"/wiki/{i}", i < 30) for i in range(34)] + [("forum", f"/r/b/{i}", i < 2) for i in range(4)]
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": s, "path": p, "prompt": f"<p>{p}</p>", "html": f"<h1>{p}</h1>", "holdout": h}) + "\n"
+            for s, p, h in rows
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
+    assert main([*common, "--pack", str(corpus)]) == 0
+    settings = ["--canvas-length", "8", "--canvas-tokens", "16", "--frozen-layers", "0", "--rank", "4"]
+    assert main([*common, *settings, "--max-steps", "1", "--eval-every", "1"]) == 0
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    state = torch.load(checkpoint, weights_only=False)
+    assert state["heldout_rows"] == heldout_rows(Packed.load(packed)).tolist()
+    assert {34, 35} <= set(state["heldout_rows"])  # the forum's held-out pages
+    del state["heldout_rows"]  # a checkpoint from before session 54
+    torch.save(state, checkpoint)
+    assert main([*common, "--max-steps", "2", "--eval-every", "1"]) == 0
+    assert torch.load(checkpoint, weights_only=False)["heldout_rows"] == list(range(24))

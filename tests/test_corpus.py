@@ -7,6 +7,9 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
+import lab.corpus
 from genui.resources import bundled
 from genui.sites import load_sites
 from lab.corpus import (
@@ -15,9 +18,17 @@ from lab.corpus import (
     Example,
     Package,
     Sources,
+    Split,
+    by_item,
+    by_url,
     distinct,
+    entry_item,
+    folder_item,
+    fortune_item,
     holdout,
+    item_held_out,
     name_words,
+    package_item,
     parse_entry,
     read_file_tree,
     read_translations,
@@ -254,3 +265,102 @@ def test_the_desktop_s_own_home_folder_takes_many_forms() -> None:
     for icon in ("/files/home/user", "/terminal?cmd=ls"):
         forms = {p.html for p in distinct(pages) if p.path == icon}
         assert len(forms) >= 40, (icon, len(forms))
+
+
+# Sources whose every item writes a mark of its own into its text (never into a title or a name), so a test can
+# find each item's text in whatever pages show it.
+MARKED_ENTRIES = [
+    Entry(
+        f"Entry {i}",
+        (
+            f"Mark qxe{i}z is what entry {i} says, and this clause pads the paragraph past one hundred and fifty "
+            "characters, so that the wiki's home page may feature it too.",
+        ),
+        (),
+        ("test",),
+    )
+    for i in range(24)
+]
+MARKED_FORTUNES = {
+    board: [f"Fortune {board} {i} says read the source well, friend qx{board}{i}z." for i in range(12)]
+    for board in ("linux", "zippy")
+}
+MARKED_PACKAGES = [
+    Package(f"pkg{i}", "1.0", "utils", f"tool qxs{i}z", f"Package text qxd{i}z, long enough.") for i in range(12)
+]
+MARKED_TREE = {f"/srv/d{i}": {f"qxa{i}z", f"qxb{i}z", f"qxc{i}z"} for i in range(12)}
+
+
+def _marked_items() -> dict[str, list[str]]:
+    """Each item of the marked sources, with the marks its text carries."""
+    items = {entry_item(e): [e.paragraphs[0].split()[1]] for e in MARKED_ENTRIES}
+    items |= {fortune_item(f): [f.split()[-1].rstrip(".")] for pool in MARKED_FORTUNES.values() for f in pool}
+    items |= {package_item(p): [f"qxs{p.name[3:]}z", f"qxd{p.name[3:]}z"] for p in MARKED_PACKAGES}
+    items |= {folder_item(d): sorted(names) for d, names in MARKED_TREE.items()}
+    return items
+
+
+def _marked_pages(split: Split | None = None) -> list[Example]:
+    """Pages of every route that draws on a source item, built from the marked sources."""
+    sources = Sources(
+        {e.title.lower(): e for e in MARKED_ENTRIES},
+        MARKED_FORTUNES,
+        MARKED_PACKAGES,
+        {**MARKED_TREE, "/srv": {f"d{i}" for i in range(12)}},
+        ["user", "alice", "bob", "carol", "dave"],
+    )
+    sites = {s.name: s for s in load_sites(bundled("sites"))}
+    # a budget no page reaches, so every item a page draws is shown
+    builder = Builder(sites, seed=0, char_budget=10_000, sources=sources, **({"split": split} if split else {}))
+    return [
+        *(builder.wiki_article(e) for e in MARKED_ENTRIES),
+        *(builder.os_browser(e) for e in MARKED_ENTRIES),
+        *(page for q in ("mark", "entry 1", "pads") if (page := builder.wiki_search(q))),
+        *(builder.wiki_home() for _ in range(10)),
+        *(builder.forum_thread(board) for _ in range(60) for board in MARKED_FORTUNES),
+        *(builder.forum_board("linux") for _ in range(3)),
+        *(builder.os_desktop() for _ in range(10)),
+        *(builder.os_files(d) for d in sorted(MARKED_TREE)),
+        *(builder.os_viewer(p) for p in MARKED_PACKAGES),
+        *(builder.os_terminal() for _ in range(60)),
+        *(builder.os_settings(panel) for panel in ("display", "sound")),
+        *builder.os_homes(users=4, own=30),
+    ]
+
+
+def test_the_item_split_holds_out_every_page_that_shows_a_held_out_item_on_any_route(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An entry feeds its article, its page in the desktop's browser, search snippets, "What is" threads and
+    Documents files; a fortune threads, replies, notes and the terminal; a package its README, `apt show` and to-do
+    lists; a folder its listing and `ls`. Split by URL, a held-out page shared text with training pages (session
+    53); split by item, no training page shows a held-out item."""
+    monkeypatch.setattr(lab.corpus, "HOLDOUT_PER_MILLE", 250)  # a quarter of the items, so the few here have some
+    pages = _marked_pages(by_item)
+    items = _marked_items()
+    held = {item for item in items if item_held_out(item)}
+    assert 0 < len(held) < len(items)
+    routes: set[str] = set()
+    for item in held:
+        showing = [p for p in pages if any(m in p.html or m in p.prompt for m in items[item])]
+        assert showing and all(p.holdout for p in showing), (item, [p.path for p in showing if not p.holdout])
+        routes |= {f"{p.site}:{p.path.split('?')[0].split('/')[1]}" for p in showing}
+    drawing = {"wiki:wiki", "wiki:search", "wiki:", "forum:r", "os:browser", "os:view", "os:terminal", "os:files"}
+    assert routes >= drawing  # every route that draws on an item, the wiki's home ("wiki:") too
+    for page in pages:
+        shown = [item for item, marks in items.items() if any(m in page.html or m in page.prompt for m in marks)]
+        if page.holdout and shown:
+            assert set(shown) & held, page.path  # held out for an item it shows
+
+
+def test_the_url_split_is_the_default_and_holds_out_the_pages_it_always_did() -> None:
+    """The shipped adapter trained on a corpus split by URL, and its quality figures are measured on that corpus's
+    held-out pages: the split stays the same hash of site and path, and choosing a split changes no page."""
+    assert [i for i in range(600) if holdout("wiki", f"/wiki/Entry_{i}")] == [183, 204, 335, 486, 497, 574]
+    assert [i for i in range(400) if holdout("forum", f"/r/linux/Fortune_{i}")] == [207, 343]
+    default, by_path, by_source = _marked_pages(), _marked_pages(by_url), _marked_pages(by_item)
+    assert all(page.holdout == holdout(page.site, page.path) for page in default)
+    assert [p.holdout for p in by_path] == [p.holdout for p in default]
+    assert [(p.site, p.path, p.prompt, p.html, p.shared) for p in by_source] == [
+        (p.site, p.path, p.prompt, p.html, p.shared) for p in default
+    ]
