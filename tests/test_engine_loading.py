@@ -173,5 +173,44 @@ def test_a_device_name_that_is_not_one_fails_clearly(checkpoint: Path) -> None:
         load_model(checkpoint, device="gpu please")
 
 
+def test_no_device_named_means_the_gpu_where_there_is_one_and_the_cpu_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for available, expected in ((True, "cuda"), (False, "cpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        assert engine.loading._device(None) == torch.device(expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("cuda:2", r"'cuda:2' does not exist; this machine has 2 CUDA GPU\(s\)"),
+        ("mps", "MPS is not available here; use --device cpu"),
+        ("meta", "'meta' is not supported; use cpu or cuda"),
+    ],
+)
+def test_a_device_this_machine_lacks_is_named_with_what_it_has(
+    monkeypatch: pytest.MonkeyPatch, name: str, message: str
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with two GPUs and no MPS
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert engine.loading._device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(ModelLoadError, match=message):
+        engine.loading._device(name)
+
+
+@pytest.mark.parametrize("extension", [True, False])
+def test_an_arm_cpu_computes_in_bfloat16_where_it_has_the_bf16_extension(
+    monkeypatch: pytest.MonkeyPatch, extension: bool
+) -> None:
+    monkeypatch.setattr(engine.loading.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: not extension)  # x86's flags: not read
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: not extension)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: extension)
+    assert engine.loading._cpu_has_bf16_units() is extension
+    assert engine.loading.default_dtype(torch.device("cpu")) == (torch.bfloat16 if extension else torch.float32)
+
+
 def test_load_errors_are_engine_errors() -> None:
     assert issubclass(ModelLoadError, EngineError)
