@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
+from collections.abc import AsyncIterator
 
 import pytest
 from fakes import ClientFactory, FakeEngine, page_html, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
 from test_app import HTMX, live_url, wait_until
 
+from engine.frames import EngineError, Frame, GenerationRequest
 from genui.edits import model_text, region_tokens
 from genui.sections import sections
 from genui.sites import Site
@@ -258,6 +261,63 @@ def test_keeping_from_variations_that_failed_is_a_404_not_a_409_for_good(
     refused = client.post("/_genui/keep", data=keep)
     assert refused.status_code == 404 and "ask for new ones" in refused.text
     assert client.get("/wiki/Lisp?v=2").status_code == 404
+
+
+class FailingVariants(FakeEngine):
+    """Variations whose batched call fails with an engine error after ``fail_after`` frames (None: they do not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_after: int | None = None
+        self.frames_sent = 0
+
+    def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
+        inner = super().stream_variants(request, n)
+        if self.fail_after is None:
+            return inner
+
+        async def frames(fail_after: int) -> AsyncIterator[Frame]:
+            async with contextlib.aclosing(inner):
+                sent = 0
+                async for frame in inner:
+                    if sent == fail_after:
+                        raise EngineError("the worker ran out of memory")
+                    sent, self.frames_sent = sent + 1, self.frames_sent + 1
+                    yield frame
+
+        return frames(self.fail_after)
+
+
+def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_request_works(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FailingVariants()
+    client = client_factory(all_sites, engine, follow_redirects=False)
+    first = page_html(visit(client, "/wiki/Lisp", follow_redirects=True).text)
+    engine.fail_after = 7  # every candidate has drafts by then, and none is finished
+    live = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    keep = live_keep(live.text)
+    wait_until(lambda: client.get("/_genui/health").json()["busy"] is False)  # the run ended: nothing left under way
+    assert engine.frames_sent == 7 and engine.finished == 1  # the first version's run alone
+    stream = VARIATIONS_LIVE.search(live.text)
+    assert stream is not None
+    # A watcher who comes after the failure is told at once, not left waiting.
+    (failed,) = ws_messages(client, html.unescape(stream.group(1)))
+    assert "The page could not be written: the worker ran out of memory" in failed and "Keep variation" not in failed
+    refused = client.post("/_genui/keep", data=keep)
+    assert refused.status_code == 404 and "not all written" in refused.text
+    plain = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})  # without scripts: a 503 page
+    assert plain.status_code == 503 and "ran out of memory" in plain.text
+    # Nothing was kept, and the page's version is as it was.
+    assert client.get("/wiki/Lisp?v=2").status_code == 404 and page_html(client.get("/wiki/Lisp").text) == first
+    engine.fail_after = None  # the engine recovers: the next set, and a Regenerate, work
+    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    assert candidates.status_code == 200 and candidates.text.count("Keep variation") == 3
+    assert client.post("/_genui/keep", data=keep_form(candidates.text, 2)).status_code == 303
+    regenerated = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"})
+    assert regenerated.status_code == 303 and regenerated.headers["location"] == "/wiki/Lisp?v=3"
+    assert "(variation 2)" in client.get("/wiki/Lisp?v=2").text
+    assert page_html(client.get("/wiki/Lisp?v=1").text) == first
 
 
 def test_an_overloaded_engine_answers_variations_with_503_and_retry_after(

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from engine.frames import Frame, GenerationRequest
 from genui.generation import Generation
 from genui.links import linked_urls
 from genui.pages import Job, Pages
+from genui.readahead import reading_list
 from genui.runtime import SiteRuntime
 from genui.sites import Site
 from genui.store import Store
@@ -153,6 +155,46 @@ def test_the_links_read_ahead_are_genuis_navigation_in_document_order() -> None:
         '<a href="#top">top</a><a href="/C" hx-get="/C#x">C</a>'
     )
     assert linked_urls(html) == ["/B", "/A", "/C#x"]
+
+
+def served_links(*urls: str) -> str:
+    """A finished page linking to ``urls`` with genui's navigation, in that order."""
+    return "".join(f'<a href="{url}" hx-get="{url}">{url}</a>' for url in urls)
+
+
+@pytest.mark.parametrize("search_cache", ["forever", "none"])
+async def test_the_reading_list_is_this_sites_cached_routes_each_page_once_then_the_navigation(
+    tmp_path: Path, wiki: Site, search_cache: str
+) -> None:
+    routes = tuple(replace(route, cache=search_cache) if route.pattern == "/search" else route for route in wiki.routes)
+    runtime = SiteRuntime.build(replace(wiki, routes=routes), "/wiki")  # beside other sites, as `genui serve` mounts it
+    pages = Pages([runtime], Store(tmp_path / "pages.sqlite3"), FakeEngine())
+    front = runtime.locate("/")
+    assert front is not None
+    html = served_links(
+        "/forum/",  # another site's front page
+        "/wikiwiki/Lisp",  # under no mount of this site
+        "/_genui/wait?site=wiki&url=/Lisp",  # genui's own endpoint, not a page
+        "/wiki/../Lisp",  # malformed: a dot segment
+        "/wiki/Lisp/History",  # a path no route serves
+        "/wiki/",  # the page itself
+        "/wiki/Unix",
+        "/wiki/Unix#History",  # the same page again
+        "/wiki/search?q=lisp&from=feed",
+        "/wiki/search?q=lisp",  # the same page again: `from` is no query key of the route
+    )
+
+    def listed(links: int) -> list[str]:
+        jobs = reading_list(pages, pages.job(runtime, front), html, links)
+        assert all(job.parent_url == "/" for job in jobs)  # each as a click on the link from this page would be
+        return [job.url for job in jobs]
+
+    search = ["/wiki/search?q=lisp"] if search_cache == "forever" else []  # a route never stored is never read ahead
+    # The site's navigation below the page ("Start with"), less Unix: the model's link to it came first.
+    navigation = ["/wiki/Hacker", "/wiki/Hash_table", "/wiki/Lisp", "/wiki/Regular_expression", "/wiki/Turing_machine"]
+    assert listed(10) == ["/wiki/Unix", *search, *navigation]
+    assert listed(3) == ["/wiki/Unix", *search, *navigation][:3]  # the first N, and no more
+    await pages.close()
 
 
 # -- the reader against Pages directly: visitors who come and go, an engine slow to close, shutdown --------------

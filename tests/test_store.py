@@ -3,6 +3,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR, FakeEngine, visit
 from starlette.testclient import TestClient
+from test_app import HTMX, live_url
 
 from genui.app import create_app
 from genui.sites import load_sites
@@ -329,6 +331,32 @@ def test_a_reply_while_another_process_holds_the_cache_is_a_503_that_keeps_what_
         assert refused.status_code == 503 and refused.headers["retry-after"] == "2" and "a reply" in refused.text
         assert waited < 2.5  # the busy timeout, not the default 5 s with the whole server standing still
         assert app.state.pages.store.posts("forum", "/r/hacking/My_first_lisp") == []
+
+
+def test_a_page_written_while_another_process_holds_the_cache_is_said_not_kept_and_kept_once_it_is_free(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    engine = FakeEngine()
+    engine.hold = threading.Event()  # the page's last frame waits until its visitor watches
+    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
+    with TestClient(app) as client, closing(sqlite3.connect(db, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # held past the store's busy timeout (genui cache prune --vacuum, say)
+        live = client.get("/wiki/Lisp", headers=HTMX)
+        with client.websocket_connect(live_url(live.text)) as socket:
+            socket.receive_text()  # a draft: the visitor watches the page being written
+            engine.hold.set()
+            while "genui-error" not in (said := socket.receive_text()):
+                pass
+        assert "the page was written, but the page cache was busy and it was not kept" in said
+        assert "/wiki/Lisp was written but not kept: database is locked" in caplog.text
+        waited = visit(client, "/wiki/Lisp")  # without scripts: the wait ends in an error page, not a hang
+        assert waited.status_code == 503 and "it was not kept" in waited.text
+        assert other.execute("SELECT COUNT(*) FROM pages").fetchone() == (0,)  # nothing half stored
+        other.execute("ROLLBACK")  # the other process lets go: the next visit writes the page and keeps it
+        page = visit(client, "/wiki/Lisp")
+        assert page.status_code == 200 and "Lisp is a topic in computing" in page.text
+        assert other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,)]
 
 
 def test_a_new_cache_another_process_is_opening_is_waited_for_not_refused(tmp_path: Path) -> None:
