@@ -10,6 +10,7 @@ failure message in place of the page).
 | ``HTTPException`` (no such site or page, a foreign form, a form too large, ...) | its status |
 | ``EngineLoading`` (the model is still loading) | 503 with ``Retry-After`` |
 | ``EngineOverloaded`` | 503 with ``Retry-After`` |
+| ``PageNotKept`` (a page written while another process held the page cache for 30 s) | 503 with ``Retry-After`` |
 | ``EngineError`` | 503 |
 | ``PageWithdrawn`` (a reader's post the page was written from, or its earlier versions, deleted meanwhile) | 409 |
 | ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
@@ -32,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
+from genui.generation import PageNotKept
 from genui.pages import EngineLoading, NoSuchVersion
 from genui.prompts import PromptError
 from genui.routing import BadRequest
@@ -71,6 +73,10 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         seconds = math.ceil(error.retry_after)
         message = f"The model is busy. Try again in {seconds} s."
         return Problem(503, "Busy", message, {"Retry-After": str(seconds)})
+    if isinstance(error, PageNotKept):
+        then = f"This page tries again in {CACHE_BUSY_RETRY_S} s." if asks_again else "Try again in a moment."
+        message = f"The page was written, but {error}, so it was not kept. {then}"
+        return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
     if isinstance(error, EngineError):
         return Problem(503, "Not available", f"The page could not be written: {error}")
     if isinstance(error, ReadPostDeleted):

@@ -25,9 +25,16 @@ from html.parser import HTMLParser
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, is_busy
 
 log = logging.getLogger("genui")
+KEEP_WAIT_S = 30.0  # how long a written page waits to be kept while another process holds the page cache
+KEEP_POLL_S = 0.25  # how often it tries meanwhile (each try without waiting, so the event loop is not held up)
+
+
+class PageNotKept(EngineError):
+    """A page was written, but another process held the page cache for ``KEEP_WAIT_S`` and it was not kept: a 503
+    with Retry-After (genui.errors)."""
 
 
 def first_heading(html: str) -> str:
@@ -253,14 +260,19 @@ class Generation:
                         continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
                 elif isinstance(frame, DoneFrame):
-                    self._publish(replace(self._snapshot, page=self._finish(frame)))
+                    self._publish(replace(self._snapshot, page=await self._finish(frame)))
                     return
             raise EngineError("the engine's stream ended without a final frame")
         except (EngineError, PageWithdrawn) as err:
             self._fail(err)
-        except sqlite3.OperationalError as err:  # the page cache held by another process past the busy timeout
-            log.warning("%s was written but not kept: %s", self.runtime.url(self.key.path), err)
-            self._fail(EngineError(f"the page was written, but the page cache was busy and it was not kept ({err})"))
+        except sqlite3.OperationalError as err:  # the page cache held by another process, or a disk full or failing
+            url = self.runtime.url(self.key.path)
+            if is_busy(err):
+                log.warning("%s was written but not kept: the page cache was held for %g s (%s)", url, KEEP_WAIT_S, err)
+                self._fail(PageNotKept(f"another process held the page cache for {KEEP_WAIT_S:g} s"))
+            else:
+                log.error("%s was written but could not be kept: %s", url, err)
+                self._fail(EngineError(f"the page was written, but the page cache could not keep it ({err})"))
         except asyncio.CancelledError:
             self._fail(EngineError("the generation was cancelled"))
             raise
@@ -277,14 +289,18 @@ class Generation:
                 await close()  # stops the engine's own loop within one step when we were cancelled
             self._on_end(self)
 
-    def _finish(self, done: DoneFrame) -> StoredPage:
+    async def _finish(self, done: DoneFrame) -> StoredPage:
+        """The finished page, kept in the page cache. While another process holds the cache (genui cache prune
+        --vacuum, a second server), it tries again every KEEP_POLL_S for up to KEEP_WAIT_S, each time without
+        waiting on SQLite's busy timeout, so the server answers others meanwhile."""
         splice = self.splice
         page = self.runtime.page_of(self.key)  # whose route may follow links that no route serves
         html = splice.before + self.runtime.render(splice.written(done.text), on=page) + splice.after
         title = first_heading(html)
         if self._store is None:
             return StoredPage(self.key, self.version, self.seed, title, html, done.seconds, time.time())
-        stored = self._store.save_page(  # PageWithdrawn: the run fails, and its watchers are told why
+        save = functools.partial(
+            self._store.save_page,  # PageWithdrawn: the run fails, and its watchers are told why
             self.key,
             self.version,
             self.seed,
@@ -296,4 +312,13 @@ class Generation:
             mount=self.runtime.mount,
             read=splice.read,
         )
+        until = time.monotonic() + KEEP_WAIT_S
+        while True:
+            try:
+                stored = save(wait=False)
+                break
+            except sqlite3.OperationalError as err:
+                if not is_busy(err) or time.monotonic() >= until:
+                    raise
+            await asyncio.sleep(KEEP_POLL_S)
         return self.runtime.remounted(stored)  # the one stored: another process's, if it stored this version first

@@ -229,6 +229,12 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
 BUSY_TIMEOUT_S = 1.0  # how long a write waits for another process's (genui cache prune, a second server) to end
 
 
+def is_busy(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says another connection holds the database (SQLITE_BUSY, SQLITE_LOCKED and their extended
+    codes), not that the disk is full or failed."""
+    return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
 class Store:
     """One SQLite database. Safe to share between threads; keep one per process. Another program's database is
     refused (NotAPageCache) before anything in it is changed."""
@@ -240,6 +246,7 @@ class Store:
                 check_page_cache(Path(path), earlier=True)
         # Autocommit mode: transactions are explicit (see _transaction), never opened behind our back.
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+        self._busy_ms = round(busy_timeout * 1000)
         self._lock = threading.Lock()
         _wal(self._db, busy_timeout)
         # WAL + FULL: a commit is on disk when it returns, so a post a reader was told is saved survives a crash of
@@ -275,16 +282,24 @@ class Store:
             self._db.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``wait=False``: a cache another process holds is a "locked" error at once, not
+        after the busy timeout (a caller that tries again later, without holding up the event loop meanwhile)."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if not wait:
+                self._db.execute("PRAGMA busy_timeout = 0")
             try:
-                yield self._db
-            except BaseException:
-                if self._db.in_transaction:  # SQLite has rolled back by itself on a full disk or an I/O error
-                    self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    if self._db.in_transaction:  # SQLite has rolled back by itself on a full disk or an I/O error
+                        self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            finally:
+                if not wait:
+                    self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     # -- pages -------------------------------------------------------------------------------------------------
 
@@ -319,14 +334,16 @@ class Store:
         replied: int = 0,
         mount: str | None = None,
         read: Sequence[int] = (),
+        wait: bool = True,
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
         ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
         newest of them); when one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is
         raised, in the transaction that would store it, so a deletion is either before it, and refuses it, or after
         it, and deletes the version with the post. A version whose version before it is gone (deleted while it was
-        written) raises EarlierVersionsDeleted, and nothing is stored."""
-        with self._transaction() as db:
+        written) raises EarlierVersionsDeleted, and nothing is stored. ``wait=False``: another process holding the
+        cache is a "locked" sqlite3.OperationalError at once (is_busy), not after the busy timeout."""
+        with self._transaction(wait) as db:
             if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
                 sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
                 (left,) = db.execute(sql, (key.site, key.path, max(read))).fetchone()

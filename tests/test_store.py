@@ -15,6 +15,8 @@ from fakes import SITES_DIR, FakeEngine, visit
 from starlette.testclient import TestClient
 from test_app import HTMX, live_url
 
+import genui.errors
+import genui.generation
 from genui.app import create_app
 from genui.sites import load_sites
 from genui.store import (
@@ -334,8 +336,9 @@ def test_a_reply_while_another_process_holds_the_cache_is_a_503_that_keeps_what_
 
 
 def test_a_page_written_while_another_process_holds_the_cache_is_said_not_kept_and_kept_once_it_is_free(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(genui.generation, "KEEP_WAIT_S", 0.6)  # how long a written page waits for the cache
     db = tmp_path / "genui.sqlite3"
     engine = FakeEngine()
     engine.hold = threading.Event()  # the page's last frame waits until its visitor watches
@@ -348,15 +351,42 @@ def test_a_page_written_while_another_process_holds_the_cache_is_said_not_kept_a
             engine.hold.set()
             while "genui-error" not in (said := socket.receive_text()):
                 pass
-        assert "the page was written, but the page cache was busy and it was not kept" in said
-        assert "/wiki/Lisp was written but not kept: database is locked" in caplog.text
+        assert "The page was written, but another process held the page cache for 0.6 s, so it was not kept" in said
+        assert "/wiki/Lisp was written but not kept: the page cache was held for 0.6 s" in caplog.text
         waited = visit(client, "/wiki/Lisp")  # without scripts: the wait ends in an error page, not a hang
         assert waited.status_code == 503 and "it was not kept" in waited.text
+        assert waited.headers["Retry-After"] == str(genui.errors.CACHE_BUSY_RETRY_S)
         assert other.execute("SELECT COUNT(*) FROM pages").fetchone() == (0,)  # nothing half stored
         other.execute("ROLLBACK")  # the other process lets go: the next visit writes the page and keeps it
         page = visit(client, "/wiki/Lisp")
         assert page.status_code == 200 and "Lisp is a topic in computing" in page.text
         assert other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,)]
+
+
+def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kept_once_it_lets_go(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    engine = FakeEngine()
+    engine.hold = threading.Event()
+    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
+    with (
+        TestClient(app) as client,
+        closing(sqlite3.connect(db, isolation_level=None, check_same_thread=False)) as other,
+    ):
+        other.execute("BEGIN IMMEDIATE")  # held for 2.5 s: past the store's busy timeout, within KEEP_WAIT_S
+        live = client.get("/wiki/Lisp", headers=HTMX)
+        with client.websocket_connect(live_url(live.text)) as socket:
+            socket.receive_text()
+            engine.hold.set()
+            threading.Timer(2.5, lambda: other.execute("ROLLBACK")).start()
+            started = time.monotonic()
+            while "genui-live" in (said := socket.receive_text()) or "genui-progress" in said:
+                pass
+        assert "genui-error" not in said and "Lisp is a topic in computing" in said
+        assert time.monotonic() - started >= 2.0  # it waited for the other process, and was kept then
+        assert other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,)]
+        assert len(engine.calls) == 1  # written once
 
 
 def test_a_new_cache_another_process_is_opening_is_waited_for_not_refused(tmp_path: Path) -> None:
