@@ -130,6 +130,11 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
     print("(add --reload while you edit it: each change is served from the next request on, with no restart)")
     print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {folder} --pages 20")
+    print(
+        "note: the default model learned the example sites' pages (a computing encyclopedia, a forum, a desktop): a"
+        " new site gets their shape from it, but its pages are about computing whatever the brief says; pages on"
+        " another subject need a model trained on them (docs/sites.md, docs/model.md)"
+    )
     return 0
 
 

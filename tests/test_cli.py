@@ -68,7 +68,9 @@ def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest
 def test_new_writes_a_site_that_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new", "garden", "--description", "Plants and how to keep them.", "--dir", str(tmp_path)]) == 0
     assert load_site(tmp_path / "garden").brief == "Plants and how to keep them."
-    assert "genui serve --site garden" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "genui serve --site garden" in out
+    assert "its pages are about computing whatever the brief says" in out  # what the default model can write
 
 
 def test_new_says_what_it_wrote_and_commands_that_paste(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
