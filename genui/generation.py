@@ -140,6 +140,7 @@ class Generation:
         self._unclaimed_s = unclaimed_s
         self._claims: list[asyncio.TimerHandle] = []  # placeholders handed out whose watcher has not come yet
         self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
+        self._keeping = False  # written whole, waiting to be kept: kept though its watchers leave
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()  # whoever asked for the run watches it a round trip later
 
@@ -229,7 +230,7 @@ class Generation:
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for
         its watcher."""
-        if self._watchers == 0 and not self._claims and not self._snapshot.finished:
+        if self._watchers == 0 and not self._claims and not self._snapshot.finished and not self._keeping:
             self.cancel()  # leaves the registry at once: a visitor arriving now must start a fresh run
 
     def _publish(self, snapshot: Snapshot) -> None:
@@ -292,7 +293,8 @@ class Generation:
     async def _finish(self, done: DoneFrame) -> StoredPage:
         """The finished page, kept in the page cache. While another process holds the cache (genui cache prune
         --vacuum, a second server), it tries again every KEEP_POLL_S for up to KEEP_WAIT_S, each time without
-        waiting on SQLite's busy timeout, so the server answers others meanwhile."""
+        waiting on SQLite's busy timeout, so the server answers others meanwhile; a page written whole is kept
+        though its watchers leave while it waits."""
         splice = self.splice
         page = self.runtime.page_of(self.key)  # whose route may follow links that no route serves
         html = splice.before + self.runtime.render(splice.written(done.text), on=page) + splice.after
@@ -313,6 +315,7 @@ class Generation:
             read=splice.read,
         )
         until = time.monotonic() + KEEP_WAIT_S
+        self._keeping = True
         while True:
             try:
                 stored = save(wait=False)

@@ -60,6 +60,7 @@ _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
 # after its tag (`</div>div>`, `<p>p>`) is text a reader would see. Neither occurs in the sites' corpus (44,833
 # pages), so both are dropped before parsing.
 _STRAY_END_START = re.compile(r"</(?=[\s<])")
+_EMPTY_END = re.compile(r"</[ \t\n\r\f]*>")
 _ECHOED_NAME = re.compile(r"(</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*>)(?:\2>)+", re.IGNORECASE)
 # The sites' corpus holds no raw `<` or `>` in text (it writes `&lt;` and `&gt;`), so a `>` in the model's text is
 # mostly a piece of a tag it broke: a tag name that lost its `</` (`disease.p>`, `..a>`) or its `<`, a `">` written
@@ -128,6 +129,7 @@ def tidy(root: ElementTree.Element) -> None:
 
 
 def _drop_stutters(text: str) -> str:
+    text = _EMPTY_END.sub(lambda m: m[0][2:-1], text)  # `</ >`: its blanks stay, and no `>` is left to read as text
     return _ECHOED_NAME.sub(r"\1", _STRAY_END_START.sub("", text))
 
 
@@ -268,9 +270,10 @@ def _repair_text(
     pieces = text.split(">")
     out = []
     end = -1  # where in ``text`` the piece's `>` is
-    kept = False  # whether the last lone `>` stayed as text
+    kept = False  # whether the last `>` stayed as text
     for piece in pieces[:-1]:
         end += len(piece) + 1
+        was_kept, kept = kept, False
         if (start := _START_WITHOUT_LT.search(piece)) and start[1].lower() in tags:
             # `</li>li class="file">`: a start tag that lost its `<`.
             out.append(f"{piece[: start.start()]}<{start[0]}>")
@@ -297,15 +300,23 @@ def _repair_text(
         elif word is not None and letters in tags and (word.start() == 0 or piece[word.start() - 1].isspace()):
             out.append(piece[: word.start()])  # `h2>` alone, with no <h2> open: a tag's remains
         else:
-            # A `>` on its own: text where what precedes it is what precedes a `>` in text (`2>1`, `ls > out`,
-            # `->`, a `>>` kept so far); anything else (`"`, a letter) is a piece of a tag
-            before = text[end - 1] if end else ""
-            kept = bool(before) and (before in _BEFORE_TEXT_GT or (before == ">" and kept))
+            kept = _reads_as_text(text, end, was_kept)
             out.append(piece + ">" if kept else piece)
-            continue
-        kept = False
     out.append(pieces[-1])
     return "".join(out)
+
+
+def _reads_as_text(text: str, at: int, after_kept: bool) -> bool:
+    """Whether the lone `>` at ``text[at]`` is text (`ls > out`, `2>1`, `a -> b`, `>>`), not a piece of a tag: what
+    precedes it is what precedes a `>` in text (or a `>` kept so far), and on its line it has text before it, not
+    ending in a quote (`class="lead" >`), and text after it (`<td>42></td>` lost its `</td`). Only the 200
+    characters each side are read, so a run of `>` costs no more than a short one."""
+    before = text[at - 1] if at else ""
+    if not before or not (before in _BEFORE_TEXT_GT or (before == ">" and after_kept)):
+        return False
+    line = text[max(0, at - 200) : at].rpartition("\n")[2].rstrip(_BLANK)
+    after = text[at + 1 : at + 201].partition("\n")[0].strip(_BLANK)
+    return bool(line) and line[-1] not in "\"'" and bool(after)
 
 
 def _drop_partial_tag(text: str) -> str:

@@ -292,11 +292,11 @@ class Store:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     yield self._db
+                    self._db.execute("COMMIT")  # may fail too (busy, outside WAL): rolled back below
                 except BaseException:
                     if self._db.in_transaction:  # SQLite has rolled back by itself on a full disk or an I/O error
                         self._db.execute("ROLLBACK")
                     raise
-                self._db.execute("COMMIT")
             finally:
                 if not wait:
                     self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")

@@ -497,6 +497,12 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
         ),
         ("<p>If 2>1, then a -> b and x => y.</p>", "<p>If 2&gt;1, then a -&gt; b and x =&gt; y.</p>"),
         ('<p>So "thanks">more, then\n> alone</p>', '<p>So "thanks"more, then\n alone</p>'),  # a quote, a line break
+        # pieces of tags that a `>` after a space or a digit might pass for (a review of session 54)
+        ("<p>a</ >b</p><p>c</\t>d</p>", "<p>a b</p><p>c\td</p>"),  # an empty end tag: its blanks stay
+        ("<ul><li>x</li> ></ul>\n  >\n<p>y</p>", "<ul><li>x</li> </ul>\n  \n<p>y</p>"),  # nothing before it
+        ('<p>class="lead" >x</p>', '<p>class="lead" x</p>'),  # a quote before it
+        ("<table><tr><td>42></td></tr></table>", "<table><tbody><tr><td>42</td></tr></tbody></table>"),  # nothing after
+        ('<p>Use 2> then p class="note">>more</p>', '<p>Use 2&gt; then </p><p class="note">more</p>'),
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
         ("<abbr title='a<b'>x</abbr>", '<abbr title="a&lt;b">x</abbr>'),
         ('<abbr title="a<b" class="c">x</abbr>', '<abbr title="a&lt;b" class="c">x</abbr>'),

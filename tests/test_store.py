@@ -31,6 +31,7 @@ from genui.store import (
     ReadPostDeleted,
     Store,
     StoredPage,
+    is_busy,
 )
 
 KEY = PageKey(site="wiki", path="/wiki/Hash_table", query="", model="model-a", template="t1")
@@ -319,6 +320,21 @@ def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
     return holder
 
 
+def test_a_commit_refused_while_another_process_reads_is_rolled_back_and_the_next_save_keeps(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    with closing(Store(db)) as store, closing(sqlite3.connect(db, isolation_level=None)) as reader:
+        store._db.execute("PRAGMA journal_mode=DELETE")  # outside WAL a reader holds off a commit (a copied file, NFS)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM pages").fetchone()  # a read lock, held
+        with pytest.raises(sqlite3.OperationalError) as refused:
+            store.save_page(KEY, 1, 0, "Hash table", "<p>x</p>", 0.1, wait=False)
+        assert is_busy(refused.value) and not store._db.in_transaction  # not left open, holding the file
+        reader.execute("COMMIT")
+        assert store.save_page(KEY, 1, 0, "Hash table", "<p>x</p>", 0.1, wait=False).version == 1
+
+
 def test_a_reply_while_another_process_holds_the_cache_is_a_503_that_keeps_what_was_typed(tmp_path: Path) -> None:
     db = tmp_path / "genui.sqlite3"
     app = create_app(load_sites(SITES_DIR), FakeEngine(), db_path=db)
@@ -387,6 +403,30 @@ def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kep
         assert time.monotonic() - started >= 2.0  # it waited for the other process, and was kept then
         assert other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,)]
         assert len(engine.calls) == 1  # written once
+
+
+def test_a_page_waiting_to_be_kept_is_kept_though_its_watcher_leaves(tmp_path: Path) -> None:
+    db = tmp_path / "genui.sqlite3"
+    engine = FakeEngine()
+    engine.hold = threading.Event()
+    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
+    with (
+        TestClient(app) as client,
+        closing(sqlite3.connect(db, isolation_level=None, check_same_thread=False)) as other,
+    ):
+        other.execute("BEGIN IMMEDIATE")
+        live = client.get("/wiki/Lisp", headers=HTMX)
+        with client.websocket_connect(live_url(live.text)) as socket:
+            socket.receive_text()
+            engine.hold.set()
+            time.sleep(0.5)  # the page is written and waits for the cache
+        time.sleep(0.5)  # the visitor has gone: nobody watches the run any more
+        other.execute("ROLLBACK")
+        deadline = time.monotonic() + 10
+        while not (kept := other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall()):
+            assert time.monotonic() < deadline, "the page was never kept"
+            time.sleep(0.1)
+        assert kept == [(1,)] and len(engine.calls) == 1
 
 
 def test_a_new_cache_another_process_is_opening_is_waited_for_not_refused(tmp_path: Path) -> None:
