@@ -99,7 +99,7 @@ _EMPTY_TAG = re.compile(r"</?\s*>")
 # What precedes a `>` that is text: `2>1`, `ls > out`, `->`, `=>`, `|>`; not a line break (`</\n>` leaves `\n>`)
 _BEFORE_TEXT_GT = frozenset(" \t0123456789-=|&)*+")
 _LABEL_TWICE = re.compile(r"""^[^\s"<>]*">""")
-_WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*$")
+_WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 _START_WITHOUT_LT = re.compile(r"""(?<![\w<>/])([A-Za-z][A-Za-z0-9]*)(?:\s+[\w-]+\s*=\s*"[^"<>]*")+\s*$""")
 # A start tag that lost its name: `< href="/view/x.py">` (the `a` gone), or its `<name` and `>` both
 # (`\n class="file"<a href=`). The page's own tags say which element carries those attributes.

@@ -503,6 +503,7 @@ def test_a_stuttered_piece_of_a_tag_is_dropped_not_shown(written: str, expected:
         ('<p>class="lead" >x</p>', '<p>class="lead" x</p>'),  # a quote before it
         ("<table><tr><td>42></td></tr></table>", "<table><tbody><tr><td>42</td></tr></tbody></table>"),  # nothing after
         ('<p>Use 2> then p class="note">>more</p>', '<p>Use 2&gt; then </p><p class="note">more</p>'),
+        ("<p>revisionsp\n> more</p>", "<p>revisionsp\n more</p>"),  # a word, then a line break: no tag's name
         ('<p><a href="/x" title="a>b">y</a></p>', '<p><a href="/x" title="a>b">y</a></p>'),
         ("<abbr title='a<b'>x</abbr>", '<abbr title="a&lt;b">x</abbr>'),
         ('<abbr title="a<b" class="c">x</abbr>', '<abbr title="a&lt;b" class="c">x</abbr>'),
