@@ -54,6 +54,9 @@ def plan_jobs(
             row = json.loads(line)
             if not row["holdout"] and row["site"] in runtimes and (row["site"], row["path"]) not in done:
                 rows.append((row["site"], row["path"]))
+    # A URL the corpus holds several pages at (a front page, a board, a settings panel) has one prompt: one job, as
+    # a resumed run, which skips every URL it has kept a page for, would give it
+    rows = list(dict.fromkeys(rows))
     random.Random(seed).shuffle(rows)
     jobs = []
     for name, path in rows:

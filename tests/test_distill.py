@@ -37,6 +37,21 @@ def test_jobs_are_training_pages_with_the_prompt_and_opening_the_site_sends(corp
     assert article.budget == 384  # sites/wiki/site.toml
 
 
+def test_a_url_the_corpus_holds_several_pages_at_is_one_job(corpus: Path) -> None:
+    from genui.resources import bundled
+
+    with corpus.open("a") as handle:  # the forum's front page, twice: one prompt
+        handle.write(json.dumps({"site": "forum", "path": "/", "holdout": False, "prompt": "p", "html": "x"}) + "\n")
+        handle.write(json.dumps({"site": "forum", "path": "/", "holdout": False, "prompt": "p", "html": "y"}) + "\n")
+    jobs = distill.plan_jobs(corpus, bundled("sites"), set(), pages=10, seed=0)
+    assert sorted((job.site, job.path) for job in jobs) == [
+        ("forum", "/"),
+        ("forum", "/r/emacs"),
+        ("wiki", "/wiki/Hash_table"),
+        ("wiki", "/wiki/Linked_list"),
+    ]
+
+
 def test_only_pages_with_the_site_skeleton_are_kept_and_a_run_resumes(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
