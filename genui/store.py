@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MAX_USER = 32  # characters of a user name
@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS pages (
     answered INTEGER NOT NULL DEFAULT 0,
     replied INTEGER NOT NULL DEFAULT 0,
     mount TEXT,
+    continues INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -187,7 +188,13 @@ class NotAPageCache(Exception):
 
 # The page cache's layout, stamped in SQLite's user_version: a genui that finds a higher one (a newer genui's file,
 # whose pages it could mistake for an earlier config's and prune) refuses the file. 0: a file from before the stamp.
-SCHEMA_VERSION = 1
+# 2: a version may be stored as what follows the version before it (``continues``), which layout 1 would read as a
+# whole page.
+SCHEMA_VERSION = 2
+# A version that starts with the whole version before it (a thread's replies written in place) stores only what
+# follows it, so that a thread of n replies takes space in n, not n squared; every CHAIN-th such version is stored
+# whole, so that reading one joins at most CHAIN rows.
+CHAIN = 16
 
 
 def check_page_cache(path: Path, *, earlier: bool = False) -> None:
@@ -271,6 +278,8 @@ class Store:
                 )
             if "mount" not in columns:  # from before the mount a page's links were written for was kept
                 db.execute("ALTER TABLE pages ADD COLUMN mount TEXT")
+            if "continues" not in columns:  # from before a version was stored as what follows the one before it
+                db.execute("ALTER TABLE pages ADD COLUMN continues INTEGER NOT NULL DEFAULT 0")
             (schema,) = db.execute("PRAGMA user_version").fetchone()
             if schema > SCHEMA_VERSION:  # stamped since check_page_cache looked (a newer genui, at the same time)
                 raise NotAPageCache(f"the page cache became a newer genui's (layout {schema}) as it was opened")
@@ -305,7 +314,7 @@ class Store:
 
     def page(self, key: PageKey, version: int | None = None) -> StoredPage | None:
         """Version ``version`` of the page, or its newest version when None."""
-        sql = f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE
+        sql = f"SELECT {_PAGE_COLUMNS}, continues FROM pages WHERE " + _KEY_WHERE
         args: tuple[object, ...] = _key_args(key)
         if version is None:
             sql += " ORDER BY version DESC LIMIT 1"
@@ -314,7 +323,7 @@ class Store:
             args += (version,)
         with self._lock:
             row = self._db.execute(sql, args).fetchone()
-        return None if row is None else StoredPage(key, *row)
+            return None if row is None else _whole(self._db, key, row)
 
     def versions(self, key: PageKey) -> int:
         """How many versions of the page exist (they are numbered 1..n)."""
@@ -355,19 +364,28 @@ class Store:
                 )
                 if before.fetchone() is None:
                     raise EarlierVersionsDeleted(f"the versions of {key.site}{key.path} before {version} are gone")
+            stored, continues = html, 0
+            if version > 1:
+                earlier, links = _joined(db, key, version - 1)
+                if links < CHAIN and earlier and html.startswith(earlier):
+                    stored, continues = html[len(earlier) :], 1
             db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
-                " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " seconds, created, answered, replied, mount, continues)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *_key_args(key),
-                    *(version, seed, title, html, seconds, time.time(), answered, max(answered, replied), mount),
+                    *(version, seed, title, stored, seconds, time.time(), answered, max(answered, replied), mount),
+                    continues,
                 ),
             )
             row = db.execute(
-                f"SELECT {_PAGE_COLUMNS} FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
+                f"SELECT {_PAGE_COLUMNS}, continues FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
                 (*_key_args(key), version),
             ).fetchone()
-        return StoredPage(key, *row)
+            stored_page = _whole(db, key, row)
+        assert stored_page is not None  # its chain was read in this transaction
+        return stored_page
 
     def title(self, site: str, path: str, query: str = "") -> str | None:
         """The title of the newest stored page at this URL, whatever model or template wrote it."""
@@ -568,6 +586,39 @@ def _sent_before(db: sqlite3.Connection, site: str, path: str, user: str, text: 
     if last is not None and (last[1], last[2]) == (user, text) and 0 <= now - last[3] < SAME_POST_S:
         return StoredPost(int(last[0]), user, text, float(last[3]))
     return None
+
+
+def _joined(db: sqlite3.Connection, key: PageKey, version: int) -> tuple[str, int]:
+    """Version ``version``'s whole HTML, and how many continuations it joins (0: stored whole); "" when it is
+    gone."""
+    rows = db.execute(
+        f"SELECT version, continues, html FROM pages WHERE {_KEY_WHERE} AND version BETWEEN ? AND ?"
+        " ORDER BY version DESC",
+        (*_key_args(key), version - CHAIN, version),
+    ).fetchall()
+    pieces: list[str] = []
+    expected = version
+    for number, continues, html in rows:
+        if number != expected:  # a version missing from the chain (deleted meanwhile): nothing whole to join
+            return "", 0
+        pieces.append(html)
+        if not continues:
+            return "".join(reversed(pieces)), len(pieces) - 1
+        expected -= 1
+    return "", 0
+
+
+def _whole(db: sqlite3.Connection, key: PageKey, row: tuple[object, ...]) -> StoredPage | None:
+    """A stored row (``_PAGE_COLUMNS``, then ``continues``) as its whole page; None when a version it continues is
+    missing (every deletion takes a page's later versions with it, so none should be)."""
+    *columns, continues = row
+    page = StoredPage(key, *columns)  # type: ignore[arg-type]
+    if continues:
+        html, _ = _joined(db, key, page.version)
+        if not html:
+            return None
+        page = replace(page, html=html)
+    return page
 
 
 def _key_args(key: PageKey) -> tuple[object, ...]:

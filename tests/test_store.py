@@ -20,6 +20,7 @@ import genui.generation
 from genui.app import create_app
 from genui.sites import load_sites
 from genui.store import (
+    CHAIN,
     MAX_POST,
     MAX_USER,
     SAME_POST_S,
@@ -95,6 +96,41 @@ def test_versions_are_kept_and_the_newest_is_the_default(store: Store) -> None:
     assert newest is not None and newest.html == "second" and newest.version == 2
     assert first is not None and first.html == "first"
     assert store.page(KEY, 3) is None
+
+
+def test_a_thread_of_many_replies_takes_space_in_its_replies_not_their_square(tmp_path: Path) -> None:
+    db = tmp_path / "pages.sqlite3"
+    thread = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
+    written = ['<div class="thread"><h1>Macros</h1></div>']
+    with closing(Store(db)) as store:
+        store.save_page(thread, 1, 0, "Macros", written[0], 0.1)
+        for version in range(2, 41):  # each reply: the thread as it was, byte for byte, then more
+            written.append(written[-1] + f'<div class="reply"><p>Reply {version}: {"words " * 40}</p></div>')
+            assert store.save_page(thread, version, 0, "Macros", written[-1], 0.1).html == written[-1]
+        store.save_page(thread, 41, 9, "Macros", "<p>written again</p>", 0.1)  # a regeneration: no continuation
+    with closing(Store(db)) as store:  # read back after reopening: every version whole, byte for byte
+        assert [store.page(thread, n).html for n in range(1, 41)] == written  # type: ignore[union-attr]
+        assert store.page(thread).html == "<p>written again</p>"  # type: ignore[union-attr]
+        (size,) = [group.size for group in store.page_groups()]
+    whole = sum(len(html) for html in written) + len("<p>written again</p>")
+    assert size < whole / 5, (size, whole)  # 40 versions of a growing thread: far less than each stored whole
+    with closing(sqlite3.connect(db)) as raw:
+        stored = [row[0] for row in raw.execute("SELECT continues FROM pages ORDER BY version")]
+    assert stored == [0] + ([1] * 16 + [0]) * 2 + [1] * 5 + [0]  # whole every CHAIN continuations, and when not one
+    assert CHAIN == 16
+
+
+def test_a_version_left_after_deleting_a_post_reads_whole_and_the_next_continues_it(store: Store) -> None:
+    thread = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
+    store.save_page(thread, 1, 0, "Macros", "<h1>Macros</h1>", 0.1)
+    first = store.add_post("forum", "/r/lisp/Macros", "ada", "one")
+    store.save_page(thread, 2, 0, "Macros", "<h1>Macros</h1><p>one</p>", 0.1, answered=first.id)
+    second = store.add_post("forum", "/r/lisp/Macros", "bob", "two")
+    store.save_page(thread, 3, 0, "Macros", "<h1>Macros</h1><p>one</p><p>two</p>", 0.1, answered=second.id)
+    store.delete_post(second.id)  # takes version 3, which shows it
+    assert store.versions(thread) == 2 and store.page(thread).html == "<h1>Macros</h1><p>one</p>"  # type: ignore[union-attr]
+    saved = store.save_page(thread, 3, 1, "Macros", "<h1>Macros</h1><p>one</p><p>three</p>", 0.1)
+    assert saved.html == store.page(thread, 3).html == "<h1>Macros</h1><p>one</p><p>three</p>"  # type: ignore[union-attr]
 
 
 def test_saving_a_version_twice_keeps_the_first(store: Store) -> None:
