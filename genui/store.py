@@ -322,8 +322,12 @@ class Store:
             sql += " AND version = ?"
             args += (version,)
         with self._lock:
-            row = self._db.execute(sql, args).fetchone()
-            return None if row is None else _whole(self._db, key, row)
+            self._db.execute("BEGIN")  # one snapshot for the row and the versions it continues
+            try:
+                row = self._db.execute(sql, args).fetchone()
+                return None if row is None else _whole(self._db, key, row)
+            finally:
+                self._db.execute("COMMIT")
 
     def versions(self, key: PageKey) -> int:
         """How many versions of the page exist (they are numbered 1..n)."""
