@@ -384,6 +384,12 @@ def train(args: argparse.Namespace) -> None:
         paths = np.random.default_rng(cfg.seed).permutation(trajectory_rows(trajectories)[1])
     path_cursor = 0
     probe = heldout_rows(packed)  # the rows of its held-out loss
+    pack = packed.fingerprint()
+    if state is not None and state.get("pack", pack) != pack:  # a checkpoint from before session 54 names none
+        raise SystemExit(
+            f"genui adapt: {out} trained on another pack than {args.packed} (its rows or split differ): resume it"
+            " with the pack it began on, or start a new run from its export (--init)"
+        )
     if state is not None:
         # A resumed run measures the rows its log was measured on: a checkpoint from before session 54 names none,
         # and its log is of the first held-out rows (the wiki's).
@@ -424,6 +430,7 @@ def train(args: argparse.Namespace) -> None:
             "cursor": cursor,
             "path_cursor": path_cursor,
             "heldout_rows": probe.tolist(),
+            "pack": pack,
             "log": log,
             "generator": generator.get_state(),
         }

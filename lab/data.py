@@ -6,6 +6,7 @@ The engine knows nothing of sites or HTML here; a "group" is an opaque label use
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,14 @@ class Packed:
 
     def __len__(self) -> int:
         return len(self.groups)
+
+    def fingerprint(self) -> str:
+        """A short digest of the pack's rows and split: a run resumed on another pack (rebuilt, or of another
+        split) would read its training order and held-out rows against rows they were not drawn from."""
+        digest = hashlib.sha1()
+        for array in (self.prompt_offsets, self.response_offsets, self.responses, self.groups, self.holdout):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:16]
 
     def prompt(self, i: int) -> np.ndarray:
         return self.prompts[self.prompt_offsets[i] : self.prompt_offsets[i + 1]]

@@ -376,3 +376,27 @@ def test_a_resumed_run_measures_its_held_out_loss_on_the_rows_its_log_began_with
     torch.save(state, checkpoint)
     assert main([*common, "--max-steps", "2", "--eval-every", "1"]) == 0
     assert torch.load(checkpoint, weights_only=False)["heldout_rows"] == list(range(24))
+
+
+def test_a_run_resumed_on_another_pack_is_refused_and_says_how_to_go_on(tiny_base: Path, tmp_path: Path) -> None:
+    """A run's training order and held-out rows are drawn from its pack's rows: resumed on a pack built again (another
+    split, another corpus) they would name other rows, so the run says so instead of training on."""
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [("wiki", f"/wiki/{i}", i < 2) for i in range(8)]
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": s, "path": p, "prompt": f"<p>{p}</p>", "html": f"<h1>{p}</h1>", "holdout": h}) + "\n"
+            for s, p, h in rows
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
+    assert main([*common, "--pack", str(corpus)]) == 0
+    settings = ["--canvas-length", "8", "--canvas-tokens", "16", "--frozen-layers", "0", "--rank", "4"]
+    assert main([*common, *settings, "--max-steps", "1"]) == 0
+    assert main([*common, "--max-steps", "2"]) == 0  # the same pack: resumed
+    corpus.write_text(corpus.read_text().replace('"holdout": false', '"holdout": true', 1))  # another split
+    packed.unlink()
+    assert main([*common, "--pack", str(corpus)]) == 0
+    with pytest.raises(SystemExit, match="trained on another pack than .*resume it with the pack it began on"):
+        main([*common, "--max-steps", "3"])
