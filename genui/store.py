@@ -188,13 +188,9 @@ class NotAPageCache(Exception):
 
 # The page cache's layout, stamped in SQLite's user_version: a genui that finds a higher one (a newer genui's file,
 # whose pages it could mistake for an earlier config's and prune) refuses the file. 0: a file from before the stamp.
-# 2: a version may be stored as what follows the version before it (``continues``), which layout 1 would read as a
-# whole page.
+# 2: an earlier version may be stored as what follows the version before it (``continues``), which layout 1 would
+# read as a whole page.
 SCHEMA_VERSION = 2
-# A version that starts with the whole version before it (a thread's replies written in place) stores only what
-# follows it, so that a thread of n replies takes space in n, not n squared; every CHAIN-th such version is stored
-# whole, so that reading one joins at most CHAIN rows.
-CHAIN = 16
 
 
 def check_page_cache(path: Path, *, earlier: bool = False) -> None:
@@ -327,7 +323,8 @@ class Store:
                 row = self._db.execute(sql, args).fetchone()
                 return None if row is None else _whole(self._db, key, row)
             finally:
-                self._db.execute("COMMIT")
+                if self._db.in_transaction:  # SQLite rolls back by itself on an I/O or memory error: that one is raised
+                    self._db.execute("COMMIT")
 
     def versions(self, key: PageKey) -> int:
         """How many versions of the page exist (they are numbered 1..n)."""
@@ -368,21 +365,16 @@ class Store:
                 )
                 if before.fetchone() is None:
                     raise EarlierVersionsDeleted(f"the versions of {key.site}{key.path} before {version} are gone")
-            stored, continues = html, 0
-            if version > 1:
-                earlier, links = _joined(db, key, version - 1)
-                if links < CHAIN and earlier and html.startswith(earlier):
-                    stored, continues = html[len(earlier) :], 1
-            db.execute(
+            inserted = db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
-                " seconds, created, answered, replied, mount, continues)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *_key_args(key),
-                    *(version, seed, title, stored, seconds, time.time(), answered, max(answered, replied), mount),
-                    continues,
+                    *(version, seed, title, html, seconds, time.time(), answered, max(answered, replied), mount),
                 ),
-            )
+            ).rowcount
+            if inserted and version > 2:
+                _compact(db, key, version - 1)
             row = db.execute(
                 f"SELECT {_PAGE_COLUMNS}, continues FROM pages WHERE " + _KEY_WHERE + " AND version = ?",
                 (*_key_args(key), version),
@@ -593,23 +585,33 @@ def _sent_before(db: sqlite3.Connection, site: str, path: str, user: str, text: 
 
 
 def _joined(db: sqlite3.Connection, key: PageKey, version: int) -> tuple[str, int]:
-    """Version ``version``'s whole HTML, and how many continuations it joins (0: stored whole); "" when it is
-    gone."""
+    """Version ``version``'s whole HTML, and the bytes of the continuations it joins since the last version stored
+    whole (0: it is stored whole); "" when a version it continues is gone."""
+    where = f"{_KEY_WHERE} AND version <= ?"
     rows = db.execute(
-        f"SELECT version, continues, html FROM pages WHERE {_KEY_WHERE} AND version BETWEEN ? AND ?"
-        " ORDER BY version DESC",
-        (*_key_args(key), version - CHAIN, version),
+        f"SELECT version, continues, html FROM pages WHERE {where} AND version >= "
+        f"(SELECT COALESCE(MAX(version), 0) FROM pages WHERE {where} AND continues = 0) ORDER BY version",
+        (*_key_args(key), version, *_key_args(key), version),
     ).fetchall()
-    pieces: list[str] = []
-    expected = version
-    for number, continues, html in rows:
-        if number != expected:  # a version missing from the chain (deleted meanwhile): nothing whole to join
-            return "", 0
-        pieces.append(html)
-        if not continues:
-            return "".join(reversed(pieces)), len(pieces) - 1
-        expected -= 1
-    return "", 0
+    if not rows or rows[0][1] or rows[-1][0] != version or rows[-1][0] - rows[0][0] != len(rows) - 1:
+        return "", 0
+    return "".join(html for _, _, html in rows), sum(len(html) for _, continues, html in rows if continues)
+
+
+def _compact(db: sqlite3.Connection, key: PageKey, version: int) -> None:
+    """Store ``version``, no longer the newest, as what follows the version before it where it starts with that one
+    whole (a thread's replies written in place), unless the continuations since the last version stored whole would
+    then outweigh it: a thread of n replies takes space in n, not n squared, and reading a version joins at most
+    about twice its bytes. The newest version is always stored whole, so that a genui of layout 1 that has the file
+    open still reads and extends it right."""
+    whole, _ = _joined(db, key, version)
+    before, run = _joined(db, key, version - 1)
+    if not whole or not before or not whole.startswith(before) or run + len(whole) - len(before) > len(whole):
+        return
+    db.execute(
+        f"UPDATE pages SET html = ?, continues = 1 WHERE {_KEY_WHERE} AND version = ? AND continues = 0",
+        (whole[len(before) :], *_key_args(key), version),
+    )
 
 
 def _whole(db: sqlite3.Connection, key: PageKey, row: tuple[object, ...]) -> StoredPage | None:

@@ -322,12 +322,15 @@ class GeneratedPages:
                 if served_page(response.text) is None:
                     self.problems.append(f"{url}?v={number}: served whole before the kill, missing after the restart")
         whole: dict[str, list[str]] = {}  # versions of each page that passed, oldest first
-        joined: dict[str, str] = {}  # each page's newest version read so far, whole
-        rows = _query(db, "SELECT path, version, continues, html FROM pages ORDER BY path, version")
-        for key, version, continues, stored_html in rows:
-            # a version stored as what follows the one before it (genui.store.CHAIN) is read whole, as genui reads it
-            page_html = joined.get(key, "") + stored_html if continues else stored_html
-            joined[key] = page_html
+        joined: dict[tuple[str, ...], str] = {}  # each page's version read last, whole
+        rows = _query(
+            db, "SELECT path, query, model, template, version, continues, html FROM pages ORDER BY 1, 2, 3, 4, version"
+        )
+        for key, query, model, template, version, continues, stored_html in rows:
+            # an earlier version stored as what follows the one before it (genui.store._compact) is read whole
+            page = (key, query, model, template)
+            page_html = joined.get(page, "") + stored_html if continues else stored_html
+            joined[page] = page_html
             problem = page_problem(page_html)
             if problem is not None and any(page_html.startswith(earlier) for earlier in whole.get(key, ())):
                 problem = None  # a thread's replies written in place: an earlier whole version byte for byte, then more
