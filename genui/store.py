@@ -609,7 +609,9 @@ def _compact(db: sqlite3.Connection, key: PageKey, version: int) -> None:
     if not whole or not before or not whole.startswith(before) or run + len(whole) - len(before) > len(whole):
         return
     db.execute(
-        f"UPDATE pages SET html = ?, continues = 1 WHERE {_KEY_WHERE} AND version = ? AND continues = 0",
+        # a page from a genui that kept no mount stays whole: genui.upgrade reads its links to give it one
+        f"UPDATE pages SET html = ?, continues = 1 WHERE {_KEY_WHERE} AND version = ? AND continues = 0"
+        " AND mount IS NOT NULL",
         (whole[len(before) :], *_key_args(key), version),
     )
 

@@ -102,10 +102,11 @@ def test_a_thread_of_many_replies_takes_space_in_its_replies_not_their_square(tm
     thread = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
     written = ['<div class="thread"><h1>Macros</h1></div>']
     with closing(Store(db)) as store:
-        store.save_page(thread, 1, 0, "Macros", written[0], 0.1)
+        store.save_page(thread, 1, 0, "Macros", written[0], 0.1, mount="/forum")
         for version in range(2, 201):  # each reply: the thread as it was, byte for byte, then more
             written.append(written[-1] + f'<div class="reply"><p>Reply {version}: {"words " * 40}</p></div>')
-            assert store.save_page(thread, version, 0, "Macros", written[-1], 0.1).html == written[-1]
+            saved = store.save_page(thread, version, 0, "Macros", written[-1], 0.1, mount="/forum")
+            assert saved.html == written[-1]
             if version == 100:  # as a genui of layout 1 that has the file open reads the newest version: whole
                 with closing(sqlite3.connect(db)) as raw:
                     newest = "SELECT html FROM pages WHERE path = '/r/lisp/Macros' ORDER BY version DESC LIMIT 1"
@@ -122,6 +123,15 @@ def test_a_thread_of_many_replies_takes_space_in_its_replies_not_their_square(tm
     for version, continues, stored in rows:  # reading a version joins at most about twice its bytes
         run = run + stored if continues else 0
         assert run <= len(written[version - 1]), version
+
+
+def test_a_version_a_genui_that_kept_no_mount_wrote_stays_whole_for_the_upgrade_to_read(store: Store) -> None:
+    thread = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
+    store.save_page(thread, 1, 0, "Macros", "<h1>Macros</h1>", 0.1)  # no mount: as genui before session 45 wrote
+    store.save_page(thread, 2, 0, "Macros", "<h1>Macros</h1><p>one</p>", 0.1)
+    store.save_page(thread, 3, 0, "Macros", "<h1>Macros</h1><p>one</p><p>two</p>", 0.1, mount="/forum")
+    unkept = store.unkept_mounts("forum", ["t"])  # genui.upgrade reads these pages' links
+    assert [html for *_, html in unkept] == ["<h1>Macros</h1>", "<h1>Macros</h1><p>one</p>"]
 
 
 def test_a_version_left_after_deleting_a_post_reads_whole_and_the_next_continues_it(store: Store) -> None:
