@@ -557,6 +557,7 @@ class Store:
                     "DELETE FROM pages WHERE " + _KEY_WHERE + " AND version >= ?",
                     (site, path, query, model, template, posts, first),
                 ).rowcount
+                _newest_whole(db, PageKey(site, path, query, model, template, posts))
             db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
         return DeletedPost(PlacedPost(site, path, post), deleted)
 
@@ -584,9 +585,9 @@ def _sent_before(db: sqlite3.Connection, site: str, path: str, user: str, text: 
     return None
 
 
-def _joined(db: sqlite3.Connection, key: PageKey, version: int) -> tuple[str, int]:
-    """Version ``version``'s whole HTML, and the bytes of the continuations it joins since the last version stored
-    whole (0: it is stored whole); "" when a version it continues is gone."""
+def _joined(db: sqlite3.Connection, key: PageKey, version: int) -> str:
+    """Version ``version``'s whole HTML: its row joined onto the rows since the last version stored whole (see
+    _compact); "" when a version it continues is gone."""
     where = f"{_KEY_WHERE} AND version <= ?"
     rows = db.execute(
         f"SELECT version, continues, html FROM pages WHERE {where} AND version >= "
@@ -594,19 +595,18 @@ def _joined(db: sqlite3.Connection, key: PageKey, version: int) -> tuple[str, in
         (*_key_args(key), version, *_key_args(key), version),
     ).fetchall()
     if not rows or rows[0][1] or rows[-1][0] != version or rows[-1][0] - rows[0][0] != len(rows) - 1:
-        return "", 0
-    return "".join(html for _, _, html in rows), sum(len(html) for _, continues, html in rows if continues)
+        return ""
+    return "".join(html for _, _, html in rows)
 
 
 def _compact(db: sqlite3.Connection, key: PageKey, version: int) -> None:
     """Store ``version``, no longer the newest, as what follows the version before it where it starts with that one
-    whole (a thread's replies written in place), unless the continuations since the last version stored whole would
-    then outweigh it: a thread of n replies takes space in n, not n squared, and reading a version joins at most
-    about twice its bytes. The newest version is always stored whole, so that a genui of layout 1 that has the file
-    open still reads and extends it right."""
-    whole, _ = _joined(db, key, version)
-    before, run = _joined(db, key, version - 1)
-    if not whole or not before or not whole.startswith(before) or run + len(whole) - len(before) > len(whole):
+    whole (a thread's replies written in place): a thread of n replies takes space in n, not n squared, and reading a
+    version joins exactly its own bytes, from the rows since the last version stored whole. The newest version is
+    always stored whole, so that a genui of layout 1 that has the file open still reads and extends it right."""
+    whole = _joined(db, key, version)
+    before = _joined(db, key, version - 1)
+    if not whole or not before or not whole.startswith(before):
         return
     db.execute(
         # a page from a genui that kept no mount stays whole: genui.upgrade reads its links to give it one
@@ -616,13 +616,25 @@ def _compact(db: sqlite3.Connection, key: PageKey, version: int) -> None:
     )
 
 
+def _newest_whole(db: sqlite3.Connection, key: PageKey) -> None:
+    """Store the page's newest version whole again, after its later versions were deleted (see _compact)."""
+    row = db.execute(
+        f"SELECT version, continues FROM pages WHERE {_KEY_WHERE} ORDER BY version DESC LIMIT 1", _key_args(key)
+    ).fetchone()
+    if row is not None and row[1]:
+        db.execute(
+            f"UPDATE pages SET html = ?, continues = 0 WHERE {_KEY_WHERE} AND version = ?",
+            (_joined(db, key, row[0]), *_key_args(key), row[0]),
+        )
+
+
 def _whole(db: sqlite3.Connection, key: PageKey, row: tuple[object, ...]) -> StoredPage | None:
     """A stored row (``_PAGE_COLUMNS``, then ``continues``) as its whole page; None when a version it continues is
     missing (every deletion takes a page's later versions with it, so none should be)."""
     *columns, continues = row
     page = StoredPage(key, *columns)  # type: ignore[arg-type]
     if continues:
-        html, _ = _joined(db, key, page.version)
+        html = _joined(db, key, page.version)
         if not html:
             return None
         page = replace(page, html=html)

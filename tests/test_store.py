@@ -134,17 +134,23 @@ def test_a_version_a_genui_that_kept_no_mount_wrote_stays_whole_for_the_upgrade_
     assert [html for *_, html in unkept] == ["<h1>Macros</h1>", "<h1>Macros</h1><p>one</p>"]
 
 
-def test_a_version_left_after_deleting_a_post_reads_whole_and_the_next_continues_it(store: Store) -> None:
-    thread = PageKey("forum", "/r/lisp/Macros", "", "m", "t")
-    store.save_page(thread, 1, 0, "Macros", "<h1>Macros</h1>", 0.1)
-    first = store.add_post("forum", "/r/lisp/Macros", "ada", "one")
-    store.save_page(thread, 2, 0, "Macros", "<h1>Macros</h1><p>one</p>", 0.1, answered=first.id)
-    second = store.add_post("forum", "/r/lisp/Macros", "bob", "two")
-    store.save_page(thread, 3, 0, "Macros", "<h1>Macros</h1><p>one</p><p>two</p>", 0.1, answered=second.id)
-    store.delete_post(second.id)  # takes version 3, which shows it
-    assert store.versions(thread) == 2 and store.page(thread).html == "<h1>Macros</h1><p>one</p>"  # type: ignore[union-attr]
-    saved = store.save_page(thread, 3, 1, "Macros", "<h1>Macros</h1><p>one</p><p>three</p>", 0.1)
-    assert saved.html == store.page(thread, 3).html == "<h1>Macros</h1><p>one</p><p>three</p>"  # type: ignore[union-attr]
+def test_a_version_left_after_deleting_a_post_is_stored_whole_and_the_next_continues_it(tmp_path: Path) -> None:
+    thread, db = PageKey("forum", "/r/lisp/Macros", "", "m", "t"), tmp_path / "pages.sqlite3"
+    newest = "SELECT continues, html FROM pages ORDER BY version DESC LIMIT 1"  # as a genui of layout 1 reads it
+    with closing(Store(db)) as store, closing(sqlite3.connect(db)) as raw:
+        store.save_page(thread, 1, 0, "Macros", "<h1>Macros</h1>", 0.1, mount="/forum")
+        first = store.add_post("forum", "/r/lisp/Macros", "ada", "one")
+        store.save_page(thread, 2, 0, "Macros", "<h1>Macros</h1><p>one</p>", 0.1, answered=first.id, mount="/forum")
+        second = store.add_post("forum", "/r/lisp/Macros", "bob", "two")
+        html = "<h1>Macros</h1><p>one</p><p>two</p>"
+        store.save_page(thread, 3, 0, "Macros", html, 0.1, answered=second.id, mount="/forum")
+        assert raw.execute("SELECT continues FROM pages WHERE version = 2").fetchone() == (1,)  # what follows v1
+        store.delete_post(second.id)  # takes version 3, which shows it; version 2 is the newest again
+        assert raw.execute(newest).fetchone() == (0, "<h1>Macros</h1><p>one</p>")  # stored whole again
+        assert store.versions(thread) == 2
+        saved = store.save_page(thread, 3, 1, "Macros", "<h1>Macros</h1><p>one</p><p>three</p>", 0.1, mount="/forum")
+        assert saved.html == store.page(thread, 3).html == "<h1>Macros</h1><p>one</p><p>three</p>"  # type: ignore[union-attr]
+        assert store.page(thread, 2).html == "<h1>Macros</h1><p>one</p>"  # type: ignore[union-attr]
 
 
 def test_saving_a_version_twice_keeps_the_first(store: Store) -> None:
