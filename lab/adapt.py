@@ -40,6 +40,8 @@ from lab.data import Packed, Repeat, pack_corpus
 from lab.trajectories import Trajectories
 
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+MAX_PROMPT = 320  # tokens of a packed page's prompt, its chat template included
+MAX_RESPONSE = 512  # tokens of a packed page with its end-of-text: the largest page budget of the example sites
 
 
 @dataclass
@@ -693,11 +695,17 @@ def main(argv: list[str] | None = None) -> int:
 
         base = Path(args.base or ensure_base())
         try:
-            packed = pack_corpus(args.pack, base, max_prompt=320, max_response=448, repeats=repeats)
+            packed, too_long = pack_corpus(
+                args.pack, base, max_prompt=MAX_PROMPT, max_response=MAX_RESPONSE, repeats=repeats
+            )
         except ValueError as e:
             parser.error(str(e))
         packed.save(args.packed)
-        print(f"{len(packed)} pages packed into {args.packed}", file=sys.stderr)
+        print(
+            f"{len(packed)} pages packed into {args.packed}; {too_long} rows left out, longer than {MAX_PROMPT} tokens"
+            f" of prompt or {MAX_RESPONSE} of page",
+            file=sys.stderr,
+        )
         return 0
     if args.soup:
         if not args.export or len(args.soup) < 2:

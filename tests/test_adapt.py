@@ -17,6 +17,7 @@ from engine import load_model
 from engine.denoise import DenoiseSettings, denoise
 from engine.generation import left_pad
 from engine.identity import DEFAULT_MODEL
+from lab import adapt
 from lab.adapt import (
     CERTAINTY_TEMPERATURE,
     certain_entropy,
@@ -400,3 +401,27 @@ def test_a_run_resumed_on_another_pack_is_refused_and_says_how_to_go_on(tiny_bas
     assert main([*common, "--pack", str(corpus)]) == 0
     with pytest.raises(SystemExit, match="trained on another pack than .*resume it with the pack it began on"):
         main([*common, "--max-steps", "3"])
+
+
+def test_pack_leaves_out_a_page_longer_than_it_packs_instead_of_cutting_it(
+    tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cut page ends in an end-of-text its HTML never reached: the model would learn to end a page anywhere."""
+    monkeypatch.setattr(adapt, "MAX_RESPONSE", 64)
+    long_page = "<div>" + "<p>a reply of some words</p>" * 40 + "</div>"
+    rows = [("forum", "/r/a/short", "<div><p>short</p></div>"), ("forum", "/r/a/long", long_page)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": s, "path": p, "prompt": f"<page>{p}</page>", "html": h, "holdout": False}) + "\n"
+            for s, p, h in rows
+        )
+    )
+    packed = tmp_path / "packed.npz"
+    assert (
+        main(["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)])
+        == 0
+    )
+    pages = Packed.load(packed)
+    assert len(pages) == 1 and len(pages.response(0)) < 64  # the short page, whole
+    assert "1 pages packed" in (said := capsys.readouterr().err) and "1 rows left out, longer than" in said
