@@ -351,6 +351,16 @@ def test_the_held_out_loss_reads_every_site_spread_over_each_site_s_rows() -> No
     assert heldout_rows(packed.subset(wiki_held), len(wiki_held)).tolist() == list(range(len(wiki_held)))
 
 
+def write_corpus(corpus: Path, rows: list[tuple[str, str, bool]]) -> None:
+    """A corpus of one-heading pages at (site, path, held out) rows."""
+    corpus.write_text(
+        "".join(
+            json.dumps({"site": s, "path": p, "prompt": f"<p>{p}</p>", "html": f"<h1>{p}</h1>", "holdout": h}) + "\n"
+            for s, p, h in rows
+        )
+    )
+
+
 def test_a_resumed_run_measures_its_held_out_loss_on_the_rows_its_log_began_with(
     tiny_base: Path, tmp_path: Path
 ) -> None:
@@ -358,12 +368,7 @@ def test_a_resumed_run_measures_its_held_out_loss_on_the_rows_its_log_began_with
     the first held-out rows, as its log did, so a log never changes what its held-out column means midway."""
     corpus = tmp_path / "corpus.jsonl"
     rows = [("wiki", f"/wiki/{i}", i < 30) for i in range(34)] + [("forum", f"/r/b/{i}", i < 2) for i in range(4)]
-    corpus.write_text(
-        "".join(
-            json.dumps({"site": s, "path": p, "prompt": f"<p>{p}</p>", "html": f"<h1>{p}</h1>", "holdout": h}) + "\n"
-            for s, p, h in rows
-        )
-    )
+    write_corpus(corpus, rows)
     packed = tmp_path / "packed.npz"
     common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
     assert main([*common, "--pack", str(corpus)]) == 0
@@ -384,12 +389,7 @@ def test_a_run_resumed_on_another_pack_is_refused_and_says_how_to_go_on(tiny_bas
     split, another corpus) they would name other rows, so the run says so instead of training on."""
     corpus = tmp_path / "corpus.jsonl"
     rows = [("wiki", f"/wiki/{i}", i < 2) for i in range(8)]
-    corpus.write_text(
-        "".join(
-            json.dumps({"site": s, "path": p, "prompt": f"<p>{p}</p>", "html": f"<h1>{p}</h1>", "holdout": h}) + "\n"
-            for s, p, h in rows
-        )
-    )
+    write_corpus(corpus, rows)
     packed = tmp_path / "packed.npz"
     common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base)]
     assert main([*common, "--pack", str(corpus)]) == 0

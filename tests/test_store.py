@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -435,9 +435,10 @@ def test_a_page_written_while_another_process_holds_the_cache_is_said_not_kept_a
         assert other.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,)]
 
 
-def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kept_once_it_lets_go(
-    tmp_path: Path,
-) -> None:
+@contextmanager
+def cache_held(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine, sqlite3.Connection]]:
+    """A served app whose page cache another connection holds (BEGIN IMMEDIATE) until it rolls back; the engine
+    holds each page's last frame until ``engine.hold`` is set."""
     db = tmp_path / "genui.sqlite3"
     engine = FakeEngine()
     engine.hold = threading.Event()
@@ -446,7 +447,14 @@ def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kep
         TestClient(app) as client,
         closing(sqlite3.connect(db, isolation_level=None, check_same_thread=False)) as other,
     ):
-        other.execute("BEGIN IMMEDIATE")  # held for 2.5 s: past the store's busy timeout, within KEEP_WAIT_S
+        other.execute("BEGIN IMMEDIATE")
+        yield client, engine, other
+
+
+def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kept_once_it_lets_go(
+    tmp_path: Path,
+) -> None:
+    with cache_held(tmp_path) as (client, engine, other):  # held for 2.5 s: past the busy timeout, within KEEP_WAIT_S
         live = client.get("/wiki/Lisp", headers=HTMX)
         with client.websocket_connect(live_url(live.text)) as socket:
             socket.receive_text()
@@ -462,15 +470,7 @@ def test_a_page_written_while_another_process_holds_the_cache_for_a_while_is_kep
 
 
 def test_a_page_waiting_to_be_kept_is_kept_though_its_watcher_leaves(tmp_path: Path) -> None:
-    db = tmp_path / "genui.sqlite3"
-    engine = FakeEngine()
-    engine.hold = threading.Event()
-    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
-    with (
-        TestClient(app) as client,
-        closing(sqlite3.connect(db, isolation_level=None, check_same_thread=False)) as other,
-    ):
-        other.execute("BEGIN IMMEDIATE")
+    with cache_held(tmp_path) as (client, engine, other):
         live = client.get("/wiki/Lisp", headers=HTMX)
         with client.websocket_connect(live_url(live.text)) as socket:
             socket.receive_text()
