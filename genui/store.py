@@ -103,7 +103,7 @@ class PageGroup:
     posts: int  # PageKey.posts: not 0 only in caches from before replies were written in place
     urls: int  # pages (URLs)
     versions: int  # all their versions
-    size: int  # bytes of their HTML
+    size: int  # bytes of their HTML as stored (an earlier version of a thread: what follows the one before it)
 
 
 @dataclass(frozen=True, slots=True)
