@@ -39,7 +39,7 @@ from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
-from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted
+from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, is_busy
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
@@ -85,7 +85,7 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, PromptError):  # the site's bug, not the visitor's: its developer reads the log
         log.error("a prompt template failed: %s", error)
         return Problem(500, "Template error", f"This page's prompt template failed: {error.public}")
-    if isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error)):
+    if isinstance(error, sqlite3.OperationalError) and is_busy(error):
         # another process writes the page cache (genui cache prune --vacuum, a second server starting)
         message = f"The page cache is busy. Try again in {CACHE_BUSY_RETRY_S} s."
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
