@@ -10,7 +10,10 @@ weights in their causal mode (engine.autoregressive): the same length of text, s
 the other does not write (a canvas after the end of text settles in a few steps, a token costs a whole forward).
 Both run in the calling thread; the "diffusion, served" row writes the diffusion row's pages again through the
 engine as ``genui serve`` runs it (a worker thread, frames crossing to an event loop), so what serving adds is
-measured, not assumed. On CUDA, rows for a random-weight model of DiffusionGemma-26B-A4B's shape follow, at fixed
+measured, not assumed. The "diffusion, N variations" row (``--variations N``, default 3: the candidates the Rewrite
+menu's Variations writes) times N pages of the same prompt written in one batch, as ``genui serve`` writes a set
+of variations: from the start to the last page's end, with every page's text counted in its tokens a second. On
+CUDA, rows for a random-weight model of DiffusionGemma-26B-A4B's shape follow, at fixed
 24 and 48 steps and autoregressively.
 """
 
@@ -192,6 +195,36 @@ def served_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -
         loop.close()
 
 
+def variations_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int, n: int) -> dict[str, Any]:
+    """``n`` pages of the bench's prompt in one batch (a seed's variants, as the engine writes a set of
+    variations): each run's time is its last page's. Its step columns are left empty: a batch's steps are shared
+    by pages that stop at different ones."""
+
+    def once(seed: int) -> Run:
+        frames: list[list[tuple[float, Frame]]] = [[] for _ in range(n)]
+        started = time.perf_counter()
+        rows = [
+            Row(emit=lambda frame, mine=mine: mine.append((time.perf_counter(), frame)), started=started)
+            for mine in frames
+        ]
+        run_plan(loaded, plan_batch(loaded, [page_request(loaded, seed, steps, tokens)] * n, rows))
+        pages = [_measure(started, mine, denoised=True) for mine in frames]
+        seconds = max(page.seconds for page in pages)
+        return Run(
+            ttff=min(page.ttff for page in pages),
+            seconds=seconds,
+            tokens=sum(page.tokens for page in pages),
+            steps=statistics.median(s for page in pages for s in page.canvas_steps),
+            canvas_steps=[max(s) for s in zip_longest(*(p.canvas_steps for p in pages), fillvalue=0)],
+            stopped_early=[stopped for page in pages for stopped in page.stopped_early],
+            step_seconds=0.0,
+            fixed_seconds=seconds,
+        )
+
+    row = {"engine": f"diffusion, {n} variations", **_describe(loaded), **time_runs(runs, once)}
+    return {**row, "ms_step": None, "fixed_s": None}
+
+
 def autoregressive_row(loaded: LoadedModel, runs: int, tokens_by_seed: Sequence[int]) -> dict[str, Any]:
     """Decode, for each seed, ``tokens_by_seed[seed]`` tokens (the diffusion row's page of that seed; the warm-up
     takes the median), through its end of text if the causal mode writes one sooner: the same length of text."""
@@ -350,9 +383,18 @@ def main(argv: list[str] | None = None) -> int:
         help="what the model computes in (default: auto, the engine's choice for the device); int8: a causal LM's "
         "linear layers in int8, on the CPU (engine.quantize)",
     )
+    parser.add_argument(
+        "--variations",
+        type=int,
+        default=3,
+        help="pages in the batch of the variations row, as the Rewrite menu's Variations writes them (default 3; "
+        "0: no such row)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.tokens < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--runs, --tokens and --steps must be positive")
+    if args.variations < 0:
+        parser.error("--variations must be 0 or more")
     try:
         dtype = None if args.dtype in ("auto", "int8") else getattr(torch, args.dtype)
         quantize = "int8" if args.dtype == "int8" else None
@@ -368,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             autoregressive_row(loaded, args.runs, diffusion["tokens_by_run"]),
             served_row(loaded, args.runs, args.steps, args.tokens),
         ]
+        if args.variations:
+            rows.append(variations_row(loaded, args.runs, args.steps, args.tokens, args.variations))
     except EngineError as exc:  # a page the model cannot hold (--tokens past its positions), said as the engine says it
         print(f"genui bench: {exc}", file=sys.stderr)
         return 2
@@ -382,6 +426,15 @@ def main(argv: list[str] | None = None) -> int:
         break_even(rows[0], rows[1], diffusion["canvases"]),
         f"served through the engine, the same pages take {rows[2]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x the "
         "diffusion row's time (p50)",
+        *(
+            [
+                f"{args.variations} variations in one batch take {rows[3]['p50_s'] / max(rows[0]['p50_s'], 1e-9):.2f}x "
+                f"one page's time (p50) and write {rows[3]['tokens_per_s'] / max(rows[0]['tokens_per_s'], 1e-9):.2f}x "
+                "its tokens of text a second"
+            ]
+            if args.variations
+            else []
+        ),
         f"torch threads: {torch.get_num_threads()}; weights in {loaded.weights}"
         + (
             ", laid out once for oneDNN (engine.prepack)"

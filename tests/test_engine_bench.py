@@ -52,12 +52,13 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     argv = ["--json", "--model", str(checkpoint), "--runs", "1", "--steps", "2", "--device", "cpu", "--tokens", "40"]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [row["engine"] for row in report["rows"]] == ["diffusion", "autoregressive", "diffusion, served"]
+    engines = ["diffusion", "autoregressive", "diffusion, served", "diffusion, 3 variations"]
+    assert [row["engine"] for row in report["rows"]] == engines
     for row in report["rows"]:
         assert set(row) == COLUMNS
         assert row["device"] == "cpu" and row["params"] > 0
         assert 0 < row["ttff_s"] <= row["p50_s"] <= row["p95_s"] and row["tokens_per_s"] > 0
-    diffusion, autoregressive, served = report["rows"]
+    diffusion, autoregressive, served, variations = report["rows"]
     # The page as served: up to two canvases (40 tokens), ending with the canvas that holds the end of text; the
     # autoregressive row writes as many tokens as it, and the served row the same page again.
     (written,) = diffusion["tokens_by_run"]
@@ -68,12 +69,19 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
     full, rest = divmod(written, 32)
     assert autoregressive["steps_by_canvas"] == [32] * full + ([rest] if rest else [])  # a token a step
     ar_canvases = len(autoregressive["steps_by_canvas"])
-    for row, gaps in zip(report["rows"], (canvases, written - ar_canvases, canvases), strict=True):
+    for row, gaps in zip(report["rows"][:3], (canvases, written - ar_canvases, canvases), strict=True):
         assert row["ms_step"] > 0 and row["fixed_s"] > 0  # each canvas's steps after its first
         # one run, so its p50 is that run: the first steps and the rest, then the steps after them, rounded
         assert row["fixed_s"] + gaps * row["ms_step"] / 1000 == pytest.approx(row["p50_s"], abs=0.005)
     assert report["rows"][0]["stopped"] == report["rows"][2]["stopped"] == 0.0  # fixed steps: no adaptive stop
     assert report["rows"][1]["stopped"] is None  # decoding token by token has none
+    # Three pages of the prompt in one batch: every page's text counted, the run timed to the last page's end.
+    (together,) = variations["tokens_by_run"]
+    assert 0 < together <= 3 * 64 and variations["tokens_per_s"] == pytest.approx(together / variations["p50_s"], rel=0.01)
+    assert variations["steps"] == 2 and set(variations["steps_by_canvas"]) == {2} and variations["stopped"] == 0.0
+    assert variations["ms_step"] is None and variations["fixed_s"] is None  # steps a batch's pages share
+    times = variations["p50_s"] / diffusion["p50_s"]
+    assert f"3 variations in one batch take {times:.2f}x one page's time (p50)" in " ".join(report["notes"])
     assert any("need CUDA" in note for note in report["notes"])
     assert any("x the autoregressive speed" in note for note in report["notes"])
     paired = autoregressive["seconds_by_run"][0] / diffusion["seconds_by_run"][0]
@@ -103,7 +111,7 @@ def test_bench_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureF
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == list(bench.format_table([]).split())
     assert lines[1].startswith("diffusion ") and lines[2].startswith("autoregressive")
-    assert lines[3].startswith("diffusion, served")
+    assert lines[3].startswith("diffusion, served") and lines[4].startswith("diffusion, 3 variations")
     assert "note: torch threads: 1; weights in bfloat16" in lines
 
 
