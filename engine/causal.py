@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.denoise import cache_rows
+
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
     """The prompt as the base model was tuned to read it: its chat template with the prompt as the user's turn,
@@ -180,6 +182,14 @@ class CausalDenoiser:
         logits[:, redo] = fresh
         prefix.canvas = CanvasState(inputs, keys, values, logits)
         return logits
+
+    def narrow(self, prefix: CausalPrefix, rows: torch.Tensor) -> CausalPrefix:
+        state = prefix.canvas
+        if state is not None:
+            keys, values = [k[rows] for k in state.keys], [v[rows] for v in state.values]
+            state = CanvasState(state.inputs[rows], keys, values, state.logits[rows])
+        cache = cache_rows(prefix.cache, rows)
+        return CausalPrefix(cache, prefix.keys[rows], prefix.last[rows], prefix.position[rows], state)
 
     def commit(self, prefix: CausalPrefix, canvas: torch.Tensor) -> None:
         inputs = torch.cat([prefix.last[:, None], canvas[:, :-1]], dim=-1)

@@ -21,17 +21,22 @@ seed and settings it returns the same tokens (tests/test_engine_denoise.py check
 in a batch a row that has ended its page counts as stopped in every later canvas (``generate()`` denoises its
 padding on, holding the batch's canvas to its step cap). Randomness comes only from the ``torch.Generator`` passed
 in.
+
+A family that can narrow its prefix to some rows (``Narrowing``) has each step's forward run over the rows still
+denoising only; the sampling still runs over every row, the others taking their last logits, so each row's draws
+are those it would get with every row computed.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from transformers import RepetitionPenaltyLogitsProcessor
+from transformers import Cache, RepetitionPenaltyLogitsProcessor
 
 from engine.frames import MIN_TEMPERATURE, EngineError
 
@@ -56,6 +61,25 @@ class Denoiser(Protocol):
     def commit(self, prefix: Any, canvas: torch.Tensor) -> None:
         """Append a finished canvas (B, C) to the prefix."""
         ...
+
+
+class Narrowing(Protocol):
+    """A denoiser that can also give the prefix of some of its rows: the loop then runs a step's forward over the
+    rows still denoising only, not over those that stopped or ended their page (their results were thrown away)."""
+
+    def narrow(self, prefix: Any, rows: torch.Tensor) -> Any:
+        """The prefix of rows ``rows`` (R,) of ``prefix``, in that order, sharing nothing a step or a commit changes:
+        using one leaves the other as it was."""
+        ...
+
+
+def cache_rows(cache: Cache, rows: torch.Tensor) -> Cache:
+    """A copy of ``cache`` that holds rows ``rows`` (R,) only (transformers' ``batch_select_indices``, on copies of
+    the cache and its layers: it replaces a layer's tensors, never writes into them)."""
+    narrowed = copy.copy(cache)
+    narrowed.layers = [copy.copy(layer) for layer in cache.layers]
+    narrowed.batch_select_indices(rows)
+    return narrowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,8 +433,10 @@ def denoise(
         )
     b, device = input_ids.shape[0], input_ids.device
     c, vocab = denoiser.canvas_length, denoiser.vocab_size
+    narrow: Callable[[Any, torch.Tensor], Any] | None = getattr(denoiser, "narrow", None)
     with torch.inference_mode():
         prefix = denoiser.prefill(input_ids, attention_mask)
+        live = torch.arange(b, device=device)  # the rows ``prefix`` holds: a row that ended its page leaves it
         finished = torch.zeros(b, dtype=torch.bool, device=device)
         canvases: list[torch.Tensor] = []
         before = input_ids[:, -1]  # the token before the canvas (prompts are left-padded)
@@ -438,15 +464,30 @@ def denoise(
             stopped = finished.clone() if settings.stop_at_eos else torch.zeros(b, dtype=torch.bool, device=device)
             accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
             streak = torch.zeros((b, c), dtype=torch.long, device=device)  # steps accepted with the same token
+            view, rows = prefix, live  # the prefix a step reads, and its rows: those still denoising, where it narrows
             for remaining in range(0 if given else settings.max_steps, 0, -1):
                 if cancelled():
                     raise GenerationCancelled
                 active = ~stopped
                 step = settings.max_steps - remaining
+                if narrow is not None:  # a row whose step would be thrown away (below) is left out of the forward
+                    wanted = (active if stopper is not None else ~finished).nonzero().squeeze(-1)
+                    if wanted.numel() < rows.numel():  # rows only ever stop: ``wanted`` is a subset of ``rows``
+                        view, rows = narrow(view, torch.searchsorted(rows, wanted)), wanted
+                whole = rows.numel() == b
+                inputs = current if whole else current[rows]
                 if changed_only is not None and settings.refresh_every and step % settings.refresh_every:
-                    logits = changed_only(prefix, current, settings.refresh_neighbours)
+                    logits = changed_only(view, inputs, settings.refresh_neighbours)
                 else:
-                    logits = denoiser.denoise(prefix, current, self_conditioning)  # (B, C, V)
+                    given_sc = self_conditioning if whole or self_conditioning is None else self_conditioning[rows]
+                    logits = denoiser.denoise(view, inputs, given_sc)  # (B, C, V), or (R, C, V) for ``rows``
+                if not whole:  # the rows left out take their last step's logits, which they keep (below) anyway
+                    part = logits
+                    if self_conditioning is None:
+                        logits = torch.zeros((b, c, part.shape[-1]), dtype=part.dtype, device=device)
+                    else:
+                        logits = self_conditioning.to(part.dtype, copy=True)
+                    logits[rows] = part
                 if settings.neighbour_repeat_penalty != 1:
                     kept = accepted if pinned is None else accepted | pinned.keep
                     penalty = settings.neighbour_repeat_penalty
@@ -507,7 +548,10 @@ def denoise(
                 observer.canvas(canvas)
             if index + 1 == settings.max_canvases or (settings.stop_at_eos and bool(finished.all())):
                 break
-            denoiser.commit(prefix, canvas)
+            if narrow is not None and bool(finished[live].any()):  # their padding is never read: they leave
+                ongoing = ~finished[live]
+                prefix, live = narrow(prefix, ongoing.nonzero().squeeze(-1)), live[ongoing]
+            denoiser.commit(prefix, canvas if live.numel() == b else canvas[live])
             before = canvas[:, -1]
             if settings.cap_runs:
                 tail = torch.cat([tail, canvas], dim=-1)[:, -settings.cap_runs :]

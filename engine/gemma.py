@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache, PreTrainedTokenizerBase
 
 from engine.config import BOS_ID, RESPONSE_ID
+from engine.denoise import cache_rows
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
@@ -88,6 +89,9 @@ class GemmaDenoiser:
             decoder_position_ids=positions.unsqueeze(0),
         )
         return output.logits  # (B, C, V) float32, softcapped
+
+    def narrow(self, prefix: GemmaPrefix, rows: torch.Tensor) -> GemmaPrefix:
+        return GemmaPrefix(cache_rows(prefix.cache, rows), prefix.attention_mask[rows], prefix.length)
 
     def commit(self, prefix: GemmaPrefix, canvas: torch.Tensor) -> None:
         prefix.attention_mask = F.pad(prefix.attention_mask, (0, self.canvas_length), value=True)

@@ -762,3 +762,97 @@ def test_a_row_that_ended_its_page_holds_the_batch_back_no_longer() -> None:
     out = denoise(_OneEndsEarly(), prompts, torch.ones(2, 3), settings, torch.Generator().manual_seed(0), steps)
     assert out[0, :3].tolist() == [4, 4, 1] and set(out[0, 3:].tolist()) == {0}  # its end, then padding
     assert steps.steps[:-1] == [3, 3, 3, 3]  # every canvas as short as the live row's, not max_steps after row 0 ends
+
+
+class _Narrowing(CausalDenoiser):
+    """Counts the rows each forward runs over, and the narrowed prefixes. A row whose last clean token is 12 or 7
+    is made sure of 7 everywhere (a bias the row carries through a narrowed prefix), so it stops within two steps
+    while the others run on."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.rows: list[int] = []
+        self.narrowed = 0
+
+    def _sure(self, prefix, logits):  # type: ignore[no-untyped-def]
+        self.rows.append(logits.shape[0])
+        sure = (prefix.last == 12) | (prefix.last == 7)
+        logits[sure, :, 7] += 50.0
+        return logits
+
+    def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+        return self._sure(prefix, super().denoise(prefix, canvas, self_conditioning))
+
+    def denoise_changed(self, prefix, canvas, neighbours):  # type: ignore[no-untyped-def]
+        return self._sure(prefix, super().denoise_changed(prefix, canvas, neighbours).clone())
+
+    def narrow(self, prefix, rows):  # type: ignore[no-untyped-def]
+        self.narrowed += 1
+        return super().narrow(prefix, rows)
+
+
+class _Whole(_Narrowing):
+    narrow = None  # type: ignore[assignment]  # the loop runs every row through every step
+
+
+@pytest.mark.parametrize("refresh", [0, 3])
+def test_rows_that_stopped_or_ended_their_page_leave_the_forward_and_the_others_are_unchanged(refresh: int) -> None:
+    """Three rows: row 0's first canvas is pinned to end its page, so it leaves the prefix after it; row 1 is sure
+    of its canvases and stops within each in two steps; row 2 runs to the step cap. In float64 the narrowed loop's
+    tokens equal those of the loop that runs every row through every step, which the forwards' row counts show it
+    did not do."""
+    model = _llama(2).double()
+    input_ids, mask = left_pad([[5, 6, 8], [9, 10, 11, 12], [20, 21]], 1, torch.device("cpu"))
+    settings = DenoiseSettings(
+        max_canvases=3, max_steps=8, entropy_bound=3.0, t_max=0.6, t_min=0.2, stability_threshold=1,
+        confidence_threshold=1.0, refresh_every=refresh,
+    )  # fmt: skip
+    tokens = torch.full((3, 8), 40)
+    tokens[0, 3] = 1  # row 0 ends its page in the first canvas
+    pins = Pins(tokens, tokens == 1)
+
+    def run(kind: type[_Narrowing]) -> tuple[torch.Tensor, _Narrowing]:
+        denoiser = kind(model, _Tokens(), 8)  # type: ignore[arg-type]
+        out = denoise(denoiser, input_ids, mask, settings, torch.Generator().manual_seed(5), pins=pins)
+        return out, denoiser
+
+    narrowed, ours = run(_Narrowing)
+    whole, theirs = run(_Whole)
+    assert torch.equal(narrowed, whole)
+    assert set(narrowed[0, 4:].tolist()) == {1}  # row 0: its end of text, then padding
+    assert set(narrowed[1].tolist()) == {7}  # row 1: sure of 7
+    assert len(set(narrowed[2].tolist())) > 4  # row 2: written
+    assert theirs.rows == [3] * 24
+    assert ours.rows == [3, 3] + [2] * 6 + [2, 2] + [1] * 6 + [2, 2] + [1] * 6
+
+
+def test_diffusion_gemma_narrowed_to_its_rows_still_denoising_writes_the_same_tokens(tmp_path: Path) -> None:
+    """DiffusionGemma's prefix narrowed too (its cache and mask; its decoder masks are built again). The row of the
+    shortest prompt is made sure of one token, so it stops within each canvas in two steps while the others run
+    to the step cap: the tokens equal the loop's over every row, and the forwards after its stop leave it out."""
+    from engine.gemma import GemmaDenoiser
+
+    class Sure(GemmaDenoiser):
+        rows: list[int] = []
+        pads = 0
+
+        def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+            logits = super().denoise(prefix, canvas, self_conditioning).clone()
+            Sure.rows.append(logits.shape[0])
+            logits[(~prefix.attention_mask).sum(dim=-1) == Sure.pads, :, 9] += 50.0  # the row of most padding
+            return logits
+
+    settings = dataclasses.replace(SETTINGS, max_steps=8, confidence_threshold=0.5, stop_at_eos=False)
+    with tiny_model(tmp_path) as loaded:
+        denoiser = Sure(loaded.model, loaded.denoiser.tokenizer)
+        ids = [denoiser.encode_prompt(p) for p in ["Hash table", "A longer prompt about arrays and lists", "x"]]
+        assert [len(i) for i in ids][2] == 3
+        input_ids, attention_mask = left_pad(ids, denoiser.pad_id, loaded.device)
+        Sure.pads = input_ids.shape[1] - 3
+        ours = denoise(denoiser, input_ids, attention_mask, settings, torch.Generator().manual_seed(0))
+        narrowed, Sure.rows = Sure.rows, []
+        Sure.narrow = None  # type: ignore[assignment,method-assign]
+        whole = denoise(denoiser, input_ids, attention_mask, settings, torch.Generator().manual_seed(0))
+    assert torch.equal(ours, whole)
+    assert set(ours[2].tolist()) == {9} and Sure.rows == [3] * 24
+    assert narrowed == ([3, 3] + [2] * 6) * 3
