@@ -421,10 +421,12 @@ def denoise(
     pins: Pins | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     free: torch.Tensor | None = None,
+    gone: Callable[[], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Write up to ``max_canvases`` canvases after each prompt of ``input_ids`` (B, T); returns the new tokens
     (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``). ``free`` (V,) bool: the
-    tokens ``cap_runs`` lets run (the end of text and the padding always may)."""
+    tokens ``cap_runs`` lets run (the end of text and the padding always may). ``gone``, asked before each step:
+    the rows (B,) bool nobody waits for any more; each ends there as if it had ended its page (padding after it)."""
     settings.check()
     changed_only = getattr(denoiser, "denoise_changed", None)  # a step over the changed positions alone
     if settings.refresh_every and changed_only is None:
@@ -468,6 +470,10 @@ def denoise(
             for remaining in range(0 if given else settings.max_steps, 0, -1):
                 if cancelled():
                     raise GenerationCancelled
+                if gone is not None:
+                    left = gone().to(device)
+                    stopped |= left
+                    finished |= left
                 active = ~stopped
                 step = settings.max_steps - remaining
                 if narrow is not None:  # a row whose step would be thrown away (below) is left out of the forward

@@ -197,6 +197,7 @@ def run_plan(loaded: LoadedModel, plan: Plan, after_step: Callable[[], None] | N
         observer=streamer,
         pins=plan.pins,
         cancelled=streamer.abandoned,
+        gone=streamer.gone,
         free=free_to_run(loaded.tokenizer, loaded.denoiser.vocab_size) if plan.settings.cap_runs else None,
     )
     streamer.end()

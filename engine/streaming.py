@@ -94,6 +94,10 @@ class FrameStreamer:
         """True once every row is finished or its consumer has gone: the loop then stops within one step."""
         return all(state.done or row.cancelled() for row, state in zip(self.rows, self.states, strict=True))
 
+    def gone(self) -> torch.Tensor:
+        """The rows (B,) bool whose consumer has gone: the loop stops computing them."""
+        return torch.tensor([row.cancelled() for row in self.rows], dtype=torch.bool)
+
     def step(self, draft: torch.Tensor, accepted: torch.Tensor, entropy: torch.Tensor, active: torch.Tensor) -> None:
         if self.abandoned():
             raise GenerationCancelled  # within one denoising step of the last consumer leaving
@@ -101,7 +105,7 @@ class FrameStreamer:
         rows = zip(self.rows, self.states, *values, strict=True)
         for row, state, ids, taken, spread, moving in rows:
             if state.done or not moving:
-                continue  # finished rows ride along in the batch; they have nothing new to show
+                continue  # a row that ended, stopped or lost its consumer has nothing new to show
             state.steps += 1
             state.forwards += 1
             frame = StepFrame(

@@ -856,3 +856,30 @@ def test_diffusion_gemma_narrowed_to_its_rows_still_denoising_writes_the_same_to
     assert torch.equal(ours, whole)
     assert set(ours[2].tolist()) == {9} and Sure.rows == [3] * 24
     assert narrowed == ([3, 3] + [2] * 6) * 3
+
+
+def test_a_row_nobody_waits_for_leaves_the_forward_and_the_others_write_what_they_would() -> None:
+    """Row 1's consumer goes after three steps: from the fourth it is left out of every forward and ends as padding;
+    rows 0 and 2 write, in float64, the tokens they write when row 1 stays."""
+    model = _llama(2).double()
+    input_ids, mask = left_pad([[5, 6, 8], [9, 10, 11, 13], [20, 21]], 1, torch.device("cpu"))
+    settings = DenoiseSettings(
+        max_canvases=3, max_steps=8, entropy_bound=3.0, t_max=0.6, t_min=0.2, stability_threshold=1,
+        confidence_threshold=0.01, refresh_every=3,
+    )  # fmt: skip
+    asked = []
+
+    def gone() -> torch.Tensor:
+        asked.append(1)
+        return torch.tensor([False, len(asked) > 3, False])
+
+    def run(leaves: bool) -> tuple[torch.Tensor, _Narrowing]:
+        denoiser = _Narrowing(model, _Tokens(), 8)  # type: ignore[arg-type]
+        generator = torch.Generator().manual_seed(5)
+        return denoise(denoiser, input_ids, mask, settings, generator, gone=gone if leaves else None), denoiser
+
+    (left, ours), (stayed, theirs) = run(True), run(False)
+    # row 0's second canvas ends in 12, so it is sure of its third and stops there after two steps
+    assert theirs.rows == [3] * 18 + [2] * 6 and ours.rows == [3] * 3 + [2] * 15 + [1] * 6
+    assert torch.equal(left[[0, 2]], stayed[[0, 2]])
+    assert set(left[1].tolist()) == {1} and set(stayed[1].tolist()) != {1}

@@ -462,3 +462,28 @@ def test_digits_and_whitespace_may_run_past_the_cap_and_words_may_not() -> None:
     assert all(free[one(text)] for text in ("0", "7", "\n", "    ", "\n\n"))
     assert not any(free[one(text)] for text in (".", "g", " the", "~", "_", "li"))
     assert free_to_run(tokenizer, len(tokenizer)) is free  # once per tokenizer
+
+
+def test_a_row_whose_consumer_left_is_no_longer_computed_and_the_others_finish(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three variations; the second's consumer leaves after its first frame: the next forwards run over two rows,
+    and the other two pages are written to their end."""
+    widths: list[int] = []
+    denoise = type(loaded.denoiser).denoise
+
+    def counting(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+        widths.append(canvas.shape[0])
+        return denoise(self, prefix, canvas, self_conditioning)
+
+    monkeypatch.setattr(type(loaded.denoiser), "denoise", counting)
+    request = GenerationRequest(prompt="Hash table", max_steps=4, seed=3, stop_at_eos=False)
+    frames: list[list[Frame]] = [[], [], []]
+    rows = [
+        Row(emit=frames[0].append),
+        Row(emit=frames[1].append, cancelled=lambda: bool(frames[1])),
+        Row(emit=frames[2].append),
+    ]
+    run_plan(loaded, plan_batch(loaded, [request] * 3, rows))
+    assert widths[0] == 3 and set(widths[1:]) == {2}
+    assert len(frames[1]) == 1 and isinstance(done(frames[0]), DoneFrame) and isinstance(done(frames[2]), DoneFrame)
