@@ -23,8 +23,8 @@ padding on, holding the batch's canvas to its step cap). Randomness comes only f
 in.
 
 A family that can narrow its prefix to some rows (``Narrowing``) has each step's forward run over the rows still
-denoising only; the sampling still runs over every row, the others taking their last logits, so each row's draws
-are those it would get with every row computed.
+denoising only; the sampling still runs over every row, the others on flat logits, so each row's draws are those
+it would get with every row computed.
 """
 
 from __future__ import annotations
@@ -487,12 +487,9 @@ def denoise(
                 else:
                     given_sc = self_conditioning if whole or self_conditioning is None else self_conditioning[rows]
                     logits = denoiser.denoise(view, inputs, given_sc)  # (B, C, V), or (R, C, V) for ``rows``
-                if not whole:  # the rows left out take their last step's logits, which they keep (below) anyway
+                if not whole:  # the rows left out get flat logits: what they draw is thrown away (below)
                     part = logits
-                    if self_conditioning is None:
-                        logits = torch.zeros((b, c, part.shape[-1]), dtype=part.dtype, device=device)
-                    else:
-                        logits = self_conditioning.to(part.dtype, copy=True)
+                    logits = torch.zeros((b, c, part.shape[-1]), dtype=part.dtype, device=device)
                     logits[rows] = part
                 if settings.neighbour_repeat_penalty != 1:
                     kept = accepted if pinned is None else accepted | pinned.keep
