@@ -426,7 +426,8 @@ def denoise(
     """Write up to ``max_canvases`` canvases after each prompt of ``input_ids`` (B, T); returns the new tokens
     (B, K*C), with the padding token after a row's end-of-text (when ``stop_at_eos``). ``free`` (V,) bool: the
     tokens ``cap_runs`` lets run (the end of text and the padding always may). ``gone``, asked before each step:
-    the rows (B,) bool nobody waits for any more; each ends there as if it had ended its page (padding after it)."""
+    the rows (B,) bool nobody waits for any more (once gone, always gone); each ends there, its canvas and the rest
+    of its tokens the padding token."""
     settings.check()
     changed_only = getattr(denoiser, "denoise_changed", None)  # a step over the changed positions alone
     if settings.refresh_every and changed_only is None:
@@ -462,8 +463,9 @@ def denoise(
                 if settings.stability_threshold is not None and settings.confidence_threshold is not None
                 else None
             )
-            # a row that has ended its page writes padding from here on: it holds the batch back no longer
-            stopped = finished.clone() if settings.stop_at_eos else torch.zeros(b, dtype=torch.bool, device=device)
+            # a row that has ended its page writes padding from here on: it holds the batch back no longer (without
+            # ``stop_at_eos`` only a row nobody waits for ends before the last canvas)
+            stopped = finished.clone()
             accepted = torch.zeros((b, c), dtype=torch.bool, device=device)
             streak = torch.zeros((b, c), dtype=torch.long, device=device)  # steps accepted with the same token
             view, rows = prefix, live  # the prefix a step reads, and its rows: those still denoising, where it narrows
@@ -474,12 +476,17 @@ def denoise(
                     left = gone().to(device)
                     stopped |= left
                     finished |= left
+                    if bool(stopped.all()):  # the rows still denoising all left: the canvas ends here
+                        break
                 active = ~stopped
                 step = settings.max_steps - remaining
                 if narrow is not None:  # a row whose step would be thrown away (below) is left out of the forward
                     wanted = (active if stopper is not None else ~finished).nonzero().squeeze(-1)
-                    if wanted.numel() < rows.numel():  # rows only ever stop: ``wanted`` is a subset of ``rows``
-                        view, rows = narrow(view, torch.searchsorted(rows, wanted)), wanted
+                    if wanted.numel() < rows.numel():  # rows only ever stop, so ``wanted`` is a subset of ``rows``
+                        positions = torch.searchsorted(rows, wanted)
+                        if not torch.equal(rows[positions.clamp(max=rows.numel() - 1)], wanted):
+                            raise EngineError("a row the loop had left out of its forwards came back")
+                        view, rows = narrow(view, positions), wanted
                 whole = rows.numel() == b
                 inputs = current if whole else current[rows]
                 if changed_only is not None and settings.refresh_every and step % settings.refresh_every:
@@ -540,8 +547,8 @@ def denoise(
                 start = repeat_start(canvas, settings.max_repeat)
                 hit = start < canvas.shape[-1]
                 canvas[hit, start[hit]] = denoiser.eos_id
+            canvas[finished] = denoiser.pad_id  # without ``stop_at_eos``: the rows nobody waits for
             if settings.stop_at_eos:
-                canvas[finished] = denoiser.pad_id
                 is_eos = canvas == denoiser.eos_id
                 after = (is_eos.cumsum(dim=-1) - is_eos.long()) > 0  # positions past a row's first EOS
                 canvas[after] = denoiser.pad_id
@@ -549,7 +556,8 @@ def denoise(
             canvases.append(canvas)
             if observer is not None:
                 observer.canvas(canvas)
-            if index + 1 == settings.max_canvases or (settings.stop_at_eos and bool(finished.all())):
+            # every row has ended: its page (``stop_at_eos``), or nobody waits for it (``gone``)
+            if index + 1 == settings.max_canvases or bool(finished.all()):
                 break
             if narrow is not None and bool(finished[live].any()):  # their padding is never read: they leave
                 ongoing = ~finished[live]

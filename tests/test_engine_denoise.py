@@ -858,9 +858,10 @@ def test_diffusion_gemma_narrowed_to_its_rows_still_denoising_writes_the_same_to
     assert narrowed == ([3, 3] + [2] * 6) * 3
 
 
-def test_a_row_nobody_waits_for_leaves_the_forward_and_the_others_write_what_they_would() -> None:
+def test_a_row_nobody_waits_for_leaves_the_forward_and_the_others_draw_as_before() -> None:
     """Row 1's consumer goes after three steps: from the fourth it is left out of every forward and ends as padding;
-    rows 0 and 2 write, in float64, the tokens they write when row 1 stays."""
+    rows 0 and 2 write, in float64, the tokens they write when row 1 stays (row 2 never stops early here, so no
+    canvas ends sooner for row 1's leaving, which would draw less noise for the others' later canvases)."""
     model = _llama(2).double()
     input_ids, mask = left_pad([[5, 6, 8], [9, 10, 11, 13], [20, 21]], 1, torch.device("cpu"))
     settings = DenoiseSettings(
@@ -883,3 +884,25 @@ def test_a_row_nobody_waits_for_leaves_the_forward_and_the_others_write_what_the
     assert theirs.rows == [3] * 18 + [2] * 6 and ours.rows == [3] * 3 + [2] * 15 + [1] * 6
     assert torch.equal(left[[0, 2]], stayed[[0, 2]])
     assert set(left[1].tolist()) == {1} and set(stayed[1].tolist()) != {1}
+
+
+def test_when_the_rows_still_denoising_all_leave_the_canvas_ends_without_a_forward_over_none() -> None:
+    """Row 0 is sure of its canvas and stops within it after two steps; row 1's consumer goes after three. No row is
+    left to compute, so the canvas ends there (a forward over no rows would fail the whole batch, row 0 with it), and
+    row 0's page is written on."""
+    model = _llama(2).double()
+    input_ids, mask = left_pad([[9, 10, 11, 12], [20, 21]], 1, torch.device("cpu"))
+    settings = DenoiseSettings(
+        max_canvases=2, max_steps=8, entropy_bound=3.0, t_max=0.6, t_min=0.2, stability_threshold=1,
+        confidence_threshold=1.0,
+    )  # fmt: skip
+    asked = []
+
+    def gone() -> torch.Tensor:
+        asked.append(1)
+        return torch.tensor([False, len(asked) > 3])
+
+    denoiser = _Narrowing(model, _Tokens(), 8)  # type: ignore[arg-type]
+    out = denoise(denoiser, input_ids, mask, settings, torch.Generator().manual_seed(5), gone=gone)
+    assert denoiser.rows == [2, 2, 1, 1, 1]  # canvas 0: both, then row 1 alone; canvas 1: row 0 alone
+    assert set(out[0].tolist()) == {7} and set(out[1].tolist()) == {1}
