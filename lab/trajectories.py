@@ -137,6 +137,8 @@ class Recorder:
     """A denoiser that hands every call to the one it wraps and keeps the canvas each denoising step read, canvas
     by canvas (a commit starts the next canvas)."""
 
+    narrow = None  # every step over every row of the batch: the loop leaves no row out, so each row is recorded
+
     def __init__(self, denoiser: Any) -> None:
         self._inner = denoiser
         self.length = int(denoiser.canvas_length)
