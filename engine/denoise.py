@@ -22,9 +22,9 @@ in a batch a row that has ended its page counts as stopped in every later canvas
 padding on, holding the batch's canvas to its step cap). Randomness comes only from the ``torch.Generator`` passed
 in.
 
-A family that can narrow its prefix to some rows (``Narrowing``) has each step's forward run over the rows still
-denoising only; the sampling still runs over every row, the others on flat logits, so each row's draws are those
-it would get with every row computed.
+A family that can narrow its prefix to some rows (``Denoiser``'s optional ``narrow``) has each step's forward run
+over the rows still denoising only; the sampling still runs over every row, the others on flat logits, so each
+row's draws are those it would get with every row computed.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ from engine.frames import MIN_TEMPERATURE, EngineError
 
 
 class Denoiser(Protocol):
-    """A model family as the loop sees it: token ids in, logits out; the KV cache is the family's business."""
+    """A model family as the loop sees it: token ids in, logits out; the KV cache is the family's business.
+
+    Two optional methods: ``denoise_changed(prefix, canvas, neighbours)``, a step over the changed positions alone
+    (``refresh_every``), and ``narrow(prefix, rows)``, the prefix of rows ``rows`` (R,) in that order, sharing
+    nothing a step or a commit changes; with it the loop runs a step's forward over the rows still denoising only,
+    not over those that stopped or ended their page (their results are thrown away)."""
 
     canvas_length: int
     vocab_size: int
@@ -60,16 +65,6 @@ class Denoiser(Protocol):
 
     def commit(self, prefix: Any, canvas: torch.Tensor) -> None:
         """Append a finished canvas (B, C) to the prefix."""
-        ...
-
-
-class Narrowing(Protocol):
-    """A denoiser that can also give the prefix of some of its rows: the loop then runs a step's forward over the
-    rows still denoising only, not over those that stopped or ended their page (their results were thrown away)."""
-
-    def narrow(self, prefix: Any, rows: torch.Tensor) -> Any:
-        """The prefix of rows ``rows`` (R,) of ``prefix``, in that order, sharing nothing a step or a commit changes:
-        using one leaves the other as it was."""
         ...
 
 
