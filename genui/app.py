@@ -32,6 +32,7 @@ from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
 from genui.screens import (
     HEALTH_PATH,
+    INTENT_PATH,
     KEEP_PATH,
     REGENERATE_PATH,
     REWRITE_PATH,
@@ -242,6 +243,7 @@ def create_app(
         Route(VARIATIONS_PATH, views.variations, methods=["POST"]),
         Route(KEEP_PATH, views.keep, methods=["POST"]),
         Route(WAIT_PATH, views.wait),
+        Route(INTENT_PATH, views.intent, methods=["POST"]),
         Route(HEALTH_PATH, views.health),
         WebSocketRoute(WS_PATH, stream.serve),
         WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),

@@ -74,6 +74,22 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
     return f"{path}?{parts.query}" if parts.query else path
 
 
+def served_at(pages: Pages, href: str) -> tuple[SiteRuntime, str] | None:
+    """The site that serves a link's ``href`` (a path on this server, as a page shows it) and the href as a URL of
+    that site; None for any other address (another server's, the list of sites). BadRequest when it is no URL."""
+    try:
+        parts = urlsplit(href)
+    except ValueError as err:  # "/[": not a URL at all
+        raise BadRequest("href is not a URL") from err
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return None
+    for runtime in pages.sites.values():
+        if not runtime.mount or parts.path.startswith(runtime.mount + "/"):
+            site_url = parts.path[len(runtime.mount) :]
+            return runtime, f"{site_url}?{parts.query}" if parts.query else site_url
+    return None
+
+
 def client_address(connection: HTTPConnection) -> str | None:
     """Who is asking, for the runs-per-client limit: the client's address. Behind a reverse proxy that uvicorn
     trusts (FORWARDED_ALLOW_IPS; 127.0.0.1 unless set), the address its X-Forwarded-For names."""

@@ -7,6 +7,10 @@ it (the same prompt, parent and seed: the page a click would write when its run 
 read-ahead run does; docs/engine.md, "Reproducibility and batching"), and stored. A click on one of them is then a
 cache hit, served whole at once.
 
+A link a visitor's pointer rests on, or their keyboard's focus reaches, is a better guess than document order: the
+page's script says so (``/_genui/intent``), and that page is written next, before the rest of the list, the run read
+ahead from the list giving way to it. Only the newest such hint is kept: the pointer has moved on from the others.
+
 Reading ahead never keeps a visitor waiting. It starts a page only while no other run is under way, and when a
 visitor's run starts it cancels the page it is writing (the engine's loop stops within one denoising step), to start
 it again once the engine is free; unless a visitor opened that very page and watches it land, which makes the run
@@ -89,9 +93,11 @@ class ReadAhead:
             raise ValueError(f"links must be 0 (off) or more, got {links}")
         self.pages, self.links = pages, links
         self._queue: deque[Job] = deque()
+        self._hint: Job | None = None  # the page a visitor's pointer rests on a link to: read ahead first
         self._lists = 0  # how many times a page shown has replaced the queue
         self._wake = asyncio.Event()
         self._current: Generation | None = None  # the run this reader started and watches
+        self._hinted = False  # the current run was started for a hint: a newer hint waits for it, not cancels it
         self._opened: float | None = None  # when a visitor opened the page being read ahead: it is theirs
         self._adopted = False  # a visitor opened it, and has been shown nothing newer since: its links come next
         self._yielded = False  # the current run was cancelled to give way: its page goes back to the queue
@@ -120,7 +126,29 @@ class ReadAhead:
         if self.links and not self._closed and self.pages.model_id is not None:
             self._list(lambda: front_pages(self.pages, self.links), "the list of sites")
 
+    def hinted(self, job: Job) -> None:
+        """A visitor's pointer rests on a link to ``job``'s page, or their keyboard's focus is on it: likely their
+        next click. It is read ahead next, and a run read ahead from the list gives way to it (a run started for an
+        earlier hint finishes first: a pointer crossing a page's links would otherwise cancel one run after another).
+        Never raises: a hint must cost the visitor nothing."""
+        if not self.links or self._closed:
+            return
+        run = self._current
+        try:
+            if run is not None and run.key == job.key:
+                return
+            if self.pages.versions(job) or self.pages.running(job, 1) is not None:
+                return  # stored, or being written for a visitor
+        except Exception:
+            log.exception("reading ahead %s on a hint failed", job.url)
+            return
+        self._hint = job
+        if run is not None and not self._hinted:
+            self.give_way()
+        self._start()
+
     def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
+        self._hint = None  # the hint was about the links of a page no longer the newest shown
         self._adopted = False  # the newest page shown is this one (the run stays the visitor's: self._opened)
         try:
             self._queue = deque(linked for linked in listing() if not self.pages.versions(linked))
@@ -128,6 +156,9 @@ class ReadAhead:
             log.exception("reading ahead from %s failed", shown)
             return
         self._lists += 1
+        self._start()
+
+    def _start(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._work())
         self._wake.set()
@@ -184,20 +215,22 @@ class ReadAhead:
     async def _work(self) -> None:
         while not self._closed:
             self._wake.clear()
-            if self._queue and self.pages.engine is not None and not self.pages.busy():  # pages.loaded() wakes it
-                job = self._queue.popleft()
+            if (self._hint or self._queue) and self.pages.engine is not None and not self.pages.busy():
+                # (pages.loaded() wakes it once the engine is there)
+                hinted, job = self._hint is not None, self._hint or self._queue.popleft()
+                self._hint = None
                 try:
-                    await self._read(job)
+                    await self._read(job, hinted)
                 except (EngineError, BadRequest, PageWithdrawn):  # refused, too long, or withdrawn: skipped
                     pass
                 except Exception:
                     log.exception("reading ahead %s failed", job.url)
                 continue
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(IDLE_CHECK_S if self._queue else None):
+                async with asyncio.timeout(IDLE_CHECK_S if self._queue or self._hint else None):
                     await self._wake.wait()
 
-    async def _read(self, job: Job) -> None:
+    async def _read(self, job: Job, hinted: bool = False) -> None:
         if self.pages.sites.get(job.key.site) is not job.runtime:
             return  # listed before its site was loaded again (genui serve --reload): its prompt may be the old one
         if job.key.model != self.pages.model_id:
@@ -205,7 +238,7 @@ class ReadAhead:
         if self.pages.versions(job) or self.pages.running(job, 1) is not None:
             return  # stored or being written meanwhile
         run, lists = self.pages.generation(job, 1, ahead=True), self._lists
-        self._current, self._last, self._yielded = run, run, False
+        self._current, self._last, self._yielded, self._hinted = run, run, False, hinted
         self._opened, self._adopted = None, False
         self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
         try:
@@ -213,11 +246,14 @@ class ReadAhead:
         except EngineError:
             if not self._yielded:
                 raise
-            if self._lists == lists:  # unless a newer page shown says what to read now
-                self._queue.appendleft(job)  # it gave way: again when the engine is free
+            if self._lists == lists:  # unless a newer page shown says what to read now, again when the engine is free
+                if hinted and self._hint is None:
+                    self._hint = job  # still the newest hint
+                else:
+                    self._queue.appendleft(job)
             return
         finally:
-            self._current = None
+            self._current, self._hinted = None, False
             if self._check is not None:
                 self._check.cancel()
         log.info("read ahead %s (%.1f s)", job.url, page.seconds)

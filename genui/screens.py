@@ -33,6 +33,7 @@ REGENERATE_PATH = "/_genui/regenerate"
 REWRITE_PATH = "/_genui/rewrite"  # write one section of a page again
 VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next version side by side
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
+INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 
 
@@ -185,6 +186,7 @@ class Screens:
             "forms": forms,
             "index_url": self.index_url,
             "model_id": self._model_id(),
+            "hint_url": INTENT_PATH if self.pages.reader.links else None,  # genui.js tells it the link pointed at
             "document_title": f"{title} — {site.title}" if title else site.title,
             "thread": None,
             "navigation": [],

@@ -30,6 +30,7 @@ from genui.inputs import (
     page_at,
     parent_url,
     same_origin,
+    served_at,
     site_named,
     small_form,
     version,
@@ -39,6 +40,7 @@ from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
+from genui.sites import MAX_PATH
 from genui.store import StoredPage
 from genui.variations import Variations
 
@@ -85,6 +87,25 @@ class Views:
             "config_errors": dict(pages.config_errors),
         }
         return JSONResponse(body, code, {**headers, "Cache-Control": "no-store"})
+
+    async def intent(self, request: Request) -> Response:
+        """A visitor's pointer rests on a link, or their keyboard's focus: the page it leads to is likely their next
+        click, and is read ahead next (``ReadAhead.hinted``). The form's ``href`` is the link's, as the page shows
+        it; the page the link is on is named as a click names it (``HX-Current-URL``). 204 whatever comes of it: a
+        hint starts nothing while a visitor waits, and a link to a page genui does not keep is no error."""
+        if not same_origin(request):
+            raise HTTPException(403, FOREIGN_FORM)
+        form = await small_form(request)
+        href = form_text(form, "href", MAX_PATH)
+        if not href:
+            raise BadRequest("href names the link's address")
+        served = served_at(self.pages, href)
+        if served is not None and self.pages.engine is not None and self.pages.reader.links:
+            runtime, site_url = served
+            location = runtime.locate(site_url)  # BadRequest: a malformed address
+            if location is not None and location.route.cache != "none":
+                self.pages.reader.hinted(self.pages.job(runtime, location, parent_url(request, runtime)))
+        return Response(status_code=204)
 
     async def to_site(self, request: Request) -> Response:
         return RedirectResponse(site_named(self.pages, request.path_params["site"]).url("/"))

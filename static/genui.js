@@ -141,4 +141,54 @@
       document.title = content.dataset.documentTitle;
     }
   });
+
+  // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui
+  // serve reads ahead, the page's main element names where to say so (data-genui-hint), and that page is written
+  // next while no visitor waits, so that the click finds it written. Once a link per page shown; a pointer that only
+  // crosses a link says nothing.
+  var HINT_AFTER_MS = 100;
+  var hintTimer = null;
+  var hinted = {};
+
+  function hint(link) {
+    var main = document.getElementById("genui-main");
+    var url = main ? main.dataset.genuiHint : null;
+    var href = link.getAttribute("href");
+    var key = window.location.pathname + window.location.search + " " + href;
+    if (!url || !main.contains(link) || hinted[key]) {
+      return;
+    }
+    hinted[key] = true;
+    window
+      .fetch(url, {
+        method: "POST",
+        body: new URLSearchParams({ href: href }),
+        headers: { "HX-Current-URL": window.location.href },
+        credentials: "same-origin",
+      })
+      .catch(function () {}); // only a hint: a click still works without it
+  }
+
+  function pageLink(event) {
+    return event.target && event.target.closest ? event.target.closest("a[hx-get][href]") : null;
+  }
+
+  document.addEventListener("mouseover", function (event) {
+    var link = pageLink(event);
+    window.clearTimeout(hintTimer);
+    if (link) {
+      hintTimer = window.setTimeout(function () {
+        hint(link);
+      }, HINT_AFTER_MS);
+    }
+  });
+  document.addEventListener("mouseout", function () {
+    window.clearTimeout(hintTimer);
+  });
+  document.addEventListener("focusin", function (event) {
+    var link = pageLink(event);
+    if (link) {
+      hint(link);
+    }
+  });
 })();

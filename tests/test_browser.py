@@ -200,6 +200,34 @@ def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> 
         assert problems == []
 
 
+def test_a_link_the_pointer_rests_on_is_written_before_the_click(tmp_path: Path) -> None:
+    engine = FakeEngine(delay=0.05, steps=4)
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+
+    def written(title: str) -> list[str]:
+        return [call.prompt for call in engine.calls if f"<title>{title}</title>" in call.prompt]
+
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        deadline = time.monotonic() + 15
+        while engine.finished < 2:  # the list's one page, the first link, is read ahead; the second is not
+            assert time.monotonic() < deadline, "the first link was not read ahead"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert written("Lisp map") == []
+        page.hover("text=Lisp map")  # the pointer rests on the second link: the page says so, and it is written
+        while engine.finished < 3:
+            assert time.monotonic() < deadline, "the link pointed at was not read ahead"
+            time.sleep(0.05)
+        page.click("text=Lisp map")
+        page.wait_for_selector(".genui-page h1:text-is('Lisp map')", timeout=5_000)
+        assert page.query_selector("[ws-connect]") is None  # the cache answered: no draft to stream
+        assert len(written("Lisp map")) == 1 and "<from>Lisp</from>" in written("Lisp map")[0]
+        assert problems == []
+
+
 def test_with_reload_a_broken_edit_shows_on_the_next_page_and_a_fix_clears_it(tmp_path: Path) -> None:
     root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
     toml = root / "site.toml"

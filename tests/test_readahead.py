@@ -383,3 +383,110 @@ def test_the_list_of_sites_has_the_first_sites_front_pages_read_ahead(
     assert wait_url(response) is None and "ws-connect" not in response.text
     front = engine.calls[0]
     assert [call for call in engine.calls if call == front] == [front]  # never written again
+
+
+# -- hints: the link a visitor's pointer rests on ------------------------------------------------------------------
+
+
+async def test_a_link_pointed_at_is_read_ahead_next_and_the_list_gives_way_to_it(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)  # the list holds /Lisp's first link only
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
+    assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    assert engine.cancelled == 1  # the run read ahead from the list gave way at once
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0 and not pages.busy(), within=20)
+    # The hinted page first, then the list's page again, each written once to the end.
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map", "Lisp tree"]
+    assert pages.versions(page_job(pages, "/Lisp_map")) == 1
+    assert "<from>Lisp</from>" in engine.calls[2].prompt  # as the click from /Lisp would write it
+    await pages.close()
+
+
+async def test_a_newer_hint_waits_for_the_run_an_earlier_hint_started(wiki_pages: Callable[..., Pages]) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
+    assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    pages.reader.hinted(page_job(pages, "/Unix", parent="/Lisp"))  # the pointer moved on to another link
+    pages.reader.hinted(page_job(pages, "/Go", parent="/Lisp"))  # and on again: only the newest hint is kept
+    await asyncio.sleep(0.2)
+    assert pages.reader.reading == "/Lisp_map" and engine.cancelled == 1
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0 and not pages.busy(), within=30)
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map", "Go", "Lisp tree"]
+    await pages.close()
+
+
+async def test_a_hint_writes_nothing_stored_nothing_running_and_nothing_without_reading_ahead(
+    wiki_pages: Callable[..., Pages], tmp_path: Path, wiki: Site
+) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_tree", parent="/Lisp"))  # the very page being read ahead
+    pages.reader.hinted(page_job(pages, "/Lisp"))  # a stored page
+    await asyncio.sleep(0.2)
+    assert pages.reader.reading == "/Lisp_tree" and engine.cancelled == 0
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0 and not pages.busy(), within=20)
+    assert titles(engine) == ["Lisp", "Lisp tree"]
+    await pages.close()
+
+    quiet = FakeEngine()
+    off = Pages([SiteRuntime.build(wiki, "")], Store(tmp_path / "off.sqlite3"), quiet, read_ahead=0)
+    await written(off, "/Lisp")
+    off.reader.hinted(page_job(off, "/Lisp_map", parent="/Lisp"))
+    await asyncio.sleep(0.2)
+    assert titles(quiet) == ["Lisp"]
+    await off.close()
+
+
+def test_the_page_script_says_which_link_is_pointed_at_and_genui_writes_it(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(1, engine)
+    response = visit(client, "/Lisp")
+    assert 'data-genui-hint="/_genui/intent"' in response.text  # where the page's script says it
+    assert eventually(lambda: stored(client, "/Lisp_tree") and idle(client))
+    assert not stored(client, "/Lisp_map")  # past the first link of the list
+    here = {"HX-Current-URL": "http://testserver/Lisp"}
+    answer = client.post("/_genui/intent", data={"href": "/Lisp_map"}, headers=here)
+    assert answer.status_code == 204 and answer.content == b""
+    assert eventually(lambda: stored(client, "/Lisp_map") and idle(client))
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
+    assert "<from>Lisp</from>" in engine.calls[-1].prompt  # the page the link is on, as a click names it
+    # A link to a stored page (a place in it too), to another server, or to an address of no page: nothing.
+    for href in ("/Lisp_map", "/Lisp_map#History", "http://elsewhere.example/Lisp_x", "//elsewhere.example/x", "/a/b"):
+        assert client.post("/_genui/intent", data={"href": href}, headers=here).status_code == 204
+    time.sleep(0.3)
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
+
+
+def test_a_malformed_or_foreign_hint_is_refused_and_starts_nothing(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(1, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: idle(client))
+    calls = len(engine.calls)
+    foreign = {"Origin": "http://evil.example"}
+    assert client.post("/_genui/intent", data={"href": "/Lisp_map"}, headers=foreign).status_code == 403
+    assert client.post("/_genui/intent", data={}).status_code == 400  # no href
+    assert client.post("/_genui/intent", data={"href": "/" + "x" * 600}).status_code == 400  # too long
+    assert client.post("/_genui/intent", data={"href": "/../Lisp_map"}).status_code == 400  # a dot segment
+    assert client.post("/_genui/intent", data={"href": "http://[/x"}).status_code == 400  # no URL
+    assert client.get("/_genui/intent").status_code == 404  # a GET changes nothing: no page lives there
+    time.sleep(0.3)
+    assert len(engine.calls) == calls
+
+
+def test_without_reading_ahead_pages_say_no_hints_and_a_hint_writes_nothing(reading: Reading) -> None:
+    engine = FakeEngine()
+    client = reading(0, engine)
+    assert "data-genui-hint" not in visit(client, "/Lisp").text
+    assert client.post("/_genui/intent", data={"href": "/Lisp_map"}).status_code == 204
+    time.sleep(0.3)
+    assert titles(engine) == ["Lisp"]
