@@ -119,7 +119,7 @@ class ReadAhead:
         instead of the links of a page being read ahead that a visitor opened before). Never raises: reading ahead
         must not cost a visitor the page they asked for."""
         if self.links and not self._closed:
-            self._list(lambda: reading_list(self.pages, job, page.html, self.links), job.url)
+            self._list(lambda: reading_list(self.pages, job, page.html, self.links), job.url, job)
 
     def index_shown(self) -> None:
         """A visitor was shown the list of sites: read ahead the sites' front pages, in the order it lists them."""
@@ -147,8 +147,11 @@ class ReadAhead:
             self.give_way()
         self._start()
 
-    def _list(self, listing: Callable[[], list[Job]], shown: str) -> None:
-        self._hint = None  # the hint was about the links of a page no longer the newest shown
+    def _list(self, listing: Callable[[], list[Job]], shown: str, page: Job | None = None) -> None:
+        hint = self._hint
+        if hint is None or page is None or (hint.key.site, hint.parent_url) != (page.key.site, page.location.url):
+            self._hint = None  # about the links of a page no longer the newest shown (kept for a page just finished)
+        self._hinted = False  # a run an older page's hint started gives way to this page's hints
         self._adopted = False  # the newest page shown is this one (the run stays the visitor's: self._opened)
         try:
             self._queue = deque(linked for linked in listing() if not self.pages.versions(linked))
@@ -186,6 +189,8 @@ class ReadAhead:
         no visitor watches, came from the old config: where the edit changed their route's version, pages nobody
         will look up again."""
         self._queue = deque(job for job in self._queue if job.key.site != name)
+        if self._hint is not None and self._hint.key.site == name:
+            self._hint = None
         run = self._current
         unwatched = run is not None and not run.finished and run.watchers <= 1 and self._opened is None
         if run is not None and unwatched and run.key.site == name:

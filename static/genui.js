@@ -144,21 +144,21 @@
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui
   // serve reads ahead, the page's main element names where to say so (data-genui-hint), and that page is written
-  // next while no visitor waits, so that the click finds it written. Once a link per page shown; a pointer that only
-  // crosses a link says nothing.
+  // next while no visitor waits, so that the click finds it written. A pointer that only crosses a link says nothing,
+  // and a focus that a mouse click gave says nothing either (the click itself follows); a link is told once until
+  // another is, or the page changes.
   var HINT_AFTER_MS = 100;
   var hintTimer = null;
-  var hinted = {};
+  var lastHint = null;
 
   function hint(link) {
     var main = document.getElementById("genui-main");
     var url = main ? main.dataset.genuiHint : null;
     var href = link.getAttribute("href");
-    var key = window.location.pathname + window.location.search + " " + href;
-    if (!url || !main.contains(link) || hinted[key]) {
+    if (!url || !main.contains(link) || href === lastHint) {
       return;
     }
-    hinted[key] = true;
+    lastHint = href;
     window
       .fetch(url, {
         method: "POST",
@@ -169,26 +169,35 @@
       .catch(function () {}); // only a hint: a click still works without it
   }
 
-  function pageLink(event) {
-    return event.target && event.target.closest ? event.target.closest("a[hx-get][href]") : null;
-  }
-
-  document.addEventListener("mouseover", function (event) {
-    var link = pageLink(event);
+  function later(link) {
     window.clearTimeout(hintTimer);
     if (link) {
       hintTimer = window.setTimeout(function () {
         hint(link);
       }, HINT_AFTER_MS);
     }
-  });
-  document.addEventListener("mouseout", function () {
-    window.clearTimeout(hintTimer);
+  }
+
+  function pageLink(event) {
+    return event.target && event.target.closest ? event.target.closest("a[hx-get][href]") : null;
+  }
+
+  document.addEventListener("mouseover", function (event) {
+    later(pageLink(event));
   });
   document.addEventListener("focusin", function (event) {
     var link = pageLink(event);
-    if (link) {
-      hint(link);
-    }
+    later(link && link.matches(":focus-visible") ? link : null);
+  });
+  ["mouseout", "focusout"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      window.clearTimeout(hintTimer);
+    });
+  });
+  // A new page, or a page finished in place, has links of its own: any of them may be told again.
+  ["htmx:afterSwap", "htmx:oobAfterSwap"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      lastHint = null;
+    });
   });
 })();

@@ -228,6 +228,36 @@ def test_a_link_the_pointer_rests_on_is_written_before_the_click(tmp_path: Path)
         assert problems == []
 
 
+def test_a_link_the_keyboard_rests_on_is_written_and_links_tabbed_past_are_not(tmp_path: Path) -> None:
+    engine = FakeEngine(delay=0.05, steps=4)
+    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        hints: list[str] = []
+        page.on(
+            "request",
+            lambda request: hints.append(request.post_data or "") if "/_genui/intent" in request.url else None,
+        )
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        deadline = time.monotonic() + 15
+        while engine.finished < 2:  # the list's one page is read ahead
+            assert time.monotonic() < deadline, "the first link was not read ahead"
+            time.sleep(0.05)
+        for _ in range(60):  # Tab along the page, as quickly as a key repeats, to its second link
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.textContent") == "Lisp map":
+                break
+        else:
+            pytest.fail("Tab never reached the link")
+        while engine.finished < 3:
+            assert time.monotonic() < deadline, "the link the focus rests on was not read ahead"
+            time.sleep(0.05)
+        page.wait_for_timeout(200)  # Playwright hands over the page's events while it is called
+        assert hints == ["href=%2Fwiki%2FLisp_map"]  # the links tabbed past said nothing
+        assert problems == []
+
+
 def test_with_reload_a_broken_edit_shows_on_the_next_page_and_a_fix_clears_it(tmp_path: Path) -> None:
     root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
     toml = root / "site.toml"

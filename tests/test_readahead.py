@@ -490,3 +490,39 @@ def test_without_reading_ahead_pages_say_no_hints_and_a_hint_writes_nothing(read
     assert client.post("/_genui/intent", data={"href": "/Lisp_map"}).status_code == 204
     time.sleep(0.3)
     assert titles(engine) == ["Lisp"]
+
+
+async def test_a_hint_run_for_a_page_left_behind_gives_way_to_the_newer_pages_hint(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Unix")
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy(), within=20)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
+    assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    pages.open(page_job(pages, "/Unix"))  # the visitor went back to a stored page: its links are the ones now
+    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))
+    assert await until(lambda: pages.reader.reading == "/Unix_map")
+    assert engine.cancelled == 2  # the older page's hint run gave way too
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_map")) > 0 and not pages.busy(), within=20)
+    assert titles(engine) == ["Unix", "Unix tree", "Lisp", "Lisp tree", "Lisp map", "Unix map"]
+    await pages.close()
+
+
+async def test_a_hint_sent_while_its_page_is_written_is_kept_when_that_page_lands(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    run = pages.open(page_job(pages, "/Unix"))  # a visitor's page, being written
+    assert isinstance(run, Generation)
+    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))  # a link of its draft pointed at
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))  # and one of another page's, then
+    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))  # this page's again
+    await run.result()
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy(), within=20)
+    assert titles(engine) == ["Unix", "Unix map", "Unix tree"]  # the hint first, then the list
+    await pages.close()
