@@ -5,10 +5,12 @@ sites share one server), so each internal link is prefixed and given the htmx at
 ``#genui-main`` and push its URL. Only this module adds ``hx-*`` attributes; the sanitiser has already removed any the
 model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
 its text: generated pages never send a visitor off the site. Given the site's router, so does a site-relative link
-that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page"; and a link
-written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki`` + ``/Foo``),
-and a link to a route whose pages a link's text names (``link_text``: the forum's threads) at the page its text
-names, so that a thread listed as `Cancer is complete` opens under that title whatever the model wrote in its href.
+that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page"; given the
+page it is on as well (``SiteRuntime.render``), so does a link to that page itself, which would only load it again;
+and a link written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki``
++ ``/Foo``), and a link to a route whose pages a link's text names (``link_text``: the forum's threads) at the page
+its text names, so that a thread listed as `Cancer is complete` opens under that title whatever the model wrote in
+its href.
 """
 
 from __future__ import annotations

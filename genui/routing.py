@@ -274,10 +274,28 @@ class SiteRouter:
         the route says a link's text names one of its parameters (``Route.link_text``), the page the link's
         ``text`` names, when that is a page of the same route. ``on``: the page the link is on; where its route
         follows links (``Route.follow_links``: a web page in the desktop's browser), every link is the web page's
-        and opens on that route (``_followed``), `/` and `/files/x` included."""
+        and opens on that route (``_followed``), `/` and `/files/x` included. Elsewhere a link to ``on`` itself is
+        None: it would only load the page it is on again (the default model's wiki articles list themselves under
+        "See also")."""
         if on is not None and on.route.follow_links is not None:
             return self._followed(href, on)
-        return self._routed(href, text)
+        target = self._routed(href, text)
+        if target is not None and on is not None and self._is_page(target, on):
+            return None
+        return target
+
+    def _is_page(self, href: str, page: Location) -> bool:
+        """Whether a site-relative ``href`` (one ``_routed`` gave) leads to ``page``, fragment or none."""
+        parts = urlsplit(href)
+        try:
+            location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
+        except BadRequest:
+            return False
+        return location is not None and (location.route, location.path, location.query) == (
+            page.route,
+            page.path,
+            page.query,
+        )
 
     def _routed(self, href: str, text: str) -> str | None:
         try:

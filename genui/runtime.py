@@ -94,7 +94,7 @@ class SiteRuntime:
         if draft:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
         links = self.links
-        if on is not None and on.route.follow_links is not None:
+        if on is not None:  # its links are the web page's (``follow_links``), and a link to itself is none
             links = LinkRewriter(self.mount, functools.partial(self.router.link_target, on=on))
         titled = functools.partial(self._titled, on=on)
         return links(sanitize_html(BARE_LINK.sub(titled, text), allow_images=False))
