@@ -75,6 +75,7 @@ class _Shape(HTMLParser):
         self.paragraphs: list[str] = []  # the text of each <p>
         self.debris: list[str] = []  # broken markup a reader would see: text, class and href values
         self.elements: list[tuple[str, str, list[str]]] = []  # every element in order: (tag, class, its text)
+        self.bodies: list[list[str]] = []  # each element's text outside the ``meta`` elements inside it
         self._open: list[int] = []  # the open elements' indexes in ``elements``, as ``stack`` holds their tags
         self._in_h1 = False
         self._in_p = 0
@@ -96,6 +97,7 @@ class _Shape(HTMLParser):
             self._in_p += 1
             self.paragraphs.append("")
         self.elements.append((tag, a.get("class") or "", []))
+        self.bodies.append([])
         if tag not in VOID:
             self.stack.append(tag)
             self._open.append(len(self.elements) - 1)
@@ -121,8 +123,12 @@ class _Shape(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
-        for index in self._open:
+        meta = False  # inside a meta element: its ancestors' meta line, not their body
+        for index in reversed(self._open):
             self.elements[index][2].append(data)
+            if not meta:
+                self.bodies[index].append(data)
+            meta = meta or "meta" in self.elements[index][1].split()
         if found := _DEBRIS.search(data):
             self.debris.append(data[max(0, found.start() - 20) : found.end() + 20])
         if self._in_h1 and self.h1:
@@ -146,6 +152,12 @@ def _count(s: _Shape, tag: str, cls: str | None = None) -> int:
 
 def _texts(s: _Shape, *tags: str, cls: str | None = None) -> list[str]:
     return ["".join(text) for t, c, text in s.elements if t in tags and (cls is None or cls in c.split())]
+
+
+def _said(s: _Shape, tag: str, cls: str) -> int:
+    """How many ``tag.cls`` elements say something: a word outside their meta line (who wrote it, the points)."""
+    found = zip(s.elements, s.bodies, strict=True)
+    return sum(1 for (t, c, _), body in found if t == tag and cls in c.split() and _WORD.search("".join(body)))
 
 
 def _listing(path: str, s: _Shape) -> bool:
@@ -231,7 +243,8 @@ def skeleton_ok(site: str, path: str, html_text: str) -> bool:
         return bool(s.h1) and _count(s, "p") >= 1
     if site == "forum":
         if path.count("/") >= 3:  # /r/{board}/{thread}
-            return _count(s, "div", "post") >= 1 and _count(s, "div", "reply") >= 2
+            # A reply that is only its meta line (`<p class="meta">user · 3 points</p>` and nothing else) is no reply.
+            return _said(s, "div", "post") >= 1 and _said(s, "div", "reply") >= 2
         # A board (or the front page) lists threads: two links to threads at least, since the board's opening
         # already pins the list and its first item's start.
         threads = [h for h in s.hrefs if h.startswith("/r/") and h.count("/") >= 3]

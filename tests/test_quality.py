@@ -81,13 +81,19 @@ def test_angle_brackets_that_are_text_do_not_fail_the_skeleton() -> None:
     assert skeleton_ok("wiki", "/wiki/Hash_table", f'<article class="wiki"><h1>Hash table</h1>{body}</article>')
 
 
-def test_forum_thread_needs_a_post_and_two_replies() -> None:
+def test_forum_thread_needs_a_post_and_two_replies_that_say_something() -> None:
+    meta = '<p class="meta"><b>ann</b> · 3 points</p>'
     page = (
-        '<div class="thread"><h1>t</h1><div class="post"><p>x</p></div><div class="replies">'
-        '<div class="reply"><p>a</p></div><div class="reply"><p>b</p></div></div></div>'
+        f'<div class="thread"><h1>t</h1><div class="post">{meta}<p>Is it still used?</p></div><div class="replies">'
+        f'<div class="reply">{meta}<p>It is.</p></div><div class="reply">{meta}<p>Yes, on VMS.</p></div></div></div>'
     )
     assert skeleton_ok("forum", "/r/computers/Hello", page)
     assert not skeleton_ok("forum", "/r/computers/Hello", page.replace('class="reply"', 'class="x"', 1))
+    # A reply that is only its meta line, however long, is none; nor is a post.
+    assert not skeleton_ok("forum", "/r/computers/Hello", page.replace("<p>It is.</p>", ""))
+    assert not skeleton_ok("forum", "/r/computers/Hello", page.replace("<p>It is.</p>", "<p>&gt;</p>"))
+    assert not skeleton_ok("forum", "/r/computers/Hello", page.replace("<p>Is it still used?</p>", ""))
+    assert skeleton_ok("forum", "/r/computers/Hello", page.replace("<p>It is.</p>", "It is."))  # text is text
 
 
 def test_forum_board_needs_a_list_of_two_threads_at_least() -> None:
