@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 
 from genui.pages import Job, Pages
-from genui.routing import VERSION_KEY, BadRequest
+from genui.routing import VERSION_KEY, BadRequest, url_path
 from genui.runtime import SiteRuntime
 from genui.store import MAX_POST, MAX_USER
 
@@ -71,6 +71,8 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
         if path != runtime.mount and not path.startswith(runtime.mount + "/"):
             return None
         path = path[len(runtime.mount) :] or "/"
+    # As a URL again: a thread titled `What is V.11?` is /r/debian/What_is_V.11%3F, not the page at its first `?`
+    path = url_path(path)
     return f"{path}?{parts.query}" if parts.query else path
 
 

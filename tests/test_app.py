@@ -324,6 +324,16 @@ def test_a_click_from_a_cached_page_passes_its_title_as_parent(
     assert len(engine.calls) == 3 and "<from>Hash table</from>" in engine.calls[-1].prompt
 
 
+def test_a_parent_whose_title_asks_is_named_whole(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """A page whose title ends in `?` has its `?` written %3F in its URL; the page a click came from is that page,
+    not the one its title would name up to the `?`."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Why%3F")
+    visit(client, "/wiki/Lisp", headers={"HX-Current-URL": "http://testserver/wiki/Why%3F"})
+    assert len(engine.calls) == 2 and "<from>Why?</from>" in engine.calls[-1].prompt
+
+
 def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
