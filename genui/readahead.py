@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
 
 from engine.frames import EngineError
 from genui.links import linked_urls
 from genui.navigation import sections
-from genui.routing import BadRequest, url_path
+from genui.routing import VERSION_KEY, BadRequest, url_path
 from genui.store import PageKey, PageWithdrawn, StoredPage
 
 if TYPE_CHECKING:
@@ -42,14 +44,12 @@ log = logging.getLogger("genui")
 IDLE_CHECK_S = 1.0  # how often the reader looks again (variations end, and visitors leave, without telling it)
 
 
-def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
-    """The first ``links`` pages a page's ``html`` links to, as the page shows them: the model's links, then the
-    site's navigation below the page; other pages of cached routes only, each once, each with the page as its
-    parent, as a click on the link would have it. Stored pages count too, so that showing a page again never
-    reaches further down its links."""
+def linked_pages(pages: Pages, job: Job, html: str) -> Iterator[Job]:
+    """The pages a page's ``html`` links to, as the page shows them: the model's links, then the site's navigation
+    below the page; other pages of cached routes only, each once, each with the page as its parent, as a click on
+    the link would have it."""
     runtime = job.runtime
     seen: set[PageKey] = {job.key}
-    listed: list[Job] = []
 
     def shown_links() -> Iterator[str]:
         yield from linked_urls(html)
@@ -57,8 +57,6 @@ def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
             yield from (link.url for link in section.links)
 
     for url in shown_links():
-        if len(listed) == links:
-            break
         if not url.startswith(runtime.mount + "/"):
             continue
         try:
@@ -70,8 +68,13 @@ def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
         linked = pages.job(runtime, location, parent_url=job.location.url)
         if linked.key not in seen:
             seen.add(linked.key)
-            listed.append(linked)
-    return listed
+            yield linked
+
+
+def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
+    """The first ``links`` of ``linked_pages``. Stored pages count too, so that showing a page again never reaches
+    further down its links."""
+    return list(itertools.islice(linked_pages(pages, job, html), links))
 
 
 def front_pages(pages: Pages, links: int) -> list[Job]:
@@ -94,6 +97,7 @@ class ReadAhead:
         self.pages, self.links = pages, links
         self._queue: deque[Job] = deque()
         self._hint: Job | None = None  # the page a visitor's pointer rests on a link to: read ahead first
+        self._hint_on: PageKey | None = None  # the page that link is on
         self._lists = 0  # how many times a page shown has replaced the queue
         self._wake = asyncio.Event()
         self._current: Generation | None = None  # the run this reader started and watches
@@ -130,26 +134,48 @@ class ReadAhead:
         """A visitor's pointer rests on a link to ``job``'s page, or their keyboard's focus is on it: likely their
         next click. It is read ahead next, and a run read ahead from the list gives way to it (a run started for an
         earlier hint finishes first: a pointer crossing a page's links would otherwise cancel one run after another).
-        Never raises: a hint must cost the visitor nothing."""
+        Only a link on the stored page the hint names (``job.parent_url``, as a click names it) is one: a hint writes
+        no page that a visitor could not have clicked through to. Never raises: a hint must cost the visitor nothing."""
         if not self.links or self._closed:
             return
         run = self._current
         try:
+            on = self._shown_on(job)
+            if on is None:
+                return  # no page shown links there
             if run is not None and run.key == job.key:
+                self._hinted = True  # the list's run is the hint's now: a newer hint waits for it
                 return
             if self.pages.versions(job) or self.pages.running(job, 1) is not None:
                 return  # stored, or being written for a visitor
+        except BadRequest:
+            return
         except Exception:
             log.exception("reading ahead %s on a hint failed", job.url)
             return
-        self._hint = job
+        self._hint, self._hint_on = job, on
         if run is not None and not self._hinted:
             self.give_way()
         self._start()
 
+    def _shown_on(self, job: Job) -> PageKey | None:
+        """The key of the stored page a hint's link is on, where that page (the version its URL names, else the
+        newest) links to ``job``'s page; None where it does not, or is no stored page."""
+        runtime, url = job.runtime, job.parent_url
+        if url is None:
+            return None
+        location = runtime.locate(url)  # BadRequest: a malformed address
+        if location is None:
+            return None
+        on = self.pages.job(runtime, location)
+        asked = dict(parse_qsl(urlsplit(url).query)).get(VERSION_KEY, "")
+        page = self.pages.page(on, int(asked) if asked.isascii() and asked.isdigit() and len(asked) <= 7 else None)
+        if page is None or all(linked.key != job.key for linked in linked_pages(self.pages, on, page.html)):
+            return None
+        return on.key
+
     def _list(self, listing: Callable[[], list[Job]], shown: str, page: Job | None = None) -> None:
-        hint = self._hint
-        if hint is None or page is None or (hint.key.site, hint.parent_url) != (page.key.site, page.location.url):
+        if page is None or self._hint_on != page.key:
             self._hint = None  # about the links of a page no longer the newest shown (kept for a page just finished)
         self._hinted = False  # a run an older page's hint started gives way to this page's hints
         self._adopted = False  # the newest page shown is this one (the run stays the visitor's: self._opened)

@@ -100,10 +100,11 @@ class Views:
         if not href:
             raise BadRequest("href names the link's address")
         served = served_at(self.pages, href)
-        if served is not None and self.pages.engine is not None and self.pages.reader.links:
+        if served is not None:
             runtime, site_url = served
-            location = runtime.locate(site_url)  # BadRequest: a malformed address
-            if location is not None and location.route.cache != "none":
+            location = runtime.locate(site_url)  # BadRequest: a malformed address, whether or not genui reads ahead
+            reading = self.pages.engine is not None and self.pages.reader.links
+            if location is not None and location.route.cache != "none" and reading:
                 self.pages.reader.hinted(self.pages.job(runtime, location, parent_url(request, runtime)))
         return Response(status_code=204)
 

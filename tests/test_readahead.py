@@ -8,7 +8,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, eventually, pages_of, visit, wait_url, ws_messages
+from fakes import (
+    ClientFactory,
+    FakeEngine,
+    Writer,
+    eventually,
+    pages_of,
+    visit,
+    wait_url,
+    wiki_writer,
+    ws_messages,
+)
 from starlette.testclient import TestClient
 
 from engine.frames import Frame, GenerationRequest
@@ -204,8 +214,8 @@ class Paced(FakeEngine):
     """Writes pages whose prompt holds ``slow`` a frame every 0.05 s (20 steps a canvas), the rest at once; and with
     ``closing`` seconds, takes that long to close a stream, as an engine that waits for its worker would."""
 
-    def __init__(self, slow: str = "\0", closing: float = 0.0) -> None:
-        super().__init__(steps=20)
+    def __init__(self, slow: str = "\0", closing: float = 0.0, writer: Writer = wiki_writer) -> None:
+        super().__init__(writer, steps=20)
         self.slow, self.closing = slow, closing
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
@@ -388,6 +398,12 @@ def test_the_list_of_sites_has_the_first_sites_front_pages_read_ahead(
 # -- hints: the link a visitor's pointer rests on ------------------------------------------------------------------
 
 
+def wide_writer(prompt: str, seed: int) -> str:
+    """``wiki_writer``'s page with two more links, to Unix and Go: more links than the list reads ahead."""
+    more = '<li><a href="/wiki/Unix">Unix</a></li><li><a href="/wiki/Go">Go</a></li></ul>'
+    return wiki_writer(prompt, seed).replace("</ul>", more)
+
+
 async def test_a_link_pointed_at_is_read_ahead_next_and_the_list_gives_way_to_it(
     wiki_pages: Callable[..., Pages],
 ) -> None:
@@ -407,7 +423,7 @@ async def test_a_link_pointed_at_is_read_ahead_next_and_the_list_gives_way_to_it
 
 
 async def test_a_newer_hint_waits_for_the_run_an_earlier_hint_started(wiki_pages: Callable[..., Pages]) -> None:
-    engine = Paced(slow="<title>")
+    engine = Paced(slow="<title>", writer=wide_writer)
     pages = wiki_pages(engine, 1)
     await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
@@ -488,6 +504,7 @@ def test_without_reading_ahead_pages_say_no_hints_and_a_hint_writes_nothing(read
     client = reading(0, engine)
     assert "data-genui-hint" not in visit(client, "/Lisp").text
     assert client.post("/_genui/intent", data={"href": "/Lisp_map"}).status_code == 204
+    assert client.post("/_genui/intent", data={"href": "/../Lisp_map"}).status_code == 400  # malformed all the same
     time.sleep(0.3)
     assert titles(engine) == ["Lisp"]
 
@@ -512,17 +529,62 @@ async def test_a_hint_run_for_a_page_left_behind_gives_way_to_the_newer_pages_hi
     await pages.close()
 
 
-async def test_a_hint_sent_while_its_page_is_written_is_kept_when_that_page_lands(
+async def test_a_hint_sent_while_its_page_is_written_again_is_kept_when_that_version_lands(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 0)
+    await written(pages, "/Unix")
+    await written(pages, "/Lisp")
+    await asyncio.sleep(0.1)  # the reader hears of the page shown
+    pages.reader.links = 1  # reading ahead from here on
+    run = pages.generation(page_job(pages, "/Unix"), 2)  # Regenerate: the first version shown while the second is
+    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))  # written, and one of its links pointed at
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))  # and one of another page's, then
+    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix?v=1"))  # this page's again, as its URL says
+    await run.result()
+    pages.reader.shown(page_job(pages, "/Unix"), run.page)  # the visitor is shown the second version
+    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy(), within=20)
+    assert titles(engine) == ["Unix", "Lisp", "Unix", "Unix map", "Unix tree"]  # the hint first, then the list
+    await pages.close()
+
+
+async def test_only_a_link_on_a_page_shown_is_a_hint(wiki_pages: Callable[..., Pages]) -> None:
+    """A hint writes no page that a visitor could not have clicked through to: its link must be on the stored page
+    its request names (the page's own links or the site's navigation below it)."""
+    engine = FakeEngine()
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0 and not pages.busy())
+    for job in (
+        page_job(pages, "/Never_linked", parent="/Lisp"),  # no link on /Lisp
+        page_job(pages, "/search?q=spam", parent="/Lisp"),
+        page_job(pages, "/Lisp_map"),  # no page named
+        page_job(pages, "/Lisp_map", parent="/Unix"),  # a page not written
+        page_job(pages, "/Lisp_map", parent="/Lisp?v=7"),  # a version not written
+    ):
+        pages.reader.hinted(job)
+    await asyncio.sleep(0.3)
+    assert titles(engine) == ["Lisp", "Lisp tree"]
+    front = pages.open(page_job(pages, "/"))  # the site's navigation under its front page links to /Hacker
+    assert isinstance(front, Generation)
+    await front.result()
+    pages.reader.hinted(page_job(pages, "/Hacker", parent="/"))
+    assert await until(lambda: pages.versions(page_job(pages, "/Hacker")) > 0)
+    await pages.close()
+
+
+async def test_a_hint_for_the_page_the_list_is_reading_keeps_it_from_a_newer_hint(
     wiki_pages: Callable[..., Pages],
 ) -> None:
     engine = Paced(slow="<title>")
     pages = wiki_pages(engine, 1)
-    run = pages.open(page_job(pages, "/Unix"))  # a visitor's page, being written
-    assert isinstance(run, Generation)
-    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))  # a link of its draft pointed at
-    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))  # and one of another page's, then
-    pages.reader.hinted(page_job(pages, "/Unix_map", parent="/Unix"))  # this page's again
-    await run.result()
-    assert await until(lambda: pages.versions(page_job(pages, "/Unix_tree")) > 0 and not pages.busy(), within=20)
-    assert titles(engine) == ["Unix", "Unix map", "Unix tree"]  # the hint first, then the list
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_tree", parent="/Lisp"))  # the pointer rests on it: it is the hint's
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))  # on its way back to click it
+    await asyncio.sleep(0.2)
+    assert pages.reader.reading == "/Lisp_tree" and engine.cancelled == 0
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_map")) > 0 and not pages.busy(), within=20)
+    assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
     await pages.close()
