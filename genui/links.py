@@ -6,7 +6,8 @@ sites share one server), so each internal link is prefixed and given the htmx at
 model wrote. A link that is not site-relative (another host, ``mailto:``, a relative path) loses its ``<a>`` and keeps
 its text: generated pages never send a visitor off the site. Given the site's router, so does a site-relative link
 that no route serves (``/wikiwiki/Foo``): a visitor never follows a generated link into a "no such page"; given the
-page it is on as well (``SiteRuntime.render``), so does a link to that page itself, which would only load it again;
+page it is on as well (``SiteRuntime.render``), so does a link to that page itself, which would only load it again
+(one to a place on it keeps only its ``#place``);
 and a link written as a route's alias (the wiki model's ``/wiki/Foo``) is pointed at the page's own URL (``/wiki``
 + ``/Foo``), and a link to a route whose pages a link's text names (``link_text``: the forum's threads) at the page
 its text names, so that a thread listed as `Cancer is complete` opens under that title whatever the model wrote in
@@ -113,6 +114,9 @@ class LinkRewriter:
         if href.startswith("#"):
             return attrs
         site_href = href if self.target is None else self.target(href, str(attrs.get("_text", "")))
+        if site_href is not None and site_href.startswith("#"):  # a place on the page it is on
+            attrs[(None, "href")] = site_href
+            return attrs
         url = None if site_href is None else internal_url(self.mount, site_href)
         if url is None:  # a link to no page: an `<a>` with nothing on it, which __call__ takes away
             return {key: value for key, value in attrs.items() if key == "_text"}

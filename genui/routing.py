@@ -275,13 +275,14 @@ class SiteRouter:
         ``text`` names, when that is a page of the same route. ``on``: the page the link is on; where its route
         follows links (``Route.follow_links``: a web page in the desktop's browser), every link is the web page's
         and opens on that route (``_followed``), `/` and `/files/x` included. Elsewhere a link to ``on`` itself is
-        None: it would only load the page it is on again (the default model's wiki articles list themselves under
-        "See also")."""
+        None, as it would only load the page it is on again (the default model's wiki articles list themselves under
+        "See also"), and one to a place on it is that place (``#gen-History``)."""
         if on is not None and on.route.follow_links is not None:
             return self._followed(href, on)
         target = self._routed(href, text)
         if target is not None and on is not None and self._is_page(target, on):
-            return None
+            fragment = urlsplit(target).fragment
+            return f"#{fragment}" if fragment else None
         return target
 
     def _is_page(self, href: str, page: Location) -> bool:

@@ -355,13 +355,16 @@ def model_links(page: PageResult) -> list[str]:
 
 def valid_links(pages: list[PageResult], runtime: SiteRuntime) -> tuple[int, int]:
     """How many of the pages' links lead to one of the site's pages, as served from the page they are on (a link
-    on the desktop's browser page opens in the browser), and how many links there are."""
+    on the desktop's browser page opens in the browser), and how many links there are. A link to the page it is on
+    leads to a page of the site: it counts, though genui serves it as its text."""
     valid = total = 0
     for page in pages:
         try:
             on = runtime.locate(page.path)
         except BadRequest:
             on = None
+        if on is not None and on.route.follow_links is None:
+            on = None  # only the browser's pages resolve links by the page they are on
         hrefs = model_links(page)
         valid += sum(runtime.router.link_target(href, on=on) is not None for href in hrefs)
         total += len(hrefs)

@@ -195,9 +195,10 @@ def test_a_link_to_the_page_it_is_on_is_its_text() -> None:
         '<a href="/wiki/Lisp">Lisp</a> and <a href="/search?q=unix">a search</a>.</p>'
     )
     out = runtime.render(text, on=runtime.locate("/Unix"))
-    assert out.count("<a ") == 2 and 'href="/wiki/Lisp"' in out and 'href="/wiki/search?q=unix"' in out
-    assert "See also Unix, its history, <a" in out  # the text stays, the `<a>` goes
-    # The same links on another page all lead somewhere; on the search page its own link is the one dropped.
+    assert out.count("<a ") == 3 and 'href="/wiki/Lisp"' in out and 'href="/wiki/search?q=unix"' in out
+    assert "See also Unix, " in out  # the text stays, the `<a>` goes
+    assert '<a href="#gen-History">its history</a>' in out  # a place on the page: that place, no navigation
+    # On /Lisp the Lisp link is the one dropped, and on the search page its own link.
     assert runtime.render(text, on=runtime.locate("/Lisp")).count("<a ") == 3
     on_search = runtime.render(text, on=runtime.locate("/search?q=unix"))
     assert on_search.count("<a ") == 3 and "and a search." in on_search

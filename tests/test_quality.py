@@ -212,6 +212,9 @@ def test_report_measures_dictionary_words_per_site() -> None:
     assert row.skeleton == 1.0
     assert row.dictionary_words == 1.0
     assert row.valid_links == 1.0 and row.links == 1
+    # A link to the page itself leads to a page of the site, though genui serves it as its text.
+    on_itself = [PageResult("wiki", "/Array", ARTICLE.replace("Hash table", "Array"), [3], 1.0)]
+    assert report(on_itself, SITES, dictionary=set())[0].valid_links == 1.0
     assert row.steps_per_canvas == 11.0  # the median of the canvases denoised
     assert row.title_h1 == 1.0
 
