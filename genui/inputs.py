@@ -14,14 +14,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 
 from genui.pages import Job, Pages
-from genui.routing import VERSION_KEY, BadRequest, url_path
+from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, url_path
 from genui.runtime import SiteRuntime
+from genui.sites import MAX_PATH
 from genui.store import MAX_POST, MAX_USER
 
 # A reply is at most MAX_POST characters, and its name MAX_USER, as a textarea's maxlength counts them (UTF-16 units,
 # a line break one): sent url-encoded, one such unit takes at most 9 bytes (`東` is `%E6%9D%B1`; an emoji's two, 12).
 # Anything bigger is not a reply.
 MAX_FORM_BYTES = 9 * (MAX_POST + MAX_USER) + 1024
+# The longest address a page may have: its path (percent signs, `?` and `#` written as three characters each) and a
+# few query values, each of whose characters percent-encodes to as many as twelve (four UTF-8 bytes).
+MAX_URL = 3 * MAX_PATH + 4 * 12 * MAX_QUERY_VALUE
 
 
 def same_origin(connection: HTTPConnection) -> bool:
@@ -66,6 +70,8 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
         parts = urlsplit(raw)
     except ValueError:  # "http://[": not a URL, so no page of this site
         return None
+    if parts.netloc and parts.netloc != connection.headers.get("host"):
+        return None  # another server's page (a search engine's Referer is its bare origin: no page of this site's `/`)
     path = unquote(parts.path)
     if runtime.mount:
         if path != runtime.mount and not path.startswith(runtime.mount + "/"):
@@ -117,6 +123,18 @@ def form_text(form: FormData, name: str, most: int = 512) -> str:
     if len(text) > most:
         raise BadRequest(f"{name} is longer than {most} characters")
     return text
+
+
+def form_url(form: FormData, name: str = "url") -> str:
+    """A page's address as a form of genui's own carries it (``Location.url``), byte for byte: not collapsed as a text
+    field is, since `/files/My  Documents` (two spaces) and `/files/My Documents` are two pages. BadRequest when it
+    is a file or longer than any page's address can be (the path and query limits apply once it is located)."""
+    raw = form.get(name, "")
+    if not isinstance(raw, str):
+        raise BadRequest(f"{name} is text, not a file")
+    if len(raw) > MAX_URL:
+        raise BadRequest(f"{name} is longer than {MAX_URL} characters")
+    return raw
 
 
 def form_number(form: FormData, name: str, most: int = 10_000) -> int:

@@ -19,7 +19,7 @@ from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import sections
 from genui.pages import LOADING_RETRY_S, Job, Pages
-from genui.routing import VERSION_KEY, guessed_title, versioned
+from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import sections as page_sections
 from genui.shell import Shell
@@ -92,7 +92,9 @@ class Screens:
         # A page asked for too soon (503 with Retry-After) asks again by itself, as its message says; only a GET's.
         retry = (headers or {}).get("Retry-After") if request.scope.get("method") == "GET" else None
         # The URL asked for, as a path: never "//host/…", which a browser would take for another site.
-        here = "/" + request.url.path.lstrip("/") + (f"?{request.url.query}" if request.url.query else "")
+        here = url_path("/" + request.scope["path"].lstrip("/")) + (
+            f"?{request.url.query}" if request.url.query else ""
+        )
         refresh = {"seconds": retry, "url": here} if retry else None
         context.update(heading=heading, message=message, thread=thread, refresh=refresh)
         return self.shell.response(request, "error.html", context, status_code, headers)

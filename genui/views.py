@@ -27,6 +27,7 @@ from genui.inputs import (
     client_address,
     form_number,
     form_text,
+    form_url,
     page_at,
     parent_url,
     same_origin,
@@ -40,7 +41,6 @@ from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
-from genui.sites import MAX_PATH
 from genui.store import StoredPage
 from genui.variations import Variations
 
@@ -96,7 +96,7 @@ class Views:
         if not same_origin(request):
             raise HTTPException(403, FOREIGN_FORM)
         form = await small_form(request)
-        href = form_text(form, "href", MAX_PATH)
+        href = form_url(form, "href")  # as the link's href has it: a title's every other character may be %-encoded
         if not href:
             raise BadRequest("href names the link's address")
         served = served_at(self.pages, href)
@@ -236,9 +236,12 @@ class Views:
             raise HTTPException(403, FOREIGN_FORM)
         form = await small_form(request)
         runtime = _serving(request, site_named(self.pages, form_text(form, "site", 64)))
-        location = runtime.locate(form_text(form, "url") or "/")
+        url = form_url(form) or "/"
+        location = runtime.locate(url)
         if location is None:
             raise HTTPException(404, NOWHERE)
+        if location.url != url:  # an alias, or an address written otherwise: another page's, or none genui showed
+            raise BadRequest("url is not a page's address as genui writes it")
         return form, self.pages.job(runtime, location, client=client_address(request))
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, pages_of, visit, wait_url, ws_messages
@@ -257,6 +258,24 @@ def test_engine_overload_answers_503_with_retry_after(client_factory: ClientFact
     assert "busy" in response.text and "Try again in 3 s" in response.text
 
 
+def test_a_page_that_asks_again_asks_for_itself_a_percent_sign_and_all(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A server hands the app the request's path decoded (`/wiki/50%41_off` for the page `50%41 off`, asked for
+    as `/wiki/50%2541_off`); written back as it is, a browser would read `%41` and ask for `50A_off`. (Starlette's
+    TestClient decodes a path twice, so the request is made here as a server makes it.)"""
+    from starlette.requests import Request
+
+    from genui.screens import Screens
+    from genui.shell import Shell
+
+    pages = pages_of(client_factory(all_sites))
+    scope = {"type": "http", "method": "GET", "path": "/wiki/50%41_off", "query_string": b"x=1", "headers": []}
+    screens = Screens(Shell(), pages, index_url="/")
+    response = screens.error(Request(scope), pages.sites["wiki"], 503, "Busy", "Try again.", {"Retry-After": "2"})
+    assert 'data-genui-retry-url="/wiki/50%2541_off?x=1"' in bytes(response.body).decode()
+
+
 def test_security_headers_on_every_kind_of_response(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     expected = security_headers()
@@ -332,6 +351,40 @@ def test_a_parent_whose_title_asks_is_named_whole(client_factory: ClientFactory,
     visit(client, "/wiki/Why%3F")
     visit(client, "/wiki/Lisp", headers={"HX-Current-URL": "http://testserver/wiki/Why%3F"})
     assert len(engine.calls) == 2 and "<from>Why?</from>" in engine.calls[-1].prompt
+
+
+def test_a_page_of_another_server_is_no_parent(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """A visitor who comes from another web site's page (a search engine's Referer is its bare origin) came from no
+    page of this one, though its path may read like one."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    visit(client, "/wiki/Unix", headers={"Referer": "https://en.wikipedia.org/wiki/Lisp"})
+    visit(client, "/wiki/Go", headers={"HX-Current-URL": "http://elsewhere.example/wiki/Lisp"})
+    assert len(engine.calls) == 3 and not any("<from>" in call.prompt for call in engine.calls)
+    visit(client, "/wiki/C", headers={"Referer": "http://testserver/wiki/Lisp"})  # this server's own page
+    assert "<from>Lisp</from>" in engine.calls[-1].prompt
+
+
+def test_page_controls_name_their_page_byte_for_byte(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """The toolbar's forms carry the page's address as genui wrote it (``Location.url``): two spaces are not one, a
+    long address of encoded characters is no error, and an alias or an address written otherwise is a 400."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/os/files/My%20%20Documents")
+    regenerate = {"follow_redirects": False}
+    response = client.post("/_genui/regenerate", data={"site": "os", "url": "/files/My  Documents"}, **regenerate)
+    assert response.status_code == 303 and response.headers["location"] == "/os/files/My%20%20Documents?v=2"
+    long = "/terminal?" + urlencode({"cmd": "echo " + "é" * 100})
+    assert len(long) > 512
+    response = client.post("/_genui/regenerate", data={"site": "os", "url": long}, **regenerate)
+    assert response.status_code == 303 and response.headers["location"].startswith("/os/terminal?cmd=echo+%C3%A9")
+    wide = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Tokyo\u3000Tower"}, **regenerate)
+    assert wide.status_code == 303 and wide.headers["location"].startswith("/wiki/Tokyo%E3%80%80Tower")  # not _
+    for site, url in (("os", "/files/My  Documents/"), ("wiki", "/wiki/Lisp")):
+        response = client.post("/_genui/regenerate", data={"site": site, "url": url}, **regenerate)
+        assert response.status_code == 400, url
+    assert len(engine.calls) == 4
 
 
 def test_a_parent_from_another_site_is_ignored(client_factory: ClientFactory, all_sites: list[Site]) -> None:
