@@ -67,7 +67,8 @@ class _HeadingFinder(HTMLParser):
 @dataclass(frozen=True, slots=True)
 class Splice:
     """Where a run's text goes: between two pieces of a stored page's HTML, which the new version keeps byte for
-    byte. The empty splice is a whole page."""
+    byte; ``WHOLE`` for a whole page. A splice with nothing before or after it (a page that is one section, rewritten)
+    is still a splice: its run is a rewrite, which a Regenerate must not join, and it answers no post."""
 
     before: str = ""  # stored HTML kept before the written part
     after: str = ""  # and after it
@@ -76,10 +77,7 @@ class Splice:
     text_before: str = ""  # what the engine's final text has before the written part (an infill's ``before``)
     text_after: str = ""  # and after it
     read: tuple[int, ...] = ()  # the ids of every reader post of the thread when the run began (its prompt holds them)
-
-    @property
-    def whole(self) -> bool:
-        return not self.before and not self.after
+    whole: bool = False  # a run writing a whole page (``WHOLE``), not a part of one
 
     def written(self, text: str) -> str:
         """The written part of the engine's final text."""
@@ -90,7 +88,7 @@ class Splice:
         return text
 
 
-WHOLE = Splice()  # a run writing a whole page
+WHOLE = Splice(whole=True)  # a run writing a whole page
 
 
 @dataclass(frozen=True)

@@ -281,13 +281,15 @@ class Pages:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
         return any(run not in self._ahead for run in self._running.values()) or self.variations.running
 
-    def append(self, job: Job, shown: Callable[[Sequence[StoredPost]], str]) -> Generation | None:
+    def append(
+        self, job: Job, shown: Callable[[Sequence[StoredPost]], str], *, placeholder: bool = False
+    ) -> Generation | None:
         """The run adding a thread's replies to its readers' newest posts, in place: the next version is the newest
         one byte for byte, then the posts it has not shown yet (``shown(posts)``, genui's markup), then the replies.
 
         None when there is nothing to add to (no version stored yet), no post to answer, or an engine that cannot
-        write in place. A run already writing the thread's next version is returned as it is: posts made meanwhile
-        wait for the next reply.
+        write in place. A run already writing the thread's next version is returned as it is (``placeholder``: its
+        placeholder is handed out, as ``generation``'s): posts made meanwhile wait for the next reply.
         """
         engine = editing(self.engine)
         newest = self.page(job) if job.location.route.posts else None
@@ -295,6 +297,8 @@ class Pages:
             return None
         version = newest.version + 1
         if (running := self.running(job, version)) is not None:
+            if placeholder:
+                running.claim()
             return running
         posts = [post for post in job.posts if post.id > newest.answered]
         if not posts:

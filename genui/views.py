@@ -169,7 +169,7 @@ class Views:
         running = self.pages.running(job, self.pages.versions(job) + 1)
         if running is not None and not running.splice.whole:  # a section or replies being written in place
             raise HTTPException(409, BUSY)
-        generation = self.pages.generation(job, self.pages.versions(job) + 1)
+        generation = self.pages.generation(job, self.pages.versions(job) + 1, placeholder=is_htmx(request))
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
             return self.screens.live(request, job, generation, headers=_pushed(target))
@@ -282,7 +282,7 @@ class Views:
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location, client=client)
         try:
-            appending = self.pages.append(job, self.screens.inline_posts)
+            appending = self.pages.append(job, self.screens.inline_posts, placeholder=is_htmx(request))
         except TooManyRuns:  # a resend whose first copy's run ended unwritten, the client at its limit: the post
             # is stored, and waits for the thread's next run (waiting_replies); the thread shows it as it is
             if not is_htmx(request):

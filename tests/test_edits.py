@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import html
 import re
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -431,6 +432,39 @@ def test_regenerate_while_a_section_is_rewritten_is_a_409(lisp: tuple[TestClient
     assert client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX).status_code == 200
     regenerate = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, follow_redirects=False)
     assert regenerate.status_code == 409 and len(engine.calls) == 1  # not the rewrite's run taken for a whole page
+
+
+def test_a_rewrite_of_a_page_that_is_one_section_is_still_a_rewrite(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Rewritten, a page of one section keeps nothing before or after the section; its run is a rewrite all the
+    same, which a Regenerate does not join as if it were the next version written whole."""
+    engine = FakeEngine(lambda prompt, seed: f"<p>Only this paragraph, seed {seed}.</p>")
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/")  # the front page has no opening: the page is the paragraph alone
+    engine.delay = 0.2
+    form = {"site": "wiki", "url": "/", "section": "1"}
+    assert client.post("/_genui/rewrite", data=form, headers=HTMX).status_code == 200
+    regenerate = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/"}, follow_redirects=False)
+    assert regenerate.status_code == 409 and len(engine.calls) == 1 and len(engine.infills) == 1
+
+
+def test_a_regenerate_that_joins_a_run_under_way_holds_it_for_its_own_stream(
+    lisp: tuple[TestClient, FakeEngine],
+) -> None:
+    """Two visitors press Regenerate; the second joins the first's run, and is handed its placeholder. If the first
+    leaves before the second's stream connects, the run waits for it, as it waits for a new run's first watcher."""
+    client, engine = lisp
+    engine.delay = 0.05
+    form = {"site": "wiki", "url": "/Lisp"}
+    first = live_url(client.post("/_genui/regenerate", data=form, headers=HTMX).text)
+    with client.websocket_connect(first) as socket:
+        socket.receive_text()
+        second = live_url(client.post("/_genui/regenerate", data=form, headers=HTMX).text)
+    time.sleep(0.5)  # the first visitor's stream has closed; the second's has not connected yet
+    assert engine.cancelled == 0
+    assert "Lisp is a topic in computing, written with seed 1." in ws_messages(client, second)[-1]
+    assert len(engine.calls) == 2  # one run, watched to the end by the visitor who joined it
 
 
 def test_an_instruction_with_a_control_character_is_a_400_and_one_cannot_close_genuis_tag(

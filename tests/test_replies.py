@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,3 +208,21 @@ def test_the_next_versions_url_answers_no_post_the_newest_version_already_read(
     else:
         assert client.get(f"/_genui/wait?{query}").status_code == 404
     assert engine.infills == [] and len(engine.calls) == 1 and client.get(f"{other}?v=2").status_code == 404
+
+
+def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A second post while the first's replies are written joins their run (its own replies wait for the next), and
+    is handed its placeholder: the run waits for that stream though the first visitor leaves before it connects."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    engine.delay = 0.05
+    first = live_url(client.post(THREAD, data={"user": "ada", "text": "first"}, headers=HTMX).text)
+    with client.websocket_connect(first) as socket:
+        socket.receive_text()
+        second = live_url(client.post(THREAD, data={"user": "bob", "text": "second"}, headers=HTMX).text)
+    time.sleep(0.5)  # the first visitor's stream has closed; the second's has not connected yet
+    assert engine.cancelled == 0
+    assert "Welcome, ada!" in ws_messages(client, second)[-1] and len(engine.infills) == 1
