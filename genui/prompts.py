@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, UndefinedError, nodes
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -29,6 +29,11 @@ class PromptError(SiteConfigError):
         where = f"line {line}: " if line is not None else ""
         if isinstance(err, UndefinedError) and "'gap' is undefined" in str(err):
             fix = "gap() is for openings only (the route's opening template): take it out of this one"
+        elif isinstance(err, UndefinedError) and _attribute_of_a_value(str(err)):
+            fix = (
+                "a parent has .path and .title, a post .user and .text, and a URL's values are text (str's methods "
+                "and Jinja2's filters): use one of those"
+            )
         elif isinstance(err, UndefinedError):
             fix = (
                 "use the variables a template is given: site.title, site.brief, params.<the pattern's names>, "
@@ -51,20 +56,29 @@ SAMPLE_VALUES = ("Sample", "sample")  # what the trial render puts in a route's 
 OTHER_SAMPLE = "Other_sample-value x.y/z"  # and then, to tell a first visit's failure from the values' (_try)
 
 
+def _attribute_of_a_value(said: str) -> bool:
+    """Whether an UndefinedError's message is an attribute a text, a parent or a post has not (`parent.url`), not
+    one of the variables' keys (`params.nosuch`, "'dict object' has no attribute")."""
+    return " object' has no attribute " in said and not said.startswith("'dict object'")
+
+
 def _whatever_the_values(err: BaseException | None) -> bool:
     """Whether a template's failure would happen whatever the URL's values: a name or a key it is not given
-    (`nosuch`, `params.nosuch`), `parent.title` on a first visit, a template including itself, the sandbox's
-    refusal. Anything else may be the sample values' doing (`"Sample".split("-")[1]`) and is left to the pages."""
+    (`nosuch`, `params.nosuch`), an attribute that a text, a parent or a post has not (`parent.url`,
+    `params.title.capitalise()`), `parent.title` on a first visit, a filter or a test Jinja2 does not have (one in
+    an `{% if %}` is only looked up when the branch runs), a template including itself, the sandbox's refusal.
+    Anything else may be the sample values' doing (`"Sample".split("-")[1]`) and is left to the pages."""
     if isinstance(err, RecursionError | SecurityError):
         return True
     if not isinstance(err, UndefinedError):
-        return False
+        return isinstance(err, TemplateRuntimeError) and str(err).startswith(("No filter named", "No test named"))
     said = str(err)
     if said.startswith("'dict object' has no attribute") and said.endswith(tuple(f"'{v}'" for v in SAMPLE_VALUES)):
         return False  # a lookup by a URL's value (`{{ panels[params.panel] }}`): the sample's own doing
     return (
         said.endswith(" is undefined")
         or said.startswith(("'dict object' has no attribute", "'None' has no"))
+        or _attribute_of_a_value(said)
         or "does not export the requested name" in said  # `{% from "m.j2" import nope %}`
     )
 

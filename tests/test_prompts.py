@@ -355,6 +355,11 @@ def test_a_computed_include_hashes_the_other_files_without_reading_them_as_templ
         ("article.j2", "{% include 'article.j2' %}", "RecursionError", "break the cycle"),
         ("article.j2", "{{ gap() }}", "'gap' is undefined", "gap() is for openings only"),
         ("article_opening.j2", "{{ site.nosuch }}", "UndefinedError", "guard the ones that may be missing"),
+        # Only a click's page has a parent, and only a thread's page with posts: a mistake there fails those.
+        ("article.j2", "{% if parent %}{{ parent.url }}{% endif %}", "no attribute 'url'", "has .path and .title"),
+        ("article.j2", "{% if parent %}{{ parent.title | titlecase }}{% endif %}", "No filter named", "correct"),
+        ("article.j2", "{{ params.title.capitalise() }}", "no attribute 'capitalise'", "str's methods"),
+        ("article.j2", "{% if params.title is blank %}x{% endif %}", "No test named 'blank'", "correct the template"),
     ],
 )
 def test_a_template_that_fails_on_every_page_is_a_config_error_at_load_naming_file_and_line(
