@@ -4,13 +4,14 @@ from the command line."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
-from genui.sites import Site, check_names, load_site, load_sites
+from genui.sites import Site, SiteConfigError, check_names, load_site, load_sites, site_folders
 
 if TYPE_CHECKING:
     from genui.app import OwnedEngine
@@ -32,18 +33,34 @@ def model_id_of(model: str | None) -> str:
 
 
 def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
-    """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown."""
-    sites = load_sites(directory, unique=False)
-    if not sites:
-        raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+    """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown.
+    With names, a folder that does not load is no matter once every site named is found (a half-written new site
+    beside them; it is said on stderr): which site it is cannot be told until it loads."""
     if not names:
+        sites = load_sites(directory, unique=False)
+        if not sites:
+            raise UsageError(
+                f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)"
+            )
         check_names(sites)
         return sites
-    check_names([site for site in sites if site.name in names])  # a copy of another site beside them is no matter
+    sites, broken = [], []
+    for folder in site_folders(directory):
+        try:
+            sites.append(load_site(folder))
+        except SiteConfigError as err:
+            broken.append(err)
     by_name = {site.name: site for site in sites}
-    for name in names:
-        if name not in by_name:
-            raise UsageError(f"no site named {name!r} under {directory} (have: {', '.join(sorted(by_name))})")
+    missing = [name for name in names if name not in by_name]
+    if missing and broken:
+        raise broken[0]  # it may be the site asked for
+    if not sites:
+        raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+    if missing:
+        raise UsageError(f"no site named {missing[0]!r} under {directory} (have: {', '.join(sorted(by_name))})")
+    check_names([site for site in sites if site.name in names])  # a copy of another site beside them is no matter
+    for left_out in broken:
+        print(f"note: left out, not asked for and not loading: {left_out}", file=sys.stderr)
     return [by_name[name] for name in dict.fromkeys(names)]
 
 

@@ -144,8 +144,14 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise UsageError(
             f"no sites under {args.sites_dir} (a site is a folder with site.toml; genui new NAME writes one)"
         )
+    failed = False
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
+        try:
+            SiteRuntime.build(site, "")  # its templates rendered with sample values, as genui serve does
+        except SiteConfigError as err:
+            print(f"  does not load: {err}")
+            failed = True
         model = site.model
         settings = [f"up to {model.tokens} tokens"]
         if model.steps is not None:
@@ -167,7 +173,7 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
             if route.follow_links:
                 flags.append(f"follows links ({route.follow_links})")
             print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
-    return 0
+    return USAGE_ERROR if failed else 0
 
 
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).
@@ -296,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser(
         "sites",
-        help="list sites, their model settings and routes",
+        help="list sites, their model settings and routes, and say which do not load",
         description="List sites, their model settings and their routes.",
     )
     listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")

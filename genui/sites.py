@@ -541,13 +541,17 @@ def check_site_name(file: Path, name: str) -> None:
 def load_sites(directory: Path | str, *, unique: bool = True) -> list[Site]:
     """Every site folder (one holding site.toml) under ``directory``, sorted by name. With ``unique``, two sites of
     one name are a config error: each is served at /name, so one would hide the other."""
-    directory = Path(directory)
-    # A hidden folder is no site: genui new's draft of one (.name-xxxx), left by a killed run, would be a second
-    # site of its name.
-    sites = [load_site(p.parent) for p in sorted(directory.glob("*/site.toml")) if not p.parent.name.startswith(".")]
+    sites = [load_site(folder) for folder in site_folders(directory)]
     if unique:
         check_names(sites)
     return sites
+
+
+def site_folders(directory: Path | str) -> list[Path]:
+    """The site folders under ``directory`` (those holding a site.toml), sorted. A hidden folder is no site: genui
+    new's draft of one (.name-xxxx), left by a killed run, would be a second site of its name."""
+    found = sorted(Path(directory).glob("*/site.toml"))
+    return [toml.parent for toml in found if not toml.parent.name.startswith(".")]
 
 
 def check_names(sites: list[Site]) -> None:

@@ -9,8 +9,9 @@ import pytest
 from fakes import SITES_DIR, FakeEngine
 
 from engine.frames import EngineError
+from genui.arguments import sites_in
 from genui.cli import main
-from genui.sites import load_site
+from genui.sites import SiteConfigError, load_site
 from genui.store import Store
 
 
@@ -220,3 +221,25 @@ def test_an_argument_that_is_not_utf8_is_a_one_line_error(
     err = capsys.readouterr().err
     assert "is not UTF-8 text" in err and err.count("\n") == 1
     assert Store(db).recent_posts()[0].post.text == "hi"
+
+
+def test_sites_says_which_site_does_not_load_and_serving_another_leaves_it_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A half-written new site beside the others: `genui sites` says it does not load (its templates are tried as
+    genui serve tries them), and naming another site serves that one, with a note."""
+    for name in ("garden", "club"):
+        assert main(["new", name, "--dir", str(tmp_path)]) == 0
+    article = tmp_path / "club" / "prompts" / "article.j2"
+    article.write_text(article.read_text(encoding="utf-8") + "{{ params.nosuch }}\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "club  " in out and "does not load:" in out and "article.j2" in out and "garden  " in out
+    (tmp_path / "club" / "site.toml").write_text("title = \n", encoding="utf-8")  # not even TOML now
+    assert [site.name for site in sites_in(tmp_path, ["garden"])] == ["garden"]
+    assert "left out, not asked for and not loading" in capsys.readouterr().err
+    with pytest.raises(SiteConfigError):
+        sites_in(tmp_path, ["club"])  # the one asked for may be the one that does not load: its error
+    with pytest.raises(SiteConfigError):
+        sites_in(tmp_path, None)
