@@ -185,8 +185,8 @@ class SiteRouter:
     def _check_reached(self, index: int) -> None:
         """A route an earlier one takes every URL of (`/{title}` declared before `/search`, `/files/{p:path}`
         before `/files/{dir}/{name}`) can serve no page: a config error. Judged on two URLs of the route, made of
-        two values for each parameter; an earlier route that takes only some of them (`/r/{n:int}` before
-        `/r/{board}`) is a choice, left alone."""
+        two values for each parameter; an earlier route that takes only some of them (`/r/all` before `/r/{board}`) is
+        a choice, left alone."""
         compiled = self._routes[index]
         takers = set()
         for sample in _SAMPLES:
