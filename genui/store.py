@@ -210,6 +210,11 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
     except sqlite3.OperationalError:
         raise
     except sqlite3.DatabaseError as err:
+        if "malformed" in str(err):  # a page cache damaged (a disk that filled, a copy taken mid-write)
+            raise NotAPageCache(
+                f"{path} is damaged ({err}): restore a backup, or recover what it holds with sqlite3's .recover into"
+                " a new file"
+            ) from None
         raise NotAPageCache(f"{path} is not a page cache: {err}") from None
     if not tables:
         return  # an empty database: genui makes its tables in it
@@ -220,7 +225,10 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
         )
     needed = {"pages"} if earlier else {"pages", "posts"}
     if not needed <= tables:
-        raise NotAPageCache(f"{path} is not a page cache: it has no {' and '.join(sorted(needed))} tables")
+        missing = sorted(needed - tables)
+        raise NotAPageCache(
+            f"{path} is not a page cache: it has no {' and '.join(missing)} table{'s' * (len(missing) > 1)}"
+        )
     if not (
         columns["pages"] >= PAGE_COLUMNS
         and ("posts" not in columns or columns["posts"] >= POST_COLUMNS)
@@ -396,14 +404,14 @@ class Store:
     def written(self, site: str, model: str, template: str, prefix: str = "/", limit: int = 100) -> list[WrittenPage]:
         """The URLs whose page ``model`` has written from ``template`` (a route's version), newest first, each once
         with its newest title; only paths that start with ``prefix``."""
-        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._lock:
             rows = self._db.execute(
-                # SQLite takes the bare column (title) from the row that has the MAX(created).
+                # SQLite takes the bare column (title) from the row that has the MAX(created). (Not LIKE, which
+                # ignores case: /r/linux/ would take /r/Linux/'s threads.)
                 "SELECT path, query, title, MAX(created) FROM pages"
-                " WHERE site = ? AND model = ? AND template = ? AND path LIKE ? ESCAPE '\\'"
+                " WHERE site = ? AND model = ? AND template = ? AND substr(path, 1, length(?)) = ?"
                 " GROUP BY path, query ORDER BY MAX(created) DESC LIMIT ?",
-                (site, model, template, like, limit),
+                (site, model, template, prefix, prefix, limit),
             ).fetchall()
         return [WrittenPage(path, query, title) for path, query, title, _ in rows]
 
@@ -482,7 +490,8 @@ class Store:
     def vacuum(self) -> bool:
         """Give the space of deleted rows back to the file system: whether the file is smaller now, or only once
         whoever reads it meanwhile (a server) has let go. It holds the file's write lock meanwhile: a server writing
-        to it waits, and fails after its 5 s busy timeout; sqlite3.OperationalError when one is writing."""
+        to it waits (a reader's post 1 s, then a 503; a page written tries again for 30 s, KEEP_WAIT_S);
+        sqlite3.OperationalError when one is writing."""
         with self._lock:
             self._db.execute("VACUUM")  # in WAL mode it writes the smaller file into the WAL: a checkpoint copies it
             busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

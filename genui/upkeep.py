@@ -164,9 +164,15 @@ def _open_store(db: Path) -> Store:
     if not db.is_file():
         raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
     try:
-        check_page_cache(db)  # checked whole before Store touches the file (it switches it to WAL, adds columns)
+        check_page_cache(db, earlier=True)  # checked whole before Store touches the file (WAL, added columns, tables)
     except sqlite3.OperationalError as err:  # locked, or a read-only folder where SQLite cannot make its -shm file
-        raise UsageError(f"cannot read {db}: {err}") from None
+        if "locked" in str(err):
+            fix = "try again, or stop what holds it"
+        elif "readonly" in str(err) or "read-only" in str(err):
+            fix = "genui writes beside it (SQLite's -wal and -shm files): make its folder writable, or run as its owner"
+        else:
+            fix = "check that it is readable"
+        raise UsageError(f"cannot read {db}: {err}; {fix}") from None
     except NotAPageCache as err:
         raise UsageError(f"{err} (genui serve --db makes one)") from None
     return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)

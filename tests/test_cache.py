@@ -229,6 +229,25 @@ def test_a_file_that_is_not_a_page_cache_is_an_error_and_is_left_alone(
         assert path.read_bytes() == before
 
 
+def test_a_cache_an_earlier_genui_made_before_posts_is_read_and_a_damaged_one_is_named_so(
+    db: Path, tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """genui serve takes a page cache from a genui that kept no posts yet (it adds the table): so do the commands.
+    A damaged file is said to be damaged, with what to do, not "not a page cache"."""
+    with contextlib.closing(sqlite3.connect(db)) as made:
+        made.execute("DROP TABLE posts")
+        made.execute("PRAGMA user_version = 0")
+    assert cache(db, sites_dir) == 0
+    damaged = tmp_path / "damaged.sqlite3"
+    data = bytearray(db.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the first page's b-tree, past the header
+    damaged.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cache(damaged, sites_dir) == 2
+    err = capsys.readouterr().err
+    assert "is damaged" in err and ".recover" in err
+
+
 def test_a_missing_cache_file_is_an_error_and_is_not_made(
     tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

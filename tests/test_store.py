@@ -249,6 +249,8 @@ def test_written_lists_each_url_of_one_template_once_newest_first(store: Store) 
     assert store.written("wiki", "model-a", "article", prefix="/U%") == []  # LIKE wildcards are literal
     assert store.written("wiki", "model-a", "article", prefix="/Under%score") == []
     assert len(store.written("wiki", "model-a", "article", limit=1)) == 1
+    save(store, replace(article, path="/under_score"))  # a prefix is matched with its case, as a URL is
+    assert [page.path for page in store.written("wiki", "model-a", "article", prefix="/under_")] == ["/under_score"]
 
 
 def test_a_page_keeps_the_newest_post_it_shows_in_place(store: Store) -> None:
@@ -501,7 +503,7 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     with closing(sqlite3.connect(db)) as theirs:
         theirs.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
         theirs.commit()
-    assert_refused_untouched(db, "no pages tables")
+    assert_refused_untouched(db, "no pages table$")
 
 
 def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped(tmp_path: Path) -> None:
