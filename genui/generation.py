@@ -78,6 +78,7 @@ class Splice:
     text_after: str = ""  # and after it
     read: tuple[int, ...] = ()  # the ids of every reader post of the thread when the run began (its prompt holds them)
     whole: bool = False  # a run writing a whole page (``WHOLE``), not a part of one
+    base: tuple[int, float] | None = None  # the stored version (its number and created) whose HTML it keeps
 
     def written(self, text: str) -> str:
         """The written part of the engine's final text."""
@@ -311,6 +312,7 @@ class Generation:
             splice.replied,
             mount=self.runtime.mount,
             read=splice.read,
+            base=splice.base,
         )
         until = time.monotonic() + KEEP_WAIT_S
         self._keeping = True

@@ -312,7 +312,8 @@ class Pages:
         # The model reads the thread, then the route's reply opening; the new version keeps the opening it wrote.
         infill = Infill(generation, before=before, after="", region_tokens=room)
         kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
-        splice = Splice(newest.html + shown(posts), "", posts[-1].id, posts[-1].id, text_before=kept)
+        base = (newest.version, newest.created)
+        splice = Splice(newest.html + shown(posts), "", posts[-1].id, posts[-1].id, text_before=kept, base=base)
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, "replies", splice)
 
@@ -368,7 +369,15 @@ class Pages:
         before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
         section_text = model_text(page.html[part.start : part.end])  # as the model reads it: no hx-* attributes
         infill = Infill(generation, before, after, region_tokens(engine, section_text))
-        splice = Splice(before_html, after_html, page.answered, page.replied, text_before=before, text_after=after)
+        splice = Splice(
+            before_html,
+            after_html,
+            page.answered,
+            page.replied,
+            text_before=before,
+            text_after=after,
+            base=(page.version, page.created),
+        )
         return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, "rewrite", splice)
 
     def vary(self, job: Job) -> Variations:

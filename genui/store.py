@@ -353,14 +353,18 @@ class Store:
         mount: str | None = None,
         read: Sequence[int] = (),
         wait: bool = True,
+        base: tuple[int, float] | None = None,
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
         ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
         newest of them); when one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is
         raised, in the transaction that would store it, so a deletion is either before it, and refuses it, or after
         it, and deletes the version with the post. A version whose version before it is gone (deleted while it was
-        written) raises EarlierVersionsDeleted, and nothing is stored. ``wait=False``: another process holding the
-        cache is a "locked" sqlite3.OperationalError at once (is_busy), not after the busy timeout."""
+        written) raises EarlierVersionsDeleted, and nothing is stored; so does one written from a stored version
+        (``base``: its number and created, for a run that keeps that version's HTML) that is gone, though another of
+        its number was written since (the page forgotten, then written again by another process: the text kept
+        would be the forgotten page's). ``wait=False``: another process holding the cache is a "locked"
+        sqlite3.OperationalError at once (is_busy), not after the busy timeout."""
         with self._transaction(wait) as db:
             if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
                 sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
@@ -373,6 +377,12 @@ class Store:
                 )
                 if before.fetchone() is None:
                     raise EarlierVersionsDeleted(f"the versions of {key.site}{key.path} before {version} are gone")
+            if base is not None:
+                kept = db.execute(
+                    f"SELECT 1 FROM pages WHERE {_KEY_WHERE} AND version = ? AND created = ?", (*_key_args(key), *base)
+                )
+                if kept.fetchone() is None:
+                    raise EarlierVersionsDeleted(f"version {base[0]} of {key.site}{key.path}, written from, is gone")
             inserted = db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
                 " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

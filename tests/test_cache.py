@@ -337,6 +337,37 @@ def test_a_version_written_while_its_page_is_forgotten_is_not_stored(
     assert "?v=2" not in visit(client, "/wiki/Lisp").text and len(engine.calls) == 3  # version 1, written again
 
 
+def _keys(path: Path) -> list[tuple[str, ...]]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT site, path, query, model, template, posts FROM pages").fetchall()
+
+
+def test_a_rewrite_of_a_page_forgotten_and_written_again_meanwhile_is_not_stored(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    """A rewrite keeps its version's other bytes. Forgotten while it runs, and written again as version 1 by another
+    process, the page would get the forgotten text back as version 2: it is not stored, and its watcher is told."""
+    engine = FakeEngine(delay=0.2)
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")  # version 1
+    (key,) = {PageKey(*row) for row in _keys(tmp_path / "db0.sqlite3")}
+    form = {"site": "wiki", "url": "/Lisp", "section": "2"}
+    live = client.post("/_genui/rewrite", data=form, headers={**HTMX, "Origin": "http://testserver"}).text
+    with concurrent.futures.ThreadPoolExecutor(1) as watcher:
+        messages = watcher.submit(ws_messages, client, live_url(live))
+        time.sleep(0.1)
+        store = Store(tmp_path / "db0.sqlite3")  # genui cache forget, then another server writing version 1 again
+        try:
+            assert store.forget("wiki", "/Lisp") == 1
+            store.save_page(key, 1, seed=0, title="Lisp", html="<h1>Lisp</h1><p>fresh</p>", seconds=0.1)
+        finally:
+            store.close()
+        assert "earlier versions were deleted" in messages.result(timeout=30)[-1]
+    with contextlib.closing(sqlite3.connect(tmp_path / "db0.sqlite3")) as db:
+        rows = db.execute("SELECT version, html FROM pages WHERE site = 'wiki' AND path = '/Lisp'").fetchall()
+    assert rows == [(1, "<h1>Lisp</h1><p>fresh</p>")]
+
+
 def test_an_empty_path_forgets_nothing(db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `genui cache forget wiki "$PAGE"` with PAGE unset must not forget the front page
     before = Store(db).page_groups()

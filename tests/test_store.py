@@ -352,6 +352,29 @@ def test_a_version_whose_version_before_it_is_gone_is_refused(tmp_path: Path) ->
         store.close()
 
 
+def test_a_version_written_from_a_forgotten_one_is_refused_though_that_number_was_written_again(
+    tmp_path: Path,
+) -> None:
+    """A thread's replies run keeps its newest version's HTML. Forgotten meanwhile, and written again as version 1 by
+    another process, the page must not get back the forgotten text as version 2."""
+    store = Store(tmp_path / "genui.sqlite3")
+    try:
+        secret = store.save_page(KEY, 1, seed=0, title="t", html="<p>SECRET</p>", seconds=0.1)
+        base = (secret.version, secret.created)
+        assert store.forget(KEY.site, KEY.path) == 1
+        time.sleep(0.01)  # another process writes version 1 again
+        fresh = store.save_page(KEY, 1, seed=0, title="t", html="<p>fresh</p>", seconds=0.1)
+        with pytest.raises(EarlierVersionsDeleted):
+            store.save_page(KEY, 2, seed=1, title="t", html="<p>SECRET</p><p>reply</p>", seconds=0.1, base=base)
+        assert store.versions(KEY) == 1
+        kept = store.save_page(
+            KEY, 2, seed=1, title="t", html="<p>fresh</p><p>reply</p>", seconds=0.1, base=(1, fresh.created)
+        )
+        assert kept.version == 2
+    finally:
+        store.close()
+
+
 def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path: Path) -> None:
     # SQLite rolls a transaction back by itself when the disk is full; a second ROLLBACK hid the cause
     store = Store(tmp_path / "genui.sqlite3")
