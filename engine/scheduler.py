@@ -163,15 +163,16 @@ class Scheduler:
                 if self._threads is not None:
                     self._threads.idle()  # the engine has closed: the process's count as it was
                 return
-            started = time.perf_counter()
+            started, worked = time.perf_counter(), False
             try:
-                self._run(batch)
+                worked = self._run(batch)
             except Exception:  # the worker must outlive any request; _run already told the callers
                 logger.exception("engine batch failed")
             finally:
                 with self._lock:
                     self._running = []
-            self._batch_s = 0.8 * self._batch_s + 0.2 * (time.perf_counter() - started)
+            if worked:  # a batch whose rows had all left, or that failed at once, says nothing of how long one takes
+                self._batch_s = 0.8 * self._batch_s + 0.2 * (time.perf_counter() - started)
 
     def _next_batch(self) -> list[_Job] | None:
         with self._lock:
@@ -222,18 +223,19 @@ class Scheduler:
         for job in [job for job in self._pending if job.channel.is_cancelled()]:
             self._pending.remove(job)
 
-    def _run(self, batch: list[_Job]) -> None:
+    def _run(self, batch: list[_Job]) -> bool:
+        """Run a batch; whether it wrote anything (its steps say how long a batch takes)."""
         jobs = [job for job in batch if not job.channel.is_cancelled()]
         if len(jobs) > 1:
             jobs = [job for job in jobs if self._plans_alone(job)]  # a request that cannot be planned fails alone
         if not jobs:
-            return
+            return False
         try:
-            for job in jobs:
-                self._fill_gaps(job)
             share = self._threads
             if share is not None:
-                share.start()
+                share.start()  # the openings' gaps are computed at the batch's thread count too
+            for job in jobs:
+                self._fill_gaps(job)
             run_plan(self.loaded, self._plan(jobs), None if share is None else share.step)
         except GenerationCancelled:
             pass
@@ -242,9 +244,11 @@ class Scheduler:
             error = exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}")
             for job in jobs:
                 job.channel.fail(error)
+            return False
         finally:
             for job in jobs:
                 job.channel.close()
+        return True
 
     def _fill_gaps(self, job: _Job) -> None:
         """Write the holes of each of the job's openings (engine.gaps); variant i samples them from seed + i."""

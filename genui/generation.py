@@ -163,6 +163,11 @@ class Generation:
         return self._watchers
 
     @property
+    def keeping(self) -> bool:
+        """Written whole, and waiting to be kept (another process holds the page cache): the engine is done with it."""
+        return self._keeping
+
+    @property
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 

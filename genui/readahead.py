@@ -205,6 +205,8 @@ class ReadAhead:
         run, opened = self._current, self._opened
         if run is None or run.finished or run.watchers > 1:  # the reader's own watch is one
             return
+        if run.keeping:  # written, and waiting only for the page cache: the engine is free already
+            return
         if opened is not None and time.monotonic() - opened < IDLE_CHECK_S:
             return  # _look tries again
         self._yielded = True

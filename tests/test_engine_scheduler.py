@@ -195,6 +195,23 @@ async def test_a_failing_request_fails_alone_and_the_worker_lives_on(
     assert isinstance(final(await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))), DoneFrame)
 
 
+async def test_a_batch_that_fails_at_once_says_nothing_of_how_long_a_batch_takes(
+    scheduler: Scheduler, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full queue's Retry-After comes from the time batches take: one that failed in a millisecond would bring it
+    down to its floor while the engine is as slow as ever."""
+    typical = scheduler._batch_s
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(loaded.model, "forward", broken)
+    for _ in range(3):
+        with pytest.raises(EngineError, match="out of memory"):
+            await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))
+    assert scheduler._batch_s == typical
+
+
 async def test_a_bad_request_in_a_batch_does_not_fail_its_neighbours(scheduler: Scheduler) -> None:
     good = GenerationRequest(prompt="short", max_steps=2)
     too_long = GenerationRequest(prompt="hash " * 600, max_steps=2)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -587,4 +588,31 @@ async def test_a_hint_for_the_page_the_list_is_reading_keeps_it_from_a_newer_hin
     assert pages.reader.reading == "/Lisp_tree" and engine.cancelled == 0
     assert await until(lambda: pages.versions(page_job(pages, "/Lisp_map")) > 0 and not pages.busy(), within=20)
     assert titles(engine) == ["Lisp", "Lisp tree", "Lisp map"]
+    await pages.close()
+
+
+async def test_a_page_read_ahead_that_waits_only_to_be_kept_does_not_give_way(
+    wiki_pages: Callable[..., Pages], tmp_path: Path
+) -> None:
+    """Written whole while another process holds the page cache, a page read ahead waits to be kept: the engine is
+    done with it, so a visitor's run has nothing to take back, and cancelling it would throw the page away."""
+    engine = Paced(slow="<title>")
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    run = pages.reader._current
+    assert run is not None
+    holder = sqlite3.connect(tmp_path / "pages.sqlite3", isolation_level=None)  # genui cache prune --vacuum, say
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        assert await until(lambda: run.keeping, within=20)
+        visitor = pages.open(page_job(pages, "/Unix"))  # a visitor's run: the reader gives way to it, if it can
+        assert isinstance(visitor, Generation)
+        await asyncio.sleep(1.5)  # and looks again a second later
+        assert engine.cancelled == 0 and not run.finished
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0, within=20)
+    await visitor.result()
     await pages.close()
