@@ -287,7 +287,11 @@ class Store:
             (schema,) = db.execute("PRAGMA user_version").fetchone()
             if schema > SCHEMA_VERSION:  # stamped since check_page_cache looked (a newer genui, at the same time)
                 raise NotAPageCache(f"the page cache became a newer genui's (layout {schema}) as it was opened")
-            if schema < SCHEMA_VERSION:  # only then: opening a file changes nothing in it
+            # A new file is this layout's. An earlier genui's keeps its layout until a version is first stored as what
+            # follows the one before it (_compact), which only this layout reads: opened to list posts or pages, it
+            # stays one that genui can open again.
+            (pages,) = db.execute("SELECT EXISTS (SELECT 1 FROM pages) OR EXISTS (SELECT 1 FROM posts)").fetchone()
+            if schema < SCHEMA_VERSION and not pages:
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -627,12 +631,14 @@ def _compact(db: sqlite3.Connection, key: PageKey, version: int) -> None:
     before = _joined(db, key, version - 1)
     if not whole or not before or not whole.startswith(before):
         return
-    db.execute(
+    compacted = db.execute(
         # a page from a genui that kept no mount stays whole: genui.upgrade reads its links to give it one
         f"UPDATE pages SET html = ?, continues = 1 WHERE {_KEY_WHERE} AND version = ? AND continues = 0"
         " AND mount IS NOT NULL",
         (whole[len(before) :], *_key_args(key), version),
-    )
+    ).rowcount
+    if compacted and db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # a row only this layout reads: the file is its now
 
 
 def _newest_whole(db: sqlite3.Connection, key: PageKey) -> None:

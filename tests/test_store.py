@@ -540,6 +540,28 @@ def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped
     assert_refused_untouched(db, "a newer genui .* another --db")
 
 
+def test_an_earlier_genuis_cache_keeps_its_layout_until_a_row_only_this_one_reads_is_stored(tmp_path: Path) -> None:
+    """Opened to list its posts or pages, a layout-1 genui's cache stays one that genui can open; it becomes this
+    layout's only with the first version stored as what follows the one before it, which layout 1 would misread."""
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.save_page(KEY, 1, seed=0, title="t", html="<p>post</p>", seconds=0.1, mount="")
+    store.close()
+    with closing(sqlite3.connect(db)) as earlier:  # as a genui of layout 1 left it
+        earlier.execute("ALTER TABLE pages DROP COLUMN continues")
+        earlier.execute("PRAGMA user_version = 1")
+    Store(db).close()  # genui posts, genui cache show
+    with closing(sqlite3.connect(db)) as look:
+        assert look.execute("PRAGMA user_version").fetchone() == (1,)
+    store = Store(db)
+    store.save_page(KEY, 2, seed=1, title="t", html="<p>post</p><p>reply</p>", seconds=0.1, mount="")
+    store.save_page(KEY, 3, seed=2, title="t", html="<p>post</p><p>reply</p><p>more</p>", seconds=0.1, mount="")
+    store.close()  # version 2 is now stored as what follows version 1
+    with closing(sqlite3.connect(db)) as look:
+        assert look.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert look.execute("SELECT continues FROM pages WHERE version = 2").fetchone() == (1,)
+
+
 def assert_refused_untouched(db: Path, match: str) -> None:
     """Opening ``db`` is refused with ``match`` said, and the file is as it was: no byte changed, no WAL made."""
     before = db.read_bytes()
