@@ -4,20 +4,42 @@
 
   // Error pages (a 404, a rejected reply, a busy model, genui's own 500, a proxy's 502) are pages too: every error
   // answered in HTML is shown where the page would have gone. htmx alone swaps none of them.
+  // A page control's form (Regenerate, Rewrite, 3 variations) refused (a 409 while another version is written, a 503
+  // while the model loads) says why below the toolbar instead: the page stays, and so does what was typed.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var xhr = event.detail.xhr;
     if (xhr.status >= 400 && (xhr.getResponseHeader("Content-Type") || "").indexOf("text/html") === 0) {
+      var config = event.detail.requestConfig;
+      var elt = config && config.elt ? config.elt : null; // the element that sent it (the event's is the target)
+      var form = elt && elt.closest ? elt.closest("form") : null;
+      var toolbar = form ? form.closest("#genui-toolbar") : null;
+      if (toolbar) {
+        var answer = new DOMParser().parseFromString(xhr.responseText, "text/html");
+        var why = answer.querySelector("#genui-content p");
+        said(toolbar, why ? why.textContent : "That was refused (" + xhr.status + "). Try again.");
+        event.detail.shouldSwap = false;
+        return;
+      }
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
   });
 
+  function said(toolbar, text) {
+    var line = toolbar.querySelector(".genui-send-error") || document.createElement("p");
+    line.className = "genui-form-error genui-send-error";
+    line.setAttribute("role", "alert");
+    line.textContent = text;
+    toolbar.appendChild(line);
+  }
+
   // No answer at all (the network down, the server gone): a link is opened the browser's own way, which says why
   // (and retries, and works again once the server is back); a form says so above itself, keeping what was typed.
   document.addEventListener("htmx:sendError", function (event) {
     var config = event.detail.requestConfig || {};
-    if (config.verb === "get" && config.path) {
-      window.location.assign(config.path);
+    var path = event.detail.pathInfo && event.detail.pathInfo.finalRequestPath; // a search form's query included
+    if (config.verb === "get" && (path || config.path)) {
+      window.location.assign(path || config.path);
       return;
     }
     var form = event.detail.elt && event.detail.elt.closest ? event.detail.elt.closest("form") : null;
@@ -53,11 +75,31 @@
   // it any refresh there; and a click elsewhere meanwhile cancels this one. A thread whose new posts wait for the
   // model (data-genui-when-ready, the health URL) is loaded again only once the model is ready; neither is loaded
   // again while a form field holds text that a reload would lose.
+  // Text that a reload would lose: what a field holds that was not sent. The header's search box keeps the query a
+  // search was made with, which the page asked again for holds already.
   function typing() {
-    return Array.prototype.some.call(document.querySelectorAll("textarea, input:not([type=hidden])"), function (field) {
-      return field.value !== "";
+    var fields = document.querySelectorAll("textarea, input:not([type=hidden])");
+    return Array.prototype.some.call(fields, function (field) {
+      return field.value !== "" && field.value !== field.dataset.genuiSent;
     });
   }
+
+  document.addEventListener(
+    "submit",
+    function (event) {
+      var fields = event.target.querySelectorAll ? event.target.querySelectorAll("textarea, input") : [];
+      Array.prototype.forEach.call(fields, function (field) {
+        field.dataset.genuiSent = field.value;
+      });
+    },
+    true
+  );
+
+  // Any request htmx starts (a click, a form) is the visitor's say: a page's asking again yields to it.
+  var requests = 0;
+  document.addEventListener("htmx:beforeRequest", function () {
+    requests += 1;
+  });
 
   document.addEventListener("htmx:load", function () {
     var marker = document.querySelector("[data-genui-retry]");
@@ -68,8 +110,9 @@
     var wait = 1000 * parseFloat(marker.dataset.genuiRetry);
     var url = marker.dataset.genuiRetryUrl;
     var health = marker.dataset.genuiWhenReady;
+    var before = requests;
     function again() {
-      if (!marker.isConnected) {
+      if (!marker.isConnected || requests !== before) {
         return;
       }
       if (!health) {
@@ -83,7 +126,7 @@
       fetch(health, { cache: "no-store" }).then(
         function (answer) {
           if (answer.ok && !typing()) {
-            if (marker.isConnected) {
+            if (marker.isConnected && requests === before) {
               window.location.assign(url);
             }
           } else {

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from chromium import browser_page, collect_problems, served
-from fakes import SITES_DIR, FakeEngine, wiki_writer
+from fakes import SITES_DIR, FakeEngine, example_sites, wiki_writer
 
 from genui.app import create_app
-from genui.sites import load_site, load_sites
+from genui.sites import load_site
 
 pytestmark = pytest.mark.browser
 FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
@@ -35,7 +35,7 @@ class Server:
 def server(tmp_path: Path) -> Iterator[Server]:
     # A closing sentence the route does not predict, so the test sees the finished page's own text arrive.
     engine = FakeEngine(lambda p, s: wiki_writer(p, s).replace("</p>", " Final words.</p>"), delay=0.12, steps=4)
-    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
         yield Server(url, engine)
 
 
@@ -126,7 +126,7 @@ def test_without_javascript_a_typed_url_ends_on_the_finished_page(server: Server
 
 def test_every_front_page_has_ways_on_that_lead_to_pages(tmp_path: Path) -> None:
     engine = FakeEngine(delay=0.02, steps=2)
-    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
         with browser_page() as page:
             problems = collect_problems(page)
             for front in ("/wiki/", "/forum/", "/os/"):
@@ -147,7 +147,7 @@ def test_every_front_page_has_ways_on_that_lead_to_pages(tmp_path: Path) -> None
 def test_a_long_unbroken_run_of_model_text_wraps_instead_of_widening_the_page(tmp_path: Path) -> None:
     run = "gtb" * 200  # what a weak model writes at times: one 600-letter "word"
     engine = FakeEngine(lambda p, s: f"<article class='wiki'><h1>Long</h1><p>{run}</p></article>", steps=2)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
     with served(app) as url, browser_page() as page:
         page.set_viewport_size({"width": 800, "height": 700})
         page.goto(url + "/wiki/Long")
@@ -163,7 +163,7 @@ def test_the_toolbar_keeps_to_one_line_in_the_forums_narrow_column_and_wraps_onl
     engine = FakeEngine(delay=0.02, steps=2)
     controls = "#genui-toolbar button, #genui-toolbar select, #genui-toolbar input:not([type=hidden])"
     tops = f"() => [...document.querySelectorAll('{controls}')].map(e => e.getBoundingClientRect().top)"
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
     with served(app) as url, browser_page() as page:
         page.set_viewport_size({"width": 1200, "height": 800})
         page.goto(url + "/forum/")  # the forum's column (48rem) is narrower than the controls at full width
@@ -180,7 +180,7 @@ def test_the_toolbar_keeps_to_one_line_in_the_forums_narrow_column_and_wraps_onl
 
 def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> None:
     engine = FakeEngine(delay=0.05, steps=4)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
     with served(app) as url, browser_page() as page:
         problems = collect_problems(page)
         page.goto(url + "/wiki/Lisp")
@@ -202,7 +202,7 @@ def test_a_link_read_ahead_opens_whole_at_once_with_no_draft(tmp_path: Path) -> 
 
 def test_a_link_the_pointer_rests_on_is_written_before_the_click(tmp_path: Path) -> None:
     engine = FakeEngine(delay=0.05, steps=4)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
 
     def written(title: str) -> list[str]:
         return [call.prompt for call in engine.calls if f"<title>{title}</title>" in call.prompt]
@@ -230,7 +230,7 @@ def test_a_link_the_pointer_rests_on_is_written_before_the_click(tmp_path: Path)
 
 def test_a_link_the_keyboard_rests_on_is_written_and_links_tabbed_past_are_not(tmp_path: Path) -> None:
     engine = FakeEngine(delay=0.05, steps=4)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", read_ahead=1)
     with served(app) as url, browser_page() as page:
         problems = collect_problems(page)
         hints: list[str] = []
@@ -295,7 +295,7 @@ def test_a_page_opened_while_the_model_loads_says_so_and_comes_by_itself_once_lo
         assert opened.wait(30)
         return FakeEngine(delay=0.02)
 
-    app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "pages.sqlite3", load_engine=loader)
+    app = create_app(example_sites(), db_path=tmp_path / "pages.sqlite3", load_engine=loader)
     with served(app) as url, browser_page() as page:
         problems = collect_problems(page)
         page.goto(url + "/wiki/Lisp")
@@ -314,7 +314,7 @@ def test_while_the_model_loads_cached_pages_open_a_reply_is_kept_and_both_land_b
 ) -> None:
     db = tmp_path / "pages.sqlite3"
     thread = "/forum/r/hacking/My_first_lisp"
-    earlier = create_app(load_sites(SITES_DIR), FakeEngine(model_id="gated-model"), db_path=db)
+    earlier = create_app(example_sites(), FakeEngine(model_id="gated-model"), db_path=db)
     with served(earlier) as url, browser_page() as page:  # an earlier run of the server wrote two pages
         for path in ("/wiki/Lisp", thread):
             page.goto(url + path)
@@ -325,7 +325,7 @@ def test_while_the_model_loads_cached_pages_open_a_reply_is_kept_and_both_land_b
         assert opened.wait(30)
         return FakeEngine(wiki_writer, delay=0.02, model_id="gated-model")
 
-    app = create_app(load_sites(SITES_DIR), db_path=db, load_engine=loader, identify_model=lambda: "gated-model")
+    app = create_app(example_sites(), db_path=db, load_engine=loader, identify_model=lambda: "gated-model")
     with served(app) as url, browser_page() as page:
         problems = collect_problems(page)
         # The thread is cached: served while the model loads. A reply posted now is kept, and says when it is answered.
@@ -367,7 +367,7 @@ def test_a_click_past_the_clients_limit_shows_the_429_and_lands_once_a_page_of_i
     tmp_path: Path,
 ) -> None:
     engine = FakeEngine(wiki_writer, delay=0.3, steps=4)  # a page takes several seconds
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3", runs_per_client=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", runs_per_client=1)
     with served(app) as url, browser_page() as first:
         problems = collect_problems(first)
         first.goto(url + "/wiki/Lisp")
@@ -446,7 +446,7 @@ def test_an_error_page_from_a_proxy_is_shown_and_no_answer_at_all_opens_the_link
 
 def test_a_busy_page_asks_again_by_itself_but_not_while_the_visitor_is_typing(tmp_path: Path) -> None:
     engine = FakeEngine(wiki_writer, overloaded=1)  # busy, try again in 1 s
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
     with served(app) as url, browser_page() as page:
         page.goto(url + "/wiki/Lisp")
         page.wait_for_selector("[data-genui-retry]", timeout=10_000)
@@ -478,3 +478,38 @@ def test_back_from_an_anchor_in_the_page_scrolls_and_does_not_load_the_page_agai
     page.wait_for_selector(FINISHED + ":text-is('Genpedia')", timeout=10_000)
     assert page.url == server.url + "/wiki/" and page.evaluate("() => window.genuiMarker") is None
     assert problems == []
+
+
+def test_a_search_whose_page_is_busy_asks_again_by_itself_though_its_query_stays_in_the_box(tmp_path: Path) -> None:
+    """The header's search box keeps the query it sent: no text a reload would lose, so the busy page asks again."""
+    engine = FakeEngine(wiki_writer, overloaded=1)  # busy, try again in 1 s
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector("[data-genui-retry]", timeout=10_000)
+        page.fill("input[name=q]", "lisp")
+        page.press("input[name=q]", "Enter")  # the search, busy too; the box keeps its query, and the focus
+        page.wait_for_url(url + "/wiki/search?q=lisp", timeout=10_000)
+        page.wait_for_selector("[data-genui-retry]", timeout=10_000)
+        engine.overloaded = None
+        page.wait_for_selector(FINISHED, timeout=10_000)  # asked again by itself
+        assert page.url == url + "/wiki/search?q=lisp"
+
+
+def test_a_search_sent_with_no_server_to_answer_opens_with_its_query(server: Server, page: Any) -> None:
+    """A GET that reaches no server is opened the browser's own way (which says why, and retries): a search's with
+    the query it was sent with."""
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+
+    def refuse_htmx(route: Any) -> None:  # htmx's request reaches no server; the browser's own does
+        if route.request.resource_type in ("xhr", "fetch"):
+            route.abort("connectionrefused")
+        else:
+            route.continue_()
+
+    page.route("**/wiki/search*", refuse_htmx)
+    page.fill("input[name=q]", "lisp")
+    page.press("input[name=q]", "Enter")
+    page.wait_for_url("**/wiki/search?q=lisp", timeout=10_000)
+    page.wait_for_selector(FINISHED, timeout=15_000)

@@ -7,6 +7,7 @@ before and after. Never run `playwright install`: the tests drive /usr/bin/chrom
 from __future__ import annotations
 
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,9 @@ from typing import Any
 
 import pytest
 from chromium import browser_page, collect_problems, served
-from fakes import SITES_DIR, FakeEngine
+from fakes import FakeEngine, example_sites
 
 from genui.app import create_app
-from genui.sites import load_sites
 
 pytestmark = pytest.mark.browser
 FINISHED = "#genui-content:not(.genui-live) .genui-page"  # a finished page (a page being written is .genui-live)
@@ -33,7 +33,7 @@ class Server:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     engine = FakeEngine(delay=0.01, steps=3)  # first versions quickly; each test slows it down to watch the edit
-    with served(create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
         yield Server(url, engine)
 
 
@@ -154,3 +154,26 @@ def test_back_after_regenerate_shows_the_version_that_was_on_screen(server: Serv
     page.go_forward()
     page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
     assert problems == []
+
+
+def test_a_refused_page_control_says_why_below_the_toolbar_and_the_page_and_the_text_stay(
+    server: Server, page: Any
+) -> None:
+    """A Rewrite while another version of the page is being written is a 409: said below the toolbar, where a
+    dropped connection is said, not swapped in over the page with the instruction typed."""
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    before = page.inner_html(FINISHED)
+    server.engine.delay = 0.5  # another visitor's Regenerate is writing version 2 meanwhile
+    regenerate = urllib.request.Request(
+        server.url + "/_genui/regenerate", data=b"site=wiki&url=%2FLisp", headers={"HX-Request": "true"}
+    )
+    with urllib.request.urlopen(regenerate, timeout=10) as answer:
+        assert answer.status == 200  # its placeholder: the run waits for that visitor's stream
+    page.fill("input[name=instruction]", "shorter, please")
+    page.click("#genui-toolbar button:text-is('Rewrite')")
+    said = page.wait_for_selector("#genui-toolbar .genui-send-error", timeout=5_000)
+    assert said is not None and "being written right now" in (said.text_content() or "")
+    assert page.inner_html(FINISHED) == before and page.input_value("input[name=instruction]") == "shorter, please"
+    assert not [problem for problem in problems if "409" not in problem]  # the 409 itself is logged as a resource
