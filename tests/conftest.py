@@ -5,11 +5,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine
+from fakes import SITES_DIR, ClientFactory, FakeEngine, example_sites
 from starlette.testclient import TestClient
 
 from genui.app import create_app
-from genui.sites import Site, load_site, load_sites
+from genui.sites import Site, load_site
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +36,7 @@ def wiki() -> Site:
 
 @pytest.fixture
 def all_sites() -> list[Site]:
-    return load_sites(SITES_DIR)
+    return example_sites()
 
 
 @pytest.fixture

@@ -20,8 +20,17 @@ from starlette.websockets import WebSocketDisconnect
 from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
 from genui.edits import Infill
 from genui.pages import Pages
+from genui.sites import Site, load_site
 
 SITES_DIR = Path(__file__).resolve().parent.parent / "sites"
+EXAMPLES = ("forum", "os", "wiki")  # the example sites: one a user adds beside them (genui new) is not the tests'
+
+
+def example_sites() -> list[Site]:
+    """The example sites, whatever else sites/ holds (a hackathon's own site, written there by genui new)."""
+    return [load_site(SITES_DIR / name) for name in EXAMPLES]
+
+
 ClientFactory = Callable[..., TestClient]  # client_factory(sites, engine=FakeEngine(), **TestClient options)
 Writer = Callable[[str, int], str]  # (prompt, seed) -> the page's final text
 InfillWriter = Callable[[Infill], str]  # an in-place edit -> the region's text

@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 
 import markupsafe
 import pytest
-from fakes import SITES_DIR, FakeEngine, visit
+from fakes import FakeEngine, example_sites, visit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -31,7 +31,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from genui.app import create_app
 from genui.pages import SiteRuntime
-from genui.sites import SiteConfigError, load_site, load_sites
+from genui.sites import SiteConfigError, load_site
 
 REQUEST_BOUND_S = 10.0  # generous: a FakeEngine page takes milliseconds, so only a hang comes near it
 HTTP_EXAMPLES = 150
@@ -69,7 +69,7 @@ def engine() -> FakeEngine:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory, engine: FakeEngine) -> Iterator[TestClient]:
     """One app for every example (a fresh database per example would cost more than the request)."""
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path_factory.mktemp("bad-input") / "db.sqlite3")
+    app = create_app(example_sites(), engine, db_path=tmp_path_factory.mktemp("bad-input") / "db.sqlite3")
     with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as test_client:
         yield test_client
 
@@ -366,7 +366,7 @@ JINJA = ["{{ 7*7 }}", "{% for x in range(7) %}{{ 7*7 }}{% endfor %}", "{{ ''.__c
 @pytest.mark.parametrize("payload", JINJA)
 def test_jinja_in_urls_posts_and_parents_reaches_the_prompt_as_literal_text(tmp_path: Path, payload: str) -> None:
     engine = FakeEngine()
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3")
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3")
     with TestClient(app, follow_redirects=False) as client, bounded():
         named = "_".join(payload.split(" "))  # the article's own URL: one asked for with spaces redirects to it
         article = visit(client, "/wiki/" + quote(named, safe=""))

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from chromium import browser_page, collect_problems, served, wait_ready
-from fakes import SITES_DIR
+from fakes import example_sites
 
 from genui.app import create_app
-from genui.sites import load_sites
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -33,7 +32,7 @@ def shows(page: Any, html: str, seconds: float = 60.0) -> None:
 
 
 def test_browse_the_generated_wiki_on_the_shipped_model(tmp_path: Path) -> None:
-    app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "pages.sqlite3")  # the default model, loaded at start
+    app = create_app(example_sites(), db_path=tmp_path / "pages.sqlite3")  # the default model, loaded at start
     with served(app) as url, browser_page() as page:
         wait_ready(url, 180)
         page.set_default_timeout(WAIT_MS)

@@ -8,10 +8,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from fakes import example_sites
 
 import lab.corpus
-from genui.resources import bundled
-from genui.sites import load_sites
 from lab.corpus import (
     Builder,
     Entry,
@@ -172,7 +171,7 @@ def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
         tree={"/home/user": {"a>b.txt", "<dir>", "x&y"}, "/home/user/<dir>": set()},
         names=["user", "hacker"],
     )
-    builder = Builder({s.name: s for s in load_sites(bundled("sites"))}, seed=0, sources=sources)
+    builder = Builder({s.name: s for s in example_sites()}, seed=0, sources=sources)
     pages = [
         builder.wiki_article(entry),
         builder.forum_thread("linux"),
@@ -213,7 +212,7 @@ def _home_builder() -> Builder:
         tree={"/usr": {"bin"}, "/usr/bin": {"ed"}},
         names=["user", "alice", "bob", "carol"],
     )
-    return Builder({s.name: s for s in load_sites(bundled("sites"))}, seed=0, sources=sources)
+    return Builder({s.name: s for s in example_sites()}, seed=0, sources=sources)
 
 
 def test_home_folders_give_the_desktop_icons_pages_to_learn_from() -> None:
@@ -309,7 +308,7 @@ def _marked_pages(split: Split | None = None) -> list[Example]:
         {**MARKED_TREE, "/srv": {f"d{i}" for i in range(12)}},
         ["user", "alice", "bob", "carol", "dave"],
     )
-    sites = {s.name: s for s in load_sites(bundled("sites"))}
+    sites = {s.name: s for s in example_sites()}
     # a budget no page reaches, so every item a page draws is shown
     builder = Builder(sites, seed=0, char_budget=10_000, sources=sources, **({"split": split} if split else {}))
     return [

@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 from crash_harness import CrashHarness, ForumPosts, GeneratedPages, checksum_writer, page_problem
-from fakes import SITES_DIR, FakeEngine
+from fakes import SITES_DIR, FakeEngine, example_sites
 
 from genui.app import create_app
 from genui.pages import SiteRuntime
-from genui.sites import load_site, load_sites
+from genui.sites import load_site
 
 PAGE = checksum_writer("<title>Crash 1</title>", 3)
 
@@ -42,7 +42,7 @@ def test_a_torn_or_altered_page_fails_the_checksum(damage: Callable[[str], str])
 def test_the_verifiers_find_a_lost_post_and_a_corrupt_page(tmp_path: Path) -> None:
     """The harness is only as good as its checks: tamper with the database behind the app and they must say so."""
     db = tmp_path / "db.sqlite3"
-    app = create_app(load_sites(SITES_DIR), FakeEngine(checksum_writer, canvas_chars=4096), db_path=db)
+    app = create_app(example_sites(), FakeEngine(checksum_writer, canvas_chars=4096), db_path=db)
     posts, pages = ForumPosts(writers=2, threads=2), GeneratedPages(clients=1)
 
     async def drive_then_verify() -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, visit, ws_messages
+from fakes import FakeEngine, eventually, example_sites, visit, ws_messages
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from test_app import HTMX, live_url
@@ -15,7 +15,6 @@ from test_replies import _failing_once
 
 from genui.app import create_app
 from genui.pages import Pages
-from genui.sites import load_sites
 
 THREAD = "/forum/r/hacking/My_first_lisp"
 ORIGIN = {"Origin": "http://testserver"}
@@ -42,7 +41,7 @@ def served(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine, Pages]]:
     # Slow enough that a page's run is still under way when the next request comes (about 3 s).
     engine = FakeEngine(delay=0.2, region=_failing_once(failures))
     db = tmp_path / "db.sqlite3"
-    app = create_app(load_sites(SITES_DIR), engine, db_path=db, runs_per_client=2, unclaimed_s=5.0)
+    app = create_app(example_sites(), engine, db_path=db, runs_per_client=2, unclaimed_s=5.0)
     with TestClient(AsClient(app)) as client:
         yield client, engine, app.state.pages
 
@@ -113,7 +112,7 @@ def test_a_reply_sent_again_at_the_limit_is_answered_as_its_first_copy_not_refus
     """A double click, or a resend after a lost answer, is the post already stored: not a new run that the client's
     limit could refuse. It gets the first copy's answer, and watches the run its first copy started if it is going."""
     engine = FakeEngine()
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
     store = app.state.pages.store
     with TestClient(AsClient(app)) as client:
         visit(client, THREAD, headers={"X-As": "10.0.0.9"})
@@ -147,7 +146,7 @@ def test_a_reply_sent_again_after_its_run_failed_shows_the_stored_post_at_the_li
     the post is stored, so the thread shows it waiting (no 429, no form asking to type it again)."""
     failures = [1]
     engine = FakeEngine(region=_failing_once(failures))
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
     store = app.state.pages.store
     with TestClient(AsClient(app)) as client:
         visit(client, THREAD, headers={"X-As": "10.0.0.9"})
@@ -194,7 +193,7 @@ def test_a_head_request_starts_nothing_and_counts_against_no_limit(
 def test_a_reply_to_a_thread_another_client_is_writing_joins_its_run_at_the_limit(tmp_path: Path) -> None:
     """Joining a run someone else started costs nothing, a reply's too: it is stored, and waits for the next run."""
     engine = FakeEngine(delay=0.2)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1)
     store = app.state.pages.store
     with TestClient(AsClient(app)) as client:
         unwritten = "/forum/r/hacking/Being_written"
@@ -211,7 +210,7 @@ def test_a_reply_sent_again_to_a_thread_not_written_says_it_is_saved_at_the_limi
     """The first copy started writing the thread, which nobody watched; the resend would start it again, but the
     client is at its limit: the post is stored, so the answer says so, with nothing left to send again."""
     engine = FakeEngine(delay=0.1)
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1, unclaimed_s=0.2)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1, unclaimed_s=0.2)
     store, pages = app.state.pages.store, app.state.pages
     with TestClient(AsClient(app)) as client:
         unwritten, ada = "/forum/r/hacking/Brand_new", {**as_client("10.0.0.1"), **ORIGIN}

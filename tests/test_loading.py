@@ -8,14 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, page_html, visit, ws_messages
+from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, visit, ws_messages
 from starlette.testclient import TestClient
 from test_app import HTMX, live_url
 
 from engine.frames import EngineError
 from genui.app import create_app
 from genui.cli import main
-from genui.sites import load_site, load_sites
+from genui.sites import load_site
 
 
 class Gate:
@@ -37,7 +37,7 @@ def gated(tmp_path: Path) -> Iterator[Callable[..., tuple[TestClient, Gate]]]:
 
     def make(error: Exception | None = None, **options: object) -> tuple[TestClient, Gate]:
         gate = Gate(error)
-        app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "db.sqlite3", load_engine=gate, **options)
+        app = create_app(example_sites(), db_path=tmp_path / "db.sqlite3", load_engine=gate, **options)
         client = TestClient(app)
         client.__enter__()
         opened.append((client, gate))
@@ -94,7 +94,7 @@ def test_a_model_that_fails_to_load_is_named_on_every_page(gated: Callable[..., 
 
 def test_shutting_down_while_the_model_loads_does_not_wait_for_it(tmp_path: Path) -> None:
     gate = Gate()
-    app = create_app(load_sites(SITES_DIR), db_path=tmp_path / "db.sqlite3", load_engine=gate)
+    app = create_app(example_sites(), db_path=tmp_path / "db.sqlite3", load_engine=gate)
     started = time.monotonic()
     with TestClient(app) as client:
         assert health(client)["status"] == "loading"
@@ -120,7 +120,7 @@ ORIGIN = {"Origin": "http://testserver"}
 def cached(tmp_path: Path) -> Path:
     """A page cache in which gated-model has written the wiki's Lisp and the forum's thread (and nothing else)."""
     db = tmp_path / "db.sqlite3"
-    with TestClient(create_app(load_sites(SITES_DIR), FakeEngine(model_id="gated-model"), db_path=db)) as client:
+    with TestClient(create_app(example_sites(), FakeEngine(model_id="gated-model"), db_path=db)) as client:
         for url in ("/wiki/Lisp", THREAD):
             assert visit(client, url).status_code == 200
     return db

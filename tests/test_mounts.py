@@ -9,13 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, page_html, visit, wiki_writer
+from fakes import SITES_DIR, FakeEngine, example_sites, page_html, visit, wiki_writer
 from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.links import remount
 from genui.runtime import SiteRuntime
-from genui.sites import load_site, load_sites
+from genui.sites import load_site
 from genui.store import PageKey, StoredPage
 
 THREAD_LINKS = re.compile(r'<a href="([^"]+)" hx-get="([^"]+)"')
@@ -37,7 +37,7 @@ def board_or_wiki(prompt: str, seed: int) -> str:
 
 
 def serve(db: Path, alone: str | None) -> TestClient:
-    sites = [load_site(SITES_DIR / alone)] if alone else load_sites(SITES_DIR)
+    sites = [load_site(SITES_DIR / alone)] if alone else example_sites()
     return TestClient(create_app(sites, FakeEngine(board_or_wiki), db_path=db))
 
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from fakes import example_sites
 
 from genui.prompts import split_gaps
-from genui.resources import bundled
 from genui.runtime import SiteRuntime
-from genui.sites import load_sites
 from lab.corpus import Builder, Entry, Example, Package, Sources
 
 FISH = Entry(
@@ -30,7 +29,7 @@ MURPHY = Entry(
 
 @pytest.fixture(scope="module")
 def builder() -> Builder:
-    sites = {site.name: site for site in load_sites(bundled("sites"))}
+    sites = {site.name: site for site in example_sites()}
     sources = Sources(
         entries={"fish queue": FISH, "murphy's law": MURPHY},
         fortunes={"linux": ["Linux is only free if your time has no value.", "Use the source, Luke."]},

@@ -20,13 +20,12 @@ from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 import markupsafe
 import pytest
-from fakes import SITES_DIR, FakeEngine, visit, ws_messages
+from fakes import FakeEngine, example_sites, visit, ws_messages
 from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.links import navigation_attrs
 from genui.sanitize import ALLOWED_TAGS, ID_PREFIX
-from genui.sites import load_sites
 
 EVIL = "evil.example"
 ATTACK = (
@@ -206,7 +205,7 @@ def assert_safe(html: str, what: str) -> Audit:
 def forum(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine]]:
     engine = obedient_engine(steps=4)
     # Every draft is sent (no throttle), so that every one of them is audited.
-    app = create_app(load_sites(SITES_DIR), engine, db_path=tmp_path / "db.sqlite3", draft_interval=0.0)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", draft_interval=0.0)
     with TestClient(app, follow_redirects=False) as client:
         yield client, engine
 

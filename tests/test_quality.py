@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 from engine_fixtures import build_tiny_llama_base
+from fakes import example_sites
 
 from genui.prompts import GAP
 from genui.routing import SiteRouter
 from genui.runtime import SiteRuntime
 from genui.sanitize import sanitize_html
-from genui.sites import load_sites
 from lab import quality
 from lab.adapt import main as adapt_main
 from lab.corpus import Builder, Entry, Example, Package, Sources
 from lab.quality import PageResult, distinct_2, doubled_words, report, shape, shared_phrases, skeleton_ok
 
-SITES = {s.name: s for s in load_sites(Path(__file__).resolve().parent.parent / "sites")}
+SITES = {s.name: s for s in example_sites()}
 ARTICLE = (
     '<article class="wiki"><h1>Hash table</h1><p>A table.</p><p>See <a href="/wiki/Array">array</a>.</p></article>'
 )
@@ -471,10 +471,12 @@ def test_rescore_reports_only_the_sites_asked_for_and_per_site_takes_a_positive_
     board = PageResult("forum", "/r/linux", "<p>board</p>", [5], 1.0)
     saved = tmp_path / "pages.jsonl"
     saved.write_text(
-        "".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in (board, dataclasses.replace(board, site="blog")))
+        "".join(
+            json.dumps(dataclasses.asdict(p)) + "\n" for p in (board, dataclasses.replace(board, site="nosuchsite"))
+        )
     )
     assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json"]) == 2
-    assert "has no site blog" in capsys.readouterr().err  # named, not a KeyError
+    assert "has no site nosuchsite" in capsys.readouterr().err  # named, not a KeyError
     assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json", "--site", "forum"]) == 0
     assert [row["site"] for row in json.loads(capsys.readouterr().out)["sites"]] == ["forum"]
     with pytest.raises(SystemExit):

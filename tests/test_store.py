@@ -11,14 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, visit
+from fakes import FakeEngine, example_sites, visit
 from starlette.testclient import TestClient
 from test_app import HTMX, live_url
 
 import genui.errors
 import genui.generation
 from genui.app import create_app
-from genui.sites import load_sites
 from genui.store import (
     MAX_POST,
     MAX_USER,
@@ -418,7 +417,7 @@ def test_a_commit_refused_while_another_process_reads_is_rolled_back_and_the_nex
 
 def test_a_reply_while_another_process_holds_the_cache_is_a_503_that_keeps_what_was_typed(tmp_path: Path) -> None:
     db = tmp_path / "genui.sqlite3"
-    app = create_app(load_sites(SITES_DIR), FakeEngine(), db_path=db)
+    app = create_app(example_sites(), FakeEngine(), db_path=db)
     thread = "/forum/r/hacking/My_first_lisp"
     with TestClient(app) as client:
         assert visit(client, thread).status_code == 200
@@ -439,7 +438,7 @@ def test_a_page_written_while_another_process_holds_the_cache_is_said_not_kept_a
     db = tmp_path / "genui.sqlite3"
     engine = FakeEngine()
     engine.hold = threading.Event()  # the page's last frame waits until its visitor watches
-    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
+    app = create_app(example_sites(), engine, db_path=db)
     with TestClient(app) as client, closing(sqlite3.connect(db, isolation_level=None)) as other:
         other.execute("BEGIN IMMEDIATE")  # held past the store's busy timeout (genui cache prune --vacuum, say)
         live = client.get("/wiki/Lisp", headers=HTMX)
@@ -467,7 +466,7 @@ def cache_held(tmp_path: Path) -> Iterator[tuple[TestClient, FakeEngine, sqlite3
     db = tmp_path / "genui.sqlite3"
     engine = FakeEngine()
     engine.hold = threading.Event()
-    app = create_app(load_sites(SITES_DIR), engine, db_path=db)
+    app = create_app(example_sites(), engine, db_path=db)
     with (
         TestClient(app) as client,
         closing(sqlite3.connect(db, isolation_level=None, check_same_thread=False)) as other,
@@ -574,7 +573,7 @@ def test_a_variation_kept_while_the_cache_is_held_can_be_kept_once_it_is_free(tm
     from test_edits import keep_form
 
     db = tmp_path / "genui.sqlite3"
-    app = create_app(load_sites(SITES_DIR), FakeEngine(), db_path=db)
+    app = create_app(example_sites(), FakeEngine(), db_path=db)
     with TestClient(app, follow_redirects=False) as client:
         visit(client, "/wiki/Lisp", follow_redirects=True)
         candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text

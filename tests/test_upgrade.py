@@ -9,13 +9,13 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, page_html, pages_of
+from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, pages_of
 from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.cli import main
 from genui.runtime import SiteRuntime
-from genui.sites import load_site, load_sites
+from genui.sites import load_site
 from genui.store import PageKey, Store
 from genui.upgrade import adopt_earlier_pages, earlier_version, written_mount
 
@@ -89,7 +89,7 @@ def test_genui_cache_counts_an_earlier_genuis_pages_as_current_so_prune_keeps_th
 def test_the_mount_an_earlier_page_was_written_for_is_read_from_its_links(
     site: str, html: str, mount: str | None
 ) -> None:
-    runtime = SiteRuntime.build(next(s for s in load_sites(SITES_DIR) if s.name == site), "")
+    runtime = SiteRuntime.build(next(s for s in example_sites() if s.name == site), "")
     assert written_mount(runtime, html) == mount
 
 
