@@ -9,7 +9,10 @@
 # part trains; later calls of the same lease resume runs/gpu.
 #
 #   STAGE    base: keep what this call carried in runs/base/ and stop; train (default): assemble, train, export
-#   MINUTES  training minutes in this call (default 8; a call may run 10 minutes in all)
+#   MINUTES  training minutes in this call at most (default 8; 0 is refused: write 0.1 to export only). Training
+#            also stops by CALL_S (default 600, a call's limit) less RESERVE_S (default 60, and 60 more for each
+#            export beside, bench, profile or quality report asked for) counted from the call's start, so that the
+#            exports that follow it land inside the call
 #   INIT     adapter a new run starts from (default models/genui-smollm; "none" starts from the bare base)
 #   BATCH    pages in one forward (default 32: 35k canvas tokens/s on an H100, against 1.7k one at a time)
 #   PACKED   the packed corpus to train on, carried in the first call (default data/adapt-packed.npz; e.g.
@@ -21,14 +24,17 @@
 #            --trajectory-share 0.5"
 #   ARGS     anything else for `genui adapt` (e.g. "--steps 1800 --lr 8e-4 --canvas-tokens 16384", a new run's schedule)
 #   BENCH    timed runs of `genui bench` on the device with the new adapter, after export (default 0: none)
-#   QUALITY  pages a site for the held-out report after training (default 0: none; it runs on the CPU later)
-#   PROFILE  1: one bench page under torch.profiler after export (bench/step_profile.py), into $OUT/profile.txt
+#   QUALITY  pages a site for the held-out report after training, on the device (default 0: none)
+#   PROFILE  1: one bench page under torch.profiler after export (bench/step_profile.py)
+#            BENCH's, PROFILE's and QUALITY's files come back in one $OUT/extras.tgz (bench.json, bench.err,
+#            profile.txt, quality.json, quality.err): at most 8 files come back a call
 #   BESIDE   a second run's arguments on top of ARGS (e.g. "--certainty 0.3"): it trains at the same time on the same
 #            GPU, into runs/gpu-b, so a lease gives a change and its control the same steps, data order and noise.
 #            Its adapter comes back as $OUT/genui-smollm-b/adapter_model.safetensors and $OUT/b.tgz (its config,
 #            log.json and train.log): at most 8 files come back a call. BENCH, PROFILE and QUALITY use the first run.
 #   DEVICE, WHEELS   cuda, runs/base/whl (a dry run here, with the venv on PATH: cpu, none)
 set -euo pipefail
+CALL_START=$(date +%s)
 : "${OUT:?OUT must name the folder whose files come back}"
 STAGE=${STAGE:-train}
 mkdir -p runs/base/whl
@@ -45,6 +51,10 @@ if [ "$STAGE" = base ]; then
     exit 0
 fi
 MINUTES=${MINUTES:-8}
+if python3 -c "import sys; sys.exit(float(sys.argv[1]) > 0)" "$MINUTES"; then
+    echo "MINUTES=$MINUTES: genui adapt would train with no limit; write MINUTES=0.1 to export (and bench) only" >&2
+    exit 2
+fi
 INIT=${INIT:-models/genui-smollm}
 DEVICE=${DEVICE:-cuda}
 QUALITY=${QUALITY:-0}
@@ -67,6 +77,12 @@ for pack in "$PACKED" "$PACKED_B"; do
     fi
 done
 packed=runs/base/$(basename "$PACKED")
+# Training stops by then at the latest: the call's limit less what comes after it (an export, and each extra).
+extras=0
+for asked in "${BESIDE:-}" "${BENCH#0}" "${PROFILE:-}" "${QUALITY#0}"; do
+    if [ -n "$asked" ] && [ "$asked" != 0 ]; then extras=$((extras + 1)); fi
+done
+STOP_AT=$((CALL_START + ${CALL_S:-600} - ${RESERVE_S:-60} - 60 * extras))
 # train RUN PACK LOG [ARGS...]: trains (or resumes) the run folder RUN on the packed corpus PACK, its output into LOG
 train() {
     local run=$1 pack=$2 log=$3
@@ -84,7 +100,8 @@ train() {
     fi
     # shellcheck disable=SC2086
     python3 -m lab.adapt --device "$DEVICE" --out "$run" --packed "runs/base/$(basename "$pack")" "${start[@]}" \
-        --minutes "$MINUTES" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} "$@" >"$log" 2>&1
+        --minutes "$MINUTES" --stop-at "$STOP_AT" --batch-pages "$BATCH" --save-every 20 --eval-every 50 ${ARGS:-} \
+        "$@" >"$log" 2>&1
 }
 python3 -c "from engine.base import ensure_base; print('base', ensure_base())"  # once, before two runs could race
 : >"$OUT/train.log"
@@ -124,16 +141,21 @@ if [ -n "${BESIDE:-}" ]; then
     cp runs/gpu-b/log.json runs/gpu-b.log runs/export-b/
     tar -czf "$OUT/b.tgz" -C runs/export-b adapter_config.json genui.json log.json gpu-b.log
 fi
+rm -rf runs/extras
+mkdir -p runs/extras
 if [ "$BENCH" != 0 ]; then
     python3 -c "import genui.cli as c; raise SystemExit(c.main())" bench --device "$DEVICE" --model runs/export --runs "$BENCH" --json \
-        >"$OUT/bench.json" 2>"$OUT/bench.err" || echo "bench failed: see bench.err"
+        >runs/extras/bench.json 2>runs/extras/bench.err || echo "bench failed: see bench.err"
 fi
 if [ "${PROFILE:-0}" != 0 ]; then
-    python3 bench/step_profile.py --model runs/export --device "$DEVICE" >"$OUT/profile.txt" 2>&1 || echo "profile failed: see profile.txt"
+    python3 bench/step_profile.py --model runs/export --device "$DEVICE" >runs/extras/profile.txt 2>&1 || echo "profile failed: see profile.txt"
 fi
 if [ "$QUALITY" != 0 ]; then
     python3 -m lab.quality --model runs/export --device "$DEVICE" --corpus runs/base/heldout.jsonl \
         --packed "$packed" --per-site "$QUALITY" --json \
-        >"$OUT/quality.json" 2>"$OUT/quality.err" || echo "quality report skipped: see quality.err"
+        >runs/extras/quality.json 2>runs/extras/quality.err || echo "quality report skipped: see quality.err"
+fi
+if compgen -G "runs/extras/*" >/dev/null; then
+    tar -czf "$OUT/extras.tgz" -C runs/extras .  # one file of the 8 a call brings back
 fi
 ls -la "$OUT" "$OUT"/genui-smollm*

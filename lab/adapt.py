@@ -347,6 +347,14 @@ def train(args: argparse.Namespace) -> None:
         cfg = AdaptConfig(**state["config"])
         base = recorded_base(state["base"])
         print(f"resuming {out} at step {state['step']}", file=sys.stderr)
+        for f in fields(AdaptConfig):  # a setting given anew does not change a run under way: say so, not silently
+            given = getattr(args, f.name, None)
+            if given is not None and given != f.default and given != getattr(cfg, f.name):
+                print(
+                    f"note: --{f.name.replace('_', '-')} {given} is not this run's: it resumes with its own "
+                    f"{getattr(cfg, f.name)} (name another --out to start a run with it)",
+                    file=sys.stderr,
+                )
     else:
         cfg = AdaptConfig(**{f.name: getattr(args, f.name) for f in fields(AdaptConfig) if hasattr(args, f.name)})
         base = str(args.base or ensure_base())
@@ -441,6 +449,8 @@ def train(args: argparse.Namespace) -> None:
         (out / "log.json").write_text(json.dumps(log, indent=1))
 
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else math.inf
+    if args.stop_at:  # a moment on the wall clock: a lent GPU's call ends at a fixed time, its start included
+        deadline = min(deadline, time.monotonic() + (args.stop_at - time.time()))
     last = args.max_steps if args.max_steps else cfg.steps
     batch_pages = max(1, args.batch_pages)
     model.train()
@@ -648,6 +658,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init", type=Path, help="a new run starts from this exported adapter (e.g. the shipped one)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads on CPU (default: torch's choice)")
     parser.add_argument("--minutes", type=float, default=0, help="stop (with a checkpoint) after this long")
+    parser.add_argument(
+        "--stop-at",
+        type=float,
+        default=0,
+        metavar="UNIX_TIME",
+        help="stop (with a checkpoint) at this moment at the latest, whatever --minutes says (bench/gpu_train.sh: "
+        "the call's limit less the time its exports take)",
+    )
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this step (the schedule keeps --steps)")
     parser.add_argument(
         "--batch-pages", type=int, default=1, help="pages in one forward (padded to one length; 16 or so on a GPU)"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -156,9 +159,16 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(
     log = json.loads((tmp_path / "run" / "log.json").read_text())
     assert [entry["step"] for entry in log] == [0, 1, 2] and "heldout" in log[-1]
     export = tmp_path / "export"
+    capsys.readouterr()
     assert main([*common, "--max-steps", "3", "--export", str(export)]) == 0  # resumes at step 2
+    assert "note:" not in capsys.readouterr().err  # nothing given that the run has otherwise
     log = json.loads((tmp_path / "run" / "log.json").read_text())
     assert [entry["step"] for entry in log] == [0, 1, 2, 3]
+    # A lent GPU's call ends at a fixed time: past it, a resumed run takes no step. A setting given anew is said to
+    # be ignored, not silently dropped.
+    assert main([*common, "--max-steps", "5", "--stop-at", str(time.time() - 1), "--lr", "9e-4"]) == 0
+    assert [entry["step"] for entry in json.loads((tmp_path / "run" / "log.json").read_text())] == [0, 1, 2, 3]
+    assert "note: --lr 0.0009 is not this run's" in capsys.readouterr().err
     spec = json.loads((export / "genui.json").read_text())
     assert spec["canvas_length"] == 8 and spec["base"] == str(tiny_base)  # the base it was trained on
     # A new adapter is measured with the sampler settings the shipped one runs with, so the two compare.
@@ -425,3 +435,20 @@ def test_pack_leaves_out_a_page_longer_than_it_packs_instead_of_cutting_it(
     pages = Packed.load(packed)
     assert len(pages) == 1 and len(pages.response(0)) < 64  # the short page, whole
     assert "1 pages packed" in (said := capsys.readouterr().err) and "1 rows left out, longer than" in said
+
+
+def test_the_lease_scripts_parse_and_training_for_no_minutes_is_refused_not_run_without_limit(
+    tmp_path: Path,
+) -> None:
+    """bench/gpu_train.sh runs only on a lent GPU, so its mistakes cost a lease: each script must parse, and
+    MINUTES=0 (which genui adapt reads as no limit, training on until the call is killed before its export) is
+    refused with the value to write."""
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    for script in sorted(bench.glob("*.sh")):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "MINUTES": "0"}
+    (tmp_path / "out").mkdir()
+    ran = subprocess.run(
+        ["bash", str(bench / "gpu_train.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 2 and "write MINUTES=0.1" in ran.stderr
