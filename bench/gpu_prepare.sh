@@ -10,12 +10,13 @@
 # clicks repeated) and data/adapt-w.npz (the same, with the wiki's articles of two paragraphs or more twice over);
 # files already there are kept. Then, on one lease, each call within 30 s of the last (the machine stays warm that
 # long):
-#   run(command: "STAGE=base PROBE=1 bash bench/gpu_train.sh",
+#   run(command: "STAGE=base bash bench/gpu_train.sh",
 #       carry: [".base/part-aa", "data/adapt-packed.npz", "data/heldout.jsonl"])
 #   run(command: "STAGE=base bash bench/gpu_train.sh", carry: [".base/part-ab", ".whl"])
-#   run(command: "MINUTES=8 ARGS='--canvas-tokens 16384 --steps N --lr 8e-4' bash bench/gpu_train.sh",
-#       carry: [".base/part-ac"])
-# and again (carrying nothing) while the machine is warm: runs/gpu resumes.
+#   run(command: "MINUTES=8.5 BATCH=32 ARGS='--canvas-tokens 16384 --steps 1350 --warmup 30 --lr 3e-4 --seed S'
+#       bash bench/gpu_train.sh", carry: [".base/part-ac"])
+#   run(command: "MINUTES=2.85 BATCH=32 bash bench/gpu_train.sh")   # resumes runs/gpu and exports
+# (docs/model.md, "Training on a lent GPU": a lease of 15 minutes in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
