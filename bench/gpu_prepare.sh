@@ -3,7 +3,7 @@
 #
 # Makes what the device needs and cannot fetch: .whl/ (transformers as installed here, peft, gguf and accelerate, plus
 # genui's web dependencies for the quality report, built for the device's Python 3.12), .base/part-aa, -ab and -ac
-# (the base's wheel in three parts: a call carries at most 64 MiB, the repo's 18 MB included) and data/heldout.jsonl
+# (the base's wheel in three parts: a call carries at most 64 MiB, the repo's 19 MB (2026-11-29) included) and data/heldout.jsonl
 # (the held-out pages' rows: the whole corpus is too big to carry). data/ does not outlive a machine, so on a fresh
 # one it first installs the corpus's Debian sources, builds data/corpus.jsonl (genui corpus --text-only) and packs
 # the two corpora the recent leases trained on: data/adapt-packed.npz (session 30's weighting, a visitor's first
