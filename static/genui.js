@@ -182,8 +182,34 @@
     var content = event.target;
     if (content.id === "genui-content" && content.dataset.documentTitle) {
       document.title = content.dataset.documentTitle;
+      // htmx keeps the old element's class on the new one until it settles (defaultSettleDelay): look after that
+      window.setTimeout(function () {
+        landed(content);
+      }, 100);
     }
   });
+
+  // A page swapped in (a click, a form, a stream's end) is said where screen readers hear it, and the focus, lost
+  // with the link or button that the swap removed, goes to the page's start; a focus still on the page (a reply
+  // being typed while the replies land) stays.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (event.detail.target && event.detail.target.id === "genui-main") {
+      landed(document.getElementById("genui-content"));
+    }
+  });
+
+  function landed(content) {
+    var announce = document.getElementById("genui-announce");
+    var main = document.getElementById("genui-main");
+    if (!content || !announce || !main || content.classList.contains("genui-live")) {
+      return; // a page being written says so as it goes (its progress line); it is said once it lands
+    }
+    announce.textContent = (content.classList.contains("genui-error") ? "" : "Loaded: ") + document.title;
+    var focused = document.activeElement;
+    if (!focused || focused === document.body || !focused.isConnected) {
+      main.focus({ preventScroll: true });
+    }
+  }
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui
   // serve reads ahead, the page's main element names where to say so (data-genui-hint), and that page is written

@@ -513,3 +513,24 @@ def test_a_search_sent_with_no_server_to_answer_opens_with_its_query(server: Ser
     page.press("input[name=q]", "Enter")
     page.wait_for_url("**/wiki/search?q=lisp", timeout=10_000)
     page.wait_for_selector(FINISHED, timeout=15_000)
+
+
+def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_link_had(
+    server: Server, page: Any
+) -> None:
+    """A click's link goes with the page it was on: the focus would fall to the document's body, and nothing would
+    say that the new page is there. It is said in a live region outside the page, and the focus goes to its start."""
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.focus("text=Genpedia tree")
+    page.keyboard.press("Enter")  # streamed: said once it lands, not while it is written
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent.includes('Genpedia tree')")
+    assert page.evaluate("() => document.activeElement.id") == "genui-main"
+    page.click(".genui-brand")  # the front page, from the cache: said at once; the header's link keeps the focus
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia')", timeout=15_000)
+    page.wait_for_function("() => !document.getElementById('genui-announce').textContent.includes('tree')")
+    assert page.text_content("#genui-announce").startswith("Loaded: ")
+    assert page.evaluate("() => document.activeElement.className") == "genui-brand"
+    assert problems == []
