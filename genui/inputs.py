@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 
 from genui.pages import Job, Pages
-from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, url_path
+from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, is_number, url_path, version
 from genui.runtime import SiteRuntime
 from genui.sites import MAX_PATH
 from genui.store import MAX_POST, MAX_USER
@@ -37,21 +37,6 @@ def same_origin(connection: HTTPConnection) -> bool:
         return urlsplit(origin).netloc == connection.headers.get("host")
     except ValueError:  # not a URL at all ("http://["): no page of this site sent it
         return False
-
-
-def is_number(raw: str, digits: int) -> bool:
-    """``raw`` is 1 to ``digits`` ASCII digits. (str.isdigit() also takes "²", which int() refuses, and int() refuses
-    more than 4,300 digits.)"""
-    return raw.isascii() and raw.isdigit() and len(raw) <= digits
-
-
-def version(raw: str | None) -> int | None:
-    """The page version a ``?v=`` value asks for; None when absent."""
-    if raw is None:
-        return None
-    if not is_number(raw, 7) or not 1 <= int(raw) <= 1_000_000:
-        raise BadRequest(f"?{VERSION_KEY}= takes a version number")
-    return int(raw)
 
 
 def site_named(pages: Pages, name: str | None) -> SiteRuntime:

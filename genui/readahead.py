@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 from engine.frames import EngineError
 from genui.links import linked_urls
 from genui.navigation import sections
-from genui.routing import VERSION_KEY, BadRequest, url_path
+from genui.routing import VERSION_KEY, BadRequest, url_path, version
 from genui.store import PageKey, PageWithdrawn, StoredPage
 
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ class ReadAhead:
         if location is None:
             return None
         on = self.pages.job(runtime, location)
-        asked = dict(parse_qsl(urlsplit(url).query)).get(VERSION_KEY, "")
-        page = self.pages.page(on, int(asked) if asked.isascii() and asked.isdigit() and len(asked) <= 7 else None)
+        page = self.pages.page(on, version(dict(parse_qsl(urlsplit(url).query)).get(VERSION_KEY)))  # BadRequest
         if page is None or all(linked.key != job.key for linked in linked_pages(self.pages, on, page.html)):
             return None
         return on.key

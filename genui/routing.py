@@ -100,6 +100,21 @@ def url_path(path: str) -> str:
     return path.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
+def is_number(raw: str, digits: int) -> bool:
+    """``raw`` is 1 to ``digits`` ASCII digits. (str.isdigit() also takes "²", which int() refuses, and int() refuses
+    more than 4,300 digits.)"""
+    return raw.isascii() and raw.isdigit() and len(raw) <= digits
+
+
+def version(raw: str | None) -> int | None:
+    """The page version a ``?v=`` value asks for; None when absent."""
+    if raw is None:
+        return None
+    if not is_number(raw, 7) or not 1 <= int(raw) <= 1_000_000:
+        raise BadRequest(f"?{VERSION_KEY}= takes a version number")
+    return int(raw)
+
+
 def versioned(url: str, version: int) -> str:
     """``url`` with ``?v=version`` added (the URL of one version of a page)."""
     return f"{url}{'&' if '?' in url else '?'}{urlencode({VERSION_KEY: version})}"

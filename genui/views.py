@@ -34,10 +34,9 @@ from genui.inputs import (
     served_at,
     site_named,
     small_form,
-    version,
 )
 from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
-from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, versioned
+from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
 from genui.shell import is_htmx
