@@ -12,7 +12,8 @@ import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.runtime import SiteRuntime
@@ -22,17 +23,29 @@ KEPT_SETS = 64  # finished sets of candidates remembered for keeping, the newest
 log = logging.getLogger("genui")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Candidates:
-    """What a watcher sees: each candidate's HTML so far (sanitised drafts), the finished pages, or an error."""
+    """What a watcher sees: each candidate's text so far (sanitised into ``drafts`` only if a watcher shows them),
+    the finished pages, or an error."""
 
-    drafts: tuple[str, ...]
+    texts: tuple[str, ...]
+    render: Callable[[int, str], str] | None = field(default=None, repr=False, compare=False)
     pages: tuple[str, ...] | None = None  # sanitised, links rewritten: the candidates as they would be stored
     error: EngineError | None = None
 
     @property
     def finished(self) -> bool:
         return self.pages is not None or self.error is not None
+
+    @cached_property
+    def drafts(self) -> tuple[str, ...]:
+        # Lazy: a fast engine sends drafts far more often than a watcher shows them (one each draft interval).
+        if self.pages is not None:
+            return self.pages
+        render = self.render
+        return tuple(
+            render(index, text) if render is not None and text else "" for index, text in enumerate(self.texts)
+        )
 
 
 class Variations:
@@ -54,6 +67,7 @@ class Variations:
         self.read = read
         self.seconds = 0.0
         self._latest = Candidates(("",) * n)
+        self._drawn: dict[int, tuple[str, str]] = {}  # per candidate: its last draft's text and HTML
         self._changed = asyncio.Event()
         self._watchers = 0
         loop = asyncio.get_running_loop()
@@ -98,6 +112,13 @@ class Variations:
         if self._watchers == 0 and not self._latest.finished:
             self.cancel()
 
+    def _draft(self, variant: int, text: str) -> str:
+        """A candidate's draft as HTML; rendered once, though the other candidates' drafts moved on meanwhile."""
+        drawn = self._drawn.get(variant)
+        if drawn is None or drawn[0] != text:
+            drawn = self._drawn[variant] = (text, self.runtime.render(text, draft=True))
+        return drawn[1]
+
     def _publish(self, latest: Candidates) -> None:
         self._latest = latest
         self._changed.set()
@@ -105,7 +126,7 @@ class Variations:
 
     def _fail(self, error: EngineError) -> None:
         if not self._latest.finished:
-            self._publish(Candidates(self._latest.drafts, error=error))
+            self._publish(Candidates(self._latest.texts, self._draft, error=error))
 
     async def _run(self, start: Callable[[], AsyncIterator[Frame]]) -> None:
         finished: list[dict[int, str]] = [{} for _ in range(self.n)]  # per candidate: canvas index -> final text
@@ -126,16 +147,14 @@ class Variations:
                     if isinstance(frame, CanvasFrame) and frame.steps == 0 and shown[frame.variant].startswith(text):
                         continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     shown[frame.variant] = text
-                    drafts = list(self._latest.drafts)
-                    drafts[frame.variant] = self.runtime.render(text, draft=True)
-                    self._publish(Candidates(tuple(drafts)))
+                    self._publish(Candidates(tuple(shown), self._draft))
                 elif isinstance(frame, DoneFrame):
                     done[frame.variant] = frame.text
                     self.seconds = max(self.seconds, frame.seconds)
                     if len(done) == self.n:
                         page = self.runtime.page_of(self.key)  # whose route may follow links
                         pages = tuple(self.runtime.render(done[index], on=page) for index in range(self.n))
-                        self._publish(Candidates(pages, pages))
+                        self._publish(Candidates(tuple(shown), pages=pages))
                         return
             raise EngineError("the engine's stream ended before every candidate was written")
         except EngineError as err:
