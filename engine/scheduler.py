@@ -67,6 +67,7 @@ class Scheduler:
         self._pending: deque[_Job] = deque()
         self._running: list[_Job] = []
         self._closed = False
+        self._failure: str | None = None  # why the worker stopped for good, if it did
         self._lock = threading.Condition()
         self._batch_s = 1.0  # moving average of one generate() call, for retry_after
         self._threads: ThreadShare | None = None  # the worker's, made in its thread
@@ -81,6 +82,11 @@ class Scheduler:
     @property
     def canvas_length(self) -> int:
         return self.loaded.canvas_length
+
+    @property
+    def failure(self) -> str | None:
+        """Why the engine can write nothing more (its worker stopped), or None while it can."""
+        return self._failure
 
     # -- the caller's side (event loop) -------------------------------------------------------------------------
 
@@ -137,6 +143,8 @@ class Scheduler:
 
     def _submit(self, job: _Job) -> None:
         with self._lock:
+            if self._failure is not None:
+                raise EngineError(self._failure)
             if self._closed:
                 raise EngineError("the engine has closed")
             self._drop_cancelled()
@@ -149,6 +157,23 @@ class Scheduler:
     # -- the worker's side (its own thread) ---------------------------------------------------------------------
 
     def _work(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # what the loop lets through (a bug of its own, a SystemExit): nobody else answers
+            self._stop(exc)
+
+    def _stop(self, exc: BaseException) -> None:
+        """The worker is gone: every request waiting or running fails, and so will every request from now on."""
+        logger.critical("the engine's worker stopped", exc_info=exc)
+        with self._lock:
+            self._failure = _stopped(exc)
+            for job in [*self._pending, *self._running]:
+                job.channel.fail(EngineError(self._failure))
+                job.channel.close()
+            self._pending.clear()
+            self._running = []
+
+    def _serve(self) -> None:
         # fewer threads while another process holds a CPU (engine.threads); the user's OMP_NUM_THREADS is kept
         if self.loaded.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             self._threads = ThreadShare(torch.get_num_threads())
@@ -245,6 +270,10 @@ class Scheduler:
             for job in jobs:
                 job.channel.fail(error)
             return False
+        except BaseException as exc:  # the worker stops (_work): its batch is told why, as the queue will be
+            for job in jobs:
+                job.channel.fail(EngineError(_stopped(exc)))
+            raise
         finally:
             for job in jobs:
                 job.channel.close()
@@ -278,3 +307,7 @@ class Scheduler:
         if jobs[0].infill is not None:
             return plan_infill(self.loaded, jobs[0].infill, rows[0])
         return plan_batch(self.loaded, [request for job in jobs for request in job.requests], rows)
+
+
+def _stopped(exc: BaseException) -> str:
+    return f"the engine stopped ({type(exc).__name__}: {exc}); restart genui"

@@ -67,19 +67,23 @@ class Views:
         return response
 
     async def health(self, request: Request) -> Response:
-        """200 once the model is ready; 503 while it loads (with Retry-After) or after it failed to load."""
+        """200 once the model is ready; 503 while it loads (with Retry-After), after it failed to load, or once the
+        engine has stopped."""
         pages = self.pages
         engine = pages.engine
+        # an engine whose worker stopped for good (engine.Scheduler.failure) can write nothing more
+        stopped = getattr(engine, "failure", None)
+        headers: dict[str, str] = {}
         if engine is not None:
-            status, code, headers = "ready", 200, {}
+            status, code = ("ready", 200) if stopped is None else ("failed", 503)
         elif pages.loading:
             status, code, headers = "loading", 503, {"Retry-After": str(int(LOADING_RETRY_S))}
         else:
-            status, code, headers = "failed", 503, {}
+            status, code = "failed", 503
         body = {
             "status": status,
             "model": pages.model_id,  # while it loads: the one being loaded, once known
-            "error": pages.load_error,
+            "error": pages.load_error if stopped is None else str(stopped),
             "sites": list(pages.sites),
             "busy": pages.busy(),
             "reading_ahead": pages.reader.reading,

@@ -358,3 +358,27 @@ async def test_a_request_cancelled_while_it_waits_in_the_queue_is_never_computed
     finally:
         await scheduler.close()
     assert batch_sizes == [1, 1]
+
+
+async def test_a_worker_that_stops_fails_every_request_waiting_and_refuses_new_ones(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the worker's loop lets through ends the worker: nobody may be left waiting for it."""
+    engine = Scheduler(loaded, max_batch=1)
+    running = engine.stream(LONG)
+    await anext(running)
+    waiting = asyncio.ensure_future(collect(engine.stream(LONG)))
+    await asyncio.sleep(0.05)
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise SystemExit("the worker's loop broke")
+
+    monkeypatch.setattr(loaded.model, "forward", gone)
+    for stream in (waiting, collect(running)):
+        with pytest.raises(EngineError, match="engine stopped .*restart genui"):
+            await asyncio.wait_for(stream, 30)
+    monkeypatch.undo()
+    assert engine.failure is not None and "SystemExit" in engine.failure
+    with pytest.raises(EngineError, match="engine stopped"):
+        await anext(engine.stream(LONG))
+    await asyncio.wait_for(engine.close(), 30)

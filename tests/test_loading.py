@@ -236,3 +236,12 @@ def test_a_stream_opened_before_the_model_is_named_asks_again_for_its_page(gated
     (message,) = ws_messages(client, "/_genui/ws?site=wiki&url=%2FLisp&v=1")
     assert "genui is loading its model. This page tries again in 5 s." in message
     assert 'data-genui-retry="5" data-genui-retry-url="/wiki/Lisp"' in message and 'href="/wiki/Lisp"' in message
+
+
+def test_an_engine_that_stopped_is_a_failed_health_check(gated: Callable[..., tuple]) -> None:
+    client, gate = gated()
+    gate.opened.set()
+    assert eventually(lambda: health(client)["status"] == "ready")
+    gate.engine.failure = "the engine stopped (SystemExit: broke); restart genui"  # as engine.Scheduler says it
+    state = health(client)
+    assert (state["code"], state["status"], state["error"]) == (503, "failed", gate.engine.failure)
