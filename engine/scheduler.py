@@ -201,15 +201,20 @@ class Scheduler:
 
     def _next_batch(self) -> list[_Job] | None:
         with self._lock:
-            windowed = False
+            windowed = idle = False
             while True:
                 self._drop_cancelled()
                 if self._closed:
                     return None
                 if not self._pending:
-                    release_openmp_threads()  # idle: another engine's worker may compute meanwhile
-                    if self._threads is not None:
-                        self._threads.idle()
+                    if not idle:  # outside the lock: a request submitted meanwhile must not wait on OpenMP
+                        idle = True
+                        self._lock.release()
+                        try:
+                            self._idle()
+                        finally:
+                            self._lock.acquire()
+                        continue
                     self._lock.wait()
                     continue
                 first = self._pending[0]
@@ -233,6 +238,11 @@ class Scheduler:
                         rows += len(job.requests)
             self._running = batch
             return batch
+
+    def _idle(self) -> None:
+        release_openmp_threads()  # another engine's worker may compute meanwhile
+        if self._threads is not None:
+            self._threads.idle()
 
     def _fail_first(self) -> None:
         with self._lock:

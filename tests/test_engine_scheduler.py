@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -382,3 +383,25 @@ async def test_a_worker_that_stops_fails_every_request_waiting_and_refuses_new_o
     with pytest.raises(EngineError, match="engine stopped"):
         await anext(engine.stream(LONG))
     await asyncio.wait_for(engine.close(), 30)
+
+
+async def test_the_worker_frees_its_threads_outside_the_lock_requests_queue_under(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Freeing OpenMP's team joins its threads; a request submitted meanwhile (on the event loop) must not wait."""
+    engine = Scheduler(loaded)
+    free: list[bool] = []
+
+    def release() -> bool:
+        other = threading.Thread(
+            target=lambda: free.append(engine._lock.acquire(timeout=1) and not engine._lock.release())
+        )
+        other.start()
+        other.join()
+        return True
+
+    monkeypatch.setattr("engine.scheduler.release_openmp_threads", release)
+    await collect(engine.stream(GenerationRequest(prompt="x", max_steps=2)))
+    await asyncio.sleep(0.1)  # the worker goes idle
+    await engine.close()
+    assert free and all(free)
