@@ -19,6 +19,7 @@ VARIANTS = 3  # candidates one "variations" request writes side by side
 MAX_INSTRUCTION = 200  # characters of a visitor's instruction for a rewrite
 _GENUI_ATTRS = re.compile(r'\s(?:hx-[a-z:-]+|aria-current)="[^"]*"')
 _GENUI_BLOCKS = re.compile(r'<ol class="genui-postlist genui-inline">.*?</ol>', re.S)
+_ANCHOR = re.compile(r'<a\s(?:[^>"]|"[^"]*")*>')  # an <a> start tag as the sanitiser writes it: values in "
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,21 @@ def editing(engine: TextEngine | None) -> EditingEngine | None:
     return engine if isinstance(engine, EditingEngine) else None
 
 
-def model_text(stored_html: str) -> str:
+def model_text(stored_html: str, mount: str = "") -> str:
     """Stored HTML as the model's own text to read: without genui's navigation attributes and readers' posts (the
-    posts are in the prompt already, as data)."""
-    return _GENUI_ATTRS.sub("", _GENUI_BLOCKS.sub("", stored_html))
+    posts are in the prompt already, as data), its links as the site's own (``/r/linux/Kernel_news``, not the
+    ``/forum/r/linux/Kernel_news`` of a site served under ``mount``): a link the model copies from it must lead
+    where it led."""
+    html = _ANCHOR.sub(lambda tag: _unmounted(tag[0], mount), stored_html) if mount else stored_html
+    return _GENUI_ATTRS.sub("", _GENUI_BLOCKS.sub("", html))
+
+
+def _unmounted(tag: str, mount: str) -> str:
+    """An ``<a>`` tag whose link is genui's (it carries ``hx-get``) under ``mount``, with its href the site's own.
+    Text, not a parse: what the model reads is a page cut anywhere, which a parser would close or mend."""
+    if f' hx-get="{mount}/' not in tag:
+        return tag
+    return tag.replace(f' href="{mount}/', ' href="/', 1)
 
 
 def with_instruction(prompt: str, said: str) -> str:

@@ -308,7 +308,7 @@ class Pages:
         location = job.location
         opening = job.runtime.prompts.reply_opening(location.route, location.params, location.query)
         room = reply_tokens(engine, generation)
-        before = fitted_before(engine, generation, model_text(newest.html) + opening, room)
+        before = fitted_before(engine, generation, model_text(newest.html, job.runtime.mount) + opening, room)
         # The model reads the thread, then the route's reply opening; the new version keeps the opening it wrote.
         infill = Infill(generation, before=before, after="", region_tokens=room)
         kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
@@ -366,8 +366,10 @@ class Pages:
         prompt = self.prompt(job)
         generation = job.runtime.request(with_instruction(prompt.text, said), slot - 1)
         before_html, after_html = page.html[: part.start], page.html[part.end :]
-        before, after = fitted_before(engine, generation, model_text(before_html)), model_text(after_html)
-        section_text = model_text(page.html[part.start : part.end])  # as the model reads it: no hx-* attributes
+        mount = job.runtime.mount
+        before = fitted_before(engine, generation, model_text(before_html, mount))
+        after = model_text(after_html, mount)
+        section_text = model_text(page.html[part.start : part.end], mount)  # as the model reads it
         infill = Infill(generation, before, after, region_tokens(engine, section_text))
         splice = Splice(
             before_html,

@@ -488,7 +488,7 @@ def test_a_sections_room_is_measured_on_the_text_the_model_reads(lisp: tuple[Tes
     served = first[links.start : links.end]
     assert client.post("/_genui/rewrite", data=rewrite(4), follow_redirects=False).status_code == 303
     (edit,) = engine.infills
-    assert edit.region_tokens == region_tokens(engine, model_text(served)) < region_tokens(engine, served)
+    assert edit.region_tokens == region_tokens(engine, model_text(served, "/wiki")) < region_tokens(engine, served)
 
 
 def test_keeping_a_variation_while_a_regenerate_writes_that_version_is_a_409(
@@ -503,3 +503,15 @@ def test_keeping_a_variation_while_a_regenerate_writes_that_version_is_a_409(
     pages = pages_of(client)
     job = pages.job(pages.sites["wiki"], pages.sites["wiki"].locate("/Lisp"), None)
     assert pages.versions(job) == 1  # nothing kept: version 2 is the Regenerate's to write
+
+
+def test_a_rewrite_reads_the_pages_links_as_the_site_writes_them_not_under_the_servers_prefix(
+    lisp: tuple[TestClient, FakeEngine],
+) -> None:
+    """The model learned `/Lisp_tree`; the wiki is served under /wiki beside other sites. A link it copies from the
+    page it reads must lead where it led, not to `/wiki/wiki/...` or to no page at all."""
+    client, engine = lisp
+    assert 'href="/wiki/Lisp_tree"' in page_html(client.get("/wiki/Lisp").text)
+    assert client.post("/_genui/rewrite", data=rewrite(2), follow_redirects=False).status_code == 303
+    (edit,) = engine.infills
+    assert '<a href="/Lisp_tree">Lisp tree</a>' in edit.after and "/wiki/" not in edit.before + edit.after
