@@ -84,10 +84,21 @@ def fitted_before(engine: EditingEngine, request: GenerationRequest, before: str
     at a tag boundary.
     """
     probe = replace(request, max_tokens=room or engine.canvas_length, opening="", gaps=())
-    while before and not engine.fits(replace(probe, prompt=request.prompt + before)):
-        cut = before.find("<", len(before) // 2)
-        before = before[cut:] if cut > 0 else ""
-    return before
+
+    def fits(tail: str) -> bool:
+        return engine.fits(replace(probe, prompt=request.prompt + tail))
+
+    if fits(before):
+        return before
+    starts = [found.start() for found in re.finditer("<", before) if found.start() > 0]  # the tails it may keep
+    low, high = 0, len(starts)  # the first start whose tail fits is in starts[low:high + 1]; len(starts): none
+    while low < high:  # a shorter tail fits wherever a longer one does
+        middle = (low + high) // 2
+        if fits(before[starts[middle] :]):
+            high = middle
+        else:
+            low = middle + 1
+    return before[starts[low] :] if low < len(starts) else ""
 
 
 def reply_tokens(engine: EditingEngine, request: GenerationRequest) -> int:

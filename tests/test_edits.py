@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError, Frame, GenerationRequest
-from genui.edits import model_text, region_tokens
+from genui.edits import fitted_before, model_text, region_tokens
 from genui.sections import sections
 from genui.sites import Site
 from genui.variations import KEPT_SETS, VariationSets
@@ -515,3 +515,13 @@ def test_a_rewrite_reads_the_pages_links_as_the_site_writes_them_not_under_the_s
     assert client.post("/_genui/rewrite", data=rewrite(2), follow_redirects=False).status_code == 303
     (edit,) = engine.infills
     assert '<a href="/Lisp_tree">Lisp tree</a>' in edit.after and "/wiki/" not in edit.before + edit.after
+
+
+@pytest.mark.parametrize("most", [0, 150, 433, 700, 963, 964, 1100])
+def test_the_text_before_a_region_is_the_longest_tail_that_fits_cut_at_a_tag(most: int) -> None:
+    engine = FakeEngine(max_prompt_chars=most)
+    request = GenerationRequest("x" * 100)
+    before = "".join(f"<p>paragraph {n:03d} of the page</p>" for n in range(27))  # 32 characters each
+    kept = fitted_before(engine, request, before)
+    tails = [before[start:] for start in range(len(before)) if before[start] == "<"] + [""]
+    assert kept == next(tail for tail in tails if len(request.prompt + tail) <= most or not tail)
