@@ -539,7 +539,8 @@ class Pages:
         """The prompt with as many of the newest posts (at most POSTS_IN_PROMPT) as the model can read.
 
         Long replies must not make a thread unwritable: the oldest posts leave the prompt first (the page still
-        shows them all), then the parent. Raises BadRequest when the URL's own text is already too long.
+        shows them all); where the parent leaves no room for the newest post, the parent leaves instead, and as many
+        of the newest as fit stay. Raises BadRequest when the URL's own text is already too long.
         """
         engine, runtime, location = self.ready(), job.runtime, job.location
         route, params, query = location.route, location.params, location.query
@@ -556,7 +557,7 @@ class Pages:
         if (whole := texts(most, parent)) is not None:
             return whole
         if texts(0, parent) is None:
-            if parent is None or (bare := texts(0, None)) is None:
+            if parent is None or texts(0, None) is None:
                 shortest = {name: "x" for name in params}  # the same route's page at the shortest address
                 prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
                 opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
@@ -567,7 +568,9 @@ class Pages:
                         "lower model.tokens (site.toml)"
                     )
                 raise BadRequest("this address asks for a page longer than the model can read; shorten it")
-            return bare
+            parent = None  # it goes before the newest posts: a post left out is marked read, and never answered
+            if (whole := texts(most, None)) is not None:
+                return whole
         low, high = 0, most - 1  # texts(low) fits, texts(most) does not: the largest count that fits
         while low < high:
             middle = (low + high + 1) // 2

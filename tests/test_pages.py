@@ -384,3 +384,23 @@ async def test_variations_nobody_watches_or_whose_watcher_leaves_are_cancelled(w
         await asyncio.sleep(0.01)
     states = [state async for state in left.watch()]  # its end, as a watcher coming now reads it
     assert left.pages is None and states[-1].error is not None and "cancelled" in str(states[-1].error)
+
+
+async def test_a_parent_too_long_to_read_leaves_the_prompt_before_a_readers_post(tmp_path: Path, store: Store) -> None:
+    """The parent goes after the oldest posts, but before the last: a post left out of the prompt is marked read,
+    and would never be answered."""
+    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
+    template = tmp_path / "forum" / "prompts" / "thread.j2"
+    template.write_text(template.read_text() + "{% if parent %}<from>{{ parent.title }}</from>{% endif %}\n")
+    forum = load_site(tmp_path / "forum")
+    engine = FakeEngine()
+    pages = Pages([SiteRuntime.build(forum, "")], store, engine)
+    parent = "/r/linux/" + "Kernel_" * 40 + "news"  # a thread the reader came from, its title as long
+    await pages.generation(forum_job(pages, parent), 1).result()
+    store.add_post("forum", "/r/linux/Kernel_news", "ada", "my question about kernels")
+    alone = pages.prompt(forum_job(pages, "/r/linux/Kernel_news")).text
+    assert "my question about kernels" in alone
+    assert pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent)).parent is not None
+    engine.max_prompt_chars = len(alone)  # the post fits, the parent's long title beside it does not
+    prompt = pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent))
+    assert prompt.parent is None and prompt.text == alone
