@@ -26,6 +26,8 @@ from urllib.parse import quote, urlsplit
 
 from bleach.linkifier import Linker, LinkifyFilter
 
+from genui.sanitize import PreNewlines
+
 MAIN_TARGET = "#genui-main"  # the element every navigation swaps (the page shell keeps the rest)
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
@@ -83,7 +85,7 @@ class _Linker(Linker):  # type: ignore[misc]
             url_re=self.url_re,
             email_re=self.email_re,
         )
-        return str(self.serializer.render(filtered))
+        return str(self.serializer.render(PreNewlines(filtered)))
 
 
 class LinkRewriter:
@@ -131,7 +133,7 @@ class _Remounter:
 
     def __init__(self, old: str, new: str) -> None:
         self.old, self.new = old, new
-        self.linker = Linker(callbacks=[self._move], parse_email=False)
+        self.linker = _Linker(callbacks=[self._move], parse_email=False)
 
     def _move(self, attrs: Attrs, new: bool = False) -> Attrs | None:
         if new:

@@ -33,7 +33,7 @@ from bleach.sanitizer import BleachSanitizerFilter, Cleaner
 
 from genui.mending import mend, tidy
 
-__all__ = ["ID_PREFIX", "sanitize_html"]
+__all__ = ["ID_PREFIX", "PreNewlines", "sanitize_html"]
 
 ID_PREFIX = "gen-"
 
@@ -41,7 +41,7 @@ ALLOWED_TAGS = frozenset(
     {
         # sections and grouping
         "address", "article", "aside", "blockquote", "details", "div", "figcaption", "figure", "footer", "header",
-        "hgroup", "hr", "main", "nav", "p", "pre", "section", "summary",
+        "hgroup", "hr", "nav", "p", "pre", "section", "summary",
         "h1", "h2", "h3", "h4", "h5", "h6",
         # lists
         "dd", "dl", "dt", "li", "menu", "ol", "ul",
@@ -184,14 +184,22 @@ class _Namespace(Filter):  # type: ignore[misc]
     """Rewrites the attributes bleach kept so model markup cannot reach into genui's page."""
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        for token in super().__iter__():
+            if token["type"] in ("StartTag", "EmptyTag"):
+                attrs: dict[tuple[str | None, str], str] = token["data"]
+                _rewrite(token["name"], attrs)
+            yield token
+
+
+class PreNewlines(Filter):  # type: ignore[misc]
+    """Keeps a ``<pre>``'s leading newline through a parse and serialisation (the sanitiser's, the links' rewriting):
+    the parser eats one newline right after ``<pre>``, so the text gets one to eat, or each pass loses a line."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         after_pre = False
         for token in super().__iter__():
             kind = token["type"]
-            if kind in ("StartTag", "EmptyTag"):
-                attrs: dict[tuple[str | None, str], str] = token["data"]
-                _rewrite(token["name"], attrs)
-            elif kind in ("Characters", "SpaceCharacters") and after_pre and token["data"].startswith("\n"):
-                # The parser eats one newline right after <pre>; give it one to eat, or each pass loses a line.
+            if kind in ("Characters", "SpaceCharacters") and after_pre and token["data"].startswith("\n"):
                 token = {**token, "data": "\n" + token["data"]}
             after_pre = kind == "StartTag" and token["name"] == "pre"
             yield token
@@ -274,7 +282,7 @@ class _Cleaner(Cleaner):  # type: ignore[misc]
             strip_html_comments=True,
             allowed_protocols=self.protocols,
         )
-        result: str = self.serializer.render(_Namespace(filtered))
+        result: str = self.serializer.render(PreNewlines(_Namespace(filtered)))
         return result
 
 

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from bleach import html5lib_shim
 
-from genui.links import MAIN_TARGET, LinkRewriter, internal_url
-from genui.sanitize import sanitize_html
+from genui.links import MAIN_TARGET, LinkRewriter, internal_url, remount
+from genui.sanitize import ALLOWED_TAGS, sanitize_html
 
 
 def rewrite(html: str, mount: str = "/forum") -> str:
@@ -202,3 +203,18 @@ def test_a_link_to_the_page_it_is_on_is_its_text() -> None:
     assert runtime.render(text, on=runtime.locate("/Lisp")).count("<a ") == 3
     on_search = runtime.render(text, on=runtime.locate("/search?q=unix"))
     assert on_search.count("<a ") == 3 and "and a search." in on_search
+
+
+def test_every_tag_the_sanitiser_keeps_is_one_the_link_rewriting_knows() -> None:
+    """bleach's linkify shows a tag it does not know as text: `<main>` came out as `&lt;main&gt;` on served pages."""
+    assert set(html5lib_shim.HTML_TAGS) >= ALLOWED_TAGS
+    served = LinkRewriter("")(sanitize_html('<main><h1>Home</h1><p><a href="/x">x</a></p></main>'))
+    assert served.startswith('<h1>Home</h1><p><a href="/x"') and "main" not in served.replace("genui-main", "")
+
+
+@pytest.mark.parametrize("mount", ["", "/wiki"])
+def test_a_pres_leading_blank_line_survives_the_link_rewriting_and_a_move(mount: str) -> None:
+    once = sanitize_html('<pre>\n\n  +--+\n</pre><p><a href="/x">x</a></p>')
+    served = LinkRewriter(mount)(once)
+    assert served.startswith("<pre>\n\n  +--+\n</pre>")
+    assert remount(served, mount, "/other").startswith("<pre>\n\n  +--+\n</pre>")
