@@ -113,8 +113,8 @@ class Run:
     ttff: float  # seconds to the first frame
     seconds: float  # to the final frame
     tokens: int
-    steps: float  # median denoising steps a canvas (autoregressive: tokens a canvas)
-    canvas_steps: list[int]  # each canvas's steps, in order
+    steps: list[int]  # every canvas's denoising steps (autoregressive: tokens), a batch's pages' all
+    canvas_steps: list[int]  # each canvas's steps, in order (a batch: the most any page took at it)
     stopped_early: list[bool]  # per denoised canvas: the adaptive stop ended it (none for autoregressive decoding)
     step_seconds: float  # mean time from one step of a canvas to its next: what one more step costs
     fixed_seconds: float  # the rest: the prompt, each canvas's first step and its commit, the frames
@@ -134,7 +134,8 @@ def time_runs(runs: int, once: Callable[[int], Run]) -> dict[str, Any]:
         "tokens_by_run": [r.tokens for r in results],  # by seed, 0 up: what the autoregressive row writes of each
         "seconds_by_run": [round(r.seconds, 4) for r in results],
         "canvases": round(statistics.median(len(r.canvas_steps) for r in results), 1),
-        "steps": round(statistics.median(r.steps for r in results), 1),
+        # over every timed canvas, as the quality report counts them: a short run's median would weigh as a long one's
+        "steps": round(float(statistics.median(s for r in results for s in r.steps)), 1),
         # A page's canvases apart, over the runs that reached each: its first ones take the most steps.
         "steps_by_canvas": [
             round(float(statistics.median(s for s in steps if s is not None)), 1) for steps in canvases
@@ -197,8 +198,8 @@ def served_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int) -
 
 def variations_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: int, n: int) -> dict[str, Any]:
     """``n`` pages of the bench's prompt in one batch (a seed's variants, as the engine writes a set of
-    variations): each run's time is its last page's. Its step columns are left empty: a batch's steps are shared
-    by pages that stop at different ones."""
+    variations): each run's time is its last page's. Its steps are every page's canvases', its steps by canvas the
+    most any page took at each (the batch runs until its last page's canvas settles); it times no step apart."""
 
     def once(seed: int) -> Run:
         frames: list[list[tuple[float, Frame]]] = [[] for _ in range(n)]
@@ -214,7 +215,7 @@ def variations_row(loaded: LoadedModel, runs: int, steps: int | None, tokens: in
             ttff=min(page.ttff for page in pages),
             seconds=seconds,
             tokens=sum(page.tokens for page in pages),
-            steps=statistics.median(s for page in pages for s in page.canvas_steps),
+            steps=[s for page in pages for s in page.canvas_steps],
             canvas_steps=[max(s) for s in zip_longest(*(p.canvas_steps for p in pages), fillvalue=0)],
             stopped_early=[stopped for page in pages for stopped in page.stopped_early],
             step_seconds=0.0,
@@ -263,7 +264,7 @@ def _measure(started: float, frames: list[tuple[float, Frame]], denoised: bool) 
         ttff=first - started,
         seconds=seconds,
         tokens=sum(canvas.tokens for canvas in canvases),
-        steps=statistics.median(c.steps for c in done.canvases),
+        steps=[c.steps for c in done.canvases],
         canvas_steps=[c.steps for c in done.canvases],
         stopped_early=[c.stopped_early for c in done.canvases if c.steps] if denoised else [],
         step_seconds=step_seconds,

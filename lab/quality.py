@@ -1,7 +1,9 @@
 """The quality report: generate the held-out pages of each example site and measure what a visitor would notice.
 
 Per site: share of well-formed pages with the site's skeleton (judged on the page as served: sanitised, then its
-links pointed at the site's pages, as ``genui serve`` sends it), share of wiki articles whose ``<h1>`` is their title,
+links pointed at the site's pages, as ``genui serve`` sends it; the sanitiser closes every tag, so well-formed there
+holds by construction), share of pages whose text as the model wrote it closes every tag in order ("as written",
+what the sanitiser did not have to mend), share of wiki articles whose ``<h1>`` is their title,
 share of English dictionary words (Debian's ``wamerican`` list; of single letters, only "a" and "I"), share of the
 links the model wrote (those with no text too) that lead to one of the site's pages as served from the page they are
 on, distinct-2 diversity (each seed's pages apart, averaged), the share of words that repeat the word before them
@@ -286,6 +288,9 @@ class SiteReport:
     doubled_words: float = 0.0  # words that repeat the word before them
     heldout_loss: float | None = None
     prompt_gain: float | None = None  # held-out loss under another page's prompt minus under its own
+    # pages whose text as the model wrote it (its opening too) closes every tag in order, before the sanitiser mends
+    # it: the skeleton is judged as served, where every tag is closed by construction; None without the model's text
+    well_formed: float | None = None
 
 
 @dataclass
@@ -404,6 +409,7 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
         steps = sorted(n for r in rows for n in r.steps if n)  # a canvas that is all opening takes none
         early = [e for r in rows for n, e in zip(r.steps, r.stopped_early, strict=False) if n]
         articles = [(r, shape(h)) for r, h in zip(rows, shown, strict=True) if name == "wiki" and _is_article(r.path)]
+        written = [r for r in rows if r.raw]
         out.append(
             SiteReport(
                 site=name,
@@ -421,9 +427,15 @@ def report(results: list[PageResult], sites: dict[str, Site], dictionary: set[st
                 shared_phrases=shared_phrases([" ".join(sh.text) for sh in shapes], [r.path for r in rows]),
                 doubled_words=doubled_words(" ".join(sh.text) for sh in shapes),
                 stopped_early=sum(early) / len(early) if early else None,
+                well_formed=sum(written_well_formed(r) for r in written) / len(written) if written else None,
             )
         )
     return out
+
+
+def written_well_formed(page: PageResult) -> bool:
+    """Whether the model's own text closes every tag in order (True for a page with no text of the model's kept)."""
+    return not page.raw or shape(page.raw).balanced
 
 
 def _title(path: str) -> str:
@@ -551,6 +563,7 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         "site",
         "pages",
         "skeleton",
+        "as written",
         "title h1",
         "dict words",
         "valid links",
@@ -571,11 +584,12 @@ def print_table(rows: list[SiteReport], reference: list[SiteReport] | None = Non
         loss = f"{r.heldout_loss:.3f}" if r.heldout_loss is not None else "-"
         gain = f"{r.prompt_gain:+.3f}" if r.prompt_gain is not None else "-"
         early = f"{r.stopped_early:.0%}" if r.stopped_early is not None else "-"
+        written = f"{r.well_formed:.1%}" if r.well_formed is not None else "-"
         timing = f"{r.steps_per_canvas:.1f} | {early} | {r.seconds_per_page:.2f}" if r.seconds_per_page else "- | - | -"
         print(
-            f"{label} | {r.pages} | {r.skeleton:.1%} | {title} | {r.dictionary_words:.1%} | {r.valid_links:.1%} "
-            f"({r.links}) | {r.distinct_2:.3f} | {r.doubled_words:.2%} | {r.shared_phrases:.1%} | {timing} | {loss} "
-            f"| {gain}"
+            f"{label} | {r.pages} | {r.skeleton:.1%} | {written} | {title} | {r.dictionary_words:.1%} | "
+            f"{r.valid_links:.1%} ({r.links}) | {r.distinct_2:.3f} | {r.doubled_words:.2%} | {r.shared_phrases:.1%} | "
+            f"{timing} | {loss} | {gain}"
         )
 
 
@@ -727,9 +741,18 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        rows = report(results, sites, dictionary)
         saved = {(r.site, r.path) for r in results}
-        reference = [] if args.first_clicks else report(corpus_pages_at(args.corpus, saved), sites, dictionary)
+        originals = [] if args.first_clicks else corpus_pages_at(args.corpus, saved)
+        if not args.first_clicks and len(originals) < len(saved):
+            site, path = min(saved - {(r.site, r.path) for r in originals})
+            print(
+                f"{args.rescore} holds {len(saved) - len(originals)} page(s) that {args.corpus} does not hold out "
+                f"({site} {path}): pages saved by a report with --first-clicks are rescored with --first-clicks",
+                file=sys.stderr,
+            )
+            return 2
+        rows = report(results, sites, dictionary)
+        reference = report(originals, sites, dictionary)
         summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
         _emit(args, sites, summary, rows, reference, results)
         return 0
@@ -791,7 +814,14 @@ def _emit(
 ) -> None:
     """Print the report: a table or JSON, and with ``--first-clicks`` each page's skeleton verdict."""
     verdicts = [
-        {"site": r.site, "path": r.path, "seed": r.seed, "skeleton": ok, "steps": r.steps}
+        {
+            "site": r.site,
+            "path": r.path,
+            "seed": r.seed,
+            "skeleton": ok,
+            "well_formed": written_well_formed(r),
+            "steps": r.steps,
+        }
         for r, ok in zip(results, skeleton_verdicts(results, sites), strict=True)
     ]
     if args.json:
@@ -802,10 +832,11 @@ def _emit(
         return
     print_table(rows, reference)
     if args.first_clicks:
-        print("\nsite | page | seed | skeleton | steps a canvas")
-        print("--- | --- | --- | --- | ---")
+        print("\nsite | page | seed | skeleton | as written | steps a canvas")
+        print("--- | --- | --- | --- | --- | ---")
         for v in verdicts:
-            print(f"{v['site']} | {v['path']} | {v['seed']} | {'ok' if v['skeleton'] else 'FAIL'} | {v['steps']}")
+            skeleton, written = ("ok" if v[key] else "FAIL" for key in ("skeleton", "well_formed"))
+            print(f"{v['site']} | {v['path']} | {v['seed']} | {skeleton} | {written} | {v['steps']}")
 
 
 if __name__ == "__main__":

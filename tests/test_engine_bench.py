@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -95,12 +94,13 @@ def test_bench_prints_one_json_object_with_a_row_per_engine(
 
 def test_runs_whose_pages_end_in_different_canvases_are_summarised_canvas_by_canvas() -> None:
     def run(tokens: int, steps: list[int]) -> bench.Run:
-        return bench.Run(0.1, 1.0, tokens, statistics.median(steps), steps, [True] * len(steps), 0.05, 0.2)
+        return bench.Run(0.1, 1.0, tokens, steps, steps, [True] * len(steps), 0.05, 0.2)
 
     pages = {0: run(100, [19, 18]), 1: run(40, [17]), 2: run(150, [20, 21, 4])}
     summary = bench.time_runs(3, lambda seed: pages.get(seed, run(1, [1])))
     assert summary["tokens_by_run"] == [100, 40, 150] and summary["tokens"] == 100 and summary["canvases"] == 2
     assert summary["steps_by_canvas"] == [19, 19.5, 4]  # over the runs that reached each canvas
+    assert summary["steps"] == 18.5  # over every canvas: a one-canvas run's 17 weighs as one canvas, not one run
     slower = {**summary, "seconds_by_run": [2.0, 5.0, 3.0]}  # the same pages, decoded 2x, 5x and 3x as long
     assert bench.paired_speedup(summary, slower) == 3.0
 
@@ -235,8 +235,8 @@ def test_steps_by_canvas_takes_each_canvas_s_median_over_the_runs() -> None:
 
     def once(seed: int) -> bench.Run:
         steps = pages[seed]
-        return bench.Run(0.1, 1.0, 256, statistics.median(steps), steps, [True] * 4, 0.05, 0.2)
+        return bench.Run(0.1, 1.0, 256, steps, steps, [True] * 4, 0.05, 0.2)
 
     row = bench.time_runs(3, once)
     assert row["steps_by_canvas"] == [17, 18, 5, 3]
-    assert row["steps"] == 10  # the median of the runs' medians: 10, 9.5 and 18.5
+    assert row["steps"] == 15  # over the timed runs' twelve canvases (the median of their medians was 10)

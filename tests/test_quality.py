@@ -375,6 +375,24 @@ def test_rescoring_sanitises_a_saved_page_again_from_the_model_s_own_text(
     assert "not a file of pages saved by --save-pages" in capsys.readouterr().err
 
 
+def test_rescoring_pages_the_corpus_does_not_hold_out_asks_for_first_clicks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first click's page rescored as held out would be labelled held out, against no corpus reference."""
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
+    corpus = tmp_path / "corpus.jsonl"
+    row = {"site": "wiki", "path": "/wiki/Hash_table", "prompt": "p", "html": ARTICLE, "holdout": True}
+    corpus.write_text(json.dumps(row) + "\n")
+    home = PageResult("wiki", "/", "<h1>Genpedia</h1><p>a</p>", [5], 1.0, [True])
+    article = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, [True])
+    saved = tmp_path / "pages.jsonl"
+    saved.write_text("".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in (home, article)))
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json"]) == 2
+    assert "1 page(s) that" in (err := capsys.readouterr().err) and "(wiki /)" in err and "--first-clicks" in err
+    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json", "--first-clicks"]) == 0
+    assert json.loads(capsys.readouterr().out)["pages_measured"] == "first clicks"
+
+
 def test_site_chooses_the_sites_reported_on_and_a_missing_site_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -477,8 +495,25 @@ def test_rescore_reports_only_the_sites_asked_for_and_per_site_takes_a_positive_
     )
     assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json"]) == 2
     assert "has no site nosuchsite" in capsys.readouterr().err  # named, not a KeyError
-    assert quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json", "--site", "forum"]) == 0
+    assert (
+        quality.main(["--corpus", str(corpus), "--rescore", str(saved), "--json", "--site", "forum", "--first-clicks"])
+        == 0
+    )
     assert [row["site"] for row in json.loads(capsys.readouterr().out)["sites"]] == ["forum"]
     with pytest.raises(SystemExit):
         quality.main(["--corpus", str(corpus), "--per-site", "0", "--list"])
     assert "not a positive count" in capsys.readouterr().err
+
+
+def test_well_formed_as_written_reads_the_models_own_text_which_the_skeleton_sees_mended() -> None:
+    """The sanitiser closes every tag, so the page as served is well-formed by construction: whether the model
+    closed them is a column of its own."""
+    unclosed = ARTICLE.replace("</p></article>", "</article></p>")  # a stray end tag, a paragraph left open
+    pages = [
+        PageResult("wiki", "/wiki/Hash_table", sanitize_html(unclosed), [5], 1.0, raw=unclosed),
+        PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, raw=ARTICLE),
+    ]
+    (row,) = report(pages, SITES, dictionary=set())
+    assert row.skeleton == 1.0 and row.well_formed == 0.5
+    (corpus,) = report([PageResult("wiki", "/wiki/Hash_table", ARTICLE, [], 0.0)], SITES, dictionary=set())
+    assert corpus.well_formed is None  # no text of a model's to judge
