@@ -193,6 +193,28 @@ _EXAMPLE = "os:/settings/.*=4"
 _EXAMPLE_HTML = "'wiki:/wiki/.*~</p>.*<p>=2' (articles of two paragraphs or more)"
 
 
+def _refuse_training_held_elsewhere(files: list[Path]) -> None:
+    """A page one file trains on at a URL that another holds out would leak that page's prompt into training:
+    pages distilled or traced against a corpus of another split (``genui corpus --split``). ValueError, naming
+    both files and a page. Within one file its split decides: a shared URL may be held out in some copies alone."""
+    held: dict[tuple[str, str], Path] = {}
+    for path in files:
+        for row in _rows([path]):
+            if row["holdout"]:
+                held.setdefault((row["site"], row["path"]), path)
+    for path in files:
+        clashes = [
+            row for row in _rows([path]) if not row["holdout"] and held.get((row["site"], row["path"]), path) != path
+        ]
+        if clashes:
+            first = clashes[0]
+            raise ValueError(
+                f"{path} trains on {len(clashes)} page(s) at URLs that {held[(first['site'], first['path'])]} holds "
+                f"out ({first['site']} {first['path']}): it was made against a corpus of another split; make it "
+                "again from this corpus (genui distill, genui trajectories)"
+            )
+
+
 def pack_corpus(
     corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int, repeats: Sequence[Repeat] = ()
 ) -> tuple[Packed, int]:
@@ -215,7 +237,9 @@ def pack_corpus(
     names: list[str] = []
     unmatched = set(repeats)
     too_long = 0
-    for row in _rows(corpus if isinstance(corpus, list) else [corpus]):
+    files = corpus if isinstance(corpus, list) else [corpus]
+    _refuse_training_held_elsewhere(files)
+    for row in _rows(files):
         prompt = encode_prompt(tokenizer, row["prompt"])
         response = tokenizer.encode(row["html"], add_special_tokens=False) + [eos]
         if len(prompt) > max_prompt or len(response) > max_response:

@@ -500,16 +500,23 @@ def spread(groups: list[list[Any]], n: int) -> list[list[Any]]:
 
 def corpus_pages(corpus: Path, per_site: int, routers: dict[str, SiteRouter]) -> list[PageResult]:
     """``per_site`` held-out pages of each site as the corpus has them, sanitised: the pages the report generates,
-    and the reference it measures them against (no steps, no time). Each of a site's routes gives its share of the
-    site's held-out pages (``spread``): the corpus writes a route's pages in one run (every file listing, then every
-    file), so its first held-out pages would all be of one route."""
+    and the reference it measures them against (no steps, no time); none at a URL the corpus trains on too. Each of
+    a site's routes gives its share of the site's held-out pages (``spread``): the corpus writes a route's pages in
+    one run (every file listing, then every file), so its first held-out pages would all be of one route."""
     held: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    trained: set[tuple[str, str]] = set()
+    rows = []
     with corpus.open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             if row["holdout"]:
-                routes = held.setdefault(row["site"], {})
-                routes.setdefault(route_of(routers, row["site"], row["path"]), []).append(row)
+                rows.append(row)
+            else:
+                trained.add((row["site"], row["path"]))
+    for row in rows:  # a URL some copies of which train (a home page split by item): its prompt is no news
+        if (row["site"], row["path"]) not in trained:
+            routes = held.setdefault(row["site"], {})
+            routes.setdefault(route_of(routers, row["site"], row["path"]), []).append(row)
     return [
         PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0)
         for site in sorted(held)

@@ -452,3 +452,27 @@ def test_the_lease_scripts_parse_and_training_for_no_minutes_is_refused_not_run_
         ["bash", str(bench / "gpu_train.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 2 and "write MINUTES=0.1" in ran.stderr
+
+
+def test_pack_refuses_pages_another_file_trains_on_where_the_corpus_holds_them_out(
+    tiny_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pages distilled against a corpus of another split carry `holdout: false` at URLs this corpus holds out: packed,
+    the held-out pages' prompts would be trained on."""
+
+    def page(path: str, holdout: bool) -> str:
+        return json.dumps(
+            {"site": "wiki", "path": path, "prompt": f"<t>{path}</t>", "html": "<p>x</p>", "holdout": holdout}
+        )
+
+    corpus, distilled = tmp_path / "corpus.jsonl", tmp_path / "distilled.jsonl"
+    corpus.write_text(page("/wiki/Plus", True) + "\n" + page("/wiki/Minus", False) + "\n")
+    distilled.write_text(page("/wiki/Minus", False) + "\n")
+    packed = tmp_path / "packed.npz"
+    common = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(tiny_base), "--pack"]
+    assert main([*common, str(corpus), str(distilled)]) == 0 and len(Packed.load(packed)) == 3
+    distilled.write_text(page("/wiki/Plus", False) + "\n")
+    with pytest.raises(SystemExit):
+        main([*common, str(corpus), str(distilled)])
+    said = capsys.readouterr().err
+    assert f"{distilled} trains on 1 page(s) at URLs that {corpus} holds out (wiki /wiki/Plus)" in said

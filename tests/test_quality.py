@@ -274,6 +274,17 @@ def test_the_held_out_pages_come_from_every_route_of_a_site(tmp_path: Path) -> N
     assert [page.path for page in quality.corpus_pages(corpus, 6, {})] == paths  # no site: the first segment
 
 
+def test_no_held_out_page_is_drawn_at_a_url_the_corpus_trains_on(tmp_path: Path) -> None:
+    """Split by item, some copies of a home page (one prompt, written 300 times) are held out for the entries they
+    feature: the prompt is trained on all the same, so such a page measures nothing held out."""
+    rows = [{"site": "wiki", "path": "/", "holdout": i == 3} for i in range(5)]
+    rows += [{"site": "wiki", "path": "/wiki/Plus", "holdout": True}]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"prompt": "p", "html": "<p>x</p>"} | row) + "\n" for row in rows))
+    drawn = quality.corpus_pages(corpus, 20, {"wiki": SiteRouter(SITES["wiki"])})
+    assert [page.path for page in drawn] == ["/wiki/Plus"]
+
+
 @pytest.mark.slow
 def test_the_report_runs_end_to_end_on_a_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -281,9 +292,9 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     """`genui quality --packed` on a tiny adapted checkpoint: every column, the loss ones included."""
     monkeypatch.setattr(quality, "load_dictionary", lambda: {"page", "wiki", "forum"})  # no wamerican needed
     rows = [
-        {"site": site, "path": "/", "prompt": f"<page>{site} {i}</page>", "html": f"<p>{site} page {i}</p>"}
+        {"site": site, "path": path, "prompt": f"<page>{site} {i}</page>", "html": f"<p>{site} page {i}</p>"}
         for i in range(12)
-        for site in ("wiki", "forum")
+        for site, path in (("wiki", f"/Page_{i}"), ("forum", f"/r/board{i}"))
     ]
     for i, row in enumerate(rows):
         row["holdout"] = i < 8
@@ -305,7 +316,12 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
     assert result["sampler"] == {"max_steps": 3, "entropy_bound": 40.0}
     sites = {row["site"]: row for row in result["sites"]}
     pages = [json.loads(line) for line in saved.read_text().splitlines()]  # the pages behind the numbers
-    assert sorted((p["site"], p["path"]) for p in pages) == [("forum", "/")] * 2 + [("wiki", "/")] * 2
+    assert sorted((p["site"], p["path"]) for p in pages) == [
+        ("forum", "/r/board0"),
+        ("forum", "/r/board2"),
+        ("wiki", "/Page_0"),
+        ("wiki", "/Page_2"),
+    ]
     assert all(isinstance(p["html"], str) and p["steps"] and p["seconds"] > 0 for p in pages)
     assert all(p["raw"] and sanitize_html(p["raw"]) == p["html"] for p in pages)  # the model's own text is kept
     assert set(sites) == {"wiki", "forum"}
