@@ -351,11 +351,19 @@ def served(page: PageResult, runtime: SiteRuntime) -> str:
     return runtime.render(page.raw or page.html, on=on)
 
 
-def model_links(page: PageResult) -> list[str]:
+def model_links(page: PageResult, runtime: SiteRuntime) -> list[str]:
     """The href of every link the model wrote, one written with no text too (the sanitiser drops an empty link; genui
-    serves it with the title of the page it leads to)."""
-    text = BARE_LINK.sub(lambda bare: f"{bare[1]}-{bare[4]}", page.raw) if page.raw else page.html
-    return shape(sanitize_html(text)).hrefs
+    serves it with the title of the page it leads to); not those of the route's opening before its first gap (the
+    settings panels' list of panels, a listing's `..`), which the site wrote."""
+    if not page.raw:
+        return shape(page.html).hrefs
+    try:
+        location = runtime.locate(page.path)
+    except BadRequest:
+        location = None
+    opening = runtime.direct_request(location, page.seed).opening if location is not None else ""
+    written = page.raw.removeprefix(opening)  # a page written with --no-openings does not start with it
+    return shape(sanitize_html(BARE_LINK.sub(lambda bare: f"{bare[1]}-{bare[4]}", written))).hrefs
 
 
 def valid_links(pages: list[PageResult], runtime: SiteRuntime) -> tuple[int, int]:
@@ -370,7 +378,7 @@ def valid_links(pages: list[PageResult], runtime: SiteRuntime) -> tuple[int, int
             on = None
         if on is not None and on.route.follow_links is None:
             on = None  # only the browser's pages resolve links by the page they are on
-        hrefs = model_links(page)
+        hrefs = model_links(page, runtime)
         valid += sum(runtime.router.link_target(href, on=on) is not None for href in hrefs)
         total += len(hrefs)
     return valid, total
@@ -518,7 +526,7 @@ def corpus_pages(corpus: Path, per_site: int, routers: dict[str, SiteRouter]) ->
             routes = held.setdefault(row["site"], {})
             routes.setdefault(route_of(routers, row["site"], row["path"]), []).append(row)
     return [
-        PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0)
+        PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0, raw=row["html"])
         for site in sorted(held)
         for group in spread(list(held[site].values()), per_site)
         for row in group
@@ -545,7 +553,7 @@ def corpus_pages_at(corpus: Path, wanted: set[tuple[str, str]]) -> list[PageResu
             row = json.loads(line)
             key = (row["site"], row["path"])
             if row["holdout"] and key in wanted and key not in pages:
-                pages[key] = PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0)
+                pages[key] = PageResult(row["site"], row["path"], sanitize_html(row["html"]), [], 0.0, raw=row["html"])
     return list(pages.values())
 
 

@@ -194,6 +194,21 @@ def test_links_are_valid_only_when_they_hit_a_route_of_the_site() -> None:
     assert not router.leads_to_page("https://example.com/wiki/Array")
 
 
+def test_the_links_of_a_routes_opening_are_the_sites_not_the_models() -> None:
+    """The settings panel's opening lists the other six panels: counted, one bad link the model wrote read 6 of 7."""
+    runtime = SiteRuntime.build(SITES["os"], mount="")
+    location = runtime.locate("/settings/display")
+    assert location is not None
+    opening = runtime.direct_request(location, 0).opening
+    assert opening.count("<a href=") == 6
+    raw = opening + '1920x1080 (<a href="/nosuch/help">help</a>)</dd></dl></div></div>'
+    (row,) = report([PageResult("os", "/settings/display", sanitize_html(raw), [5], 1.0, raw=raw)], SITES, set())
+    assert (row.valid_links, row.links) == (0.0, 1)
+    alone = raw.removeprefix(opening)  # --no-openings: the model wrote all there is
+    (row,) = report([PageResult("os", "/settings/display", sanitize_html(alone), [5], 1.0, raw=alone)], SITES, set())
+    assert (row.valid_links, row.links) == (0.0, 1)
+
+
 def test_distinct_2_is_one_for_all_new_bigrams_and_lower_for_repeats() -> None:
     assert distinct_2(["a b c"]) == 1.0
     assert distinct_2(["a b a b a b"]) < 0.5
