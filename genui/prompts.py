@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, UndefinedError, nodes
-from jinja2.exceptions import SecurityError, TemplateRuntimeError
+from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateRuntimeError, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -222,6 +222,12 @@ class PromptRenderer:
                     if _whatever_the_values(err.__cause__):
                         raise
                     failed.append(err)
+            if route.query:  # a visit with no query at all (a form sent empty): every key is "" (docs/sites.md)
+                try:
+                    render(route, params, dict.fromkeys(route.query, ""), *first)
+                except PromptError as err:
+                    if _whatever_the_values(err.__cause__):
+                        raise
             if failed[0] is not None and failed[1] is None:
                 # the first visit's doing, unless other values pass it (`params.thread.split("_")[1]` in a branch
                 # only a first visit takes fails on "Sample" alone)
@@ -321,6 +327,11 @@ class PromptRenderer:
         file = self.site.prompts_dir / name.lstrip("/")
         try:
             env.get_template(name)
+        except TemplateSyntaxError as err:  # an unknown filter or test too (TemplateAssertionError)
+            unknown = isinstance(err, TemplateAssertionError) and str(err.message).startswith("No ")
+            fix = "use one of Jinja2's built-in filters and tests (a typo?)" if unknown else "fix the template syntax"
+            problem = f"Jinja2 error at line {err.lineno}: {err.message}"
+            raise SiteConfigError(file, "template", problem, fix) from None
         except TemplateError as err:
             raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8

@@ -42,7 +42,7 @@ class SiteConfigError(ValueError):
 
     def __init__(self, file: Path | str, key: str, problem: str, fix: str) -> None:
         self.file, self.key, self.problem, self.fix = str(file), key, problem, fix
-        super().__init__(f"{file}: key '{key}': {problem}. Fix: {fix}")
+        super().__init__(f"{file}: key '{key}': {problem.rstrip('.')}. Fix: {fix}")
 
 
 MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")

@@ -68,6 +68,31 @@ def test_a_template_syntax_error_is_a_config_error_naming_the_file(tmp_path: Pat
     assert caught.value.file.endswith("home.j2") and caught.value.fix
 
 
+@pytest.mark.parametrize(
+    ("source", "said", "fix"),
+    [
+        ('<p>\n{{ params.title | replace("_", " ") }\n', "line 2: unexpected '}'", "Fix: fix the template syntax"),
+        ("<p>\n\n{{ params.title | titel }}\n", "line 3: No filter named 'titel'. Fix: use one of Jinja2", "Jinja2"),
+    ],
+)
+def test_a_template_syntax_error_names_its_line(tmp_path: Path, source: str, said: str, fix: str) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article.j2").write_text(source, encoding="utf-8")
+    with pytest.raises(SiteConfigError, match="article.j2") as caught:
+        PromptRenderer(load_site(root))
+    assert said in str(caught.value) and fix in str(caught.value) and ".." not in str(caught.value)
+
+
+def test_a_mistake_only_a_visit_without_the_query_meets_is_a_config_error(tmp_path: Path) -> None:
+    """The search button sends an empty box: the query's key is "" and the template's other branch renders."""
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "search.j2").write_text(
+        "{% if query.q %}<query>{{ query.q }}</query>{% else %}<query>{{ site.titel }}</query>{% endif %}\n"
+    )
+    with pytest.raises(SiteConfigError, match="search.j2.*titel"):
+        PromptRenderer(load_site(root))
+
+
 def test_the_sandbox_refuses_unsafe_attribute_access(tmp_path: Path) -> None:
     root = copy_site(tmp_path, "wiki")
     (root / "prompts" / "home.j2").write_text("{{ site.__class__.__mro__ }}", encoding="utf-8")
