@@ -34,7 +34,7 @@ from genui.arguments import (
 )
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
-from genui.sites import SiteConfigError, load_sites
+from genui.sites import SiteConfigError, check_names, load_site, site_folders
 from genui.store import NotAPageCache
 from genui.upkeep import add_commands
 
@@ -139,12 +139,24 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 
 def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
-    sites = load_sites(args.sites_dir)
-    if not sites:
+    folders = site_folders(args.sites_dir)
+    if not folders:
         raise UsageError(
             f"no sites under {args.sites_dir} (a site is a folder with site.toml; genui new NAME writes one)"
         )
     failed = False
+    sites = []
+    for folder in folders:  # each on its own: a slip in one site.toml says nothing of the others
+        try:
+            sites.append(load_site(folder))
+        except SiteConfigError as err:
+            print(f"{folder.name}  ({folder})\n  does not load: {err}")
+            failed = True
+    try:
+        check_names(sites)
+    except SiteConfigError as err:
+        print(f"does not load: {err}")
+        failed = True
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
         try:

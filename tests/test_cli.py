@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import types
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine
+from fakes import EXAMPLES, SITES_DIR, FakeEngine
 
 from engine.frames import EngineError
 from genui.arguments import sites_in
@@ -48,8 +49,10 @@ def test_help_describes_every_option(capsys: pytest.CaptureFixture[str], argv: l
     assert exited.value.code == 0 and all(word in out for word in words)
 
 
-def test_sites_lists_each_site_and_its_routes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sites"]) == 0
+def test_sites_lists_each_site_and_its_routes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in EXAMPLES:  # the examples alone: a site of a user's own in sites/ is theirs to get right
+        shutil.copytree(SITES_DIR / name, tmp_path / name)
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "wiki  Genpedia" in out and " /{title} " in out and "/search?q" in out and "readers may post" in out
     assert "model: up to 512 tokens (the rest from" in out
@@ -133,9 +136,13 @@ def test_a_bad_site_config_is_a_one_line_error_naming_the_file(
 ) -> None:
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "site.toml").write_text('name = "bad"\n', encoding="utf-8")
-    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2
+    argv = ["serve", "--sites-dir", str(tmp_path), "--port", "0", "--db", ":memory:"]
+    assert main(argv, load_engine=lambda *args: pytest.fail("no engine for sites that do not load")) == 2
     err = one_line_error(capsys)
     assert str(tmp_path / "bad" / "site.toml") in err and "key 'title'" in err and "Fix:" in err
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2  # genui sites says it of each site, on its own line
+    said = [line for line in capsys.readouterr().out.splitlines() if "does not load" in line]
+    assert len(said) == 1 and str(tmp_path / "bad" / "site.toml") in said[0] and "key 'title'" in said[0]
 
 
 def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -237,6 +244,9 @@ def test_sites_says_which_site_does_not_load_and_serving_another_leaves_it_out(
     out = capsys.readouterr().out
     assert "club  " in out and "does not load:" in out and "article.j2" in out and "garden  " in out
     (tmp_path / "club" / "site.toml").write_text("title = \n", encoding="utf-8")  # not even TOML now
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2  # each site on its own: garden is listed all the same
+    out = capsys.readouterr().out
+    assert f"club  ({tmp_path / 'club'})\n  does not load: " in out and "site.toml" in out and "garden  " in out
     assert [site.name for site in sites_in(tmp_path, ["garden"])] == ["garden"]
     assert "left out, not asked for and not loading" in capsys.readouterr().err
     with pytest.raises(SiteConfigError):
