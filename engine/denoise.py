@@ -47,7 +47,8 @@ class Denoiser(Protocol):
     Two optional methods: ``denoise_changed(prefix, canvas, neighbours)``, a step over the changed positions alone
     (``refresh_every``), and ``narrow(prefix, rows)``, the prefix of rows ``rows`` (R,) in that order, sharing
     nothing a step or a commit changes; with it the loop runs a step's forward over the rows still denoising only,
-    not over those that stopped or ended their page (their results are thrown away)."""
+    not over those that stopped or ended their page (their results are thrown away). An optional attribute,
+    ``other_ends``: token ids that end a page as ``eos_id`` does (a Gemma's ``<end_of_turn>``)."""
 
     canvas_length: int
     vocab_size: int
@@ -73,7 +74,9 @@ def cache_rows(cache: Cache, rows: torch.Tensor) -> Cache:
     the cache and its layers: it replaces a layer's tensors, never writes into them)."""
     narrowed = copy.copy(cache)
     narrowed.layers = [copy.copy(layer) for layer in cache.layers]
-    narrowed.batch_select_indices(rows)
+    for layer in narrowed.layers:  # batch_select_indices skips a layer initialised but empty (one-token prompts)
+        if getattr(layer, "is_initialized", False):
+            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
     return narrowed
 
 
@@ -218,7 +221,8 @@ class Observer(Protocol):
 
 
 def temperature(settings: DenoiseSettings, remaining: int) -> float | None:
-    """Linear from t_max at the first step to t_min at the last; ``remaining`` counts down from max_steps to 1."""
+    """Linear from t_max at the first step down by (t_max - t_min) / max_steps a step, as generate() schedules it:
+    the last step runs one such step above t_min. ``remaining`` counts down from max_steps to 1."""
     if settings.t_min is None or settings.t_max is None:
         return None
     return settings.t_min + (settings.t_max - settings.t_min) * remaining / settings.max_steps
@@ -364,6 +368,14 @@ def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tenso
     return (distinct < min_distinct) & ~(canvas == eos_id).any(dim=-1)
 
 
+def past_pins(pinned: Pins | None, b: int, c: int, device: torch.device) -> torch.Tensor:
+    """One past each row's last pinned position in a canvas (B,) long: 0 for a row with no pin in it."""
+    if pinned is None:
+        return torch.zeros(b, dtype=torch.long, device=device)
+    last = c - pinned.keep.flip(-1).long().argmax(-1)
+    return torch.where(pinned.keep.any(-1), last, 0)
+
+
 def repeat_start(canvas: torch.Tensor, max_repeat: int) -> torch.Tensor:
     """Where the first run of ``max_repeat`` copies of one token starts in each row of a finished canvas (B, C): a
     (B,) long, C for a row with no such run. `( ( ( ( ...` for fifty positions is a loop inside a canvas that still
@@ -431,6 +443,8 @@ def denoise(
         )
     b, device = input_ids.shape[0], input_ids.device
     c, vocab = denoiser.canvas_length, denoiser.vocab_size
+    others = getattr(denoiser, "other_ends", ())  # a model's ends besides ``eos_id`` (Gemma's <end_of_turn>)
+    ends = torch.tensor(others, device=device) if others else None
     narrow: Callable[[Any, torch.Tensor], Any] | None = getattr(denoiser, "narrow", None)
     with torch.inference_mode():
         prefix = denoiser.prefill(input_ids, attention_mask)
@@ -516,6 +530,8 @@ def denoise(
                 accepted = settings.accept(entropy, accepted)
                 if settings.end_last:
                     accepted = hold_back_ends(accepted, sampled, denoiser.eos_id)
+                if pinned is not None:  # a pin is always kept, whatever the order: the next step reads it, not noise
+                    accepted = accepted | pinned.keep
                 streak = torch.where(accepted, torch.where(again, streak + 1, 1), 0)
                 # accepted samples stay; every other position is re-noised (drawn after the samples, as generate() does)
                 new_current = torch.where(accepted, sampled, _noise((b, c), vocab, device, generator))
@@ -536,10 +552,15 @@ def denoise(
                 if stopped.all():
                     break
             canvas = argmax.clone()
+            if ends is not None:  # another of the model's ends (<end_of_turn>) ends the page as its first does
+                canvas[torch.isin(canvas, ends)] = denoiser.eos_id
+            # the loop guards end a page no earlier than past the canvas's pins: an opening stays word for word
+            earliest = past_pins(pinned, b, c, device)
             if settings.min_distinct and settings.stop_at_eos and not given:
-                canvas[looping(canvas, settings.min_distinct, denoiser.eos_id)] = denoiser.eos_id
+                loops = looping(canvas, settings.min_distinct, denoiser.eos_id) & (earliest < c)
+                canvas[loops, earliest[loops]] = denoiser.eos_id
             if settings.max_repeat and settings.stop_at_eos and not given:
-                start = repeat_start(canvas, settings.max_repeat)
+                start = torch.maximum(repeat_start(canvas, settings.max_repeat), earliest)
                 hit = start < canvas.shape[-1]
                 canvas[hit, start[hit]] = denoiser.eos_id
             canvas[finished] = denoiser.pad_id  # without ``stop_at_eos``: the rows nobody waits for

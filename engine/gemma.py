@@ -38,8 +38,11 @@ class GemmaDenoiser:
         self.canvas_length = int(model.config.canvas_length)
         self.vocab_size = int(text.vocab_size)
         eos = model.generation_config.eos_token_id or text.eos_token_id
-        # Gemma configs may list several ends (<eos>, <end_of_turn>); the loop stops at one: the first, as written
-        self.eos_id = int(eos[0] if isinstance(eos, list | tuple) else eos)
+        # Gemma configs may list several ends (<eos>, <end_of_turn>); generate() ends a page at any of them, and the
+        # loop writes each as the first (engine.denoise)
+        ends = [int(end) for end in (eos if isinstance(eos, list | tuple) else [eos])]
+        self.eos_id = ends[0]
+        self.other_ends = tuple(dict.fromkeys(end for end in ends[1:] if end != self.eos_id))
         pad = model.generation_config.pad_token_id
         self.pad_id = int(pad if pad is not None else text.pad_token_id)
         self.max_positions = int(text.max_position_embeddings)

@@ -83,6 +83,25 @@ def test_the_loop_gives_diffusion_gemma_generates_tokens(tmp_path: Path, prompts
     assert torch.equal(ours, expected)
 
 
+def test_a_page_ends_at_any_of_the_models_ends_as_generate_ends_it(tmp_path: Path) -> None:
+    """Gemma instruction-tuned checkpoints list <eos> and <end_of_turn>: generate() ends a page at either."""
+    from engine.gemma import GemmaDenoiser
+
+    with tiny_model(tmp_path) as loaded:
+        input_ids, attention_mask = left_pad([loaded.denoiser.encode_prompt("Hash table")], 0, loaded.device)
+        written = denoise(loaded.denoiser, input_ids, attention_mask, SETTINGS, torch.Generator().manual_seed(7))
+        end = int(written[0, 2])  # a token this page writes early on, listed as a second end
+        assert end != loaded.denoiser.eos_id and written.shape[1] > loaded.canvas_length
+        loaded.model.generation_config.eos_token_id = [loaded.denoiser.eos_id, end]
+        denoiser = GemmaDenoiser(loaded.model, loaded.tokenizer)
+        expected = _reference(loaded, input_ids, attention_mask, SETTINGS, seed=7)
+        ours = denoise(denoiser, input_ids, attention_mask, SETTINGS, torch.Generator().manual_seed(7))
+    assert ours.shape == expected.shape == (1, loaded.canvas_length)  # the page ends with that canvas
+    at = expected[0].tolist().index(end)
+    assert torch.equal(ours[0, :at], expected[0, :at]) and ours[0, at] == denoiser.eos_id
+    assert (ours[0, at + 1 :] == denoiser.pad_id).all()
+
+
 class _FixedDenoiser:
     """Logits that ignore the canvas: the argmax holds still from the first step."""
 
@@ -906,3 +925,75 @@ def test_when_the_rows_still_denoising_all_leave_the_canvas_ends_without_a_forwa
     out = denoise(denoiser, input_ids, mask, settings, torch.Generator().manual_seed(5), gone=gone)
     assert denoiser.rows == [2, 2, 1, 1, 1]  # canvas 0: both, then row 1 alone; canvas 1: row 0 alone
     assert set(out[0].tolist()) == {7} and set(out[1].tolist()) == {1}
+
+
+class _Reading:
+    """Flat logits, or one token everywhere (a loop); records each canvas it reads."""
+
+    canvas_length, vocab_size, eos_id, pad_id, max_positions = 8, 50, 1, 1, 100
+
+    def __init__(self, token: int | None = None) -> None:
+        self.token, self.seen = token, []  # type: list[torch.Tensor]
+
+    def prefill(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+        return None
+
+    def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+        self.seen.append(canvas.clone())
+        logits = torch.zeros(canvas.shape[0], 8, 50)
+        if self.token is not None:
+            logits[..., self.token] = 30.0
+        return logits
+
+    def commit(self, prefix, canvas):  # type: ignore[no-untyped-def]
+        pass
+
+
+@pytest.mark.parametrize("order", [{}, {"order": "left_to_right"}, {"order": "spread"}, {"end_last": True}])
+def test_every_step_reads_the_pinned_tokens_whatever_the_order(order: dict[str, object]) -> None:
+    """An infill's text after the region is pinned: the region is written reading it, never noise in its place."""
+    tokens = torch.tensor([[30, 31, 32, 33, 20, 21, 1, 1]])
+    keep = torch.tensor([[False] * 4 + [True] * 4])
+    settings = DenoiseSettings(max_canvases=1, max_steps=4, entropy_bound=1.0, stop_at_eos=False, **order)  # type: ignore[arg-type]
+    reading = _Reading()
+    denoise(
+        reading,
+        torch.tensor([[5, 6, 7]]),
+        torch.ones(1, 3),
+        settings,
+        torch.Generator().manual_seed(0),
+        pins=Pins(tokens, keep),
+    )
+    assert len(reading.seen) == 4 and all(seen[0, 4:].tolist() == [20, 21, 1, 1] for seen in reading.seen)
+
+
+@pytest.mark.parametrize("guard", [{"min_distinct": 8}, {"max_repeat": 4}])
+def test_the_loop_guards_end_a_page_after_its_pinned_opening_not_over_it(guard: dict[str, int]) -> None:
+    opening = [10, 11, 12, 13, 14, 15, 16, 17, 40, 41, 42]  # canvas 0 pinned whole, canvas 1 starts with 3 pins
+    tokens = torch.full((1, 16), 3)
+    tokens[0, :11] = torch.tensor(opening)
+    keep = torch.arange(16)[None] < 11
+    settings = DenoiseSettings(max_canvases=2, max_steps=3, entropy_bound=5.0, **guard)  # type: ignore[arg-type]
+    looping_model = _Reading(token=9 if "min_distinct" in guard else 42)
+    out = denoise(looping_model, torch.tensor([[5, 6, 7]]), torch.ones(1, 3), settings, None, pins=Pins(tokens, keep))
+    assert out[0].tolist() == [*opening, 1, 1, 1, 1, 1]  # the opening word for word, then the page's end
+
+
+def test_a_batch_of_one_token_prompts_narrows_when_a_row_ends_its_page() -> None:
+    """Nothing is prefilled: each cache layer is made by the first step, empty, and must still lose the rows."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, eos_token_id=1, pad_token_id=1,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+
+    class Tokens:
+        eos_token_id = pad_token_id = 1
+
+    tokens = torch.full((2, 8), 40)
+    tokens[0, 3] = 1  # row 0 ends its page in the first canvas
+    settings = DenoiseSettings(max_canvases=2, max_steps=3, entropy_bound=3.0)
+    denoiser = CausalDenoiser(model, Tokens(), 8)  # type: ignore[arg-type]
+    out = denoise(denoiser, torch.tensor([[5], [9]]), torch.ones(2, 1), settings, None, pins=Pins(tokens, tokens == 1))
+    assert out.shape == (2, 16) and out[0, 3] == 1 and (out[0, 4:] == 1).all()
