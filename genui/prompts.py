@@ -51,6 +51,14 @@ class PromptError(SiteConfigError):
         super().__init__(file, "template", problem, fix)
         self.public = f"{shown}: {problem}. Fix: {fix}"
 
+    def tried_for(self, route: Route) -> PromptError:
+        """The error of rendering it for ``route`` at load: a template may serve several routes, each with its own
+        params, and works for one while it fails another."""
+        names = ", ".join(f"params.{name}" for name in route.params) or "no params"
+        self.problem = f"{self.problem.rstrip('.')} (for the route {route.pattern}, which has {names})"
+        self.args = (f"{self.file}: key '{self.key}': {self.problem}. Fix: {self.fix}",)
+        return self
+
 
 SAMPLE_VALUES = ("Sample", "sample")  # what the trial render puts in a route's parameters, and in its query keys
 OTHER_SAMPLE = "Other_sample-value x.y/z"  # and then, to tell a first visit's failure from the values' (_try)
@@ -190,7 +198,10 @@ class PromptRenderer:
         self._versions: dict[Route, str] = {}
         for route in site.routes:
             self._versions[route] = self._version_of(route)  # which checks every template the route reads
-            self._try(route)
+            try:
+                self._try(route)
+            except PromptError as err:
+                raise err.tried_for(route) from err.__cause__
             replies = route.reply_opening
             sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
             if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):

@@ -449,3 +449,18 @@ def test_a_first_visits_failure_that_other_values_pass_is_left_to_the_pages(tmp_
         file.read_text(encoding="utf-8") + '{% if not posts %}{{ params.thread.split("_")[1] }}{% endif %}\n'
     )
     PromptRenderer(load_site(root))
+
+
+def test_a_template_two_routes_share_names_the_route_it_fails_for(tmp_path: Path) -> None:
+    root = copy_site(tmp_path, "wiki")
+    toml = root / "site.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace(
+            "[[routes]]", '[[routes]]\npattern = "/reviews/{book}"\ntemplate = "article.j2"\n\n[[routes]]', 1
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    said = str(caught.value)
+    assert "article.j2" in said and "(for the route /reviews/{book}, which has params.book). Fix:" in said
