@@ -246,6 +246,13 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         raise SiteConfigError(file, f"{where}posts", "expected true or false", "write posts = true or remove it")
     if posts and "posts" not in context:
         context = (*context, "posts")
+    if "posts" in context and not posts:  # readers post only where posts = true: the template would see none, ever
+        raise SiteConfigError(
+            file,
+            f"{where}context",
+            '"posts" is in the context of a route readers cannot post to',
+            'add posts = true (readers post below its pages, and the template sees their posts), or take "posts" out',
+        )
     reply_opening = None
     if "reply_opening" in data:
         if not posts:

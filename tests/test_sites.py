@@ -92,6 +92,7 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ("t_max = 0.6\nt_min = 0.2", "t_max = 0.0005\nt_min = 0.0001", "model.t_max"),  # NaN probabilities
         ("t_min = 0.2", "t_min = 0.6", "model.t_min"),
         ("t_min = 0.2\n", "", "model.t_max"),
+        ('context = ["brief", "parent"]', 'context = ["brief", "posts"]', "routes[1].context"),  # no posts = true
         ('pattern = "/"', 'pattern = "no-slash"', "routes[0].pattern"),
         ('pattern = "/page/{name}"', 'pattern = "/page/{name:int}"', "routes[1].pattern"),
         ('aliases = ["/p/{name}"]', 'aliases = "/p/{name}"', "routes[1].aliases"),
