@@ -316,8 +316,21 @@ def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> 
         raise SiteConfigError(file, f"{where}.look", f"unknown look {look!r}", f"use one of {list(NAV_LOOKS)}")
     limit = data.get("limit", NAV_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
-        raise SiteConfigError(file, f"{where}.limit", f"{limit!r} is out of range", "use an integer from 1 to 200")
+        raise SiteConfigError(file, f"{where}.limit", _wrong(limit, "an integer"), "use an integer from 1 to 200")
     return NavSection(on=on, heading=heading, links=links, pages=pages, look=look, limit=limit)
+
+
+def _wrong(value: Any, number: str) -> str:
+    """What is wrong with a value its key does not take: its type (`tokens = "512"`), or its size."""
+    if isinstance(value, str):
+        return f"{value!r} is text, not {number} (write it without quotes)"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (number == "an integer" and isinstance(value, float))
+    ):
+        return f"{value!r} is not {number}"
+    return f"{value!r} is out of range"
 
 
 def _load_link(file: Path, where: str, data: Any) -> NavLink:
@@ -439,9 +452,9 @@ def load_site(root: Path | str) -> Site:
         or not stylesheet.lower().endswith(".css")
         or not _is_file(root / stylesheet)
     ):
-        raise SiteConfigError(
-            file, "stylesheet", f"{stylesheet!r} is not a .css file in {root}", "name a .css file in the site folder"
-        )
+        missing = isinstance(stylesheet, str) and "/" not in stylesheet and not (root / stylesheet).exists()
+        problem = f"{stylesheet!r} is not in {root}" if missing else f"{stylesheet!r} is not a .css file in {root}"
+        raise SiteConfigError(file, "stylesheet", problem, "name a .css file in the site folder")
     model = ModelSettings()
     if "model" in data:
         table = data["model"]
@@ -464,7 +477,7 @@ def load_site(root: Path | str) -> Site:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
                 raise SiteConfigError(
-                    file, f"model.{key}", f"{value!r} is out of range", f"use an integer from {low} to {top}"
+                    file, f"model.{key}", _wrong(value, "an integer"), f"use an integer from {low} to {top}"
                 )
         sampler: dict[str, float] = {}
         for key, bound in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
@@ -473,7 +486,7 @@ def load_site(root: Path | str) -> Site:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
                 raise SiteConfigError(
-                    file, f"model.{key}", f"{value!r} is out of range", f"use a number above 0, at most {bound:g}"
+                    file, f"model.{key}", _wrong(value, "a number"), f"use a number above 0, at most {bound:g}"
                 )
             sampler[key] = float(value)
         if ("t_max" in sampler) != ("t_min" in sampler):

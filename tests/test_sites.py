@@ -369,3 +369,22 @@ def test_a_site_toml_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> No
     (root / "site.toml").symlink_to("/proc/self/mem")  # a file that fails to read (root may read any mode)
     with pytest.raises(SiteConfigError, match="site.toml: key '-': cannot read it .*Fix: make it readable"):
         load_site(root)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ("tokens = 700", 'tokens = "512"', "'512' is text, not an integer (write it without quotes)"),
+        ("steps = 12", "steps = 12.5", "12.5 is not an integer"),
+        ("entropy_bound = 8", 'entropy_bound = "8"', "'8' is text, not a number"),
+        ("tokens = 700", "tokens = 9000", "9000 is out of range"),
+        ('stylesheet = "demo.css"', 'stylesheet = "style.css"', "'style.css' is not in"),
+        ('stylesheet = "demo.css"', 'stylesheet = "site.toml"', "'site.toml' is not a .css file"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_said_to_be_so(tmp_path: Path, old: str, new: str, said: str) -> None:
+    assert old in GOOD
+    write_site(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert said in caught.value.problem
