@@ -128,7 +128,10 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"created {site.root}: {', '.join(files)}")
     folder = shlex.quote(str(Path(args.dir)))
     print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
-    print("(add --reload while you edit it: each change is served from the next request on, with no restart)")
+    print(
+        "(add --reload while you edit it: each change is served from the next request on, with no restart; a genui"
+        " serve already running serves the sites it started with, so restart it to serve this one)"
+    )
     print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {folder} --pages 20")
     print(
         "note: the default model learned the example sites' pages (a computing encyclopedia, a forum, a desktop): a"
