@@ -25,6 +25,7 @@ SCANNED = 5  # written pages read per one listed: some may turn out to belong el
 class Link:
     label: str
     url: str  # served URL (the site's mount included)
+    current: bool = False  # the page it is shown on: marked as such (aria-current), not left out of a fixed list
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +41,10 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
     for section in runtime.site.navigation:
         if here.route.pattern not in section.on:
             continue
-        links = [Link(link.label, runtime.url(link.url)) for link in section.links]
+        links = [Link(link.label, runtime.url(link.url), link.url == here.url) for link in section.links]
         if section.pages is not None:
-            links += _written(runtime, here, section, store, model)
+            fixed = {link.url for link in links}  # a written page that is a fixed link too is listed once
+            links += [link for link in _written(runtime, here, section, store, model) if link.url not in fixed]
         if links:
             shown.append(Section(section.heading, section.look, tuple(links)))
     return shown

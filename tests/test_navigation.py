@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, visit
+from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 
 from genui.navigation import Link, sections
 from genui.runtime import SiteRuntime
-from genui.sites import Site
+from genui.sites import Site, load_site
 from genui.store import PageKey, Store
 
 HTMX = {"HX-Request": "true"}
@@ -135,3 +136,29 @@ def test_the_ways_on_do_not_wait_for_the_model(client_factory: ClientFactory, al
     client = client_factory(all_sites, FakeEngine(overloaded=1))
     shell = client.get("/forum/")
     assert [label for label, _ in navigation(shell.text)["Popular boards"]][0] == "r/computers"
+
+
+def test_a_page_is_listed_once_and_a_fixed_link_to_the_page_it_is_on_is_marked_current(
+    tmp_path: Path, store: Store, client_factory: ClientFactory
+) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    toml = root / "site.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace(
+            'on = ["/"]\nheading = "Articles written so far"',
+            'on = ["/", "/{title}"]\nheading = "Articles written so far"\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
+        ),
+        encoding="utf-8",
+    )
+    runtime = SiteRuntime.build(load_site(root), "")
+    home, lisp = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
+    assert home is not None and lisp is not None
+    for path in ("/Lisp", "/Go"):
+        store.save_page(PageKey("wiki", path, "", "m", runtime.prompts.version(lisp.route)), 1, 0, path[1:], "", 0.1)
+    listed = {s.heading: s.links for s in sections(runtime, home, store, "m")}["Articles written so far"]
+    assert listed == (Link("Lisp", "/Lisp"), Link("Go", "/Go"))  # Lisp, written too, once
+    listed = {s.heading: s.links for s in sections(runtime, lisp, store, "m")}["Articles written so far"]
+    assert listed == (Link("Lisp", "/Lisp", current=True), Link("Go", "/Go"))
+    page = visit(client_factory([load_site(root)]), "/Lisp").text
+    assert 'hx-swap="innerHTML show:window:top" aria-current="page">Lisp</a></li>' in page
