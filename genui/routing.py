@@ -223,6 +223,12 @@ class SiteRouter:
             f"declare it before routes[{earlier}], or make the patterns differ by a literal segment",
         )
 
+    def _served(self, url: str) -> bool:
+        try:
+            return self.locate(url) is not None
+        except BadRequest:
+            return False
+
     def _check_link(self, url: str, key: str) -> None:
         """A link in the site's navigation must lead to a page, by the page's own URL."""
         file = self.site.root / "site.toml"
@@ -231,6 +237,11 @@ class SiteRouter:
         except BadRequest as err:
             raise SiteConfigError(file, key, f"{url!r} is not a page's URL ({err})", "fix the URL") from None
         if location is None:
+            prefix = f"/{self.site.name}"
+            inside = url.removeprefix(prefix) if url.startswith(prefix + "/") else None
+            if inside is not None and self._served(inside):  # the server's mount is no part of the site's URLs
+                fix = f"write it as the site sees it, {inside!r}: genui adds {prefix!r} where the site is served so"
+                raise SiteConfigError(file, key, f"no route serves {url!r}", fix)
             raise SiteConfigError(file, key, f"no route serves {url!r}", "write a URL that one of the routes matches")
         if location.aliased:
             raise SiteConfigError(

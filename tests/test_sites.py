@@ -314,6 +314,7 @@ def test_navigation_that_is_not_an_array_of_tables_names_its_key(tmp_path: Path)
     ("url", "problem", "fix"),
     [
         ("/no/such/page", "no route serves", "one of the routes matches"),
+        ("/demo/page/Start", "no route serves", "write it as the site sees it, '/page/Start': genui adds '/demo'"),
         ("/p/Start", "redirects to '/page/Start'", "'/page/Start'"),
         ("/page/../x", "dot segment", "fix the URL"),
     ],
