@@ -452,8 +452,8 @@ def load_site(root: Path | str) -> Site:
         or not stylesheet.lower().endswith(".css")
         or not _is_file(root / stylesheet)
     ):
-        missing = isinstance(stylesheet, str) and "/" not in stylesheet and not (root / stylesheet).exists()
-        problem = f"{stylesheet!r} is not in {root}" if missing else f"{stylesheet!r} is not a .css file in {root}"
+        absent = isinstance(stylesheet, str) and "/" not in stylesheet and not (root / stylesheet).exists()
+        problem = f"{stylesheet!r} is not in {root}" if absent else f"{stylesheet!r} is not a .css file in {root}"
         raise SiteConfigError(file, "stylesheet", problem, "name a .css file in the site folder")
     model = ModelSettings()
     if "model" in data:
