@@ -57,7 +57,11 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     if not sites:
         raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
     if missing:
-        raise UsageError(f"no site named {missing[0]!r} under {directory} (have: {', '.join(sorted(by_name))})")
+        said = f"no site named {missing[0]!r} under {directory} (have: {', '.join(sorted(by_name))})"
+        here = Path("sites")  # where genui new writes a site, from the folder it is run in
+        if (here / missing[0] / "site.toml").is_file() and here.resolve() != Path(directory).resolve():
+            said += f"; ./sites/{missing[0]} is one: add --sites-dir sites"
+        raise UsageError(said)
     check_names([site for site in sites if site.name in names])  # a copy of another site beside them is no matter
     for left_out in broken:
         print(f"note: left out, not asked for and not loading: {left_out}", file=sys.stderr)

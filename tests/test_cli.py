@@ -254,3 +254,14 @@ def test_sites_says_which_site_does_not_load_and_serving_another_leaves_it_out(
         sites_in(tmp_path, ["club"])  # the one asked for may be the one that does not load: its error
     with pytest.raises(SiteConfigError):
         sites_in(tmp_path, None)
+
+
+def test_a_site_genui_new_wrote_here_but_not_in_the_sites_folder_named_is_pointed_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`genui new club` run in a project writes ./sites/club; commands read the installed sites folder by default."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "club"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "--site", "club"], load_engine=fake_loader) == 2
+    assert "no site named 'club'" in (said := one_line_error(capsys)) and "add --sites-dir sites" in said
