@@ -381,14 +381,20 @@ def test_the_report_runs_end_to_end_on_a_checkpoint(
         assert row == expected
 
 
-def test_rescoring_sanitises_a_saved_page_again_from_the_model_s_own_text(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`--rescore` measures the sanitiser of today on pages saved earlier: `html` is rebuilt from `raw`."""
+def _held_out_article(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A corpus of one held-out article, and a dictionary that knows its words."""
     monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
     corpus = tmp_path / "corpus.jsonl"
     row = {"site": "wiki", "path": "/wiki/Hash_table", "prompt": "p", "html": ARTICLE, "holdout": True}
     corpus.write_text(json.dumps(row) + "\n")
+    return corpus
+
+
+def test_rescoring_sanitises_a_saved_page_again_from_the_model_s_own_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--rescore` measures the sanitiser of today on pages saved earlier: `html` is rebuilt from `raw`."""
+    corpus = _held_out_article(tmp_path, monkeypatch)
     stale = PageResult("wiki", "/wiki/Hash_table", "<p>stale</p>", [5], 1.0, [True], raw=ARTICLE + "<script>x</script>")
     older = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, [True])  # saved before `raw` was kept
     saved = tmp_path / "pages.jsonl"
@@ -410,10 +416,7 @@ def test_rescoring_pages_the_corpus_does_not_hold_out_asks_for_first_clicks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A first click's page rescored as held out would be labelled held out, against no corpus reference."""
-    monkeypatch.setattr(quality, "load_dictionary", lambda: {"a", "table"})
-    corpus = tmp_path / "corpus.jsonl"
-    row = {"site": "wiki", "path": "/wiki/Hash_table", "prompt": "p", "html": ARTICLE, "holdout": True}
-    corpus.write_text(json.dumps(row) + "\n")
+    corpus = _held_out_article(tmp_path, monkeypatch)
     home = PageResult("wiki", "/", "<h1>Genpedia</h1><p>a</p>", [5], 1.0, [True])
     article = PageResult("wiki", "/wiki/Hash_table", ARTICLE, [5], 1.0, [True])
     saved = tmp_path / "pages.jsonl"
