@@ -418,16 +418,23 @@ class Store:
     def written(self, site: str, model: str, template: str, prefix: str = "/", limit: int = 100) -> list[WrittenPage]:
         """The URLs whose page ``model`` has written from ``template`` (a route's version), newest first, each once
         with its newest title; only paths that start with ``prefix``."""
+        found: dict[tuple[str, str], WrittenPage] = {}
         with self._lock:
+            # Newest first down the template's index, until ``limit`` URLs: a page shows this on every view, and a
+            # GROUP BY read every version the site has ever had. (Not LIKE, which ignores case: /r/linux/ would
+            # take /r/Linux/'s threads.)
             rows = self._db.execute(
-                # SQLite takes the bare column (title) from the row that has the MAX(created). (Not LIKE, which
-                # ignores case: /r/linux/ would take /r/Linux/'s threads.)
-                "SELECT path, query, title, MAX(created) FROM pages"
+                "SELECT path, query, title FROM pages INDEXED BY pages_by_template"
                 " WHERE site = ? AND model = ? AND template = ? AND substr(path, 1, length(?)) = ?"
-                " GROUP BY path, query ORDER BY MAX(created) DESC LIMIT ?",
-                (site, model, template, prefix, prefix, limit),
-            ).fetchall()
-        return [WrittenPage(path, query, title) for path, query, title, _ in rows]
+                " ORDER BY created DESC",
+                (site, model, template, prefix, prefix),
+            )
+            for path, query, title in rows:
+                found.setdefault((path, query), WrittenPage(path, query, title))  # its newest version's title
+                if len(found) == limit:
+                    break
+            rows.close()
+        return list(found.values())
 
     def page_groups(self) -> list[PageGroup]:
         """What the cache holds, one row for each site, model, template version and posts key."""
