@@ -12,7 +12,7 @@ failure message in place of the page).
 | ``EngineOverloaded`` | 503 with ``Retry-After`` |
 | ``PageNotKept`` (a page written while another process held the page cache for 30 s) | 503 with ``Retry-After`` |
 | ``EngineError`` | 503 |
-| ``PageWithdrawn`` (a reader's post the page was written from, or its earlier versions, deleted meanwhile) | 409 |
+| ``PageWithdrawn`` (a post or versions it was written from deleted; a chosen version stored first elsewhere) | 409 |
 | ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
 | ``sqlite3.OperationalError`` "locked" (another process holding the page cache) | 503 with ``Retry-After`` |
 | anything else (a bug) | 500 |
@@ -39,7 +39,7 @@ from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
-from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, is_busy
+from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, is_busy
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
@@ -89,6 +89,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         # another process writes the page cache (genui cache prune --vacuum, a second server starting)
         message = f"The page cache is busy. Try again in {CACHE_BUSY_RETRY_S} s."
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
+    if isinstance(error, VersionTaken):
+        message = "Another version of this page was stored meanwhile (a second server), so this one was not kept."
+        return Problem(409, "Version taken", message + " Open the page again, or keep it again as the next version.")
     if isinstance(error, PageWithdrawn):
         message = "This page's earlier versions were deleted while it was being written, so it was not kept."
         return Problem(409, "Versions deleted", message + " Open the page again.")

@@ -79,6 +79,7 @@ class Splice:
     read: tuple[int, ...] = ()  # the ids of every reader post of the thread when the run began (its prompt holds them)
     whole: bool = False  # a run writing a whole page (``WHOLE``), not a part of one
     base: tuple[int, float] | None = None  # the stored version (its number and created) whose HTML it keeps
+    exact: bool = False  # a visitor's own rewrite: stored as written, or not at all (store.VersionTaken)
 
     def written(self, text: str) -> str:
         """The written part of the engine's final text."""
@@ -318,6 +319,7 @@ class Generation:
             mount=self.runtime.mount,
             read=splice.read,
             base=splice.base,
+            exact=splice.exact,
         )
         until = time.monotonic() + KEEP_WAIT_S
         self._keeping = True

@@ -35,7 +35,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken
 from genui.variations import Variations, VariationSets, wait_cancelled
 
 # SiteRuntime is re-exported: lab/ imports it from here.
@@ -379,6 +379,7 @@ class Pages:
             text_before=before,
             text_after=after,
             base=(page.version, page.created),
+            exact=True,  # the visitor's rewrite or none: not another server's version shown as theirs
         )
         return self._start(job, slot, lambda: engine.infill(infill), prompt.parent, 1, "rewrite", splice)
 
@@ -438,7 +439,10 @@ class Pages:
                 replied=variations.replied,
                 mount=job.runtime.mount,
                 read=variations.read,
+                exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
             )
+        except VersionTaken:
+            raise  # the set stays: keeping it again stores it as the version after that one
         except PageWithdrawn:
             self.variations.forget(set_id)
             raise

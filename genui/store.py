@@ -72,6 +72,11 @@ class ReadPostDeleted(PageWithdrawn):
     stored, so that no stored page keeps the post's text."""
 
 
+class VersionTaken(PageWithdrawn):
+    """A version a visitor chose (a kept variation, a rewrite) was stored first by another process with other text:
+    it is not stored, and the visitor is told, rather than shown the other page as their own."""
+
+
 class EarlierVersionsDeleted(PageWithdrawn):
     """A page's version was written while the versions before it were deleted (``genui cache forget``, or a post's
     deletion, which takes the versions that may show it): it is not stored, so that the versions run from 1."""
@@ -358,6 +363,7 @@ class Store:
         read: Sequence[int] = (),
         wait: bool = True,
         base: tuple[int, float] | None = None,
+        exact: bool = False,
     ) -> StoredPage:
         """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
         ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
@@ -368,7 +374,8 @@ class Store:
         (``base``: its number and created, for a run that keeps that version's HTML) that is gone, though another of
         its number was written since (the page forgotten, then written again by another process: the text kept
         would be the forgotten page's). ``wait=False``: another process holding the cache is a "locked"
-        sqlite3.OperationalError at once (is_busy), not after the busy timeout."""
+        sqlite3.OperationalError at once (is_busy), not after the busy timeout. ``exact``: this text or nothing
+        (a visitor's own choice): a version stored first with other text raises VersionTaken."""
         with self._transaction(wait) as db:
             if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
                 sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
@@ -403,6 +410,8 @@ class Store:
             ).fetchone()
             stored_page = _whole(db, key, row)
         assert stored_page is not None  # its chain was read in this transaction
+        if exact and not inserted and stored_page.html != html:
+            raise VersionTaken(f"version {version} of {key.site}{key.path} was stored first by another process")
         return stored_page
 
     def title(self, site: str, path: str, query: str = "") -> str | None:

@@ -7,6 +7,8 @@ import html
 import re
 import time
 from collections.abc import AsyncIterator
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 from fakes import ClientFactory, FakeEngine, page_html, pages_of, visit, ws_messages
@@ -15,8 +17,10 @@ from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError, Frame, GenerationRequest
 from genui.edits import fitted_before, model_text, region_tokens
+from genui.pages import Job
 from genui.sections import sections
 from genui.sites import Site
+from genui.store import Store
 from genui.variations import KEPT_SETS, VariationSets
 
 VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
@@ -525,3 +529,29 @@ def test_the_text_before_a_region_is_the_longest_tail_that_fits_cut_at_a_tag(mos
     kept = fitted_before(engine, request, before)
     tails = [before[start:] for start in range(len(before)) if before[start] == "<"] + [""]
     assert kept == next(tail for tail in tails if len(request.prompt + tail) <= most or not tail)
+
+
+def test_a_variation_kept_while_another_server_stored_that_version_is_a_409_and_can_be_kept_next(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = client_factory(all_sites, follow_redirects=False)
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text
+    pages = pages_of(client)
+    key = next(iter(pages.variations._sets.values())).key
+    counted = pages.versions
+
+    def then_another_server_stores_it(job: Job) -> int:  # a second server on the same file, right after the count
+        monkeypatch.undo()
+        number = counted(job)
+        with closing(Store(tmp_path / "db0.sqlite3")) as other:
+            other.save_page(key, 2, 1, "Lisp", "<h1>Lisp</h1><p>the other server's version 2</p>", 0.5, mount="/wiki")
+        return number
+
+    monkeypatch.setattr(pages, "versions", then_another_server_stores_it)
+    refused = client.post("/_genui/keep", data=keep_form(candidates, 2))
+    assert refused.status_code == 409 and "Another version of this page was stored meanwhile" in refused.text
+    kept = client.post("/_genui/keep", data=keep_form(candidates, 2))  # the set is still there: it goes in next
+    assert kept.status_code == 303 and kept.headers["location"] == "/wiki/Lisp?v=3"
+    assert "(variation 2)" in page_html(client.get("/wiki/Lisp?v=3").text)
+    assert "the other server's version 2" in page_html(client.get("/wiki/Lisp?v=2").text)

@@ -30,6 +30,7 @@ from genui.store import (
     ReadPostDeleted,
     Store,
     StoredPage,
+    VersionTaken,
     is_busy,
 )
 
@@ -583,3 +584,21 @@ def test_a_variation_kept_while_the_cache_is_held_can_be_kept_once_it_is_free(tm
         assert busy.status_code == 503 and busy.headers["retry-after"] == "2"
         kept = client.post("/_genui/keep", data=keep_form(candidates, 2))  # the chosen one is still there
         assert kept.status_code == 303 and "(variation 2)" in client.get("/wiki/Lisp?v=2").text
+
+
+def test_a_version_a_visitor_chose_is_never_another_processes_page_returned_as_theirs(
+    store: Store, tmp_path: Path
+) -> None:
+    """Two servers on one file: a kept variation or a rewrite goes in as the next version, or not at all."""
+    save(store)
+    with closing(Store(tmp_path / "pages.sqlite3")) as other:
+        save(other, version=2, html="<h1>Hash table</h1><p>the other server's</p>")
+    with pytest.raises(VersionTaken):
+        store.save_page(KEY, 2, 1, "Hash table", "<h1>Hash table</h1><p>chosen</p>", 0.5, exact=True)
+    assert store.page(KEY, 2).html.endswith("the other server's</p>")  # type: ignore[union-attr]
+    same = store.save_page(KEY, 2, 1, "Hash table", "<h1>Hash table</h1><p>the other server's</p>", 0.5, exact=True)
+    assert same.version == 2  # the same text stored first is no clash
+    kept = store.save_page(KEY, 3, 2, "Hash table", "<h1>Hash table</h1><p>chosen</p>", 0.5, exact=True)
+    assert kept.version == 3 and kept.html.endswith("chosen</p>")
+    taken = store.save_page(KEY, 3, 2, "Hash table", "<h1>Hash table</h1><p>a click's</p>", 0.5)
+    assert taken.html.endswith("chosen</p>")  # a click's page: the one stored first wins, as before
