@@ -223,7 +223,7 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
         raise NotAPageCache(f"{path} is not a page cache: {err}") from None
     if not tables:
         return  # an empty database: genui makes its tables in it
-    if schema > SCHEMA_VERSION:
+    if schema > SCHEMA_VERSION and "pages" in tables:  # another program's file has its own user_version
         raise NotAPageCache(
             f"{path} is a page cache of a newer genui (layout {schema}; this genui knows {SCHEMA_VERSION}): serve it"
             " with that genui, or give this one another --db"
@@ -242,6 +242,7 @@ def check_page_cache(path: Path, *, earlier: bool = False) -> None:
         raise NotAPageCache(f"{path} is not a page cache: its pages and posts tables are another program's")
 
 
+JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes the WAL file keeps after a checkpoint
 BUSY_TIMEOUT_S = 1.0  # how long a write waits for another process's (genui cache prune, a second server) to end
 
 
@@ -268,6 +269,11 @@ class Store:
         # WAL + FULL: a commit is on disk when it returns, so a post a reader was told is saved survives a crash of
         # the machine too (NORMAL only survives the process's; it leaves the WAL unsynced until a checkpoint)
         self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA fullfsync=ON")  # macOS: an fsync that reaches the disk (elsewhere it does nothing)
+        self._db.execute("PRAGMA checkpoint_fullfsync=ON")
+        # A big write (a migration of every row, an earlier cache adopted) leaves the WAL file as large as the
+        # database for as long as the server runs, unless it is cut back after each checkpoint.
+        self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
         self._db.executescript(_SCHEMA)
         self._migrate()
 

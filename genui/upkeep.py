@@ -26,7 +26,7 @@ from genui.arguments import (
 )
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
-from genui.store import NotAPageCache, Store, check_page_cache
+from genui.store import NotAPageCache, Store, check_page_cache, is_busy
 from genui.upgrade import adopt_earlier_pages
 
 
@@ -227,10 +227,14 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         before = Path(args.db).stat().st_size
         try:
             shrunk = store.vacuum()
-        except sqlite3.OperationalError as err:  # a server is writing to it: the rows are gone, their space reused
-            raise UsageError(
-                f"the file was not shrunk ({err}): stop the server that uses it, and prune again"
-            ) from None
+        except sqlite3.OperationalError as err:  # the rows are gone all the same: their space is reused
+            if is_busy(err):
+                fix = ": stop the server that uses it, and prune again"
+            elif "full" in str(err):
+                fix = ": VACUUM needs about the file's size free on its disk; make room, and prune again"
+            else:
+                fix = ""
+            raise UsageError(f"the file was not shrunk ({err}){fix}") from None
         after = size_text(Path(args.db).stat().st_size)
         later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
         print(f"{args.db}: {size_text(before)} -> {after}{later}")

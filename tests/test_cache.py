@@ -384,3 +384,30 @@ def test_a_cache_another_process_holds_exclusively_is_one_it_cannot_read_not_ano
         assert cache(db, sites_dir) == 2
     err = capsys.readouterr().err
     assert f"cannot read {db}: database is locked" in err and "not a page cache" not in err
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        ("database is locked", "stop the server that uses it, and prune again"),
+        ("database or disk is full", "VACUUM needs about the file's size free on its disk"),
+        ("disk I/O error", "(disk I/O error)\n"),
+    ],
+)
+def test_a_vacuum_that_fails_says_why_not_always_to_stop_a_server(
+    db: Path,
+    sites_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    error: str,
+    said: str,
+) -> None:
+    def failing(self: Store) -> bool:
+        exc = sqlite3.OperationalError(error)
+        exc.sqlite_errorname = "SQLITE_BUSY" if "locked" in error else "SQLITE_FULL"  # type: ignore[attr-defined]
+        raise exc
+
+    monkeypatch.setattr(Store, "vacuum", failing)
+    assert cache(db, sites_dir, "prune", "--vacuum") == 2
+    err = capsys.readouterr().err
+    assert said in err and ("stop the server" in err) == ("locked" in error)

@@ -17,6 +17,7 @@ from test_app import HTMX, live_url
 
 import genui.errors
 import genui.generation
+import genui.store
 from genui.app import create_app
 from genui.store import (
     MAX_POST,
@@ -521,12 +522,35 @@ def test_a_new_cache_another_process_is_opening_is_waited_for_not_refused(tmp_pa
         holder.communicate()
 
 
-def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stamp", [0, 74])  # a browser's history stamps its own user_version: no newer genui's
+def test_another_programs_database_is_refused_untouched(tmp_path: Path, stamp: int) -> None:
     db = tmp_path / "theirs.sqlite3"
     with closing(sqlite3.connect(db)) as theirs:
         theirs.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+        theirs.execute(f"PRAGMA user_version = {stamp}")
         theirs.commit()
-    assert_refused_untouched(db, "no pages table$")
+    assert_refused_untouched(db, "is not a page cache: it has no pages table$")
+
+
+def test_the_wal_file_is_cut_back_after_a_big_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A migration rewrites every row: the WAL grew as large as the file and stayed so while the server ran."""
+    monkeypatch.setattr(genui.store, "JOURNAL_LIMIT", 256 * 1024)
+    store = Store(tmp_path / "pages.sqlite3")
+    big = "<p>" + "x" * 20_000 + "</p>"
+    with store._transaction() as db:  # one big write, as a migration's
+        for n in range(150):
+            key = replace(KEY, path=f"/wiki/P{n}")
+            db.execute(
+                "INSERT INTO pages (site, path, query, model, template, posts, version, seed, title, html, seconds,"
+                " created) VALUES (?, ?, ?, ?, ?, ?, 1, 0, 't', ?, 0.1, 0)",
+                (key.site, key.path, key.query, key.model, key.template, key.posts, big),
+            )
+    wal = Path(f"{tmp_path / 'pages.sqlite3'}-wal")
+    assert wal.stat().st_size > 2_000_000
+    store._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    save(store)  # the next write starts the WAL over, cut back to the limit
+    assert wal.stat().st_size <= 256 * 1024
+    store.close()
 
 
 def test_a_newer_genuis_page_cache_is_refused_untouched_and_this_ones_is_stamped(tmp_path: Path) -> None:
