@@ -38,8 +38,10 @@ Attrs = MutableMapping[Any, str]
 
 
 def navigation_attrs(url: str) -> dict[str, str]:
-    """The htmx attributes genui puts on a link to one of its own pages."""
-    return {"hx-get": url, "hx-target": MAIN_TARGET, "hx-push-url": "true", "hx-swap": "innerHTML show:window:top"}
+    """The htmx attributes genui puts on a link to one of its own pages: the new page shown from its top, or from
+    the place a ``#place`` names (htmx scrolls to it, unless told to show the top)."""
+    swap = "innerHTML" if "#" in url else "innerHTML show:window:top"
+    return {"hx-get": url, "hx-target": MAIN_TARGET, "hx-push-url": "true", "hx-swap": swap}
 
 
 def internal_url(mount: str, href: str) -> str | None:

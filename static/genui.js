@@ -205,11 +205,35 @@
       return; // a page being written says so as it goes (its progress line); it is said once it lands
     }
     announce.textContent = (content.classList.contains("genui-error") ? "" : "Loaded: ") + document.title;
+    var place = window.location.hash ? document.getElementById(decodeURIComponent(window.location.hash.slice(1))) : null;
+    if (place && content.contains(place)) {
+      place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
+    }
     var focused = document.activeElement;
     if (!focused || focused === document.body || !focused.isConnected) {
       main.focus({ preventScroll: true });
     }
   }
+
+  // A page's stream that never opens (a proxy that does not pass WebSockets on) would leave "Waiting for the model…"
+  // for good, the ws extension trying again and again: after two closes with no open, the page goes to its wait URL
+  // (data-genui-wait), which answers once the page is written. Only its drafts are lost.
+  var CLOSES_BEFORE_WAITING = 2;
+  document.addEventListener("htmx:wsOpen", function (event) {
+    event.target.dataset.genuiOpened = "1";
+  });
+  document.addEventListener("htmx:wsClose", function (event) {
+    var live = event.target;
+    var wait = live && live.dataset ? live.dataset.genuiWait : null;
+    if (!wait || live.dataset.genuiOpened || !live.isConnected) {
+      return;
+    }
+    var closes = Number(live.dataset.genuiCloses || 0) + 1;
+    live.dataset.genuiCloses = String(closes);
+    if (closes >= CLOSES_BEFORE_WAITING) {
+      window.location.replace(wait); // the wait URL redirects to the page's own: no entry of its own in history
+    }
+  });
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui
   // serve reads ahead, the page's main element names where to say so (data-genui-hint), and that page is written

@@ -534,3 +534,48 @@ def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_lin
     assert page.text_content("#genui-announce").startswith("Loaded: ")
     assert page.evaluate("() => document.activeElement.className") == "genui-brand"
     assert problems == []
+
+
+def test_a_page_whose_stream_cannot_connect_lands_all_the_same(tmp_path: Path, page: Any) -> None:
+    """A reverse proxy that does not pass WebSockets on (nginx's default): the ws extension tries again and again,
+    and "Waiting for the model…" stayed for good though the page was written."""
+    engine = FakeEngine(delay=0.05, steps=3)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+
+    async def without_sockets(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await receive()  # the handshake refused, as such a proxy answers it
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await app(scope, receive, send)
+
+    with served(without_sockets) as url:  # type: ignore[arg-type]  (uvicorn runs the app's lifespan through it)
+        page.goto(url + "/wiki/Lambda_calculus")
+        page.wait_for_selector(FINISHED + ":text-is('Lambda calculus')", timeout=20_000)
+        assert page.url == url + "/wiki/Lambda_calculus" and engine.finished == 1
+        page.go_back()  # the wait URL left no entry of its own
+        assert page.url == "about:blank"
+
+
+def test_a_link_to_a_place_on_another_page_lands_at_that_place(tmp_path: Path, page: Any) -> None:
+    """`/wiki/Target#gen-Uses` opened at the page's top: htmx's `show:window:top` ran after its own anchor scroll."""
+
+    def writer(prompt: str, seed: int) -> str:
+        title = prompt.split("<title>", 1)[1].split("</title>", 1)[0]
+        filler = "".join(f"<p>Paragraph {n} of {title}.</p>" for n in range(60))
+        link = "<p>See <a href='/wiki/Target#Uses'>uses of Target</a>.</p>"
+        return (
+            f"<article class='wiki'><h1>{title}</h1>{link}{filler}<h2 id='Uses'>Uses</h2><p>Them.</p>{filler}</article>"
+        )
+
+    engine = FakeEngine(writer, delay=0.02, steps=2, canvas_chars=100_000)
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        for written in (False, True):  # the place on a page still to be written, then on one in the cache
+            page.goto(url + "/wiki/Start")
+            page.wait_for_selector(FINISHED + ":text-is('Start')", timeout=15_000)
+            page.click("a:text('uses of Target')")
+            page.wait_for_selector(FINISHED + ":text-is('Target')", timeout=15_000)
+            page.wait_for_timeout(300)
+            place = page.evaluate("document.getElementById('gen-Uses').getBoundingClientRect().top")
+            assert abs(place) < 5 and page.evaluate("scrollY") > 1000, (written, place)
+            assert page.url == url + "/wiki/Target#gen-Uses"
