@@ -25,6 +25,21 @@
     }
   });
 
+  // Two clicks in a row on a slow connection: the page clicked last is the one shown, whichever answer comes last.
+  // (htmx's hx-sync would abort the first request, which htmx reports as an error.)
+  var latest = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.target && event.detail.target.id === "genui-main") {
+      latest = event.detail.xhr;
+    }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "genui-main" && latest && event.detail.xhr !== latest) {
+      event.detail.shouldSwap = false; // an earlier click's page: the server keeps it, this tab shows the later one
+    }
+  });
+
   function said(toolbar, text) {
     var line = toolbar.querySelector(".genui-send-error") || document.createElement("p");
     line.className = "genui-form-error genui-send-error";

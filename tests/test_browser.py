@@ -6,6 +6,7 @@ The engine is a slow FakeEngine, so the denoising frames stay on screen long eno
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import threading
 import time
@@ -579,3 +580,27 @@ def test_a_link_to_a_place_on_another_page_lands_at_that_place(tmp_path: Path, p
             place = page.evaluate("document.getElementById('gen-Uses').getBoundingClientRect().top")
             assert abs(place) < 5 and page.evaluate("scrollY") > 1000, (written, place)
             assert page.url == url + "/wiki/Target#gen-Uses"
+
+
+def test_of_two_clicks_in_a_row_the_last_is_the_page_shown_whichever_answer_comes_last(
+    tmp_path: Path, page: Any
+) -> None:
+    engine = FakeEngine(delay=0.01, steps=2)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+
+    async def slow_first(scope: Any, receive: Any, send: Any) -> None:  # a slow connection for the first click
+        if scope["type"] == "http" and scope["path"].endswith("/Lisp_tree"):
+            await asyncio.sleep(1.0)
+        await app(scope, receive, send)
+
+    with served(slow_first) as url:  # type: ignore[arg-type]
+        problems = collect_problems(page)
+        for path, title in (("/wiki/Lisp_map", "Lisp map"), ("/wiki/Lisp", "Lisp")):
+            page.goto(url + path)
+            page.wait_for_selector(FINISHED + f":text-is('{title}')", timeout=15_000)
+        page.click("text=Lisp tree")
+        page.wait_for_timeout(200)
+        page.click("text=Lisp map")
+        page.wait_for_timeout(2_000)  # the first click's answer has come too
+        assert page.text_content(FINISHED) == "Lisp map" and page.url == url + "/wiki/Lisp_map"
+        assert not problems
