@@ -604,3 +604,20 @@ def test_of_two_clicks_in_a_row_the_last_is_the_page_shown_whichever_answer_come
         page.wait_for_timeout(2_000)  # the first click's answer has come too
         assert page.text_content(FINISHED) == "Lisp map" and page.url == url + "/wiki/Lisp_map"
         assert not problems
+
+
+def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
+    """The header's search box (12rem at least) widened the wiki and the desktop to 364 px at 320; a forum reply's
+    <pre> widened the forum to 1131 px at 375."""
+    wide = "$ " + "x" * 200
+
+    def writer(prompt: str, seed: int) -> str:
+        return wiki_writer(prompt, seed).replace("</p>", f"</p><pre>{wide}</pre>", 1)
+
+    engine = FakeEngine(writer, delay=0.01, steps=1)
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url, browser_page() as page:
+        page.set_viewport_size({"width": 320, "height": 700})
+        for path in ("/wiki/Lisp", "/os/", "/forum/r/linux/Pipes"):
+            page.goto(url + path)
+            page.wait_for_selector("#genui-content:not(.genui-live) .genui-page pre", timeout=15_000)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 320, path
