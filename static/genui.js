@@ -168,7 +168,9 @@
     }
     var here = new URL(window.location.href);
     var next = new URL(history.path, window.location.href);
-    if (next.pathname === here.pathname && !here.searchParams.has("v")) {
+    var asked = new URLSearchParams(next.search); // the same page: its path and its query, but for ?v=
+    asked.delete("v");
+    if (next.pathname === here.pathname && asked.toString() === here.searchParams.toString() && !here.searchParams.has("v")) {
       here.searchParams.set("v", shown);
       window.history.replaceState(window.history.state, "", here.pathname + here.search + here.hash);
     }

@@ -621,3 +621,17 @@ def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
             page.goto(url + path)
             page.wait_for_selector("#genui-content:not(.genui-live) .genui-page pre", timeout=15_000)
             assert page.evaluate("document.documentElement.scrollWidth") <= 320, path
+
+
+def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Server, page: Any) -> None:
+    """A search after a search is another page, not a new version of this one: Back named the first `&v=1`."""
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    for query, shown in (("", "/wiki/search?q="), ("lisp", "/wiki/search?q=lisp")):
+        page.fill(".genui-query input", query)
+        page.press(".genui-query input", "Enter")
+        page.wait_for_url(lambda at, shown=shown: at.endswith(shown), timeout=15_000)
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
+    page.go_back()
+    page.wait_for_url(lambda at: "q=lisp" not in at, timeout=15_000)
+    assert page.url.endswith("/wiki/search?q=")
