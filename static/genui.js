@@ -195,15 +195,19 @@
 
   // A streamed page ends by swapping in #genui-content, and the finished page knows its own title. (The ws
   // extension's own events fire on the placeholder, which that very swap has removed from the document.)
+  // A stream may end in a failure or a set of variations too, which are said as well.
   document.addEventListener("htmx:oobAfterSwap", function (event) {
     var content = event.target;
-    if (content.id === "genui-content" && content.dataset.documentTitle) {
-      document.title = content.dataset.documentTitle;
-      // htmx keeps the old element's class on the new one until it settles (defaultSettleDelay): look after that
-      window.setTimeout(function () {
-        landed(content);
-      }, 100);
+    if (content.id !== "genui-content") {
+      return;
     }
+    if (content.dataset.documentTitle) {
+      document.title = content.dataset.documentTitle;
+    }
+    // htmx keeps the old element's class on the new one until it settles (defaultSettleDelay): look after that
+    window.setTimeout(function () {
+      landed(content);
+    }, 100);
   });
 
   // A page swapped in (a click, a form, a stream's end) is said where screen readers hear it, and the focus, lost
@@ -218,10 +222,10 @@
   function landed(content) {
     var announce = document.getElementById("genui-announce");
     var main = document.getElementById("genui-main");
-    if (!content || !announce || !main || content.classList.contains("genui-live")) {
-      return; // a page being written says so as it goes (its progress line); it is said once it lands
+    if (!content || !announce || !main || !content.isConnected) {
+      return;
     }
-    announce.textContent = (content.classList.contains("genui-error") ? "" : "Loaded: ") + document.title;
+    announce.textContent = saying(content);
     var place = window.location.hash ? document.getElementById(decodeURIComponent(window.location.hash.slice(1))) : null;
     if (place && content.contains(place)) {
       place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
@@ -251,6 +255,21 @@
       window.location.replace(wait); // the wait URL redirects to the page's own: no entry of its own in history
     }
   });
+
+  // What the live region says of what landed: its own words for a failure, the count of a set of variations; a page
+  // being written is said as it starts (its progress line is new on every frame, which screen readers pass over).
+  function saying(content) {
+    var live = content.classList.contains("genui-live");
+    if (content.classList.contains("genui-error")) {
+      var why = content.querySelector("p");
+      return why ? why.textContent : document.title;
+    }
+    if (content.classList.contains("genui-variations")) {
+      var count = content.querySelectorAll(".genui-candidate").length;
+      return live ? "Writing " + count + " variations" : count + " variations written: keep one of them";
+    }
+    return (live ? "Writing: " : "Loaded: ") + document.title;
+  }
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui
   // serve reads ahead, the page's main element names where to say so (data-genui-hint), and that page is written

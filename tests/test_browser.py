@@ -525,7 +525,8 @@ def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_lin
     page.goto(server.url + "/wiki/")
     page.wait_for_selector(FINISHED, timeout=15_000)
     page.focus("text=Genpedia tree")
-    page.keyboard.press("Enter")  # streamed: said once it lands, not while it is written
+    page.keyboard.press("Enter")  # streamed: said as it starts, and again once it lands
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent.startsWith('Writing: ')")
     page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
     page.wait_for_function("() => document.getElementById('genui-announce').textContent.includes('Genpedia tree')")
     assert page.evaluate("() => document.activeElement.id") == "genui-main"
@@ -534,6 +535,16 @@ def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_lin
     page.wait_for_function("() => !document.getElementById('genui-announce').textContent.includes('tree')")
     assert page.text_content("#genui-announce").startswith("Loaded: ")
     assert page.evaluate("() => document.activeElement.className") == "genui-brand"
+    page.click(".genui-vary button[type=submit]")  # a set of variations is said too
+    page.wait_for_selector("text=Keep variation 3", timeout=20_000)
+    page.wait_for_function(
+        "() => document.getElementById('genui-announce').textContent.includes('3 variations written')"
+    )
+    server.engine.overloaded = 4.0  # a stream that fails says why, in its own words
+    page.click("text=Keep variation 1")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.click("text=Genpedia map")
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent.includes('busy')")
     assert problems == []
 
 
