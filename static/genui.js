@@ -179,14 +179,34 @@
   // Back or Forward between two places in one page (an in-page link's #anchor and the page itself) only scrolls, as
   // the browser does by itself: htmx would load the page again (it keeps no copies of pages, and reloads on a miss).
   // Registered before htmx's own handler, which it stops.
+  var SCROLL_KEY = "genui-scroll"; // where a page left by a click was scrolled to, across htmx's load on Back
   var shownAt = window.location.pathname + window.location.search;
   window.addEventListener("popstate", function (event) {
     var now = window.location.pathname + window.location.search;
     if (now === shownAt) {
       event.stopImmediatePropagation();
+    } else if (event.state && typeof event.state.genuiScroll === "number") {
+      // htmx loads the page again, and the state with it: where it was scrolled to outlives the load here
+      window.sessionStorage.setItem(SCROLL_KEY, JSON.stringify([window.location.href, event.state.genuiScroll]));
     }
     shownAt = now;
   });
+
+  // Back to a page scrolled down opens it where it was: htmx keeps no copies of pages and loads it again, and the
+  // browser's own place for it was saved after the next page had scrolled to its top. So the place is kept in the
+  // history entry as the page is left (htmx:beforeHistoryUpdate comes before the swap), and taken back on the load.
+  document.addEventListener("htmx:beforeHistoryUpdate", function () {
+    window.history.replaceState(Object.assign({}, window.history.state, { genuiScroll: window.scrollY }), "");
+  });
+  var saved = JSON.parse(window.sessionStorage.getItem(SCROLL_KEY) || "null");
+  window.sessionStorage.removeItem(SCROLL_KEY);
+  if (saved && saved[0] === window.location.href) {
+    window.addEventListener("load", function () {
+      window.setTimeout(function () {
+        window.scrollTo(0, saved[1]); // after the browser's own restoring, which would put it at the top
+      }, 0);
+    });
+  }
   ["htmx:pushedIntoHistory", "htmx:replacedInHistory"].forEach(function (name) {
     document.addEventListener(name, function () {
       shownAt = window.location.pathname + window.location.search;

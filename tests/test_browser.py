@@ -646,3 +646,29 @@ def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Se
     page.go_back()
     page.wait_for_url(lambda at: "q=lisp" not in at, timeout=15_000)
     assert page.url.endswith("/wiki/search?q=")
+
+
+def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
+    """htmx loads the page again on Back; it opened at its top, the place the browser kept for it after the next
+    page had scrolled to its own top."""
+
+    def writer(prompt: str, seed: int) -> str:
+        title = prompt.split("<title>", 1)[1].split("</title>", 1)[0]
+        filler = "".join(f"<p>Paragraph {n} of {title}.</p>" for n in range(80))
+        link = f"<p><a href='/wiki/{title.replace(' ', '_')}_tree'>next</a></p>"
+        return f"<article class='wiki'><h1>{title}</h1>{filler}{link}{filler}</article>"
+
+    engine = FakeEngine(writer, delay=0.0, steps=1, canvas_chars=100_000)
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        page.set_viewport_size({"width": 900, "height": 600})
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
+        page.locator("text=next").scroll_into_view_if_needed()
+        before = page.evaluate("scrollY")
+        assert before > 1000
+        page.click("text=next")
+        page.wait_for_selector(FINISHED + ":text-is('Lisp tree')", timeout=15_000)
+        assert page.evaluate("scrollY") == 0  # a new page opens at its top
+        page.go_back()
+        page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
+        page.wait_for_function(f"() => Math.abs(scrollY - {before}) < 5", timeout=5_000)
