@@ -672,3 +672,12 @@ def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page
         page.go_back()
         page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
         page.wait_for_function(f"() => Math.abs(scrollY - {before}) < 5", timeout=5_000)
+
+
+def test_a_visitor_who_asks_for_less_motion_sees_the_indicators_stand_still(server: Server, page: Any) -> None:
+    pulse = "() => getComputedStyle(document.querySelector('.genui-live .genui-progress'), '::before').animationName"
+    for motion, name in (("no-preference", "genui-pulse"), ("reduce", "none")):
+        page.emulate_media(reduced_motion=motion)
+        page.goto(server.url + f"/wiki/Motion_{motion.replace('-', '_')}")
+        page.wait_for_selector(".genui-live .genui-progress", timeout=5_000)
+        assert page.evaluate(pulse) == name
