@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -150,7 +151,7 @@ def normalise_query(route: Route, items: Iterable[tuple[str, str]]) -> dict[str,
             continue
         if CONTROL.search(value.replace("\t", " ").replace("\n", " ").replace("\r", " ")):
             raise BadRequest(f"query value of {key!r} contains a control character")
-        collapsed = " ".join(value.split())
+        collapsed = unicodedata.normalize("NFC", " ".join(value.split()))
         if len(collapsed) > MAX_QUERY_VALUE:
             raise BadRequest(f"query value of {key!r} is longer than {MAX_QUERY_VALUE} characters")
         values[key] = collapsed
@@ -258,7 +259,9 @@ class SiteRouter:
 
     def resolve(self, path: str, query: Iterable[tuple[str, str]] = ()) -> Location | None:
         """The page at ``path`` (site-relative) or None when no route matches. Raises BadRequest on malformed input."""
-        canonical = normalise_path(path)
+        written_path = normalise_path(path)
+        # One page, one URL: `Café` written with a combining accent (NFD, as macOS's file names) is `Café` composed
+        canonical = unicodedata.normalize("NFC", written_path)
         # "/files/" must still reach "/files/{path:path}" although trailing slashes are otherwise dropped.
         candidates = (canonical,) if canonical == "/" else (canonical, canonical + "/")
         pairs = list(query)
@@ -274,7 +277,8 @@ class SiteRouter:
                     written = params
                     if spaces is not None:
                         params = {name: _SPACES.sub(spaces, value) for name, value in params.items()}
-                    moved = aliased or params != written  # an alias, or a page whose URL writes spaces another way
+                    # an alias, or a page whose URL writes spaces or accents another way
+                    moved = aliased or params != written or canonical != written_path
                     # normalised again: a parameter may bring a "/" or a "." that the pattern's own text does not
                     # (an alias "/old{p:path}" takes "/evil.example" whole, and "//evil.example" is another host)
                     page = (

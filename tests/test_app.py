@@ -196,6 +196,15 @@ def test_a_thread_asked_for_with_spaces_redirects_to_its_own_url(client_factory:
     assert engine.calls == []
 
 
+def test_a_title_with_a_combining_accent_is_the_page_of_the_composed_title(client_factory: ClientFactory) -> None:
+    """`Café` as NFD (a combining accent, as macOS writes file names) and as NFC look alike: one page, one thread."""
+    engine = FakeEngine()
+    client = client_factory([load_site(SITES_DIR / "forum")], engine)
+    response = client.get("/r/lisp/Cafe%CC%81", follow_redirects=False)
+    assert response.status_code == 308 and response.headers["location"] == "/r/lisp/Caf%C3%A9"
+    assert engine.calls == []
+
+
 def test_a_listed_thread_opens_under_the_title_its_listing_shows(client_factory: ClientFactory) -> None:
     """The default model writes a thread's href and its title apart (`Cancer is complete` listed, the href's
     `Cancer_is__iscomplete_complete`); the forum's link_text makes the link open the thread the listing shows."""

@@ -360,3 +360,9 @@ def test_links_are_followed_only_on_a_route_that_says_so(os_router: SiteRouter) 
     assert os_router.link_target("/wiki/Lisp") is None
     assert os_router.link_target("/wiki/Lisp", "", on=blank) is None
     assert os_router.link_target("https://example.org/", "", on=blank) == "/browser?url=example.org%2F"
+
+
+def test_a_query_with_a_combining_accent_is_the_query_composed(wiki_router: SiteRouter) -> None:
+    decomposed = wiki_router.resolve("/search", [("q", "cafe\u0301")])
+    composed = wiki_router.resolve("/search", [("q", "caf\u00e9")])
+    assert decomposed is not None and composed is not None and decomposed.query == composed.query == {"q": "café"}
