@@ -560,7 +560,11 @@ def denoise(
                 loops = looping(canvas, settings.min_distinct, denoiser.eos_id) & (earliest < c)
                 canvas[loops, earliest[loops]] = denoiser.eos_id
             if settings.max_repeat and settings.stop_at_eos and not given:
-                start = torch.maximum(repeat_start(canvas, settings.max_repeat), earliest)
+                # a run inside the pins is the opening's own text, not the model's loop
+                written = (
+                    canvas if pinned is None else torch.where(pinned.keep, -1 - torch.arange(c, device=device), canvas)
+                )
+                start = torch.maximum(repeat_start(written, settings.max_repeat), earliest)
                 hit = start < canvas.shape[-1]
                 canvas[hit, start[hit]] = denoiser.eos_id
             canvas[finished] = denoiser.pad_id  # without ``stop_at_eos``: the rows nobody waits for

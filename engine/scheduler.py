@@ -193,9 +193,8 @@ class Scheduler:
                 worked = self._run(batch)
             except Exception:  # the worker must outlive any request; _run already told the callers
                 logger.exception("engine batch failed")
-            finally:
-                with self._lock:
-                    self._running = []
+            with self._lock:  # not on a BaseException: _stop fails the batch's callers that _run had not told yet
+                self._running = []
             if worked:  # a batch whose rows had all left, or that failed at once, says nothing of how long one takes
                 self._batch_s = 0.8 * self._batch_s + 0.2 * (time.perf_counter() - started)
 

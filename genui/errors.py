@@ -91,7 +91,7 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
     if isinstance(error, VersionTaken):
         message = "Another version of this page was stored meanwhile (a second server), so this one was not kept."
-        return Problem(409, "Version taken", message + " Open the page again, or keep it again as the next version.")
+        return Problem(409, "Version taken", message + " Open the page again to see it.")
     if isinstance(error, PageWithdrawn):
         message = "This page's earlier versions were deleted while it was being written, so it was not kept."
         return Problem(409, "Versions deleted", message + " Open the page again.")

@@ -43,14 +43,16 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
             continue
         links = [Link(link.label, runtime.url(link.url), link.url == here.url) for link in section.links]
         if section.pages is not None:
-            fixed = {link.url for link in links}  # a written page that is a fixed link too is listed once
-            links += [link for link in _written(runtime, here, section, store, model) if link.url not in fixed]
+            fixed = {link.url for link in section.links}  # a written page that is a fixed link too is listed once
+            links += _written(runtime, here, section, store, model, fixed)
         if links:
             shown.append(Section(section.heading, section.look, tuple(links)))
     return shown
 
 
-def _written(runtime: SiteRuntime, here: Location, section: NavSection, store: Store, model: str) -> list[Link]:
+def _written(
+    runtime: SiteRuntime, here: Location, section: NavSection, store: Store, model: str, fixed: set[str]
+) -> list[Link]:
     route = next(route for route in runtime.site.routes if route.pattern == section.pages)
     # The pages listed vary in the route's last parameter and agree with this page on the ones before it (the
     # threads of this board), so a thread lists its board's other threads, not only itself.
@@ -68,7 +70,7 @@ def _written(runtime: SiteRuntime, here: Location, section: NavSection, store: S
             location = runtime.router.resolve(row.path, parse_qsl(row.query))
         except BadRequest:  # stored under rules that have changed since
             continue
-        if location is None or location.route != route or location.url == here.url:
+        if location is None or location.route != route or location.url in (here.url, *fixed):
             continue
         if any(location.params.get(name) != value for name, value in shared.items()):
             continue

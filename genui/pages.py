@@ -575,6 +575,10 @@ class Pages:
             parent = None  # it goes before the newest posts: a post left out is marked read, and never answered
             if (whole := texts(most, None)) is not None:
                 return whole
+        elif parent is not None and most and texts(1, parent) is None and texts(1, None) is not None:
+            parent = None  # the newest post fits without the parent, not beside it: the parent goes
+            if (whole := texts(most, None)) is not None:
+                return whole
         low, high = 0, most - 1  # texts(low) fits, texts(most) does not: the largest count that fits
         while low < high:
             middle = (low + high + 1) // 2

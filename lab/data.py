@@ -199,9 +199,11 @@ def _refuse_training_held_elsewhere(files: list[Path]) -> None:
     both files and a page. Within one file its split decides: a shared URL may be held out in some copies alone."""
     held: dict[tuple[str, str], Path] = {}
     for path in files:
+        held_here, trained_here = set(), set()
         for row in _rows([path]):
-            if row["holdout"]:
-                held.setdefault((row["site"], row["path"]), path)
+            (held_here if row["holdout"] else trained_here).add((row["site"], row["path"]))
+        for key in held_here - trained_here:  # a URL the file trains on in other copies is no held-out page of its
+            held.setdefault(key, path)
     for path in files:
         clashes = [
             row for row in _rows([path]) if not row["holdout"] and held.get((row["site"], row["path"]), path) != path

@@ -476,3 +476,8 @@ def test_pack_refuses_pages_another_file_trains_on_where_the_corpus_holds_them_o
         main([*common, str(corpus), str(distilled)])
     said = capsys.readouterr().err
     assert f"{distilled} trains on 1 page(s) at URLs that {corpus} holds out (wiki /wiki/Plus)" in said
+    # Split by item, a home page's copies are held out for the entries some of them feature, and trained on in the
+    # others: its prompt is the corpus's to train on, and pages distilled at it are no leak.
+    corpus.write_text(page("/", True) + "\n" + page("/", False) + "\n" + page("/wiki/Minus", False) + "\n")
+    distilled.write_text(page("/", False) + "\n")
+    assert main([*common, str(corpus), str(distilled)]) == 0

@@ -997,3 +997,19 @@ def test_a_batch_of_one_token_prompts_narrows_when_a_row_ends_its_page() -> None
     denoiser = CausalDenoiser(model, Tokens(), 8)  # type: ignore[arg-type]
     out = denoise(denoiser, torch.tensor([[5], [9]]), torch.ones(2, 1), settings, None, pins=Pins(tokens, tokens == 1))
     assert out.shape == (2, 16) and out[0, 3] == 1 and (out[0, 4:] == 1).all()
+
+
+def test_a_run_inside_the_pinned_opening_ends_no_page() -> None:
+    """`max_repeat` counts the model's runs: an opening's own (a row of dashes) is the site's text."""
+
+    class Counting(_Reading):
+        def denoise(self, prefix, canvas, self_conditioning):  # type: ignore[no-untyped-def]
+            logits = torch.zeros(canvas.shape[0], 8, 50)
+            logits[:, torch.arange(8), 10 + torch.arange(8)] = 30.0  # a different token at every position
+            return logits
+
+    tokens = torch.tensor([[5, 5, 5, 5, 6, 0, 0, 0]])
+    keep = torch.arange(8)[None] < 5
+    settings = DenoiseSettings(max_canvases=1, max_steps=3, entropy_bound=5.0, max_repeat=4)
+    out = denoise(Counting(), torch.tensor([[5, 6, 7]]), torch.ones(1, 3), settings, None, pins=Pins(tokens, keep))
+    assert out[0].tolist() == [5, 5, 5, 5, 6, 15, 16, 17]

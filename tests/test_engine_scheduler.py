@@ -405,3 +405,21 @@ async def test_the_worker_frees_its_threads_outside_the_lock_requests_queue_unde
     await asyncio.sleep(0.1)  # the worker goes idle
     await engine.close()
     assert free and all(free)
+
+
+async def test_a_batch_whose_planning_stops_the_worker_fails_its_callers(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BaseException before _run's own try (planning a batch of two) must still reach the batch's callers."""
+    engine = Scheduler(loaded, batch_window_s=0.3)
+
+    def gone(*args: Any) -> bool:
+        raise SystemExit("the worker's planning broke")
+
+    monkeypatch.setattr(Scheduler, "_plans_alone", gone)
+    request = GenerationRequest(prompt="x", max_steps=2)
+    both = await asyncio.wait_for(
+        asyncio.gather(collect(engine.stream(request)), collect(engine.stream(request)), return_exceptions=True), 30
+    )
+    assert all(isinstance(result, EngineError) and "engine stopped" in str(result) for result in both), both
+    await asyncio.wait_for(engine.close(), 30)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -162,3 +163,25 @@ def test_a_page_is_listed_once_and_a_fixed_link_to_the_page_it_is_on_is_marked_c
     assert listed == (Link("Lisp", "/Lisp", current=True), Link("Go", "/Go"))
     page = visit(client_factory([load_site(root)]), "/Lisp").text
     assert 'hx-swap="innerHTML show:window:top" aria-current="page">Lisp</a></li>' in page
+
+
+def test_a_fixed_link_takes_no_place_of_a_written_page_under_the_sections_limit(tmp_path: Path, store: Store) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    toml = root / "site.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace(
+            'pages = "/{title}"   # from the page cache, newest first\nlimit = 30',
+            'pages = "/{title}"\nlimit = 2\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
+        ),
+        encoding="utf-8",
+    )
+    runtime = SiteRuntime.build(load_site(root), "")
+    home, lisp = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
+    assert home is not None and lisp is not None
+    for n, path in enumerate(("/Go", "/Scheme", "/Lisp")):  # Lisp the newest
+        key = PageKey("wiki", path, "", "m", runtime.prompts.version(lisp.route))
+        store.save_page(key, 1, 0, path[1:], "", 0.1 + n)
+        time.sleep(0.01)
+    listed = {s.heading: s.links for s in sections(runtime, home, store, "m")}["Articles written so far"]
+    assert [link.label for link in listed] == ["Lisp", "Scheme", "Go"]  # the fixed link, then two written

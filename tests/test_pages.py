@@ -404,3 +404,22 @@ async def test_a_parent_too_long_to_read_leaves_the_prompt_before_a_readers_post
     engine.max_prompt_chars = len(alone)  # the post fits, the parent's long title beside it does not
     prompt = pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent))
     assert prompt.parent is None and prompt.text == alone
+
+
+async def test_a_parent_that_fits_only_without_the_readers_newest_post_leaves_the_prompt(
+    tmp_path: Path, store: Store
+) -> None:
+    """The parent and no post fit, the parent and the newest post do not, the post alone does: the post stays."""
+    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
+    template = tmp_path / "forum" / "prompts" / "thread.j2"
+    template.write_text(template.read_text() + "{% if parent %}<from>{{ parent.title }}</from>{% endif %}\n")
+    forum = load_site(tmp_path / "forum")
+    engine = FakeEngine()
+    pages = Pages([SiteRuntime.build(forum, "")], store, engine)
+    parent = "/r/linux/Kernel_news_of_the_week"
+    await pages.generation(forum_job(pages, parent), 1).result()
+    store.add_post("forum", "/r/linux/Kernel_news", "ada", "my long question about kernels " * 8)
+    alone = pages.prompt(forum_job(pages, "/r/linux/Kernel_news")).text
+    engine.max_prompt_chars = len(alone)
+    with_parent = pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent))
+    assert with_parent.parent is None and with_parent.text == alone
