@@ -52,6 +52,9 @@
   // (and retries, and works again once the server is back); a form says so above itself, keeping what was typed.
   document.addEventListener("htmx:sendError", function (event) {
     var config = event.detail.requestConfig || {};
+    if (latest && event.detail.xhr && event.detail.xhr !== latest) {
+      return; // an earlier click's: the later one is the page the visitor wants
+    }
     var path = event.detail.pathInfo && event.detail.pathInfo.finalRequestPath; // a search form's query included
     if (config.verb === "get" && (path || config.path)) {
       window.location.assign(path || config.path);
@@ -168,13 +171,31 @@
     }
     var here = new URL(window.location.href);
     var next = new URL(history.path, window.location.href);
-    var asked = new URLSearchParams(next.search); // the same page: its path and its query, but for ?v=
-    asked.delete("v");
-    if (next.pathname === here.pathname && asked.toString() === here.searchParams.toString() && !here.searchParams.has("v")) {
+    if (next.pathname === here.pathname && sameQuery(next, here) && !here.searchParams.has("v")) {
       here.searchParams.set("v", shown);
       window.history.replaceState(window.history.state, "", here.pathname + here.search + here.hash);
     }
   });
+
+  // Whether two addresses of one path ask for the same page: their queries but for ?v=, each value as the server
+  // reads it (whitespace collapsed, composed, empty ones dropped), so a typed `q=lisp+` is the server's `q=lisp`.
+  // (A key the route does not declare still counts here, where the server drops it.)
+  function sameQuery(one, other) {
+    function read(url) {
+      var params = new URLSearchParams(url.search);
+      params.delete("v");
+      return Array.from(params.entries())
+        .map(function (pair) {
+          return pair[0] + "=" + pair[1].split(/\s+/).filter(Boolean).join(" ").normalize("NFC");
+        })
+        .filter(function (pair) {
+          return !/=$/.test(pair); // an empty value is none, as the server drops it
+        })
+        .sort()
+        .join("&");
+    }
+    return read(one) === read(other);
+  }
 
   // Back or Forward between two places in one page (an in-page link's #anchor and the page itself) only scrolls, as
   // the browser does by itself: htmx would load the page again (it keeps no copies of pages, and reloads on a miss).
@@ -187,10 +208,21 @@
       event.stopImmediatePropagation();
     } else if (event.state && typeof event.state.genuiScroll === "number") {
       // htmx loads the page again, and the state with it: where it was scrolled to outlives the load here
-      window.sessionStorage.setItem(SCROLL_KEY, JSON.stringify([window.location.href, event.state.genuiScroll]));
+      stored(function (storage) {
+        storage.setItem(SCROLL_KEY, JSON.stringify([window.location.href, event.state.genuiScroll]));
+      });
     }
     shownAt = now;
   });
+
+  // The session's storage, where the browser allows the site one (it throws where the visitor blocks it): null else.
+  function stored(use) {
+    try {
+      return use(window.sessionStorage);
+    } catch (error) {
+      return null;
+    }
+  }
 
   // Back to a page scrolled down opens it where it was: htmx keeps no copies of pages and loads it again, and the
   // browser's own place for it was saved after the next page had scrolled to its top. So the place is kept in the
@@ -198,8 +230,11 @@
   document.addEventListener("htmx:beforeHistoryUpdate", function () {
     window.history.replaceState(Object.assign({}, window.history.state, { genuiScroll: window.scrollY }), "");
   });
-  var saved = JSON.parse(window.sessionStorage.getItem(SCROLL_KEY) || "null");
-  window.sessionStorage.removeItem(SCROLL_KEY);
+  var saved = stored(function (storage) {
+    var place = JSON.parse(storage.getItem(SCROLL_KEY) || "null");
+    storage.removeItem(SCROLL_KEY);
+    return place;
+  });
   if (saved && saved[0] === window.location.href) {
     window.addEventListener("load", function () {
       window.setTimeout(function () {
@@ -235,9 +270,20 @@
   // being typed while the replies land) stays.
   document.addEventListener("htmx:afterSettle", function (event) {
     if (event.detail.target && event.detail.target.id === "genui-main") {
+      if (window.location.hash && !placeNamed(window.location.hash)) {
+        window.scrollTo(0, 0); // a link to a place the page does not have (yet) opens it at its top, as any other
+      }
       landed(document.getElementById("genui-content"));
     }
   });
+
+  function placeNamed(hash) {
+    try {
+      return hash ? document.getElementById(decodeURIComponent(hash.slice(1))) : null;
+    } catch (error) {
+      return null; // a fragment that is no text (`#50%`)
+    }
+  }
 
   function landed(content) {
     var announce = document.getElementById("genui-announce");
@@ -246,7 +292,7 @@
       return;
     }
     announce.textContent = saying(content);
-    var place = window.location.hash ? document.getElementById(decodeURIComponent(window.location.hash.slice(1))) : null;
+    var place = placeNamed(window.location.hash);
     if (place && content.contains(place)) {
       place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
     }

@@ -681,3 +681,52 @@ def test_a_visitor_who_asks_for_less_motion_sees_the_indicators_stand_still(serv
         page.goto(server.url + f"/wiki/Motion_{motion.replace('-', '_')}")
         page.wait_for_selector(".genui-live .genui-progress", timeout=5_000)
         assert page.evaluate(pulse) == name
+
+
+def test_a_browser_that_blocks_the_sites_storage_still_runs_genuis_script(server: Server) -> None:
+    """sessionStorage throws where a visitor blocks a site's storage: read at the script's top, it stopped the rest
+    (the announcements, the stream's fallback, the read-ahead hints)."""
+    with browser_page() as page:
+        blocked = "get() { throw new DOMException('blocked', 'SecurityError') }"
+        page.add_init_script(f"Object.defineProperty(window, 'sessionStorage', {{ {blocked} }})")
+        problems = collect_problems(page)
+        page.goto(server.url + "/wiki/")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.click("text=Genpedia tree")
+        page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+        page.wait_for_function("() => document.getElementById('genui-announce').textContent.includes('Genpedia tree')")
+        page.go_back()
+        page.wait_for_selector(FINISHED + ":text-is('Genpedia')", timeout=15_000)
+        assert problems == []
+
+
+def test_a_link_to_a_place_a_page_does_not_have_opens_it_at_its_top(tmp_path: Path, page: Any) -> None:
+    def writer(prompt: str, seed: int) -> str:
+        title = prompt.split("<title>", 1)[1].split("</title>", 1)[0]
+        filler = "".join(f"<p>Paragraph {n} of {title}.</p>" for n in range(80))
+        return f"<article class='wiki'><h1>{title}</h1>{filler}<p><a href='/wiki/Other#Nowhere'>on</a></p></article>"
+
+    engine = FakeEngine(writer, delay=0.0, steps=1, canvas_chars=100_000)
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        page.set_viewport_size({"width": 900, "height": 600})
+        for written in (False, True):
+            page.goto(url + "/wiki/Start")
+            page.wait_for_selector(FINISHED + ":text-is('Start')", timeout=15_000)
+            page.locator("a:text-is('on')").scroll_into_view_if_needed()
+            page.click("a:text-is('on')")
+            page.wait_for_selector(FINISHED + ":text-is('Other')", timeout=15_000)
+            page.wait_for_timeout(200)
+            assert page.evaluate("scrollY") == 0, written
+
+
+def test_a_new_version_of_a_page_typed_with_a_stray_space_keeps_the_old_one_behind_back(
+    server: Server, page: Any
+) -> None:
+    """`?q=lisp%20` is the server's `?q=lisp`: a Regenerate there is a new version of this very page."""
+    page.goto(server.url + "/wiki/search?q=lisp%20")
+    page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
+    page.click(".genui-regenerate button[type=submit]")
+    page.wait_for_url(lambda at: "v=2" in at, timeout=15_000)
+    page.go_back()
+    page.wait_for_url(lambda at: "v=2" not in at, timeout=15_000)
+    assert page.url.endswith("&v=1")
