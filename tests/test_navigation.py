@@ -139,49 +139,52 @@ def test_the_ways_on_do_not_wait_for_the_model(client_factory: ClientFactory, al
     assert [label for label, _ in navigation(shell.text)["Popular boards"]][0] == "r/computers"
 
 
-def test_a_page_is_listed_once_and_a_fixed_link_to_the_page_it_is_on_is_marked_current(
-    tmp_path: Path, store: Store, client_factory: ClientFactory
-) -> None:
+def _wiki_with(tmp_path: Path, old: str, new: str, store: Store, written: tuple[str, ...]) -> SiteRuntime:
+    """A copy of the wiki whose site.toml has ``old`` written as ``new``, with its articles ``written`` stored (the
+    last the newest)."""
     root = tmp_path / "wiki"
     shutil.copytree(SITES_DIR / "wiki", root)
     toml = root / "site.toml"
-    toml.write_text(
-        toml.read_text(encoding="utf-8").replace(
-            'on = ["/"]\nheading = "Articles written so far"',
-            'on = ["/", "/{title}"]\nheading = "Articles written so far"\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
-        ),
-        encoding="utf-8",
-    )
+    text = toml.read_text(encoding="utf-8")
+    assert old in text
+    toml.write_text(text.replace(old, new), encoding="utf-8")
     runtime = SiteRuntime.build(load_site(root), "")
-    home, lisp = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
-    assert home is not None and lisp is not None
-    for path in ("/Lisp", "/Go"):
-        store.save_page(PageKey("wiki", path, "", "m", runtime.prompts.version(lisp.route)), 1, 0, path[1:], "", 0.1)
-    listed = {s.heading: s.links for s in sections(runtime, home, store, "m")}["Articles written so far"]
-    assert listed == (Link("Lisp", "/Lisp"), Link("Go", "/Go"))  # Lisp, written too, once
-    listed = {s.heading: s.links for s in sections(runtime, lisp, store, "m")}["Articles written so far"]
-    assert listed == (Link("Lisp", "/Lisp", current=True), Link("Go", "/Go"))
-    page = visit(client_factory([load_site(root)]), "/Lisp").text
+    article = runtime.router.resolve("/Lisp")
+    assert article is not None
+    for path in written:
+        store.save_page(PageKey("wiki", path, "", "m", runtime.prompts.version(article.route)), 1, 0, path[1:], "", 0.1)
+        time.sleep(0.01)  # one after the other, newest first in the listing
+    return runtime
+
+
+def _listed(runtime: SiteRuntime, url: str, store: Store) -> tuple[Link, ...]:
+    here = runtime.router.resolve(url)
+    assert here is not None
+    return {s.heading: s.links for s in sections(runtime, here, store, "m")}["Articles written so far"]
+
+
+def test_a_page_is_listed_once_and_a_fixed_link_to_the_page_it_is_on_is_marked_current(
+    tmp_path: Path, store: Store, client_factory: ClientFactory
+) -> None:
+    runtime = _wiki_with(
+        tmp_path,
+        'on = ["/"]\nheading = "Articles written so far"',
+        'on = ["/", "/{title}"]\nheading = "Articles written so far"\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
+        store,
+        ("/Go", "/Lisp"),
+    )
+    assert _listed(runtime, "/", store) == (Link("Lisp", "/Lisp"), Link("Go", "/Go"))  # Lisp, written too, once
+    assert _listed(runtime, "/Lisp", store) == (Link("Lisp", "/Lisp", current=True), Link("Go", "/Go"))
+    page = visit(client_factory([runtime.site]), "/Lisp").text
     assert 'hx-swap="innerHTML show:window:top" aria-current="page">Lisp</a></li>' in page
 
 
 def test_a_fixed_link_takes_no_place_of_a_written_page_under_the_sections_limit(tmp_path: Path, store: Store) -> None:
-    root = tmp_path / "wiki"
-    shutil.copytree(SITES_DIR / "wiki", root)
-    toml = root / "site.toml"
-    toml.write_text(
-        toml.read_text(encoding="utf-8").replace(
-            'pages = "/{title}"   # from the page cache, newest first\nlimit = 30',
-            'pages = "/{title}"\nlimit = 2\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
-        ),
-        encoding="utf-8",
+    runtime = _wiki_with(
+        tmp_path,
+        'pages = "/{title}"   # from the page cache, newest first\nlimit = 30',
+        'pages = "/{title}"\nlimit = 2\nlinks = [{ label = "Lisp", url = "/Lisp" }]',
+        store,
+        ("/Go", "/Scheme", "/Lisp"),  # Lisp the newest
     )
-    runtime = SiteRuntime.build(load_site(root), "")
-    home, lisp = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
-    assert home is not None and lisp is not None
-    for n, path in enumerate(("/Go", "/Scheme", "/Lisp")):  # Lisp the newest
-        key = PageKey("wiki", path, "", "m", runtime.prompts.version(lisp.route))
-        store.save_page(key, 1, 0, path[1:], "", 0.1 + n)
-        time.sleep(0.01)
-    listed = {s.heading: s.links for s in sections(runtime, home, store, "m")}["Articles written so far"]
-    assert [link.label for link in listed] == ["Lisp", "Scheme", "Go"]  # the fixed link, then two written
+    assert [link.label for link in _listed(runtime, "/", store)] == ["Lisp", "Scheme", "Go"]  # fixed, then two

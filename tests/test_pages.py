@@ -386,40 +386,28 @@ async def test_variations_nobody_watches_or_whose_watcher_leaves_are_cancelled(w
     assert left.pages is None and states[-1].error is not None and "cancelled" in str(states[-1].error)
 
 
-async def test_a_parent_too_long_to_read_leaves_the_prompt_before_a_readers_post(tmp_path: Path, store: Store) -> None:
+@pytest.mark.parametrize(
+    ("parent", "post"),
+    [
+        ("/r/linux/" + "Kernel_" * 40 + "news", "my question about kernels"),  # too long to read even alone
+        ("/r/linux/Kernel_news_of_the_week", "my long question about kernels " * 8),  # fits, not beside the post
+    ],
+)
+async def test_a_parent_that_leaves_no_room_for_a_readers_newest_post_leaves_the_prompt(
+    tmp_path: Path, store: Store, parent: str, post: str
+) -> None:
     """The parent goes after the oldest posts, but before the last: a post left out of the prompt is marked read,
     and would never be answered."""
     shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
     template = tmp_path / "forum" / "prompts" / "thread.j2"
     template.write_text(template.read_text() + "{% if parent %}<from>{{ parent.title }}</from>{% endif %}\n")
-    forum = load_site(tmp_path / "forum")
     engine = FakeEngine()
-    pages = Pages([SiteRuntime.build(forum, "")], store, engine)
-    parent = "/r/linux/" + "Kernel_" * 40 + "news"  # a thread the reader came from, its title as long
-    await pages.generation(forum_job(pages, parent), 1).result()
-    store.add_post("forum", "/r/linux/Kernel_news", "ada", "my question about kernels")
+    pages = Pages([SiteRuntime.build(load_site(tmp_path / "forum"), "")], store, engine)
+    await pages.generation(forum_job(pages, parent), 1).result()  # the thread the reader came from
+    store.add_post("forum", "/r/linux/Kernel_news", "ada", post)
     alone = pages.prompt(forum_job(pages, "/r/linux/Kernel_news")).text
-    assert "my question about kernels" in alone
+    assert post.strip() in alone
     assert pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent)).parent is not None
-    engine.max_prompt_chars = len(alone)  # the post fits, the parent's long title beside it does not
+    engine.max_prompt_chars = len(alone)  # the post fits without the parent
     prompt = pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent))
     assert prompt.parent is None and prompt.text == alone
-
-
-async def test_a_parent_that_fits_only_without_the_readers_newest_post_leaves_the_prompt(
-    tmp_path: Path, store: Store
-) -> None:
-    """The parent and no post fit, the parent and the newest post do not, the post alone does: the post stays."""
-    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
-    template = tmp_path / "forum" / "prompts" / "thread.j2"
-    template.write_text(template.read_text() + "{% if parent %}<from>{{ parent.title }}</from>{% endif %}\n")
-    forum = load_site(tmp_path / "forum")
-    engine = FakeEngine()
-    pages = Pages([SiteRuntime.build(forum, "")], store, engine)
-    parent = "/r/linux/Kernel_news_of_the_week"
-    await pages.generation(forum_job(pages, parent), 1).result()
-    store.add_post("forum", "/r/linux/Kernel_news", "ada", "my long question about kernels " * 8)
-    alone = pages.prompt(forum_job(pages, "/r/linux/Kernel_news")).text
-    engine.max_prompt_chars = len(alone)
-    with_parent = pages.prompt(forum_job(pages, "/r/linux/Kernel_news", parent=parent))
-    assert with_parent.parent is None and with_parent.text == alone
