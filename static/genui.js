@@ -12,11 +12,12 @@
       var config = event.detail.requestConfig;
       var elt = config && config.elt ? config.elt : null; // the element that sent it (the event's is the target)
       var form = elt && elt.closest ? elt.closest("form") : null;
-      var toolbar = form ? form.closest("#genui-toolbar") : null;
-      if (toolbar) {
+      // a Keep refused (a 409 while another version is written) says so by its candidate: the set stays on screen
+      var holder = form ? form.closest("#genui-toolbar") || form.closest(".genui-candidate") : null;
+      if (holder) {
         var answer = new DOMParser().parseFromString(xhr.responseText, "text/html");
         var why = answer.querySelector("#genui-content p");
-        said(toolbar, why ? why.textContent : "That was refused (" + xhr.status + "). Try again.");
+        said(holder, why ? why.textContent : "That was refused (" + xhr.status + "). Try again.");
         event.detail.shouldSwap = false;
         return;
       }
@@ -40,12 +41,12 @@
     }
   });
 
-  function said(toolbar, text) {
-    var line = toolbar.querySelector(".genui-send-error") || document.createElement("p");
+  function said(holder, text) {
+    var line = holder.querySelector(".genui-send-error") || document.createElement("p");
     line.className = "genui-form-error genui-send-error";
     line.setAttribute("role", "alert");
     line.textContent = text;
-    toolbar.appendChild(line);
+    holder.appendChild(line);
   }
 
   // No answer at all (the network down, the server gone): a link is opened the browser's own way, which says why

@@ -177,3 +177,24 @@ def test_a_refused_page_control_says_why_below_the_toolbar_and_the_page_and_the_
     assert said is not None and "being written right now" in (said.text_content() or "")
     assert page.inner_html(FINISHED) == before and page.input_value("input[name=instruction]") == "shorter, please"
     assert not [problem for problem in problems if "409" not in problem]  # the 409 itself is logged as a resource
+
+
+def test_a_keep_refused_while_another_version_is_written_says_so_by_its_candidate_and_the_set_stays(
+    server: Server, page: Any
+) -> None:
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    server.engine.delay = 0.5  # another visitor's Regenerate is writing version 2 meanwhile
+    regenerate = urllib.request.Request(
+        server.url + "/_genui/regenerate", data=b"site=wiki&url=%2FLisp", headers={"HX-Request": "true"}
+    )
+    with urllib.request.urlopen(regenerate, timeout=10) as answer:
+        assert answer.status == 200
+    page.click(".genui-keep button:text-is('Keep variation 2')")
+    said = page.wait_for_selector(".genui-candidate .genui-send-error", timeout=5_000)
+    assert said is not None and "being written right now" in (said.text_content() or "")
+    assert len(page.query_selector_all(".genui-candidate")) == 3  # the set is still there to keep from
+    assert not [problem for problem in problems if "409" not in problem]
