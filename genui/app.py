@@ -241,6 +241,7 @@ def create_app(
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
         Route(REWRITE_PATH, views.rewrite, methods=["POST"]),
         Route(VARIATIONS_PATH, views.variations, methods=["POST"]),
+        Route(VARIATIONS_PATH, views.candidates, methods=["GET", "HEAD"]),
         Route(KEEP_PATH, views.keep, methods=["POST"]),
         Route(WAIT_PATH, views.wait),
         Route(INTENT_PATH, views.intent, methods=["POST"]),

@@ -411,6 +411,17 @@ class Pages:
             ),
         )
 
+    def candidates(self, runtime: SiteRuntime, set_id: str, client: str | None = None) -> tuple[Job, Variations]:
+        """A remembered set of variations of one of ``runtime``'s pages, with that page's job; a 404 once it is
+        gone (kept, forgotten, or never one of this site's)."""
+        variations = self.variations.get(set_id)
+        if variations is None or variations.key.site != runtime.site.name:
+            raise HTTPException(404, "Those variations are gone; ask for new ones.")
+        location = runtime.locate(variations.url)
+        if location is None:  # pragma: no cover - the set was started for a page the router serves
+            raise HTTPException(404, "No page lives at this address.")
+        return self.job(runtime, location, client=client), variations
+
     def keep(self, job: Job, set_id: str, index: int) -> StoredPage:
         """Store candidate ``index`` of a finished set of variations as the page's next version."""
         variations = self.variations.get(set_id)

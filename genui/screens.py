@@ -37,6 +37,11 @@ INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the pag
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 
 
+def candidates_url(job: Job, variations: Variations) -> str:
+    """The address of a set of variations: it shows the set again (a reload, Back) while genui remembers it."""
+    return f"{VARIATIONS_PATH}?{urlencode({'site': job.runtime.site.name, 'id': variations.id})}"
+
+
 class Screens:
     """genui's own pages and stream messages, for every site."""
 
@@ -66,12 +71,20 @@ class Screens:
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
         return response
 
-    def variations(self, request: HTTPConnection, job: Job, variations: Variations) -> Response:
-        """Candidates of the page's next version: streaming side by side, or (finished) each with a keep button."""
+    def variations(
+        self, request: HTTPConnection, job: Job, variations: Variations, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """Candidates of the page's next version: streaming side by side, or (finished) each with a keep button.
+
+        While they are written the placeholder names the set's wait URL, which answers once they are: where the
+        stream cannot connect (static/genui.js), and for clients without scripts (a refresh inside <noscript>)."""
         context = self._page_context(job, None)
         query = urlencode({"site": job.runtime.site.name, "id": variations.id})
         context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
-        response = self.shell.response(request, "page.html", context)
+        if not variations.finished:
+            context["wait_url"] = f"{candidates_url(job, variations)}&wait=1"
+            variations.claim()  # its stream connects a round trip later, though a reload closed the one before
+        response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # candidates are no page of the site's
         return response
 
@@ -243,6 +256,7 @@ class Screens:
             "id": variations.id,
             "count": variations.n,
             "pages": variations.pages,
+            "address": candidates_url(job, variations),
         }
 
     def _watch_query(self, job: Job, generation: Generation) -> str:

@@ -27,7 +27,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from starlette.exceptions import HTTPException
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from engine.frames import EngineError
@@ -132,13 +131,8 @@ class Stream:
     async def _pump_variations(self, websocket: WebSocket) -> None:
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
-            variations = self.pages.variations.get(websocket.query_params.get("id", ""))
-            if variations is None or variations.key.site != runtime.site.name:
-                raise HTTPException(404, "Those variations are gone; ask for new ones.")
-            location = runtime.locate(variations.url)
-            if location is None:  # pragma: no cover - the set was started for a page the router serves
-                raise HTTPException(404, "No page lives at this address.")
-            job = self.pages.job(runtime, location, client=client_address(websocket))
+            set_id = websocket.query_params.get("id", "")
+            job, variations = self.pages.candidates(runtime, set_id, client_address(websocket))
         except Exception as err:
             answer = problem(err, asks_again=False)  # nothing asks for a set of variations again by itself
             if answer is None:

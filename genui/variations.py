@@ -3,6 +3,8 @@
 A ``Variations`` run is watched like a ``Generation``, but holds one draft per candidate; at the end each candidate
 is a sanitised page kept in memory (never stored) under a random id, until a visitor keeps one, which stores it as
 the page's next version. Candidates nobody keeps are forgotten (the newest ``KEPT_SETS`` finished sets are remembered).
+A set has an address of its own (``/_genui/variations?site=..&id=..``), so a reload or Back shows it again while it
+is remembered.
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ class Variations:
         self._drawn: dict[int, tuple[str, str]] = {}  # per candidate: its last draft's text and HTML
         self._changed = asyncio.Event()
         self._watchers = 0
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run(frames))
-        self._unclaimed = loop.call_later(unclaimed_s, self._abandon)
+        self._unclaimed_s = unclaimed_s
+        self._claims: list[asyncio.TimerHandle] = []
+        self._task = asyncio.get_running_loop().create_task(self._run(frames))
+        self.claim()
 
     async def watch(self, interval: float = 0.0) -> AsyncGenerator[Candidates, None]:
         """Every state until the end (a slow watcher skips to the newest); at most one draft each ``interval``."""
@@ -108,8 +111,24 @@ class Variations:
         self._task.cancel()
         return self._task
 
+    def claim(self) -> None:
+        """A visitor was handed the set's live placeholder (its first showing, a reload, Back): its stream connects a
+        round trip later, and the set waits for it up to ``unclaimed_s`` seconds though its last watcher leaves
+        meanwhile (a reload closes the old page's stream after the new page's request)."""
+        if self._latest.finished:
+            return
+
+        def expire() -> None:  # nobody came for it
+            self._claims.remove(handle)
+            self._abandon()
+
+        handle = asyncio.get_running_loop().call_later(self._unclaimed_s, expire)
+        self._claims.append(handle)
+
     def _abandon(self) -> None:
-        if self._watchers == 0 and not self._latest.finished:
+        """Cancel the set when nobody watches it any more (or never came to), and no placeholder handed out waits for
+        its watcher."""
+        if self._watchers == 0 and not self._claims and not self._latest.finished:
             self.cancel()
 
     def _draft(self, variant: int, text: str) -> str:
@@ -166,7 +185,9 @@ class Variations:
             log.exception("variations of %s failed", self.runtime.url(self.url))
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
-            self._unclaimed.cancel()
+            for handle in self._claims:
+                handle.cancel()
+            self._claims.clear()
             close = getattr(frames, "aclose", None)
             if close is not None:
                 await close()

@@ -38,7 +38,7 @@ from genui.inputs import (
 from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
-from genui.screens import Screens
+from genui.screens import Screens, candidates_url
 from genui.shell import is_htmx
 from genui.store import StoredPage
 from genui.variations import Variations
@@ -196,13 +196,32 @@ class Views:
         return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
 
     async def variations(self, request: Request) -> Response:
-        """Write candidates of a page's next version side by side (form: site, url)."""
+        """Write candidates of a page's next version side by side (form: site, url). The set has an address of its
+        own, pushed into the tab's history: a reload or Back shows it again."""
         _, job = await self._page_form(request)
         variations = self.pages.vary(job)
-        if not is_htmx(request):  # without scripts nothing streams: answer with the finished candidates
+        address = candidates_url(job, variations)
+        if is_htmx(request):
+            return self.screens.variations(request, job, variations, headers={"HX-Push-Url": address})
+        # without scripts nothing streams: the finished candidates, at their address (a reload would post again)
+        result = asyncio.ensure_future(_candidates_written(variations))
+        if not await _before_disconnect(request, result):
+            return Response(status_code=CLIENT_GONE)
+        return RedirectResponse(address, status_code=303)
+
+    async def candidates(self, request: Request) -> Response:
+        """A set of variations at its own address (query: site, id): being written, or each with a keep button; with
+        ``wait`` (a stream that cannot connect, a client without scripts) a redirect there once they are written."""
+        runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
+        job, variations = self.pages.candidates(runtime, request.query_params.get("id", ""), client_address(request))
+        if "wait" in request.query_params and request.method != "HEAD":
             result = asyncio.ensure_future(_candidates_written(variations))
             if not await _before_disconnect(request, result):
                 return Response(status_code=CLIENT_GONE)
+            return RedirectResponse(candidates_url(job, variations), status_code=303)
+        if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
+            self.pages.variations.forget(variations.id)
+            raise HTTPException(404, "Those variations were not all written; ask for new ones.")
         return self.screens.variations(request, job, variations)
 
     async def keep(self, request: Request) -> Response:

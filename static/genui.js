@@ -160,9 +160,9 @@
     window.setTimeout(again, wait);
   });
 
-  // A new version of this very page (Regenerate, a rewrite, a kept variation) is pushed as ?v=N. The entry it leaves
-  // names the version that was on screen, so Back shows that one: the page's plain URL means its newest version,
-  // which is now the new one.
+  // A new version of this very page (Regenerate, a rewrite, a kept variation) is pushed as ?v=N, and a set of
+  // variations at its own address. The entry it leaves names the version that was on screen, so Back shows that one:
+  // the page's plain URL means its newest version, which may by then be a new one.
   document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
     var history = event.detail.history;
     var content = document.getElementById("genui-content");
@@ -170,11 +170,28 @@
     if (!history || history.type !== "push" || !shown || !document.querySelector("#genui-toolbar form")) {
       return;
     }
+    var config = event.detail.requestConfig;
+    var control = config && config.elt && config.elt.closest ? config.elt.closest("#genui-toolbar") : null;
     var here = new URL(window.location.href);
     var next = new URL(history.path, window.location.href);
-    if (next.pathname === here.pathname && sameQuery(next, here) && !here.searchParams.has("v")) {
+    var again = next.pathname === here.pathname && sameQuery(next, here);
+    if ((control || again) && !here.searchParams.has("v")) {
       here.searchParams.set("v", shown);
       window.history.replaceState(window.history.state, "", here.pathname + here.search + here.hash);
+    }
+  });
+
+  // A variation kept from its set's address takes that entry's place: Back goes to the version that was varied, not
+  // to candidates already kept (their address is a 404 once one is).
+  document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
+    var history = event.detail.history;
+    var config = event.detail.requestConfig;
+    var set = config && config.elt && config.elt.closest ? config.elt.closest("[data-genui-set]") : null;
+    if (history && history.type === "push" && set) {
+      var here = window.location.pathname + window.location.search;
+      if (here === set.dataset.genuiSet) {
+        history.type = "replace";
+      }
     }
   });
 

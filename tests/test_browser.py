@@ -567,6 +567,14 @@ def test_a_page_whose_stream_cannot_connect_lands_all_the_same(tmp_path: Path, p
         assert page.url == url + "/wiki/Lambda_calculus" and engine.finished == 1
         page.go_back()  # the wait URL left no entry of its own
         assert page.url == "about:blank"
+        page.go_forward()
+        page.wait_for_selector(FINISHED + ":text-is('Lambda calculus')", timeout=20_000)
+        page.click(".genui-vary button[type=submit]")  # a set of variations lands all the same, at its address
+        page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+        assert page.url.startswith(url + "/_genui/variations?site=wiki&id=") and "wait" not in page.url
+        page.click(".genui-keep button:text-is('Keep variation 3')")
+        page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
+        assert page.url == url + "/wiki/Lambda_calculus?v=2"
 
 
 def test_a_link_to_a_place_on_another_page_lands_at_that_place(tmp_path: Path, page: Any) -> None:

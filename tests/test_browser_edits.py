@@ -140,6 +140,35 @@ def test_three_variations_stream_side_by_side_and_the_kept_one_survives_a_reload
     assert problems == []
 
 
+def test_a_set_of_variations_outlives_a_reload_and_back_after_keeping_one_shows_the_version_varied(
+    server: Server, page: Any
+) -> None:
+    """The set had no address: a reload mid-write lost it (and cancelled it), and Back after a Keep showed the page's
+    plain URL, which is its newest version: the one just kept."""
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    first = page.inner_html(FINISHED)
+    server.engine.delay = 0.1
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector("#genui-variant-1.genui-draft:not(:empty)", timeout=5_000)
+    address = page.url
+    assert address.startswith(server.url + "/_genui/variations?site=wiki&id=")
+    page.reload()  # while they are written
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    assert page.url == address and len(server.engine.variations) == 1 and server.engine.cancelled == 0
+    page.click(".genui-keep button:text-is('Keep variation 2')")
+    page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
+    assert page.url == server.url + "/wiki/Lisp?v=2"
+    page.go_back()
+    page.wait_for_selector("#genui-content[data-version='1'] .genui-page h1", timeout=10_000)
+    assert page.url == server.url + "/wiki/Lisp?v=1" and page.inner_html(FINISHED) == first
+    page.go_forward()
+    page.wait_for_selector("#genui-content[data-version='2'] .genui-page h1", timeout=10_000)
+    assert page.text_content(FINISHED + " h1") == "Lisp (variation 2)"
+    assert problems == []
+
+
 def test_back_after_regenerate_shows_the_version_that_was_on_screen(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     page.goto(server.url + "/wiki/Lisp")

@@ -208,16 +208,23 @@ def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next
     assert again.status_code == 404 and client.get("/wiki/Lisp?v=3").status_code == 404
 
 
-def test_without_scripts_variations_answer_with_the_candidates_and_keep_redirects(
+def test_without_scripts_variations_go_to_the_finished_candidates_at_their_address_and_keep_redirects(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
+    """Post, then redirect: a reload of the candidates shows them again; it would have posted for another set."""
     client = client_factory(all_sites, follow_redirects=False)
     visit(client, "/wiki/Lisp", follow_redirects=True)
-    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    posted = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    address = posted.headers["location"]
+    assert posted.status_code == 303 and re.fullmatch(r"/_genui/variations\?site=wiki&id=[\w-]+", address)
+    response = client.get(address)
     assert response.status_code == 200 and response.text.count("Keep variation") == 3
+    assert response.headers["cache-control"] == "no-store" and client.get(address).text == response.text
     kept = client.post("/_genui/keep", data=keep_form(response.text, 3))
     assert kept.status_code == 303 and kept.headers["location"] == "/wiki/Lisp?v=2"
     assert "(variation 3)" in client.get("/wiki/Lisp?v=2").text
+    gone = client.get(address)  # kept once: the set is forgotten
+    assert gone.status_code == 404 and "Those variations are gone" in gone.text
 
 
 @pytest.mark.parametrize(
@@ -309,14 +316,17 @@ def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_
     # A watcher who comes after the failure is told at once, not left waiting.
     (failed,) = ws_messages(client, html.unescape(stream.group(1)))
     assert "The page could not be written: the worker ran out of memory" in failed and "Keep variation" not in failed
+    shown = client.get(live.headers["hx-push-url"])  # its address, after a reload: said, not shown as written
+    assert shown.status_code == 404 and "not all written" in shown.text
     refused = client.post("/_genui/keep", data=keep)
-    assert refused.status_code == 404 and "not all written" in refused.text
+    assert refused.status_code == 404 and "gone" in refused.text  # the address forgot it
     plain = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})  # without scripts: a 503 page
     assert plain.status_code == 503 and "ran out of memory" in plain.text
     # Nothing was kept, and the page's version is as it was.
     assert client.get("/wiki/Lisp?v=2").status_code == 404 and page_html(client.get("/wiki/Lisp").text) == first
     engine.fail_after = None  # the engine recovers: the next set, and a Regenerate, work
-    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    posted = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    candidates = client.get(posted.headers["location"])
     assert candidates.status_code == 200 and candidates.text.count("Keep variation") == 3
     assert client.post("/_genui/keep", data=keep_form(candidates.text, 2)).status_code == 303
     regenerated = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"})
@@ -345,6 +355,36 @@ def test_variations_of_a_page_never_written_are_a_404(client_factory: ClientFact
 def test_the_variations_stream_of_an_unknown_set_says_so(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     messages = ws_messages(client_factory(all_sites), "/_genui/ws/variations?site=wiki&id=nope")
     assert len(messages) == 1 and "Those variations are gone" in messages[0]
+
+
+def test_a_set_of_variations_has_an_address_that_shows_it_while_written_and_once_written(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A reload or Back lost a set (the POST's answer had no address), and a stream that cannot connect had no URL
+    to wait at; a set kept, or another site's, is a 404 there."""
+    engine = FakeEngine(delay=0.05)
+    client = client_factory(all_sites, engine, follow_redirects=False)
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    live = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    address = live.headers["hx-push-url"]
+    assert re.fullmatch(r"/_genui/variations\?site=wiki&id=[\w-]+", address)
+    again = client.get(address)  # a reload while they are written: the same set, still live
+    assert again.status_code == 200 and again.headers["cache-control"] == "no-store"
+    assert VARIATIONS_LIVE.search(again.text) is not None and "Keep variation" not in again.text
+    wait = html.unescape(re.search(r'data-genui-wait="([^"]+)"', again.text).group(1))  # type: ignore[union-attr]
+    assert wait == address + "&wait=1" and f'url={html.escape(wait)}"' in again.text  # the <noscript> refresh too
+    waited = client.get(wait)
+    assert waited.status_code == 303 and waited.headers["location"] == address
+    written = client.get(address)
+    assert written.text.count("Keep variation") == 3 and "data-genui-wait" not in written.text
+    assert f'data-genui-set="{html.escape(address)}"' in written.text
+    assert len(engine.variations) == 1  # one set, shown three times
+    elsewhere = client.get(address.replace("site=wiki", "site=forum"))
+    assert elsewhere.status_code == 404 and "Those variations are gone" in elsewhere.text
+    assert client.get("/_genui/variations?site=wiki&id=nope").status_code == 404
+    assert client.get("/_genui/variations?site=nope&id=x").status_code == 404
+    assert client.post("/_genui/keep", data=keep_form(written.text, 1)).status_code == 303
+    assert client.get(address).status_code == 404 and client.get(wait).status_code == 404
 
 
 def test_an_engine_that_cannot_edit_offers_no_controls_and_refuses_edits(
@@ -536,7 +576,8 @@ def test_a_variation_kept_while_another_server_stored_that_version_is_a_409_and_
 ) -> None:
     client = client_factory(all_sites, follow_redirects=False)
     visit(client, "/wiki/Lisp", follow_redirects=True)
-    candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text
+    posted = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+    candidates = client.get(posted.headers["location"]).text
     pages = pages_of(client)
     key = next(iter(pages.variations._sets.values())).key
     counted = pages.versions

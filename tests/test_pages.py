@@ -386,6 +386,26 @@ async def test_variations_nobody_watches_or_whose_watcher_leaves_are_cancelled(w
     assert left.pages is None and states[-1].error is not None and "cancelled" in str(states[-1].error)
 
 
+async def test_variations_shown_again_wait_for_their_new_watcher_though_the_old_one_left(
+    wiki: Site, store: Store
+) -> None:
+    """A reload of a set being written: its new request claims it, then the old page's stream closes. The set was
+    cancelled with that close, and the reload found it failed."""
+    engine = FakeEngine(delay=0.02, steps=50)
+    pages = make_pages(wiki, store, engine, unclaimed_s=0.3)
+    await pages.generation(job(pages), 1).result()
+    varied = pages.vary(job(pages))
+    async with contextlib.aclosing(varied.watch()) as states:
+        async for _ in states:
+            await asyncio.sleep(0.4)  # past the first showing's claim
+            varied.claim()  # the reload's request
+            break  # and the old page's stream closes
+    await asyncio.sleep(0.1)
+    assert not varied.finished and engine.cancelled == 0
+    states = [state async for state in varied.watch()]  # the reloaded page's stream
+    assert varied.pages is not None and len(states[-1].drafts) == 3 and engine.cancelled == 0
+
+
 @pytest.mark.parametrize(
     ("parent", "post"),
     [
