@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from engine.frames import MIN_TEMPERATURE
 
@@ -34,6 +36,7 @@ ROUTE_KEYS = (
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
 
 
@@ -162,6 +165,15 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
         )
     if any(segment in (".", "..") for segment in sample.split("/")):
         raise SiteConfigError(file, key, f"{pattern!r} holds a dot segment", "no request has one: remove it")
+    if _ESCAPE.search(sample):  # requests are matched decoded: "%61" would match only a path holding "%2561"
+        raise SiteConfigError(
+            file, key, f"{pattern!r} holds a percent-escape", f"genui matches decoded paths: write {unquote(pattern)!r}"
+        )
+    if unicodedata.normalize("NFC", sample) != sample:  # requests are matched composed (routing reads paths as NFC)
+        composed = unicodedata.normalize("NFC", pattern)
+        raise SiteConfigError(
+            file, key, f"{pattern!r} holds decomposed accents", f"write it composed (NFC): {composed!r}"
+        )
     if len(sample) > MAX_PATH:
         raise SiteConfigError(file, key, f"{pattern!r} is longer than {MAX_PATH} characters", "shorten it")
 
@@ -342,7 +354,8 @@ def _load_link(file: Path, where: str, data: Any) -> NavLink:
             raise SiteConfigError(file, f"{where}.{key}", "unknown key", "a link has a label and a url, nothing else")
     label = data.get("label")
     if not isinstance(label, str) or not label.strip():
-        raise SiteConfigError(file, f"{where}.label", "missing or empty", f"give the link its text: {example}")
+        problem = "missing" if label is None else "empty" if isinstance(label, str) else f"{label!r} is not text"
+        raise SiteConfigError(file, f"{where}.label", problem, f"give the link its text: {example}")
     url = data.get("url")
     if not isinstance(url, str) or not url.startswith("/") or url.startswith("//"):
         raise SiteConfigError(

@@ -201,6 +201,33 @@ def test_a_pattern_with_two_dots_inside_a_segment_loads(tmp_path: Path) -> None:
     assert load_site(tmp_path).routes[3].pattern == "/range/{a}..{b}"  # no dot segment: it used to be refused
 
 
+@pytest.mark.parametrize(
+    ("pattern", "problem", "fix"),
+    [
+        ("/se%61rch", "holds a percent-escape", "write '/search'"),
+        ("/caf\u0065\u0301/{name}", "holds decomposed accents", "write it composed (NFC): '/caf\u00e9/{name}'"),
+    ],
+)
+def test_a_pattern_no_request_could_match_as_written_names_the_path_to_write(
+    tmp_path: Path, pattern: str, problem: str, fix: str
+) -> None:
+    """Requests are matched decoded and composed: such a pattern loaded, and matched nothing."""
+    write_site(tmp_path, GOOD.replace('pattern = "/find"', f'pattern = "{pattern}"', 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes[3].pattern" and problem in caught.value.problem and fix in caught.value.fix
+
+
+@pytest.mark.parametrize(
+    ("label", "problem"), [("label = 3, ", "3 is not text"), ('label = " ", ', "empty"), ("", "missing")]
+)
+def test_a_navigation_links_label_says_what_is_wrong_with_it(tmp_path: Path, label: str, problem: str) -> None:
+    write_site(tmp_path, GOOD + f'\n[[navigation]]\non = ["/"]\nlinks = [{{ {label}url = "/page/x" }}]\n')
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "navigation[0].links[0].label" and caught.value.problem == problem
+
+
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
     write_site(tmp_path, GOOD.split("[[routes]]")[0])
     with pytest.raises(SiteConfigError) as caught:
