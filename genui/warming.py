@@ -37,7 +37,7 @@ async def warm(pages: Pages, start: list[Job], count: int, report: Callable[[War
     """Write up to ``count`` pages not stored yet, from the ``start`` pages along their links, breadth first;
     ``report`` hears of each page on the way. How many were written. The engine's errors are raised: the pages
     written before stay stored."""
-    waiting = deque(start)
+    waiting = deque({job.key: job for job in start}.values())  # a page named twice (`/` and `/x/..`) is one
     seen = {job.key for job in start}
     written = 0
     while waiting and written < count:

@@ -70,6 +70,14 @@ def test_warm_starts_from_the_pages_named_and_says_what_it_cannot_write(
     assert "no route of site 'os' matches '/no/such/page'" in capsys.readouterr().err
 
 
+def test_a_page_named_twice_is_warmed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, loader = tmp_path / "genui.sqlite3", Loader()
+    assert warm(db, "wiki", "/Lisp", "/Lisp/", "//Lisp", "--pages", "2", loader=loader) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:-1]] == ["wrote", "wrote"]  # it was "cached" twice in between
+    assert lines[0].endswith(" /Lisp") and not lines[1].endswith(" /Lisp")
+
+
 def test_a_file_that_is_not_a_page_cache_is_refused_before_the_model_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
