@@ -176,6 +176,7 @@ def create_app(
     read_ahead: int = 0,
     runs_per_client: int = 0,
     reload: bool = False,
+    sites_dir: Path | None = None,
     load_engine: Callable[[], OwnedEngine] | None = None,
     identify_model: Callable[[], str] | None = None,
     on_load_error: Callable[[Exception], None] | None = None,
@@ -196,7 +197,8 @@ def create_app(
     ``read_ahead`` uncached pages linked from the newest page shown are written and stored, so that a click on one is
     answered at once (genui/readahead.py; 0: never). One client (its address) may have ``runs_per_client`` runs
     under way at once (0: no limit); asking for another is a 429 with Retry-After. With ``reload`` a site whose
-    files change is loaded again and served from the next request on (genui/reload.py).
+    files change is loaded again and served from the next request on (genui/reload.py), and, where several sites are
+    served, a site made under ``sites_dir`` (the folder they came from) meanwhile is served too.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -230,7 +232,7 @@ def create_app(
                 stack.push_async_callback(unload)
             stack.push_async_callback(pages.close)
             if reload:
-                reloader = SiteReloader(pages)
+                reloader = SiteReloader(pages, new_in=None if single else sites_dir)
                 reloader.start()
                 stack.push_async_callback(reloader.close)
             yield

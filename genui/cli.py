@@ -72,6 +72,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             read_ahead=args.read_ahead,
             runs_per_client=args.runs_per_client,
             reload=args.reload,
+            sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
@@ -130,7 +131,8 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
     print(
         "(add --reload while you edit it: each change is served from the next request on, with no restart; a genui"
-        " serve already running serves the sites it started with, so restart it to serve this one)"
+        " serve --reload already serving this folder's sites serves it too, at its name; any other running genui"
+        " serve serves the sites it started with, so restart it to serve this one)"
     )
     print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {folder} --pages 20")
     print(
@@ -266,7 +268,8 @@ def _parser() -> argparse.ArgumentParser:
         "--reload",
         action="store_true",
         help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
-        "restart (a config that fails to load is shown on its pages, and the last good one is served)",
+        "restart (a config that fails to load is shown on its pages, and the last good one is served); without "
+        "--site, a site made in the sites folder meanwhile (genui new) is served too, at /NAME",
     )
     model_options(serve)
     serve.set_defaults(run=_serve)

@@ -8,6 +8,10 @@ written with an edited prompt or setting is a new page, and the ones written bef
 
 A config that fails to load changes nothing: the site goes on being served with its last good config, the error
 (file, key, fix: genui.sites.SiteConfigError) is logged, and every page of the site shows it until a change loads.
+
+Given the folder the sites were found in (``new_in``: several sites served at /{name}, none named on the command
+line), a site made there while serving (``genui new``, a copy) is served from then on at /{name}, once it loads; one
+that does not load is logged, and tried again when its files change.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING
 import watchfiles
 
 from genui.runtime import SiteRuntime
-from genui.sites import SiteConfigError, load_site
+from genui.sites import SiteConfigError, load_site, site_folders
 from genui.upgrade import adopt_earlier_pages
 
 if TYPE_CHECKING:
@@ -39,9 +43,11 @@ WATCH_READY_MS = 500  # the watcher answers, empty, after this long without a ch
 class SiteReloader:
     """Watches the served sites' folders and swaps a site's runtime in ``pages.sites`` when its files change."""
 
-    def __init__(self, pages: Pages) -> None:
+    def __init__(self, pages: Pages, new_in: Path | None = None) -> None:
         self.pages = pages
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
+        self._new_in = new_in
+        self._tried: dict[Path, tuple[float, int]] = {}  # new folders that did not load, as they were then
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -85,6 +91,42 @@ class SiteReloader:
             )
         return True
 
+    def add_new(self) -> list[str]:
+        """Serve the sites made under ``new_in`` since the last look that load (at /{name}); log those that do not,
+        once until their files change. The names of the sites added."""
+        if self._new_in is None:
+            return []
+        served = set(self._roots.values())
+        added = []
+        for folder in site_folders(self._new_in):
+            root = folder.resolve()
+            if root in served or self._tried.get(root) == (state := _state(root)):
+                continue
+            try:
+                site = load_site(folder)
+                if site.name in self.pages.sites:
+                    raise SiteConfigError(
+                        folder / "site.toml",
+                        "name",
+                        f"{site.name!r} is the name of {self._roots[site.name] / 'site.toml'} too, which is served",
+                        "give the new site another name",
+                    )
+                runtime = SiteRuntime.build(site, f"/{site.name}")
+            except (SiteConfigError, OSError, RecursionError) as err:
+                self._tried[root] = state
+                log.error("new site in %s not served: %s", folder, err)
+                continue
+            self._tried.pop(root, None)
+            self.pages.sites[site.name] = runtime
+            self._roots[site.name] = root
+            added.append(site.name)
+            log.info("new site %s served at /%s", site.name, site.name)
+            try:
+                adopt_earlier_pages(self.pages.store, runtime)
+            except sqlite3.OperationalError as err:
+                log.warning("site %s: an earlier genui's pages were not adopted (%s); a restart will", site.name, err)
+        return added
+
     def changed(self, paths: Iterable[str]) -> set[str]:
         """The sites whose folders hold any of ``paths`` (as the watcher reports them: under the roots it watches,
         symbolic links inside a site left as they are)."""
@@ -106,8 +148,10 @@ class SiteReloader:
                     poll.cancel()
                 now = self._folders()
                 # the sites whose folders went, came back or were made anew: loaded once the next watch runs (a
-                # folder still being copied in place is read whole then), a folder gone said on the site's pages
-                moved = {name for name, folder in now.items() if folder != folders[name] or name in gone}
+                # folder still being copied in place is read whole then), a folder gone said on the site's pages;
+                # a site new to the server was loaded as it was added
+                moved = {name for name, folder in now.items() if name in folders and folder != folders[name]}
+                moved |= {name for name in gone if name in now}
                 folders = now
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
@@ -147,10 +191,18 @@ class SiteReloader:
         return set()
 
     async def _until_folders_change(self, folders: dict[str, tuple[int, int] | None], again: asyncio.Event) -> None:
-        while not self._stop.is_set() and self._folders() == folders:
+        """Set ``again`` once a site's folder goes, comes back or is made anew, or a new site is served."""
+        while not self._stop.is_set() and self._folders() == folders and not self._add_new_logged():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), FOLDERS_POLL_S)
         again.set()
+
+    def _add_new_logged(self) -> bool:
+        try:
+            return bool(self.add_new())
+        except Exception:  # noqa: BLE001 - a bug here must not end the watching of the sites served
+            log.exception("looking for new sites under %s failed", self._new_in)
+            return False
 
     def _reload_logged(self, name: str) -> None:
         try:
@@ -158,3 +210,13 @@ class SiteReloader:
         except Exception as err:  # noqa: BLE001 - a bug in one reload must not end the watching
             self.pages.config_errors[name] = f"reloading failed: {err!r}"
             log.exception("site %s not reloaded", name)
+
+
+def _state(folder: Path) -> tuple[float, int]:
+    """What a folder's files are as of now: the newest change and how many there are (a copy still arriving, an
+    edit, changes it)."""
+    newest, count = 0.0, 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            newest, count = max(newest, path.stat().st_mtime), count + 1
+    return newest, count

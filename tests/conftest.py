@@ -41,7 +41,8 @@ def all_sites() -> list[Site]:
 
 @pytest.fixture
 def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
-    """make(sites, engine=FakeEngine(), read_ahead=0, reload=False) -> a started TestClient on a fresh database.
+    """make(sites, engine=FakeEngine(), read_ahead=0, reload=False, sites_dir=None) -> a started TestClient on a
+    fresh database.
 
     Its live stream sends every draft (``draft_interval=0``) unless told otherwise, so tests can count them.
     """
@@ -53,11 +54,20 @@ def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
         draft_interval: float = 0.0,
         read_ahead: int = 0,
         reload: bool = False,
+        sites_dir: Path | None = None,
         **kwargs: object,
     ) -> TestClient:
         db = tmp_path / f"db{len(clients)}.sqlite3"
         engine = engine or FakeEngine()
-        app = create_app(sites, engine, db_path=db, draft_interval=draft_interval, read_ahead=read_ahead, reload=reload)
+        app = create_app(
+            sites,
+            engine,
+            db_path=db,
+            draft_interval=draft_interval,
+            read_ahead=read_ahead,
+            reload=reload,
+            sites_dir=sites_dir,
+        )
         client = TestClient(app, **kwargs)  # type: ignore[arg-type]
         client.__enter__()
         clients.append(client)

@@ -74,7 +74,7 @@ def test_new_writes_a_site_that_loads(tmp_path: Path, capsys: pytest.CaptureFixt
     assert load_site(tmp_path / "garden").brief == "Plants and how to keep them."
     out = capsys.readouterr().out
     assert "genui serve --site garden" in out
-    assert "a genui serve already running serves the sites it started with, so restart it" in out
+    assert "any other running genui serve serves the sites it started with, so restart it" in out
     assert "its pages are about computing whatever the brief says" in out  # what the default model can write
 
 

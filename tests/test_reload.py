@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, pages_of, visit, wiki_writer
 
+from genui.scaffold import create_site
 from genui.sites import load_site
 
 
@@ -174,3 +176,48 @@ def test_a_site_folder_removed_is_said_on_its_pages_until_it_is_back(
     assert eventually(lambda: "site.toml" in pages.config_errors.get("wiki", ""))
     shutil.copytree(copy, site_dir)
     assert eventually(lambda: not pages.config_errors)
+
+
+def test_a_site_made_in_the_sites_folder_while_serving_is_served_at_its_name_once_it_loads(
+    client_factory: ClientFactory, site_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`genui new` beside a server with --reload: the new site was served only after a restart."""
+    caplog.set_level(logging.INFO, logger="genui")
+    sites = site_dir.parent
+    forum = Path(shutil.copytree(SITES_DIR / "forum", sites / "forum"))
+    client = client_factory([load_site(site_dir), load_site(forum)], FakeEngine(), reload=True, sites_dir=sites)
+    pages = pages_of(client)
+    create_site("garden", "Plants and how to keep them.", sites)
+    assert eventually(lambda: "garden" in pages.sites)
+    assert visit(client, "/garden/").status_code == 200 and 'href="/garden/"' in client.get("/").text
+    assert "new site garden served at /garden" in caplog.text
+
+    broken = sites / "orchard"  # a site whose prompts are not there yet: said, and served once they are
+    shutil.copytree(sites / "garden", broken)
+    edit(broken / "site.toml", 'name = "garden"', 'name = "orchard"')
+    moved = broken / "prompts"
+    moved.rename(sites / "later")
+    assert eventually(lambda: "new site in" in caplog.text and "orchard" in caplog.text)
+    assert client.get("/orchard/").status_code == 404 and "orchard" not in pages.sites
+    (sites / "later").rename(moved)
+    assert eventually(lambda: "orchard" in pages.sites)
+    assert visit(client, "/orchard/").status_code == 200
+
+    twin = Path(shutil.copytree(site_dir, sites / "wiki-copy"))  # another site of a name served: not served
+    assert eventually(lambda: f"is the name of {site_dir.resolve() / 'site.toml'} too" in caplog.text)
+    assert pages.sites["wiki"].site.root == site_dir and twin.exists()
+    edit(site_dir / "site.toml", 'title = "Genpedia"', 'title = "Hackopedia"')  # the sites served still reload
+    assert eventually(lambda: "Hackopedia" in client.get("/wiki/Lisp").text)
+    edit(sites / "garden" / "site.toml", 'title = "Garden"', 'title = "Greenhouse"')  # and so does a new one
+    assert eventually(lambda: "Greenhouse" in client.get("/garden/").text)
+
+
+def test_one_site_served_alone_takes_no_other_site_made_beside_it(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    """A site served alone is at /: a second one could only be served at its name after a restart."""
+    client = client_factory([load_site(site_dir)], FakeEngine(), reload=True, sites_dir=site_dir.parent)
+    pages = pages_of(client)
+    create_site("garden", None, site_dir.parent)
+    time.sleep(2.5)  # two looks for new sites, were there any
+    assert list(pages.sites) == ["wiki"]  # (/garden/ is the wiki's article "garden" there)
