@@ -131,8 +131,8 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
     print(
         "(add --reload while you edit it: each change is served from the next request on, with no restart; a genui"
-        " serve --reload already serving this folder's sites serves it too, at its name; any other running genui"
-        " serve serves the sites it started with, so restart it to serve this one)"
+        " serve --reload serving several sites of this folder, none named with --site, serves it too, at its name;"
+        " any other running genui serve serves the sites it started with, so restart it to serve this one)"
     )
     print(f"before a demo, write its pages ahead: genui cache warm {site.name} --sites-dir {folder} --pages 20")
     print(
@@ -268,8 +268,9 @@ def _parser() -> argparse.ArgumentParser:
         "--reload",
         action="store_true",
         help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
-        "restart (a config that fails to load is shown on its pages, and the last good one is served); without "
-        "--site, a site made in the sites folder meanwhile (genui new) is served too, at /NAME",
+        "restart (a config that fails to load is shown on its pages, and the last good one is served); where several "
+        "sites are served and none was named with --site, a site made in the sites folder meanwhile (genui new) is "
+        "served too, at /NAME",
     )
     model_options(serve)
     serve.set_defaults(run=_serve)

@@ -7,7 +7,7 @@ Malformed input raises ``BadRequest`` (a 400) or Starlette's ``HTTPException``; 
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection, Request
 from genui.pages import Job, Pages
 from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, is_number, url_path, version
 from genui.runtime import SiteRuntime
+from genui.screens import VARIATIONS_PATH
 from genui.sites import MAX_PATH
 from genui.store import MAX_POST, MAX_USER
 
@@ -58,6 +59,10 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
     if parts.netloc and parts.netloc != connection.headers.get("host"):
         return None  # another server's page (a search engine's Referer is its bare origin: no page of this site's `/`)
     path = unquote(parts.path)
+    if path == VARIATIONS_PATH:  # a link inside a candidate: the page the candidates are of
+        pages: Pages = connection.app.state.pages
+        varied = pages.variations.get(parse_qs(parts.query).get("id", [""])[0])
+        return varied.url if varied is not None and varied.key.site == runtime.site.name else None
     if runtime.mount:
         if path != runtime.mount and not path.startswith(runtime.mount + "/"):
             return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,7 +48,8 @@ class SiteReloader:
         self.pages = pages
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
-        self._tried: dict[Path, tuple[float, int]] = {}  # new folders that did not load, as they were then
+        self._tried: dict[Path, tuple[tuple[str, float], ...]] = {}  # new folders that did not load, as they were
+        self._added: set[str] = set()  # sites added since the watch began: loaded again once the next one runs
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -112,13 +114,14 @@ class SiteReloader:
                         "give the new site another name",
                     )
                 runtime = SiteRuntime.build(site, f"/{site.name}")
-            except (SiteConfigError, OSError, RecursionError) as err:
+            except Exception as err:  # noqa: BLE001 - SiteConfigError, OSError (a file gone mid-copy), or a bug
                 self._tried[root] = state
                 log.error("new site in %s not served: %s", folder, err)
                 continue
             self._tried.pop(root, None)
             self.pages.sites[site.name] = runtime
             self._roots[site.name] = root
+            self._added.add(site.name)
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
@@ -149,9 +152,10 @@ class SiteReloader:
                 now = self._folders()
                 # the sites whose folders went, came back or were made anew: loaded once the next watch runs (a
                 # folder still being copied in place is read whole then), a folder gone said on the site's pages;
-                # a site new to the server was loaded as it was added
+                # a site new to the server too, which was loaded as it was found, perhaps before its copy ended
                 moved = {name for name, folder in now.items() if name in folders and folder != folders[name]}
-                moved |= {name for name in gone if name in now}
+                moved |= {name for name in gone if name in now} | self._added  # a new site may still be arriving
+                self._added = set()
                 folders = now
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
@@ -212,11 +216,13 @@ class SiteReloader:
             log.exception("site %s not reloaded", name)
 
 
-def _state(folder: Path) -> tuple[float, int]:
-    """What a folder's files are as of now: the newest change and how many there are (a copy still arriving, an
-    edit, changes it)."""
-    newest, count = 0.0, 0
-    for path in folder.rglob("*"):
+def _state(folder: Path) -> tuple[tuple[str, float], ...]:
+    """What a site folder's files are as of now, cheaply: each entry of the folder and of its prompts/, with the time
+    it last changed (a copy still arriving, an edit, a file put in place, changes it)."""
+    found = []
+    for place in (folder, folder / "prompts"):
         with contextlib.suppress(OSError):
-            newest, count = max(newest, path.stat().st_mtime), count + 1
-    return newest, count
+            for entry in os.scandir(place):
+                with contextlib.suppress(OSError):
+                    found.append((entry.path, entry.stat().st_mtime))
+    return tuple(sorted(found))

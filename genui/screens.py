@@ -83,7 +83,8 @@ class Screens:
         context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
         if not variations.finished:
             context["wait_url"] = f"{candidates_url(job, variations)}&wait=1"
-            variations.claim()  # its stream connects a round trip later, though a reload closed the one before
+            if request.scope.get("method") != "HEAD":  # a HEAD opens no stream
+                variations.claim()  # its stream connects a round trip later, though a reload closed the one before
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # candidates are no page of the site's
         return response

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
+from engine.frames import EngineError
 from genui.edits import MAX_INSTRUCTION
 from genui.errors import problem
 from genui.generation import Generation
@@ -216,8 +217,9 @@ class Views:
         job, variations = self.pages.candidates(runtime, request.query_params.get("id", ""), client_address(request))
         if "wait" in request.query_params and request.method != "HEAD":
             result = asyncio.ensure_future(_candidates_written(variations))
-            if not await _before_disconnect(request, result):
-                return Response(status_code=CLIENT_GONE)
+            with contextlib.suppress(EngineError):  # a set that failed: its address says so (a 404), and forgets it
+                if not await _before_disconnect(request, result):
+                    return Response(status_code=CLIENT_GONE)
             return RedirectResponse(candidates_url(job, variations), status_code=303)
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
             self.pages.variations.forget(variations.id)

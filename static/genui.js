@@ -186,7 +186,8 @@
   document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
     var history = event.detail.history;
     var config = event.detail.requestConfig;
-    var set = config && config.elt && config.elt.closest ? config.elt.closest("[data-genui-set]") : null;
+    var keep = config && config.elt && config.elt.closest ? config.elt.closest("form.genui-keep") : null;
+    var set = keep ? keep.closest("[data-genui-set]") : null; // (a link inside a candidate pushes as any link)
     if (history && history.type === "push" && set) {
       var here = window.location.pathname + window.location.search;
       if (here === set.dataset.genuiSet) {

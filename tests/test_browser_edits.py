@@ -169,6 +169,26 @@ def test_a_set_of_variations_outlives_a_reload_and_back_after_keeping_one_shows_
     assert problems == []
 
 
+def test_a_link_inside_a_candidate_leaves_the_set_behind_back_and_writes_its_page_from_the_page_varied(
+    server: Server, page: Any
+) -> None:
+    """Only a Keep takes the set's place in history: a link's page did, and Back skipped the set."""
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    address = page.url
+    page.click(".genui-candidate >> nth=1 >> text=Lisp tree")
+    page.wait_for_selector(FINISHED + " h1:text-is('Lisp tree')", timeout=15_000)
+    assert page.url == server.url + "/wiki/Lisp_tree"
+    assert "<from>Lisp</from>" in server.engine.calls[-1].prompt  # the page the candidates are of is its parent
+    page.go_back()
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=10_000)
+    assert page.url == address
+    assert problems == []
+
+
 def test_back_after_regenerate_shows_the_version_that_was_on_screen(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     page.goto(server.url + "/wiki/Lisp")

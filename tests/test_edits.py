@@ -316,6 +316,8 @@ def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_
     # A watcher who comes after the failure is told at once, not left waiting.
     (failed,) = ws_messages(client, html.unescape(stream.group(1)))
     assert "The page could not be written: the worker ran out of memory" in failed and "Keep variation" not in failed
+    waited = client.get(live.headers["hx-push-url"] + "&wait=1")  # where a stream that cannot connect waits
+    assert waited.status_code == 303 and waited.headers["location"] == live.headers["hx-push-url"]
     shown = client.get(live.headers["hx-push-url"])  # its address, after a reload: said, not shown as written
     assert shown.status_code == 404 and "not all written" in shown.text
     refused = client.post("/_genui/keep", data=keep)
