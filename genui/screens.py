@@ -251,7 +251,9 @@ class Screens:
         }
 
     def _candidates(self, job: Job, variations: Variations) -> dict[str, Any]:
+        varied = self.pages.page(job)  # the newest version: a set's address may be reloaded, shared, or come back to
         return {
+            "of": {"url": job.url, "title": varied.title if varied and varied.title else guessed_title(job.location)},
             "site": job.runtime.site.name,
             "url": job.location.url,
             "id": variations.id,

@@ -373,6 +373,7 @@ def test_a_set_of_variations_has_an_address_that_shows_it_while_written_and_once
     again = client.get(address)  # a reload while they are written: the same set, still live
     assert again.status_code == 200 and again.headers["cache-control"] == "no-store"
     assert VARIATIONS_LIVE.search(again.text) is not None and "Keep variation" not in again.text
+    assert re.search(r'Writing 3 variations of <a href="/wiki/Lisp" hx-get="/wiki/Lisp"[^>]*>Lisp</a>…', again.text)
     wait = html.unescape(re.search(r'data-genui-wait="([^"]+)"', again.text).group(1))  # type: ignore[union-attr]
     assert wait == address + "&wait=1" and f'url={html.escape(wait)}"' in again.text  # the <noscript> refresh too
     waited = client.get(wait)
@@ -380,6 +381,7 @@ def test_a_set_of_variations_has_an_address_that_shows_it_while_written_and_once
     written = client.get(address)
     assert written.text.count("Keep variation") == 3 and "data-genui-wait" not in written.text
     assert f'data-genui-set="{html.escape(address)}"' in written.text
+    assert re.search(r'3 variations of <a href="/wiki/Lisp" [^>]*>Lisp</a>: keep one', written.text)  # the way back
     assert len(engine.variations) == 1  # one set, shown three times
     elsewhere = client.get(address.replace("site=wiki", "site=forum"))
     assert elsewhere.status_code == 404 and "Those variations are gone" in elsewhere.text
