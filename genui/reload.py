@@ -49,7 +49,10 @@ class SiteReloader:
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
         self._tried: dict[Path, tuple[tuple[str, float], ...]] = {}  # new folders that did not load, as they were
-        self._added: set[str] = set()  # sites added since the watch began: loaded again once the next one runs
+        # sites added since the watch began, as their files were then: loaded again once the next watch runs if
+        # they changed meanwhile (a copy that was still arriving)
+        self._added: dict[str, tuple[tuple[str, float], ...]] = {}
+        self._fresh: dict[str, tuple[tuple[str, float], ...]] = {}  # those of them the next watch has to look at
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -121,7 +124,7 @@ class SiteReloader:
             self._tried.pop(root, None)
             self.pages.sites[site.name] = runtime
             self._roots[site.name] = root
-            self._added.add(site.name)
+            self._added[site.name] = state
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
@@ -154,8 +157,10 @@ class SiteReloader:
                 # folder still being copied in place is read whole then), a folder gone said on the site's pages;
                 # a site new to the server too, which was loaded as it was found, perhaps before its copy ended
                 moved = {name for name, folder in now.items() if name in folders and folder != folders[name]}
-                moved |= {name for name in gone if name in now} | self._added  # a new site may still be arriving
-                self._added = set()
+                moved |= {name for name in gone if name in now}
+                moved |= set(self._added)  # each loaded again unless its files are as they were (_reload_moved)
+                self._fresh.update(self._added)
+                self._added = {}
                 folders = now
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
@@ -177,7 +182,7 @@ class SiteReloader:
         its very inode); the sites whose folders were deleted."""
         if not names:
             for name in sorted(moved):
-                self._reload_logged(name)
+                self._reload_moved(name)
             await again.wait()
             return set()
         roots = {str(self._roots[name]): name for name in names}
@@ -188,7 +193,7 @@ class SiteReloader:
         async for changes in watch:
             gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
             for name in sorted((self.changed(path for _, path in changes) | moved) - gone):
-                self._reload_logged(name)
+                self._reload_moved(name)
             moved = set()
             if gone:
                 return gone
@@ -207,6 +212,12 @@ class SiteReloader:
         except Exception:  # noqa: BLE001 - a bug here must not end the watching of the sites served
             log.exception("looking for new sites under %s failed", self._new_in)
             return False
+
+    def _reload_moved(self, name: str) -> None:
+        """Load site ``name`` again, unless it is a site just added whose files are as they were when it loaded."""
+        fresh = self._fresh.pop(name, None)
+        if fresh is None or fresh != _state(self._roots[name]):
+            self._reload_logged(name)
 
     def _reload_logged(self, name: str) -> None:
         try:

@@ -191,6 +191,8 @@ def test_a_site_made_in_the_sites_folder_while_serving_is_served_at_its_name_onc
     assert eventually(lambda: "garden" in pages.sites)
     assert visit(client, "/garden/").status_code == 200 and 'href="/garden/"' in client.get("/").text
     assert "new site garden served at /garden" in caplog.text
+    time.sleep(1.5)  # its watch runs: a site whose files did not change since it loaded is not loaded again
+    assert "site garden reloaded" not in caplog.text
 
     broken = sites / "orchard"  # a site whose prompts are not there yet: said, and served once they are
     shutil.copytree(sites / "garden", broken)
