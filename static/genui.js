@@ -198,7 +198,8 @@
 
   // Whether two addresses of one path ask for the same page: their queries but for ?v=, each value as the server
   // reads it (whitespace collapsed, composed, empty ones dropped), so a typed `q=lisp+` is the server's `q=lisp`.
-  // (A key the route does not declare still counts here, where the server drops it.)
+  // (A key the route does not declare still counts here, where the server drops it: a link to the page itself with
+  // such a key leaves the entry as it was; a page control's new version pins it all the same.)
   function sameQuery(one, other) {
     function read(url) {
       var params = new URLSearchParams(url.search);
