@@ -601,7 +601,8 @@ def test_a_variation_kept_while_the_cache_is_held_can_be_kept_once_it_is_free(tm
     app = create_app(example_sites(), FakeEngine(), db_path=db)
     with TestClient(app, follow_redirects=False) as client:
         visit(client, "/wiki/Lisp", follow_redirects=True)
-        candidates = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}).text
+        posted = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})
+        candidates = client.get(posted.headers["location"]).text
         holder = _hold_write_lock(db, 2)
         busy = client.post("/_genui/keep", data=keep_form(candidates, 2))
         holder.communicate()
