@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage, is_busy
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, is_busy, when_free
 
 log = logging.getLogger("genui")
 KEEP_WAIT_S = 30.0  # how long a written page waits to be kept while another process holds the page cache
@@ -321,14 +321,6 @@ class Generation:
             base=splice.base,
             exact=splice.exact,
         )
-        until = time.monotonic() + KEEP_WAIT_S
         self._keeping = True
-        while True:
-            try:
-                stored = save(wait=False)
-                break
-            except sqlite3.OperationalError as err:
-                if not is_busy(err) or time.monotonic() >= until:
-                    raise
-            await asyncio.sleep(KEEP_POLL_S)
+        stored = await when_free(functools.partial(save, wait=False), KEEP_WAIT_S, KEEP_POLL_S)
         return self.runtime.remounted(stored)  # the one stored: another process's, if it stored this version first

@@ -9,6 +9,7 @@ no prompt of its own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -35,7 +36,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
 
 # SiteRuntime is re-exported: lab/ imports it from here.
@@ -422,8 +423,10 @@ class Pages:
             raise HTTPException(404, "No page lives at this address.")
         return self.job(runtime, location, client=client), variations
 
-    def keep(self, job: Job, set_id: str, index: int) -> StoredPage:
-        """Store candidate ``index`` of a finished set of variations as the page's next version."""
+    async def keep(self, job: Job, set_id: str, index: int) -> StoredPage:
+        """Store candidate ``index`` of a finished set of variations as the page's next version. While another
+        process holds the page cache it tries again for up to BUSY_TIMEOUT_S (when_free), the server answering others
+        meanwhile; then the "locked" error is raised (a 503), and the set stays to keep."""
         variations = self.variations.get(set_id)
         if variations is None or variations.key != job.key:
             raise HTTPException(404, "Those variations are gone; ask for new ones.")
@@ -439,26 +442,30 @@ class Pages:
         if self.running(job, version) is not None:
             raise HTTPException(409, BUSY)
         html = pages[index]
+        save = functools.partial(
+            self.store.save_page,  # PageWithdrawn: a 409, and nothing kept
+            job.key,
+            version,
+            version - 1,
+            first_heading(html),
+            html,
+            variations.seconds,
+            replied=variations.replied,
+            mount=job.runtime.mount,
+            read=variations.read,
+            wait=False,
+            exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
+        )
         try:
-            page = self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
-                job.key,
-                version,
-                version - 1,
-                first_heading(html),
-                html,
-                variations.seconds,
-                replied=variations.replied,
-                mount=job.runtime.mount,
-                read=variations.read,
-                exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
-            )
+            page = await when_free(save)
         except VersionTaken:
             raise  # the set stays: keeping it again stores it as the version after that one
         except PageWithdrawn:
             self.variations.forget(set_id)
             raise
         # kept once: a second click must not store it again as yet another version (a page cache busy meanwhile, a
-        # 503, leaves the set to keep once it is free; no await between the save and this, so no click between)
+        # 503, leaves the set to keep once it is free; no await between the save and this, so no click between; a
+        # click while this one waited for the cache stores its version, and this one's exact save is a 409)
         self.variations.forget(set_id)
         page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)

@@ -7,15 +7,17 @@ in between, so two clients asking at once can never both start the same generati
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
@@ -246,10 +248,28 @@ JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes the WAL file keeps after a checkpoint
 BUSY_TIMEOUT_S = 1.0  # how long a write waits for another process's (genui cache prune, a second server) to end
 
 
+T = TypeVar("T")
+FREE_POLL_S = 0.1  # how often a write waiting for another process's tries again (when_free)
+
+
 def is_busy(error: sqlite3.Error) -> bool:
     """Whether ``error`` says another connection holds the database (SQLITE_BUSY, SQLITE_LOCKED and their extended
     codes), not that the disk is full or failed."""
     return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+async def when_free(write: Callable[[], T], within: float = BUSY_TIMEOUT_S, poll: float = FREE_POLL_S) -> T:
+    """``write()``, a write made with ``wait=False``, tried again every ``poll`` seconds while another process holds
+    the page cache, for up to ``within`` seconds: the server answers others meanwhile, where SQLite's busy timeout
+    would hold its event loop up. The last "locked" error is raised (a 503 with Retry-After: genui.errors)."""
+    until = time.monotonic() + within
+    while True:
+        try:
+            return write()
+        except sqlite3.OperationalError as err:
+            if not is_busy(err) or time.monotonic() >= until:
+                raise
+        await asyncio.sleep(poll)
 
 
 class Store:
@@ -535,13 +555,13 @@ class Store:
 
     # -- posts -------------------------------------------------------------------------------------------------
 
-    def add_post(self, site: str, path: str, user: str, text: str) -> StoredPost:
+    def add_post(self, site: str, path: str, user: str, text: str, wait: bool = True) -> StoredPost:
         """Store a post (checked with check_post); it is committed when this returns. The same post again, the
         thread's newest, within ``SAME_POST_S`` (a form sent twice: a double click, a resend after a dropped answer)
-        is not stored twice: that post is returned."""
+        is not stored twice: that post is returned. ``wait=False`` as for save_page."""
         user, text = check_post(user, text)
         created = time.time()
-        with self._transaction() as db:
+        with self._transaction(wait) as db:
             if (first := _sent_before(db, site, path, user, text, created)) is not None:
                 return first
             cursor = db.execute(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -41,7 +42,7 @@ from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, v
 from genui.runtime import SiteRuntime
 from genui.screens import Screens, candidates_url
 from genui.shell import is_htmx
-from genui.store import StoredPage
+from genui.store import StoredPage, when_free
 from genui.variations import Variations
 
 NOWHERE = "No page lives at this address."
@@ -229,7 +230,7 @@ class Views:
     async def keep(self, request: Request) -> Response:
         """Keep one finished candidate as the page's next version (form: site, url, id, n)."""
         form, job = await self._page_form(request)
-        page = self.pages.keep(job, form_text(form, "id", 64), form_number(form, "n", 100) - 1)
+        page = await self.pages.keep(job, form_text(form, "id", 64), form_number(form, "n", 100) - 1)
         target = versioned(job.url, page.version)
         if is_htmx(request):
             return self.screens.page(request, job, page, headers=_pushed(target))
@@ -295,7 +296,10 @@ class Views:
             if resent is None:  # a post sent again (SAME_POST_S) is stored already: no new run, answered as it was
                 if self.pages.reply_starts_run(job, is_htmx(request)):
                     self.pages.admit(job)  # the client's runs (TooManyRuns): before storing, so nothing is half done
-                self.pages.store.add_post(site, path, user.strip(), text)
+                # another process holding the cache (a prune, a second server) holds up no other visitor meanwhile
+                await when_free(
+                    functools.partial(self.pages.store.add_post, site, path, user.strip(), text, wait=False)
+                )
         except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored
             answer = problem(err, asks_again=False)
             if answer is None:

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import html
+import re
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import replace
@@ -20,6 +25,7 @@ import genui.generation
 import genui.store
 from genui.app import create_app
 from genui.store import (
+    BUSY_TIMEOUT_S,
     MAX_POST,
     MAX_USER,
     SAME_POST_S,
@@ -627,3 +633,57 @@ def test_a_version_a_visitor_chose_is_never_another_processes_page_returned_as_t
     assert kept.version == 3 and kept.html.endswith("chosen</p>")
     taken = store.save_page(KEY, 3, 2, "Hash table", "<h1>Hash table</h1><p>a click's</p>", 0.5)
     assert taken.html.endswith("chosen</p>")  # a click's page: the one stored first wins, as before
+
+
+@pytest.mark.parametrize("held_s", [0.8, 2.0])  # let go within the wait (stored), or past it (a 503, nothing stored)
+@pytest.mark.parametrize("write", ["reply", "keep"])
+def test_a_write_waiting_for_a_cache_another_process_holds_holds_no_other_visitor_up(
+    tmp_path: Path, held_s: float, write: str
+) -> None:
+    """A reply's or a kept variation's write waited on SQLite's busy timeout on the server's event loop: every other
+    visitor's request stood still for up to a second with it."""
+    from chromium import served
+    from test_edits import keep_form
+
+    db = tmp_path / "genui.sqlite3"
+    with served(create_app(example_sites(), FakeEngine(), db_path=db)) as url:
+        thread = url + "/forum/r/hacking/My_first_lisp"
+        form = {"user": "ada", "text": "Hello there"}
+        with urllib.request.urlopen(thread, timeout=10) as shell:  # a browser without scripts goes to wait for it
+            wait = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', shell.read().decode())
+        assert wait is not None
+        with urllib.request.urlopen(url + html.unescape(wait.group(1)), timeout=10) as written:
+            written.read()
+        if write == "keep":
+            varied = urllib.parse.urlencode({"site": "forum", "url": "/r/hacking/My_first_lisp"}).encode()
+            with urllib.request.urlopen(url + "/_genui/variations", data=varied, timeout=10) as candidates:
+                thread, form = url + "/_genui/keep", keep_form(candidates.read().decode(), 2)
+        answers: list[int] = []
+
+        def send() -> None:
+            try:
+                with urllib.request.urlopen(thread, data=urllib.parse.urlencode(form).encode(), timeout=10) as answer:
+                    answers.append(answer.status)
+            except urllib.error.HTTPError as refused:
+                answers.append(refused.code)
+
+        holder = _hold_write_lock(db, held_s)
+        sending = threading.Thread(target=send)
+        sending.start()
+        time.sleep(0.2)  # the write waits for the cache
+        started = time.monotonic()
+        with urllib.request.urlopen(url + "/_genui/health", timeout=10) as health:
+            assert health.status == 200
+        answered_s = time.monotonic() - started
+        sending.join(timeout=10)
+        holder.communicate()
+        assert answered_s < 0.3, answered_s  # it waited for the busy timeout, or the other process (0.6 s and more)
+        with closing(sqlite3.connect(db)) as look:
+            posts = look.execute("SELECT user, text FROM posts").fetchall()
+            versions = look.execute("SELECT version FROM pages WHERE path = '/r/hacking/My_first_lisp'").fetchall()
+        stored = held_s < BUSY_TIMEOUT_S
+        assert answers == [200 if stored else 503]
+        if write == "reply":
+            assert posts == ([("ada", "Hello there")] if stored else [])
+        else:
+            assert len(versions) == (2 if stored else 1)
