@@ -9,7 +9,6 @@ no prompt of its own.
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -438,24 +437,30 @@ class Pages:
             raise HTTPException(409, "Those variations are still being written.")
         if not 0 <= index < len(pages):
             raise BadRequest(f"there are {len(pages)} variations, numbered 1 to {len(pages)}")
-        version = self.versions(job) + 1
-        if self.running(job, version) is not None:
-            raise HTTPException(409, BUSY)
         html = pages[index]
-        save = functools.partial(
-            self.store.save_page,  # PageWithdrawn: a 409, and nothing kept
-            job.key,
-            version,
-            version - 1,
-            first_heading(html),
-            html,
-            variations.seconds,
-            replied=variations.replied,
-            mount=job.runtime.mount,
-            read=variations.read,
-            wait=False,
-            exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
-        )
+
+        def save() -> StoredPage:
+            """One try, with no await between its checks and the write: another keep, a Regenerate or a thread's
+            replies may have begun, or stored a version, while an earlier try waited for the cache."""
+            if self.variations.get(set_id) is not variations:  # kept meanwhile (another tab, a form sent twice)
+                raise HTTPException(404, "Those variations are gone; ask for new ones.")
+            version = self.versions(job) + 1
+            if self.running(job, version) is not None:
+                raise HTTPException(409, BUSY)
+            return self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
+                job.key,
+                version,
+                version - 1,
+                first_heading(html),
+                html,
+                variations.seconds,
+                replied=variations.replied,
+                mount=job.runtime.mount,
+                read=variations.read,
+                wait=False,
+                exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
+            )
+
         try:
             page = await when_free(save)
         except VersionTaken:
@@ -464,8 +469,7 @@ class Pages:
             self.variations.forget(set_id)
             raise
         # kept once: a second click must not store it again as yet another version (a page cache busy meanwhile, a
-        # 503, leaves the set to keep once it is free; no await between the save and this, so no click between; a
-        # click while this one waited for the cache stores its version, and this one's exact save is a 409)
+        # 503, leaves the set to keep once it is free; no await between the save and this, so no click between)
         self.variations.forget(set_id)
         page = job.runtime.remounted(page)  # the one stored: another process's, if it stored this version first
         self.reader.shown(job, page)

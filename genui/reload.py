@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,11 +47,11 @@ class SiteReloader:
         self.pages = pages
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
-        self._tried: dict[Path, tuple[tuple[str, float], ...]] = {}  # new folders that did not load, as they were
+        self._tried: dict[Path, tuple[tuple[str, float, int], ...]] = {}  # new folders that did not load, as they were
         # sites added since the watch began, as their files were then: loaded again once the next watch runs if
         # they changed meanwhile (a copy that was still arriving)
-        self._added: dict[str, tuple[tuple[str, float], ...]] = {}
-        self._fresh: dict[str, tuple[tuple[str, float], ...]] = {}  # those of them the next watch has to look at
+        self._added: dict[str, tuple[tuple[str, float, int], ...]] = {}
+        self._fresh: dict[str, tuple[tuple[str, float, int], ...]] = {}  # those of them the next watch has to look at
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -227,13 +226,20 @@ class SiteReloader:
             log.exception("site %s not reloaded", name)
 
 
-def _state(folder: Path) -> tuple[tuple[str, float], ...]:
-    """What a site folder's files are as of now, cheaply: each entry of the folder and of its prompts/, with the time
-    it last changed (a copy still arriving, an edit, a file put in place, changes it)."""
+def _state(folder: Path) -> tuple[tuple[str, float, int], ...]:
+    """What a site folder's files are as of now, cheaply: each entry of the folder, and every file under its
+    prompts/, with the time it last changed and its size (a copy still arriving, an edit, a file put in place,
+    changes it)."""
     found = []
-    for place in (folder, folder / "prompts"):
+    for path in (*_entries(folder), *(folder / "prompts").rglob("*")):
         with contextlib.suppress(OSError):
-            for entry in os.scandir(place):
-                with contextlib.suppress(OSError):
-                    found.append((entry.path, entry.stat().st_mtime))
+            status = path.stat()
+            found.append((str(path), status.st_mtime, status.st_size))
     return tuple(sorted(found))
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []

@@ -295,7 +295,9 @@ class Views:
             # else the model is loading and the thread is written: the post is kept, and answered once it is ready
             if resent is None:  # a post sent again (SAME_POST_S) is stored already: no new run, answered as it was
                 if self.pages.reply_starts_run(job, is_htmx(request)):
-                    self.pages.admit(job)  # the client's runs (TooManyRuns): before storing, so nothing is half done
+                    # the client's runs (TooManyRuns): before storing, so nothing is half done (a run the client
+                    # started while the post waited for the cache leaves it stored, waiting for the thread's next run)
+                    self.pages.admit(job)
                 # another process holding the cache (a prune, a second server) holds up no other visitor meanwhile
                 await when_free(
                     functools.partial(self.pages.store.add_post, site, path, user.strip(), text, wait=False)

@@ -687,3 +687,55 @@ def test_a_write_waiting_for_a_cache_another_process_holds_holds_no_other_visito
             assert posts == ([("ada", "Hello there")] if stored else [])
         else:
             assert len(versions) == (2 if stored else 1)
+
+
+def test_keeps_that_waited_for_the_cache_check_again_what_began_meanwhile(tmp_path: Path) -> None:
+    """Two tabs keep from one set, and a Regenerate begins, while another process holds the cache: the first keep
+    is the next version; the second finds the set kept (a 404, not the same page stored twice); a keep whose version
+    a Regenerate has begun to write meanwhile is a 409, not stored under that run (whose visitor would be shown
+    the variation as the page written for them)."""
+    from chromium import served
+    from test_edits import keep_form
+
+    db, engine = tmp_path / "genui.sqlite3", FakeEngine()
+    with served(create_app(example_sites(), engine, db_path=db)) as url:
+
+        def post(path: str, form: dict[str, str], answers: list[int], headers: dict[str, str] | None = None) -> None:
+            request = urllib.request.Request(url + path, urllib.parse.urlencode(form).encode(), headers or {})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    answers.append(answer.status)
+            except urllib.error.HTTPError as refused:
+                answers.append(refused.code)
+
+        def candidates() -> dict[str, str]:
+            varied = urllib.parse.urlencode({"site": "wiki", "url": "/Lisp"}).encode()
+            with urllib.request.urlopen(url + "/_genui/variations", data=varied, timeout=10) as written:
+                return keep_form(written.read().decode(), 2)
+
+        with urllib.request.urlopen(url + "/_genui/wait?site=wiki&url=%2FLisp&v=1", timeout=10) as written:
+            written.read()  # version 1
+        keep, answers = candidates(), list[int]()
+        holder = _hold_write_lock(db, 0.6)
+        tabs = [threading.Thread(target=post, args=("/_genui/keep", keep, answers)) for _ in range(2)]
+        for tab in tabs:
+            tab.start()
+        for tab in tabs:
+            tab.join(timeout=10)
+        holder.communicate()
+        assert sorted(answers) == [200, 404]
+        with closing(sqlite3.connect(db)) as look:
+            assert look.execute("SELECT version FROM pages WHERE path = '/Lisp'").fetchall() == [(1,), (2,)]
+
+        keep, answers = candidates(), []
+        engine.delay = 0.3  # a Regenerate's run, still writing version 3 when the cache is free again
+        holder = _hold_write_lock(db, 0.6)
+        keeping = threading.Thread(target=post, args=("/_genui/keep", keep, answers))
+        keeping.start()
+        time.sleep(0.2)
+        post("/_genui/regenerate", {"site": "wiki", "url": "/Lisp"}, answers, {"HX-Request": "true"})
+        keeping.join(timeout=10)
+        holder.communicate()
+        assert answers == [200, 409]  # the Regenerate's placeholder, then the keep
+        with urllib.request.urlopen(url + "/_genui/wait?site=wiki&url=%2FLisp&v=3", timeout=20) as regenerated:
+            assert "(variation" not in regenerated.read().decode()  # the page written for it, not the variation
