@@ -123,6 +123,10 @@ class SiteReloader:
             self._tried.pop(root, None)
             self.pages.sites[site.name] = runtime
             self._roots[site.name] = root
+            # listed among the others as at start-up (genui.sites.site_folders: by folder), not last
+            ordered = sorted(self.pages.sites.items(), key=lambda item: str(item[1].site.root))
+            self.pages.sites.clear()
+            self.pages.sites.update(ordered)
             self._added[site.name] = state
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
