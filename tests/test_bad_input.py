@@ -140,9 +140,9 @@ URL_TOKENS = [
 PREFIXES = [
     "", "/", "/wiki", "/wiki/", "/wiki/wiki/", "/wiki/search", "/forum/", "/forum/r/", "/forum/r/b/", "/os/files/",
     "/os/view/", "/os/terminal", "/os/browser", "/os/settings/", "/_genui/static/", "/_genui/css/", "/_genui/ws",
-    "/_genui/regenerate", "/nosite/", "//", "/wiki//wiki//",
+    "/_genui/regenerate", "/_genui/variations", "/nosite/", "//", "/wiki//wiki//",
 ]  # fmt: skip
-QUERY_KEYS = ["q", "cmd", "url", "v", "from", "x", "q[]", ""]
+QUERY_KEYS = ["q", "cmd", "url", "v", "from", "x", "q[]", "", "site", "id", "wait"]
 QUERY_VALUES = [
     "{{ 7*7 }}", "{% for x in range(9) %}x{% endfor %}", "{{ ''.__class__.__mro__ }}", "²", "١", "0", "-1", "1e3",
     "1" * 5000, "%00", "%0a", "%ff", "a" * 300, "<script>alert(1)</script>", "../../etc/passwd", "%2e%2e%2f", "",
@@ -178,7 +178,8 @@ HEADER_VALUES = [
     "http://testserver/wiki/%2e%2e/x", "http://testserver/wiki/{{7*7}}", "http://testserver/forum/r/b/t",
     "http://testserver/wiki/search?q=%00", "http://testserver:99999/", "http://user:pass@testserver/",
     "//testserver/wiki/", "/wiki/Lisp", "javascript:alert(1)", "http://evil.example", "testserver",
-    "http://testserver/" + "a/" * 3000, "é" * 2000, "\t", "²",
+    "http://testserver/" + "a/" * 3000, "é" * 2000, "\t", "²", "http://testserver/_genui/variations?site=wiki&id=x",
+    "http://testserver/_genui/variations?id=%ff&id=", "/_genui/variations",
 ]  # fmt: skip
 header_values = st.one_of(st.sampled_from(HEADER_VALUES), latin1_text)
 header_names = st.sampled_from(["HX-Request", "HX-Current-URL", "Referer", "Origin", "Host", "HX-Target"])
@@ -201,6 +202,8 @@ def encoded(headers: dict[str, str]) -> dict[bytes, bytes]:
 @example(target="/wiki/Lisp", headers={"Referer": "http://[::1"}, method="GET")
 @example(target="/forum/r/b/t", headers={"Origin": "http://["}, method="POST")
 @example(target="////", headers={}, method="GET")  # once a failure of the test's own client, not of the app
+@example(target="/_genui/variations?site=wiki&id=%ff&wait=1", headers={}, method="HEAD")
+@example(target="/wiki/Lisp", headers={"HX-Current-URL": "http://testserver/_genui/variations?id=%ff"}, method="GET")
 def test_any_path_query_and_headers_get_an_answer_below_500(
     client: TestClient, target: str, headers: dict[str, str], method: str
 ) -> None:
