@@ -232,7 +232,7 @@ def create_app(
                 stack.push_async_callback(unload)
             stack.push_async_callback(pages.close)
             if reload:
-                reloader = SiteReloader(pages, new_in=None if single else sites_dir)
+                reloader = SiteReloader(pages, new_in=sites_dir, alone=single)
                 reloader.start()
                 stack.push_async_callback(reloader.close)
             yield

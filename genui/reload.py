@@ -9,9 +9,10 @@ written with an edited prompt or setting is a new page, and the ones written bef
 A config that fails to load changes nothing: the site goes on being served with its last good config, the error
 (file, key, fix: genui.sites.SiteConfigError) is logged, and every page of the site shows it until a change loads.
 
-Given the folder the sites were found in (``new_in``: several sites served at /{name}, none named on the command
-line), a site made there while serving (``genui new``, a copy) is served from then on at /{name}, once it loads; one
-that does not load is logged, and tried again when its files change.
+Given the folder the sites were found in (``new_in``: none named on the command line), a site made there while
+serving (``genui new``, a copy) is served from then on at /{name}, once it loads; one that does not load is logged,
+and tried again when its files change. Where one site is served alone (``alone``: at /), a new one is said to need a
+restart.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ WATCH_READY_MS = 500  # the watcher answers, empty, after this long without a ch
 class SiteReloader:
     """Watches the served sites' folders and swaps a site's runtime in ``pages.sites`` when its files change."""
 
-    def __init__(self, pages: Pages, new_in: Path | None = None) -> None:
+    def __init__(self, pages: Pages, new_in: Path | None = None, alone: bool = False) -> None:
         self.pages = pages
+        self._alone = alone  # one site served at /: a new one is only said to need a restart
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
         self._tried: dict[Path, tuple[tuple[str, float, int], ...]] = {}  # new folders that did not load, as they were
@@ -105,6 +107,16 @@ class SiteReloader:
         for folder in site_folders(self._new_in):
             root = folder.resolve()
             if root in served or self._tried.get(root) == (state := _state(root)):
+                continue
+            if self._alone:  # said once: a site served alone is at /, and two sites are each at /{name}
+                self._tried[root] = state  # said again only when its files change
+                (only,) = self.pages.sites
+                log.warning(
+                    "new site in %s not served: %s is served alone, at /; restart genui serve to serve both, each at"
+                    " /NAME",
+                    folder,
+                    only,
+                )
                 continue
             try:
                 site = load_site(folder)

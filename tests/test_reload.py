@@ -216,12 +216,14 @@ def test_a_site_made_in_the_sites_folder_while_serving_is_served_at_its_name_onc
     assert eventually(lambda: "Greenhouse" in client.get("/garden/").text)
 
 
-def test_one_site_served_alone_takes_no_other_site_made_beside_it(
-    client_factory: ClientFactory, site_dir: Path
+def test_one_site_served_alone_takes_no_other_site_made_beside_it_and_says_so(
+    client_factory: ClientFactory, site_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A site served alone is at /: a second one could only be served at its name after a restart."""
     client = client_factory([load_site(site_dir)], FakeEngine(), reload=True, sites_dir=site_dir.parent)
     pages = pages_of(client)
     create_site("garden", None, site_dir.parent)
-    time.sleep(2.5)  # two looks for new sites, were there any
+    assert eventually(lambda: "restart genui serve to serve both" in caplog.text)
+    time.sleep(2.5)  # two more looks for new sites: said once
+    assert caplog.text.count("new site in") == 1 and str(site_dir.parent / "garden") in caplog.text
     assert list(pages.sites) == ["wiki"]  # (/garden/ is the wiki's article "garden" there)
