@@ -481,3 +481,36 @@ def test_pack_refuses_pages_another_file_trains_on_where_the_corpus_holds_them_o
     corpus.write_text(page("/", True) + "\n" + page("/", False) + "\n" + page("/wiki/Minus", False) + "\n")
     distilled.write_text(page("/", False) + "\n")
     assert main([*common, str(corpus), str(distilled)]) == 0
+
+
+def test_a_run_stopped_and_resumed_trains_as_the_run_that_never_stopped(tiny_base: Path, tmp_path: Path) -> None:
+    """A lease trains in one call and resumes in the next: the resumed run takes the same pages, noise and learning
+    rates from its checkpoint, and ends with the weights the uninterrupted run ends with. (The two runs differed from
+    their third step: the adapter's first weights were drawn from torch's unseeded generator, so two runs of one
+    seed were two runs.)"""
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"site": "wiki", "path": f"/wiki/{n}", "prompt": f"<title>{n}</title>", "html": f"<h1>{n}</h1><p>{n} x y</p>"}
+        for n in ("Hash", "Array", "List", "Tree", "Heap", "Queue", "Stack", "Graph")
+    ]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    packed = tmp_path / "packed.npz"
+    pack = ["--out", str(tmp_path / "pack"), "--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]
+    assert main(pack) == 0
+    settings = ["--packed", str(packed), "--base", str(tiny_base), "--canvas-length", "8", "--canvas-tokens", "16"]
+    settings += ["--frozen-layers", "0", "--rank", "4", "--batch-pages", "2", "--save-every", "1", "--eval-every", "2"]
+    settings += ["--warmup", "1", "--lr", "1e-3", "--seed", "5"]
+    assert main(["--out", str(tmp_path / "whole"), *settings, "--max-steps", "4"]) == 0
+    assert main(["--out", str(tmp_path / "parts"), *settings, "--max-steps", "2"]) == 0
+    assert main(["--out", str(tmp_path / "parts"), *settings, "--max-steps", "4"]) == 0  # resumed at step 2
+    logs = [json.loads((tmp_path / run / "log.json").read_text()) for run in ("whole", "parts")]
+    assert [entry["step"] for entry in logs[1]] == [0, 1, 2, 3, 4]
+    losses = [[(entry.get("canvas", 0.0), entry.get("ar", 0.0)) for entry in log[1:]] for log in logs]
+    assert [value for pair in losses[0] for value in pair] == pytest.approx(
+        [value for pair in losses[1] for value in pair], rel=1e-5
+    )
+    assert logs[0][-1]["heldout"] == pytest.approx(logs[1][-1]["heldout"], rel=1e-5)
+    for run in ("whole", "parts"):
+        assert main(["--out", str(tmp_path / run), "--export-only", "--export", str(tmp_path / f"{run}-x")]) == 0
+    whole, parts = (load_file(tmp_path / f"{run}-x" / "adapter_model.safetensors") for run in ("whole", "parts"))
+    assert whole.keys() == parts.keys() and all(torch.allclose(whole[k], parts[k], atol=1e-6) for k in whole)
