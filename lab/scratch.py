@@ -148,7 +148,9 @@ def diffusion_loss(
     )
     enc_logits = _logits(model, enc.last_hidden_state[:, :-1])  # (B, L-1, V)
     targets = ids[:, 1:].clone()
-    targets[:, : batch.prompt_len - 1][targets[:, : batch.prompt_len - 1] == PAD_ID] = -100
+    # no next-token target at or onto left padding: a pad position would learn to predict the prompt's first token
+    prompt_targets = targets[:, : batch.prompt_len - 1]
+    prompt_targets[(prompt_targets == PAD_ID) | (ids[:, : batch.prompt_len - 1] == PAD_ID)] = -100
     after_eos = (ids[:, batch.prompt_len :] == EOS_ID).cumsum(-1) > 0
     after_eos &= ids[:, batch.prompt_len :] != EOS_ID  # padding after <eos>: no next-token target
     targets[:, batch.prompt_len - 1 :][after_eos] = -100

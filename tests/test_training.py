@@ -59,6 +59,33 @@ def test_one_pass_over_all_canvases_matches_one_decoder_call_per_canvas() -> Non
         torch.testing.assert_close(together[1:, :c], ref, atol=1e-4, rtol=1e-4)
 
 
+def test_no_next_token_loss_is_read_at_a_left_pad_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last left-pad position was trained to predict the prompt's first token: what the model gives there must
+    change nothing of the loss."""
+    model = _tiny()
+    c = model.config.canvas_length
+    vocab = model.config.text_config.vocab_size
+    row = torch.randint(7, vocab, (1, 7 + c), generator=torch.Generator().manual_seed(1))
+    padded = torch.cat([torch.full((1, 3), PAD_ID), row], dim=1)
+    cfg = TrainConfig(self_conditioning=0.0)
+
+    def ar_loss() -> float:
+        with torch.no_grad():
+            _, parts = diffusion_loss(model, Batch(padded, 10, 1), cfg, torch.Generator().manual_seed(0), False)
+        return parts["ar"]
+
+    plain = ar_loss()
+    logits = training._logits
+
+    def far_off_at_the_pads(model: DiffusionGemmaForBlockDiffusion, hidden: torch.Tensor) -> torch.Tensor:
+        out = logits(model, hidden)
+        out[:, :3] = torch.linspace(-30.0, 30.0, out.shape[-1])  # the next-token logits at the three pads
+        return out
+
+    monkeypatch.setattr(training, "_logits", far_off_at_the_pads)
+    assert ar_loss() == pytest.approx(plain, rel=1e-6)
+
+
 def test_decoder_mask_hides_the_clean_copy_of_its_own_and_later_canvases() -> None:
     c, prompt_len, k = 4, 3, 2
     ids = torch.arange(1, prompt_len + k * c + 1)[None]
