@@ -16,8 +16,11 @@ LIMIT = 64 * 1024 * 1024  # bytes a device call carries, the working tree includ
 
 
 def size(path: Path) -> int:
+    """Bytes as carried: a symbolic link travels as a link (its own few bytes), not as what it points to."""
+    if path.is_symlink():
+        return path.lstat().st_size
     if path.is_dir():
-        return sum(part.stat().st_size for part in path.rglob("*") if part.is_file())
+        return sum(size(part) for part in path.rglob("*") if part.is_symlink() or part.is_file())
     return path.stat().st_size
 
 
@@ -26,7 +29,13 @@ def tree_bytes() -> int:
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True, check=True
     ).stdout.decode()
-    return sum(size(Path(name)) for name in listed.split("\0") if name and Path(name).is_file())
+    tree = sum(
+        size(Path(name)) for name in listed.split("\0") if name and (Path(name).is_file() or Path(name).is_symlink())
+    )
+    shared = Path("shared")  # travels with every call where the checkout has one, ignored or not
+    if shared.is_dir() and subprocess.run(["git", "check-ignore", "-q", "shared"]).returncode == 0:
+        tree += size(shared)
+    return tree
 
 
 def main(calls: list[str]) -> int:

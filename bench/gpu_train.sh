@@ -46,18 +46,22 @@ cp "$PACKED" "$PACKED_B" data/heldout.jsonl ${TRAJ:+"$TRAJ"} runs/base/ 2>/dev/n
 ls -la runs/base runs/base/whl
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD
+WHEELS=${WHEELS:-runs/base/whl}
 if [ "$STAGE" = base ]; then
     if [ -n "${PROBE:-}" ]; then
-        # the probe trains with peft and the newer transformers: the wheels the second call carries
-        if ! compgen -G "runs/base/whl/*.whl" >/dev/null; then
-            echo "PROBE=1 needs the wheels (.whl): ask for it in the call that carries them, or a later one" |
-                tee "$OUT/probe.log" >&2
-            exit 0
+        # the probe trains with peft and the newer transformers: the wheels the second call carries (none: a dry run
+        # here, with the venv's own)
+        if [ "$WHEELS" != none ]; then
+            if ! compgen -G "$WHEELS/*.whl" >/dev/null; then
+                echo "PROBE=1 needs the wheels (.whl): ask for it in the call that carries them, or a later one" |
+                    tee "$OUT/probe.log" >&2
+                exit 0
+            fi
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+                --target /tmp/site "$WHEELS"/*.whl
+            export PYTHONPATH=/tmp/site:$PWD
         fi
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            runs/base/whl/*.whl
-        PYTHONPATH=/tmp/site:$PWD python3 bench/gpu_probe.py "runs/base/$(basename "$PACKED")" 2>&1 |
-            tee "$OUT/probe.log"
+        python3 bench/gpu_probe.py "runs/base/$(basename "$PACKED")" 2>&1 | tee "$OUT/probe.log"
     fi
     exit 0
 fi
@@ -71,7 +75,6 @@ DEVICE=${DEVICE:-cuda}
 QUALITY=${QUALITY:-0}
 BENCH=${BENCH:-0}
 BATCH=${BATCH:-32}
-WHEELS=${WHEELS:-runs/base/whl}
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
     export PYTHONPATH=/tmp/site:$PWD

@@ -380,11 +380,12 @@ def train(args: argparse.Namespace) -> None:
             f"genui adapt: --max-steps {args.max_steps} is past the run's schedule of {cfg.steps} steps, where its "
             "learning rate would climb again; start a new run from this one's export (--init) to train further"
         )
+    loaded = load_base(base, device)
     with torch.random.fork_rng(devices=[]):
-        # the adapter's first weights are the seed's too (peft draws them from torch's global generator): two runs
-        # of one seed are one run, and a run stopped and resumed trains as the one that never stopped
-        torch.manual_seed(cfg.seed)
-        model = add_adapter(load_base(base, device), cfg)
+        # the adapter's first weights are the seed's too (peft draws them on the CPU from torch's global generator):
+        # two runs of one seed are one run
+        torch.random.default_generator.manual_seed(cfg.seed)
+        model = add_adapter(loaded, cfg)
     inner = model.get_base_model()
     vocab = inner.config.vocab_size
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -32,15 +32,22 @@ def checkout(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def command(path: Path, body: str) -> None:
+    path.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
 def setup(checkout: Path, gpus: str | None = None) -> list[str]:
-    """Run `./dev setup` (with an nvidia-smi that lists ``gpus``, or none on PATH); the pip calls it made."""
+    """Run `./dev setup` (with an nvidia-smi that runs ``gpus``, or none on PATH); the pip calls it made. apt-get
+    and sudo are stand-ins too, where the machine lacks what the tests need."""
     bin_dir = checkout / "bin"
     bin_dir.mkdir(exist_ok=True)
+    command(bin_dir / "apt-get", "exit 0")
+    command(bin_dir / "sudo", 'if [ "$1" = -n ]; then shift; fi; exec "$@"')
     smi = bin_dir / "nvidia-smi"
     smi.unlink(missing_ok=True)
     if gpus is not None:
-        smi.write_text(f"#!/usr/bin/env bash\necho '{gpus}'\n")
-        smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+        command(smi, gpus)
     log = checkout / "pip.log"
     log.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
@@ -67,5 +74,7 @@ def test_dev_takes_pytorchs_cuda_build_only_where_nvidia_smi_lists_a_gpu(checkou
         return next(call for call in setup(checkout, gpus) if "torch==" in call)
 
     assert "download.pytorch.org/whl/cpu" in torch_call(None)
-    assert "download.pytorch.org/whl/cpu" in torch_call("No devices were found")  # a driver, no GPU
-    assert "--index-url" not in torch_call("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)")
+    assert "download.pytorch.org/whl/cpu" in torch_call("echo 'No devices were found'")  # a driver, no GPU
+    assert "--index-url" not in torch_call("echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'")
+    # a list written in more than one go (eight GPUs with MIG): read whole, not cut short and taken for no GPU
+    assert "--index-url" not in torch_call("echo 'GPU 0: NVIDIA H100'; sleep 0.3; echo 'GPU 1: NVIDIA H100'")
