@@ -23,6 +23,7 @@ from functools import cached_property
 from html.parser import HTMLParser
 
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
+from genui.claims import Claims
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, is_busy, when_free
@@ -137,8 +138,7 @@ class Generation:
         self._changed = asyncio.Event()
         self._ended = asyncio.Event()
         self._watchers = 0
-        self._unclaimed_s = unclaimed_s
-        self._claims: list[asyncio.TimerHandle] = []  # placeholders handed out whose watcher has not come yet
+        self._claims = Claims(unclaimed_s, self._abandon)  # placeholders handed out whose watcher has not come yet
         self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
         self._keeping = False  # written whole, waiting to be kept: kept though its watchers leave
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
@@ -180,8 +180,7 @@ class Generation:
         fast engine makes far more of them than anyone can watch.
         """
         self._watchers += 1
-        if self._claims:
-            self._claims.pop(0).cancel()  # the oldest placeholder's watcher, as likely as any
+        self._claims.fulfil()
         try:
             seen: Snapshot | None = None
             while True:
@@ -222,15 +221,8 @@ class Generation:
         """A visitor was handed the run's placeholder: its stream connects a round trip later, and the run waits for
         it up to ``unclaimed_s`` seconds though its last watcher leaves meanwhile (a reload closes the old page's
         stream before the new page's opens)."""
-        if self._snapshot.finished:
-            return
-
-        def expire() -> None:  # nobody came for it
-            self._claims.remove(handle)
-            self._abandon()
-
-        handle = asyncio.get_running_loop().call_later(self._unclaimed_s, expire)
-        self._claims.append(handle)
+        if not self._snapshot.finished:
+            self._claims.add()
 
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for
@@ -286,10 +278,7 @@ class Generation:
             log.exception("generation of %s failed", self.runtime.url(self.key.path))
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
-            self.awaited = bool(self._claims)
-            for handle in self._claims:
-                handle.cancel()
-            self._claims.clear()
+            self.awaited = self._claims.clear()
             close = getattr(frames, "aclose", None)  # None too when the engine refused at once
             if close is not None:
                 await close()  # stops the engine's own loop within one step when we were cancelled

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
+from genui.claims import Claims
 from genui.runtime import SiteRuntime
 from genui.store import PageKey
 
@@ -72,14 +73,14 @@ class Variations:
         self._drawn: dict[int, tuple[str, str]] = {}  # per candidate: its last draft's text and HTML
         self._changed = asyncio.Event()
         self._watchers = 0
-        self._unclaimed_s = unclaimed_s
-        self._claims: list[asyncio.TimerHandle] = []
+        self._claims = Claims(unclaimed_s, self._abandon)  # placeholders handed out whose watcher has not come yet
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()
 
     async def watch(self, interval: float = 0.0) -> AsyncGenerator[Candidates, None]:
         """Every state until the end (a slow watcher skips to the newest); at most one draft each ``interval``."""
         self._watchers += 1
+        self._claims.fulfil()
         try:
             seen: Candidates | None = None
             while True:
@@ -115,15 +116,8 @@ class Variations:
         """A visitor was handed the set's live placeholder (its first showing, a reload, Back): its stream connects a
         round trip later, and the set waits for it up to ``unclaimed_s`` seconds though its last watcher leaves
         meanwhile (a reload closes the old page's stream after the new page's request)."""
-        if self._latest.finished:
-            return
-
-        def expire() -> None:  # nobody came for it
-            self._claims.remove(handle)
-            self._abandon()
-
-        handle = asyncio.get_running_loop().call_later(self._unclaimed_s, expire)
-        self._claims.append(handle)
+        if not self._latest.finished:
+            self._claims.add()
 
     def _abandon(self) -> None:
         """Cancel the set when nobody watches it any more (or never came to), and no placeholder handed out waits for
@@ -185,8 +179,6 @@ class Variations:
             log.exception("variations of %s failed", self.runtime.url(self.url))
             self._fail(EngineError(f"generation failed: {err}"))
         finally:
-            for handle in self._claims:
-                handle.cancel()
             self._claims.clear()
             close = getattr(frames, "aclose", None)
             if close is not None:

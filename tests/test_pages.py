@@ -386,6 +386,25 @@ async def test_variations_nobody_watches_or_whose_watcher_leaves_are_cancelled(w
     assert left.pages is None and states[-1].error is not None and "cancelled" in str(states[-1].error)
 
 
+async def test_a_set_whose_claimed_watcher_came_and_left_is_cancelled_at_once(wiki: Site, store: Store) -> None:
+    """The watcher a set's placeholder waited for came: its claim is spent, so its leaving ends the set then, not
+    once the claim lapses (engine time nobody watches, for up to unclaimed_s)."""
+    engine = FakeEngine(delay=0.02, steps=50)
+    pages = make_pages(wiki, store, engine, unclaimed_s=5.0)
+    await pages.generation(job(pages), 1).result()
+    varied = pages.vary(job(pages))
+    async with contextlib.aclosing(varied.watch()) as states:
+        async for _ in states:
+            break
+    for _ in range(50):
+        if varied.finished:
+            break
+        await asyncio.sleep(0.01)
+    assert varied.finished and varied.pages is None
+    states = [state async for state in varied.watch()]
+    assert states[-1].error is not None and "cancelled" in str(states[-1].error)
+
+
 async def test_variations_shown_again_wait_for_their_new_watcher_though_the_old_one_left(
     wiki: Site, store: Store
 ) -> None:
