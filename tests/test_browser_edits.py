@@ -43,6 +43,14 @@ def page() -> Iterator[Any]:
         yield opened
 
 
+def varied(server: Server, page: Any) -> None:
+    """/wiki/Lisp open, and its three variations asked for and written."""
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+
+
 def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_was(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     page.goto(server.url + THREAD)
@@ -174,10 +182,7 @@ def test_a_link_inside_a_candidate_leaves_the_set_behind_back_and_writes_its_pag
 ) -> None:
     """Only a Keep takes the set's place in history: a link's page did, and Back skipped the set."""
     problems = collect_problems(page)
-    page.goto(server.url + "/wiki/Lisp")
-    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
-    page.click(".genui-vary button[type=submit]")
-    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    varied(server, page)
     address = page.url
     page.click(".genui-candidate >> nth=1 >> text=Lisp tree")
     page.wait_for_selector(FINISHED + " h1:text-is('Lisp tree')", timeout=15_000)
@@ -234,10 +239,7 @@ def test_a_keep_refused_while_another_version_is_written_says_so_by_its_candidat
     server: Server, page: Any
 ) -> None:
     problems = collect_problems(page)
-    page.goto(server.url + "/wiki/Lisp")
-    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
-    page.click(".genui-vary button[type=submit]")
-    page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+    varied(server, page)
     server.engine.delay = 0.5  # another visitor's Regenerate is writing version 2 meanwhile
     regenerate = urllib.request.Request(
         server.url + "/_genui/regenerate", data=b"site=wiki&url=%2FLisp", headers={"HX-Request": "true"}
