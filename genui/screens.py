@@ -98,8 +98,10 @@ class Screens:
         message: str,
         headers: Mapping[str, str] | None = None,
         thread: dict[str, Any] | None = None,
+        back: Mapping[str, str] | None = None,
     ) -> Response:
-        """An error page: in the site's shell when there is a site, on the index page otherwise."""
+        """An error page: in the site's shell when there is a site, on the index page otherwise. ``back`` (url,
+        title): the page to go back to, where the error is of one (the site's front page otherwise)."""
         if runtime is None:
             return self.index(request, status_code, heading, message, headers)
         context = self._site_context(runtime, heading)
@@ -110,8 +112,13 @@ class Screens:
             f"?{request.url.query}" if request.url.query else ""
         )
         refresh = {"seconds": retry, "url": here} if retry else None
-        context.update(heading=heading, message=message, thread=thread, refresh=refresh)
+        context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
         return self.shell.response(request, "error.html", context, status_code, headers)
+
+    def varied(self, job: Job) -> dict[str, str]:
+        """The page a set of variations is of, as its address names it (url, title): its newest version's title."""
+        newest = self.pages.page(job)
+        return {"url": job.url, "title": newest.title if newest and newest.title else guessed_title(job.location)}
 
     def index(
         self,
@@ -251,9 +258,8 @@ class Screens:
         }
 
     def _candidates(self, job: Job, variations: Variations) -> dict[str, Any]:
-        varied = self.pages.page(job)  # the newest version: a set's address may be reloaded, shared, or come back to
         return {
-            "of": {"url": job.url, "title": varied.title if varied and varied.title else guessed_title(job.location)},
+            "of": self.varied(job),  # a set's address may be reloaded, shared, or come back to: the way to its page
             "site": job.runtime.site.name,
             "url": job.location.url,
             "id": variations.id,

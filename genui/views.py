@@ -224,7 +224,8 @@ class Views:
             return RedirectResponse(candidates_url(job, variations), status_code=303)
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
             self.pages.variations.forget(variations.id)
-            raise HTTPException(404, "Those variations were not all written; ask for new ones.")
+            said = "Those variations were not all written; ask for new ones."
+            return self.screens.error(request, runtime, 404, "Not found", said, back=self.screens.varied(job))
         return self.screens.variations(request, job, variations)
 
     async def keep(self, request: Request) -> Response:

@@ -320,6 +320,7 @@ def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_
     assert waited.status_code == 303 and waited.headers["location"] == live.headers["hx-push-url"]
     shown = client.get(live.headers["hx-push-url"])  # its address, after a reload: said, not shown as written
     assert shown.status_code == 404 and "not all written" in shown.text
+    assert re.search(r'<a href="/wiki/Lisp" hx-get="/wiki/Lisp"[^>]*>Back to Lisp</a>', shown.text)  # the way back
     refused = client.post("/_genui/keep", data=keep)
     assert refused.status_code == 404 and "gone" in refused.text  # the address forgot it
     plain = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})  # without scripts: a 503 page
