@@ -50,10 +50,9 @@ class SiteReloader:
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
         self._tried: dict[Path, tuple[tuple[str, float, int], ...]] = {}  # new folders that did not load, as they were
-        # sites added since the watch began, as their files were then: loaded again once the next watch runs if
-        # they changed meanwhile (a copy that was still arriving)
-        self._added: dict[str, tuple[tuple[str, float, int], ...]] = {}
-        self._fresh: dict[str, tuple[tuple[str, float, int], ...]] = {}  # those of them the next watch has to look at
+        # sites added and not watched yet, as their files were then: loaded again once their watch runs if they
+        # changed meanwhile (a copy that was still arriving)
+        self._fresh: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -139,7 +138,7 @@ class SiteReloader:
             ordered = sorted(self.pages.sites.items(), key=lambda item: str(item[1].site.root))
             self.pages.sites.clear()
             self.pages.sites.update(ordered)
-            self._added[site.name] = state
+            self._fresh[site.name] = state
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
@@ -173,9 +172,7 @@ class SiteReloader:
                 # a site new to the server too, which was loaded as it was found, perhaps before its copy ended
                 moved = {name for name, folder in now.items() if name in folders and folder != folders[name]}
                 moved |= {name for name in gone if name in now}
-                moved |= set(self._added)  # each loaded again unless its files are as they were (_reload_moved)
-                self._fresh.update(self._added)
-                self._added = {}
+                moved |= set(self._fresh)  # each loaded again unless its files are as they were (_reload_moved)
                 folders = now
         except Exception:  # a watcher that cannot run must not take the server down with it
             log.exception("watching the sites' folders for changes failed; --reload is off from now on")
