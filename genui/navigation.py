@@ -72,6 +72,8 @@ def _written(
             continue
         if location is None or location.route != route or location.url in (here.url, *fixed):
             continue
+        if location.aliased:  # its URL leads elsewhere now (a route's `case` or `spaces` added since it was written)
+            continue
         if any(location.params.get(name) != value for name, value in shared.items()):
             continue
         links.append(Link(row.title or guessed_title(location), runtime.url(location.url)))

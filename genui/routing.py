@@ -131,6 +131,16 @@ def guessed_title(location: Location) -> str:
     return ""
 
 
+def recased(value: str, rule: str) -> str:
+    """``value`` in the letter case a route's ``case`` gives its parameter: "lower" (`Linux` is `linux`) or
+    "upper-first" (`hash_table` is `Hash_table`; a first letter whose capital is two letters, `ß`, stays)."""
+    if rule == "lower":
+        value = value.lower()
+    elif rule == "upper-first" and value and len(first := value[0].upper()) == 1:
+        value = first + value[1:]
+    return unicodedata.normalize("NFC", value)  # composed, as resolve reads every path
+
+
 def normalise_path(path: str) -> str:
     """Collapse repeated and trailing slashes; refuse dot segments, control characters and overlong paths."""
     if len(path) > MAX_PATH:
@@ -277,7 +287,9 @@ class SiteRouter:
                     written = params
                     if spaces is not None:
                         params = {name: _SPACES.sub(spaces, value) for name, value in params.items()}
-                    # an alias, or a page whose URL writes spaces or accents another way
+                    if compiled.route.case:
+                        params = {**params, **{name: recased(params[name], rule) for name, rule in compiled.route.case}}
+                    # an alias, or a page whose URL writes spaces, letter case or accents another way
                     moved = aliased or params != written or canonical != written_path
                     # normalised again: a parameter may bring a "/" or a "." that the pattern's own text does not
                     # (an alias "/old{p:path}" takes "/evil.example" whole, and "//evil.example" is another host)

@@ -54,6 +54,7 @@ context = ["brief"]
 pattern = "/{{title}}"
 aliases = ["/wiki/{{title}}"]   # how the default model writes article links; a request for one is redirected here
 spaces = "_"   # /Some title is redirected to /Some_title: one page, one URL
+case = {{ title = "upper-first" }}   # and so is /some_title
 template = "article.j2"
 opening = "article_opening.j2"   # every article starts with its title; the model writes the rest
 context = ["brief", "parent"]

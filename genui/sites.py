@@ -19,6 +19,9 @@ CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
 NAV_LOOKS = ("list", "icons")
 SPACE_MARKS = ("_", "-", "+", ".", "~")  # what a route's ``spaces`` may turn a space into: URL-safe, not a separator
+# What a route's ``case`` may make of a parameter's letters: all lower-case (a forum's boards), or the first one
+# upper-case (a wiki's titles, as MediaWiki's: /hash_table is /Hash_table)
+CASE_RULES = ("lower", "upper-first")
 ROUTE_KEYS = (
     "pattern",
     "template",
@@ -30,6 +33,7 @@ ROUTE_KEYS = (
     "posts",
     "aliases",
     "spaces",
+    "case",
     "link_text",
     "follow_links",
 )
@@ -73,6 +77,7 @@ class Route:
     reply_opening: str | None = None  # file name under prompts/: HTML new replies to posts start with, word for word
     aliases: tuple[str, ...] = ()  # other patterns naming the same pages (links the model writes); they redirect
     spaces: str | None = None  # the character a run of spaces in a parameter becomes ("_": /Hash table is /Hash_table)
+    case: tuple[tuple[str, str], ...] = ()  # (parameter, one of CASE_RULES): the letter case its one page is written in
     link_text: str | None = None  # the parameter a generated link's text names: the link leads to the page it says
     # a query key: every link on this route's pages is the web page's and opens on this route, that key set to the
     # link's address (the desktop's browser: `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` opens
@@ -218,6 +223,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             f"{spaces!r} cannot stand for a space in a URL",
             f'write spaces = "_" (or one of {"".join(SPACE_MARKS)}), or remove it to keep spaces as they are',
         )
+    case = _load_case(file, where, data, pattern)
     link_text = data.get("link_text")
     if link_text is not None and link_text not in (names := [name for name, _ in _parameters(pattern)]):
         names_said = ", ".join(repr(name) for name in names) or "none"
@@ -283,9 +289,43 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         reply_opening=reply_opening,
         aliases=aliases,
         spaces=spaces,
+        case=case,
         link_text=link_text,
         follow_links=follow_links,
     )
+
+
+def _load_case(file: Path, where: str, data: dict[str, Any], pattern: str) -> tuple[tuple[str, str], ...]:
+    """A route's ``case``: a table of its parameters, each with the letter case its one page is written in."""
+    if "case" not in data:
+        return ()
+    names = [name for name, _ in _parameters(pattern)]
+    example = f'case = {{ {names[0] if names else "title"} = "upper-first" }}'
+    value = data["case"]
+    if not isinstance(value, dict):
+        raise SiteConfigError(
+            file,
+            f"{where}case",
+            f"expected a table of the pattern's parameters, got {type(value).__name__}",
+            f"write e.g. {example}",
+        )
+    for name, rule in value.items():
+        if name not in names:
+            names_said = ", ".join(repr(name) for name in names) or "none"
+            raise SiteConfigError(
+                file,
+                f"{where}case.{name}",
+                f"{name!r} is not a parameter of the pattern {pattern!r} (its parameters: {names_said})",
+                "name one of the pattern's parameters, or remove it",
+            )
+        if not isinstance(rule, str) or rule not in CASE_RULES:
+            raise SiteConfigError(
+                file,
+                f"{where}case.{name}",
+                f"{rule!r} is no letter case",
+                f'write {name} = "lower" (every letter lower-case) or "upper-first" (the first one upper-case)',
+            )
+    return tuple(sorted(value.items()))
 
 
 def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> NavSection:

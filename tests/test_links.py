@@ -108,6 +108,19 @@ def test_a_link_written_as_an_alias_leads_to_the_pages_own_url(mount: str, url: 
     assert out.count(f'href="{url}"') == 1 and out.count(f'hx-get="{url}"') == 1
 
 
+def test_a_link_to_an_article_in_lower_case_leads_to_the_capitalised_one() -> None:
+    """The shipped model writes a third of its wiki links in lower case (`/wiki/hash_table`); the wiki's `case`
+    makes such a link open the article "Hash table" its start links and visitors write, not a second one beside it."""
+    from fakes import SITES_DIR
+
+    from genui.pages import SiteRuntime
+    from genui.sites import load_site
+
+    runtime = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "/wiki")
+    out = runtime.render('<p><a href="/wiki/hash_table">hash tables</a> and <a href="/wiki/Hash_table">one</a></p>')
+    assert out.count('href="/wiki/Hash_table"') == 2 and "hash_table" not in out
+
+
 def test_a_thread_links_text_names_its_thread_as_a_reader_reads_it() -> None:
     """bleach hands a link's text over without its character references; the forum's link_text must see them."""
     from fakes import SITES_DIR

@@ -122,6 +122,19 @@ def test_only_pages_this_model_wrote_from_the_current_template_are_listed(wiki: 
     assert sections(runtime, article, store, "m1") == []
 
 
+def test_a_page_written_under_a_url_that_now_redirects_is_not_listed(wiki: Site, store: Store) -> None:
+    """A page cached at `/lisp` before the wiki's titles took a capital: its URL now leads to `/Lisp`, which is
+    another page (or none yet), so the listing leaves it out rather than name one page and open another."""
+    runtime = SiteRuntime.build(wiki, "")
+    home, article = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")
+    assert home is not None and article is not None
+    template = runtime.prompts.version(article.route)
+    for path in ("/lisp", "/Unix_shell", "/hash table"):
+        store.save_page(PageKey("wiki", path, "", "m", template), 1, 0, path.strip("/"), "", 0.1)
+    listed = next(s for s in sections(runtime, home, store, "m") if s.heading == "Articles written so far").links
+    assert listed == (Link("Unix_shell", "/Unix_shell"),)
+
+
 def test_a_listing_stops_at_its_limit_newest_first(wiki: Site, store: Store) -> None:
     runtime = SiteRuntime.build(wiki, "")
     home, article = runtime.router.resolve("/"), runtime.router.resolve("/Lisp")

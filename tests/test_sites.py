@@ -73,6 +73,13 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
     assert thread.posts and "posts" in thread.context  # posts = true brings its context along
     assert thread.link_text == "id" and page.link_text is None
     assert find.query == ("q",) and find.cache == "none"
+    assert page.case == () and thread.case == ()
+
+
+def test_a_routes_case_names_its_parameters_and_their_letter_case(tmp_path: Path) -> None:
+    good = GOOD.replace('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\ncase = { name = "upper-first" }', 1)
+    site = load_site(write_site(tmp_path, good))
+    assert site.routes[1].case == (("name", "upper-first"),)
 
 
 @pytest.mark.parametrize(
@@ -114,6 +121,11 @@ def test_a_good_config_loads_with_every_key(tmp_path: Path) -> None:
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "/"', "routes[1].spaces"),
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = "__"', "routes[1].spaces"),
         ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\nspaces = true', "routes[1].spaces"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\ncase = "lower"', "routes[1].case"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\ncase = { title = "lower" }', "routes[1].case.title"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\ncase = { name = "upper" }', "routes[1].case.name"),
+        ('aliases = ["/p/{name}"]', 'aliases = ["/p/{name}"]\ncase = { name = 3 }', "routes[1].case.name"),
+        ('pattern = "/find"', 'pattern = "/find"\ncase = { q = "lower" }', "routes[3].case.q"),  # a query key
         ('link_text = "id"', 'link_text = "title"', "routes[2].link_text"),
         ('link_text = "id"', "link_text = 3", "routes[2].link_text"),
         ('pattern = "/find"', 'pattern = "/find"\nlink_text = "q"', "routes[3].link_text"),
