@@ -47,7 +47,7 @@ from genui.shell import Shell
 from genui.sites import Site, load_sites
 from genui.store import Store
 from genui.stream import Stream
-from genui.upgrade import adopt_earlier_pages
+from genui.upgrade import bring_up_to_date
 from genui.views import Views
 
 SITES_DIR = bundled("sites")
@@ -207,7 +207,7 @@ def create_app(
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
     for runtime in runtimes:
-        adopt_earlier_pages(store, runtime)  # a cache an earlier genui wrote: once, and quickly after that
+        bring_up_to_date(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
     pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)

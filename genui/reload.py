@@ -29,7 +29,7 @@ import watchfiles
 
 from genui.runtime import SiteRuntime
 from genui.sites import SiteConfigError, load_site, site_folders
-from genui.upgrade import adopt_earlier_pages
+from genui.upgrade import bring_up_to_date
 
 if TYPE_CHECKING:
     from genui.pages import Pages
@@ -86,10 +86,11 @@ class SiteReloader:
         self.pages.config_errors.pop(name, None)
         self.pages.reader.site_reloaded(name)
         log.info("site %s reloaded", name)
-        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages; a
-        # page cache another process holds past the busy timeout leaves them for the next reload or start
+        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages, and
+        # posts under a URL a route now moves are its page's; a page cache another process holds past the busy
+        # timeout leaves them for the next reload or start
         try:
-            adopt_earlier_pages(self.pages.store, runtime)
+            bring_up_to_date(self.pages.store, runtime)
         except sqlite3.OperationalError as err:
             log.warning(
                 "site %s: an earlier genui's pages were not adopted (%s); the next reload or start will", name, err
@@ -142,7 +143,7 @@ class SiteReloader:
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
-                adopt_earlier_pages(self.pages.store, runtime)
+                bring_up_to_date(self.pages.store, runtime)
             except sqlite3.OperationalError as err:
                 log.warning("site %s: an earlier genui's pages were not adopted (%s); a restart will", site.name, err)
         return added

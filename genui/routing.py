@@ -268,13 +268,25 @@ class SiteRouter:
             ) from None
 
     def resolve(self, path: str, query: Iterable[tuple[str, str]] = ()) -> Location | None:
-        """The page at ``path`` (site-relative) or None when no route matches. Raises BadRequest on malformed input."""
+        """The page at ``path`` (site-relative) or None when no route matches. Raises BadRequest on malformed input.
+        A path that an alias, ``spaces`` or ``case`` moves is the page at the path it moves to, whichever route
+        serves that (`/About` with a route `/about` declared before `/{page}`, whose ``case`` lower-cases it)."""
+        pairs = list(query)
+        location = self._matched(path, pairs)
+        if location is None or not location.aliased:
+            return location
+        settled = self._matched(location.path, pairs)
+        if settled is None or settled.aliased or settled.route is location.route:
+            return location
+        return replace(settled, aliased=True)
+
+    def _matched(self, path: str, pairs: list[tuple[str, str]]) -> Location | None:
+        """The first route (then alias) that ``path`` matches, and the page's own path by that route's rules."""
         written_path = normalise_path(path)
         # One page, one URL: `Café` written with a combining accent (NFD, as macOS's file names) is `Café` composed
         canonical = unicodedata.normalize("NFC", written_path)
         # "/files/" must still reach "/files/{path:path}" although trailing slashes are otherwise dropped.
         candidates = (canonical,) if canonical == "/" else (canonical, canonical + "/")
-        pairs = list(query)
         for aliased, table in ((False, self._routes), (True, self._aliases)):
             for candidate in candidates:
                 for compiled in table:

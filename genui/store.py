@@ -536,6 +536,37 @@ class Store:
                     ).rowcount
         return moved
 
+    def stored_paths(self, site: str) -> list[str]:
+        """Every path the site has pages or readers' posts stored under."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path FROM pages WHERE site = ? UNION SELECT path FROM posts WHERE site = ?", (site, site)
+            ).fetchall()
+        return [path for (path,) in rows]
+
+    def rehome(self, site: str, moves: dict[str, str]) -> tuple[int, int, list[tuple[str, str]]]:
+        """Move what is stored under each old path of ``moves`` to its new path, in one transaction: every reader's
+        post, and each page's versions all or none (none where the new path holds that page already, so that no two
+        histories are spliced into one). How many posts and page versions moved, and the (path, query) of each page
+        that stayed."""
+        posts = versions = 0
+        stayed: list[tuple[str, str]] = []
+        with self._transaction() as db:
+            for old, new in moves.items():
+                posts += db.execute("UPDATE posts SET path = ? WHERE site = ? AND path = ?", (new, site, old)).rowcount
+                keys = db.execute(
+                    "SELECT DISTINCT query, model, template, posts FROM pages WHERE site = ? AND path = ?", (site, old)
+                ).fetchall()
+                for query, model, template, keyed_posts in keys:
+                    moved, kept = _key_args(PageKey(site, new, query, model, template, keyed_posts)), (old,)
+                    if db.execute(f"SELECT 1 FROM pages WHERE {_KEY_WHERE} LIMIT 1", moved).fetchone() is not None:
+                        stayed.append((old, query))
+                        continue
+                    versions += db.execute(
+                        f"UPDATE pages SET path = ? WHERE {_KEY_WHERE}", (new, site, *kept, *moved[2:])
+                    ).rowcount
+        return posts, versions, sorted(set(stayed))
+
     def forget(self, site: str, path: str, query: str = "") -> int:
         """Delete every version of the page at this URL, whatever model or template wrote it (its posts stay);
         how many versions went."""

@@ -7,6 +7,10 @@ the version also hashes the templates they include and the site.toml values they
 keeps its mount (genui.prompts, genui.store). So each page an earlier genui stored for a route whose files are as
 they were then is moved under the route's version of today: it is the page that genui would serve, and a forum's
 threads keep the replies written into them. Its mount is read from its links where they tell.
+
+A site's routes may also come to move a URL that was a page's own (a route given ``case`` or ``spaces`` since: the
+forum's `/r/Linux/…` is `/r/linux/…` from session 60 on). Readers' posts and pages stored under such a URL are
+moved to the page's own URL, so that the thread they were posted to still shows them (``rehome_moved``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,31 @@ from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.sites import Route, Site
 from genui.store import Store
+
+
+def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
+    """What an earlier genui, or the site's earlier routes, stored for ``runtime``'s site, moved under today's keys
+    (``adopt_earlier_pages``, ``rehome_moved``); the (path, query) of each page left where it was, because its own URL
+    holds that page already."""
+    adopt_earlier_pages(store, runtime)
+    return rehome_moved(store, runtime)
+
+
+def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
+    """Move readers' posts and pages stored under a path the site's routes now move (a `case` or `spaces` added to
+    a route since they were stored) to the path they move it to: every post, and every page whose new path does not
+    hold it already. The (path, query) of each page that stayed: never served again, and ``genui cache prune``
+    deletes it."""
+    moves = {}
+    for path in store.stored_paths(runtime.site.name):
+        with contextlib.suppress(BadRequest):
+            location = runtime.router.resolve(path)
+            if location is not None and location.path != path:
+                moves[path] = location.path
+    if not moves:
+        return []
+    _, _, stayed = store.rehome(runtime.site.name, moves)
+    return stayed
 
 
 def earlier_version(site: Site, route: Route) -> str:

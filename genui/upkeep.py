@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sqlite3
 import sys
 import time
+import unicodedata
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from genui.arguments import (
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
 from genui.store import NotAPageCache, Store, check_page_cache, is_busy
-from genui.upgrade import adopt_earlier_pages
+from genui.upgrade import bring_up_to_date
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,18 +180,29 @@ def _open_store(db: Path) -> Store:
     return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
 
 
-def _standings(args: argparse.Namespace, store: Store) -> tuple[list[Standing], list[Standing]]:
-    """Every group of cached pages with its standing, and those prune deletes."""
+def _standings(
+    args: argparse.Namespace, store: Store
+) -> tuple[list[Standing], list[Standing], list[tuple[str, str, str]]]:
+    """Every group of cached pages with its standing, those prune deletes, and the (site, path, query) of each page
+    stored under a URL the site's routes now move to another page's (prune deletes them too)."""
     runtimes = [SiteRuntime.build(site, "") for site in sites_in(Path(args.sites_dir), args.site)]
+    stranded = []
     for runtime in runtimes:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
-        adopt_earlier_pages(store, runtime)
+        stranded += [(runtime.site.name, path, query) for path, query in bring_up_to_date(store, runtime)]
     found = standings(store.page_groups(), runtimes, model_id_of(args.model))
     doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
-    return found, doomed
+    return found, doomed, stranded
+
+
+def _stranded_line(stranded: list[tuple[str, str, str]]) -> str:
+    return (
+        f"{counted(len(stranded), 'page')} stored under a URL that now leads to another copy of it"
+        f" ({', '.join(f'{site} {path}' for site, path, _ in stranded[:3])}{', ...' if len(stranded) > 3 else ''})"
+    )
 
 
 def _show(args: argparse.Namespace, store: Store) -> int:
-    found, doomed = _standings(args, store)
+    found, doomed, stranded = _standings(args, store)
     posts = store.post_counts()
     if args.json:
         groups = [
@@ -205,23 +218,29 @@ def _show(args: argparse.Namespace, store: Store) -> int:
             }
             for s in found
         ]
-        print(json.dumps({"db": str(args.db), "groups": groups, "posts": posts}))
+        moved = [{"site": site, "path": path, "query": query} for site, path, query in stranded]
+        print(json.dumps({"db": str(args.db), "groups": groups, "posts": posts, "stranded": moved}))
         return 0
     print("\n".join(table(found)) if found else f"no pages in {args.db}")
     print(f"readers' posts: {', '.join(f'{site} {n}' for site, n in posts.items()) or 'none'}")
     if doomed:
         size, versions = size_text(sum(s.group.size for s in doomed)), sum(s.group.versions for s in doomed)
         print(f"genui cache prune would delete {counted(versions, 'version')} ({size} of HTML)")
+    if stranded:
+        print(f"{_stranded_line(stranded)}: genui cache prune deletes them")
     return 0
 
 
 def _prune(args: argparse.Namespace, store: Store) -> int:
-    _, doomed = _standings(args, store)
+    _, doomed, stranded = _standings(args, store)
     if args.dry_run:
         pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
         print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
+        if stranded:
+            print(f"and {_stranded_line(stranded)}")
         return 0
     deleted = sum(store.delete_group(s.group) for s in doomed)
+    deleted += sum(store.forget(site, path, query) for site, path, query in stranded)
     print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
     if args.vacuum:
         before = Path(args.db).stat().st_size
@@ -263,7 +282,7 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
     db = Path(args.db)
     # made if missing, as genui serve makes it
     store = _open_store(db) if db.exists() else Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
-    adopt_earlier_pages(store, runtime)  # an earlier genui's pages are stored pages: not written again
+    bring_up_to_date(store, runtime)  # an earlier genui's pages are stored pages: not written again
 
     async def run() -> int:
         if args.pages == 0:  # nothing to write: the model is not loaded for it
@@ -302,6 +321,8 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         thread, site_name = located(site, thread).path, site.name
     store = _open_store(Path(args.db))
     try:
+        if site_name is not None and thread is not None:  # posts stored under a URL the thread's route now moves
+            bring_up_to_date(store, SiteRuntime.build(site_from(site_name, Path(args.sites_dir)), ""))
         if args.action == "delete":
             return _delete_posts(store, list(dict.fromkeys(args.ids)))
         if site_name is not None and thread is None and site_name not in store.post_counts():
@@ -313,13 +334,25 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
         print(json.dumps({"db": str(args.db), "posts": rows}))
         return 0
+    with contextlib.suppress(AttributeError, ValueError):  # a terminal or file that cannot show a letter: escaped
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     for placed in placed_posts:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
-        text = " ".join(placed.post.text.split())
+        text = shown(" ".join(placed.post.text.split()))
         print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
     if not placed_posts:
         print("no posts")
     return 0
+
+
+def shown(text: str) -> str:
+    """A reader's text as a terminal may print it: every control or format character written as its escape
+    (`\x1b`, `\u202e`), so that a post cannot move the cursor, clear lines, set the window's title or turn the
+    moderator's listing right to left."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii") if unicodedata.category(char).startswith("C") else char
+        for char in text
+    )
 
 
 def _delete_posts(store: Store, ids: list[int]) -> int:

@@ -72,6 +72,23 @@ def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
     assert "ID" in capsys.readouterr().err
 
 
+def test_posts_lists_a_posts_control_characters_as_escapes_not_as_terminal_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A post may hold ESC sequences (cursor up, erase line, a window title) and a right-to-left override: printed
+    raw they would hide or fake other posts in the moderator's listing."""
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.add_post(
+        "forum", "/r/lisp/Macros", "eve", "hi\x1b[1A\x1b[2Kinnocent\x1b]0;pwned\x07 \u202egnp.exe \U0001f600"
+    )
+    store.close()
+    assert main(["posts", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "eve: hi\\x1b[1A\\x1b[2Kinnocent\\x1b]0;pwned\\x07 \\u202egnp.exe \U0001f600" in out
+
+
 def test_posts_names_sites_as_genui_serve_does_and_an_id_given_twice_is_deleted_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

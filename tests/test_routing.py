@@ -232,6 +232,19 @@ def test_an_aliases_redirect_never_leaves_the_site_nor_names_a_dot_segment() -> 
         router.resolve("/files/a/ /b")
 
 
+def test_a_moved_path_is_the_page_of_the_route_that_serves_where_it_moves_to() -> None:
+    """`/About` lower-cased by `/{page}`'s case is `/about`, which the literal route declared first serves: the page
+    is that route's, or a stream or read-ahead would write `/{page}`'s template under a key never looked up."""
+    site = load_site(SITES / "os")
+    about = Route(pattern="/about", template="home.j2")
+    page = Route(pattern="/{page}", template="home.j2", case=(("page", "lower"),))
+    router = SiteRouter(replace(site, routes=(about, page), navigation=()))
+    found = router.resolve("/About")
+    assert found is not None and found.route is about and found.path == "/about" and found.aliased
+    other = router.resolve("/Contact")
+    assert other is not None and other.route is page and other.path == "/contact" and other.aliased
+
+
 def test_query_string_is_sorted_so_key_order_does_not_matter() -> None:
     site = load_site(SITES / "os")
     route = replace(site.routes[3], query=("b", "a"))

@@ -209,3 +209,63 @@ async def test_a_reload_while_another_process_holds_the_cache_serves_the_new_con
     assert SiteReloader(pages).reload("wiki")  # the next reload adopts them
     assert store.page(PageKey("wiki", "/Lisp", "", MODEL, pages.sites["wiki"].prompts.version(article))) is not None
     store.close()
+
+
+def test_posts_and_pages_stored_under_a_url_a_route_now_moves_go_to_its_page(tmp_path: Path) -> None:
+    """The forum's boards took `case = { board = "lower" }` in session 60: a reply posted to `/r/Linux/Kernel_news`
+    before is a reply to `/r/linux/Kernel_news`, the thread the old URL now leads to, and is shown there."""
+    db = tmp_path / "genui.sqlite3"
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
+    version = forum.prompts.version(thread)
+    store = Store(db)
+    post = store.add_post("forum", "/r/Linux/Kernel_news", "ada", "Which kernel do you run?")
+    store.save_page(PageKey("forum", "/r/Linux/Kernel_news", "", MODEL, version), 1, 0, "Kernel news", "<p>A</p>", 1)
+    # the same thread at both spellings: the one at its own URL stays, the other is left where it was
+    store.save_page(PageKey("forum", "/r/Lisp/Macros", "", MODEL, version), 1, 0, "Macros", "<p>old</p>", 1)
+    store.save_page(PageKey("forum", "/r/lisp/Macros", "", MODEL, version), 1, 0, "Macros", "<p>new</p>", 1)
+    store.close()
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([forum.site], engine, db_path=db)) as client:
+        shown = client.get("/r/linux/Kernel_news").text
+        macros = page_html(client.get("/r/lisp/Macros").text)
+    assert "Which kernel do you run?" in shown and "<p>A</p>" in shown and engine.calls == []
+    assert "<p>new</p>" in macros
+    store = Store(db)
+    assert [p.id for p in store.posts("forum", "/r/linux/Kernel_news")] == [post.id]
+    assert store.posts("forum", "/r/Linux/Kernel_news") == []
+    assert store.page(PageKey("forum", "/r/Lisp/Macros", "", MODEL, version)) is not None  # left, never served
+    store.close()
+
+
+def test_genui_cache_prune_deletes_a_page_left_under_a_url_that_leads_to_another_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    wiki = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "")
+    version = wiki.prompts.version(next(route for route in wiki.site.routes if route.pattern == "/{title}"))
+    store = Store(db)
+    for path in ("/lisp", "/Lisp", "/unix"):
+        store.save_page(PageKey("wiki", path, "", MODEL, version), 1, 0, path.strip("/"), f"<p>{path}</p>", 1)
+    store.close()
+    common = ["--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(["cache", *common]) == 0
+    assert "1 page stored under a URL that now leads to another copy of it (wiki /lisp)" in capsys.readouterr().out
+    assert main(["cache", "prune", *common]) == 0 and "deleted 1 version" in capsys.readouterr().out
+    store = Store(db)
+    assert store.page(PageKey("wiki", "/lisp", "", MODEL, version)) is None
+    assert store.page(PageKey("wiki", "/Unix", "", MODEL, version)) is not None  # moved: its own URL held none
+    assert store.page(PageKey("wiki", "/Lisp", "", MODEL, version)) is not None
+    store.close()
+
+
+def test_genui_posts_lists_a_threads_posts_stored_under_a_url_it_now_moves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.add_post("forum", "/r/Linux/Kernel_news", "ada", "Which kernel?")
+    store.close()
+    argv = ["posts", "--db", str(db), "--sites-dir", str(SITES_DIR), "--site", "forum"]
+    assert main([*argv, "--thread", "/r/Linux/Kernel_news"]) == 0
+    assert "forum /r/linux/Kernel_news  ada: Which kernel?" in capsys.readouterr().out
