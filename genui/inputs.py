@@ -7,7 +7,7 @@ Malformed input raises ``BadRequest`` (a 400) or Starlette's ``HTTPException``; 
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, unquote_to_bytes, urlsplit
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -141,6 +141,14 @@ async def small_form(request: Request) -> FormData:
         raise HTTPException(411, "A form needs a Content-Length.")
     if int(length) > MAX_FORM_BYTES:
         raise HTTPException(413, "That form is too large.")
+    # A url-encoded form's escapes are read as UTF-8 with each broken sequence made U+FFFD: a reply would be stored
+    # with its bytes lost. Browsers send UTF-8; anything else is refused. (Read first: the form reads the body then.)
+    if request.headers.get("content-type", "").partition(";")[0].strip().lower() == "application/x-www-form-urlencoded":
+        try:
+            for field in (await request.body()).split(b"&"):
+                unquote_to_bytes(field.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("the form is not UTF-8 text: send it as UTF-8") from None
     # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
     form = await request.form(max_files=0)
     # A multipart part may name its own charset (`utf-7`), whose decoding can leave lone surrogates that no page,

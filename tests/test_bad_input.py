@@ -339,6 +339,15 @@ def test_a_form_whose_charset_leaves_lone_surrogates_is_a_400(client: TestClient
     assert response.status_code == 400 and "send it as UTF-8" in response.text
 
 
+@pytest.mark.parametrize("body", [b"user=ada&text=%ff%fe%c3%28", b"user=ada&text=caf\xe9", b"user=%ff&text=hi"])
+def test_a_url_encoded_form_that_is_not_utf8_is_a_400_and_nothing_is_stored(client: TestClient, body: bytes) -> None:
+    """Starlette reads a broken escape as U+FFFD: the reply would be stored with its bytes lost."""
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    response = client.post(THREAD, content=body, headers=headers, follow_redirects=False)
+    assert response.status_code == 400 and "send it as UTF-8" in response.text
+    assert "\ufffd" not in client.get(THREAD, headers={"HX-Request": "true"}).text
+
+
 ws_params = st.dictionaries(
     st.sampled_from(["site", "url", "v", "from"]),
     st.one_of(st.sampled_from(["wiki", "forum", "/wiki/Lisp", "/", "1", "2", "²", "1" * 5000]), hostile_text),
