@@ -47,6 +47,7 @@ R = TypeVar("R", Generation, Variations)
 BUSY = "This page is being written right now; try again when it is finished."
 
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
+CUT = " …"  # ends a post cut to the length the model can read
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
 STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
@@ -605,6 +606,15 @@ class Pages:
         while low < high:
             middle = (low + high + 1) // 2
             low, high = (middle, high) if texts(middle, parent) is not None else (low, middle - 1)
+        if low == 0 and most:  # the newest post alone is longer than the model can read: it reads its beginning
+            parent = None  # which the parent would shorten further
+            newest, kept, longest = posts[-1], 0, len(posts[-1].text)  # its first `kept` characters fit
+            while kept < longest:
+                middle = (kept + longest + 1) // 2
+                posts[-1] = Post(newest.user, newest.text[:middle].rstrip() + CUT)
+                kept, longest = (middle, longest) if texts(1, parent) is not None else (kept, middle - 1)
+            posts[-1] = Post(newest.user, newest.text[:kept].rstrip() + CUT)
+            low = 1 if kept and texts(1, parent) is not None else 0
         fitted = texts(low, parent)
         assert fitted is not None
         return fitted

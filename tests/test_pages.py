@@ -12,7 +12,7 @@ from fakes import SITES_DIR, FakeEngine
 
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
 from genui.generation import Generation, first_heading
-from genui.pages import Job, NoSuchVersion, Pages
+from genui.pages import CUT, Job, NoSuchVersion, Pages
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.sites import Site, load_site
@@ -264,6 +264,20 @@ def test_long_replies_leave_the_prompt_oldest_first_and_the_thread_stays_writabl
     unbounded = Pages([SiteRuntime.build(forum, "")], store, FakeEngine())
     whole = forum_job(unbounded, "/r/lisp/Macros")
     assert unbounded.prompt(whole).text.count("<reply ") == 6 and whole.key == job.key
+
+
+def test_a_post_too_long_to_read_whole_goes_into_the_prompt_cut_not_left_out(store: Store) -> None:
+    """A post that alone leaves the prompt too long for the model was left out, and counted as read: the replies
+    never saw it. The model now reads as much of it as fits, marked as cut."""
+    forum = load_site(SITES_DIR / "forum")
+    bare = Pages([SiteRuntime.build(forum, "")], store, FakeEngine()).prompt
+    room = len(bare(forum_job(Pages([SiteRuntime.build(forum, "")], store, FakeEngine()), "/r/lisp/Macros")).text)
+    pages = Pages([SiteRuntime.build(forum, "")], store, FakeEngine(max_prompt_chars=room + 600))
+    text = "Here is why macros matter. " + " ".join(f"w{n}" for n in range(400))  # about 2,000 characters
+    store.add_post("forum", "/r/lisp/Macros", "ada", text)
+    prompt = pages.prompt(forum_job(pages, "/r/lisp/Macros")).text
+    assert len(prompt) <= room + 600 and prompt.count("<reply ") == 1
+    assert "Here is why macros matter. w0 w1" in prompt and f"{CUT}</reply>" in prompt and "w399" not in prompt
 
 
 def test_a_url_too_long_for_the_model_is_a_bad_request(store: Store) -> None:
