@@ -36,7 +36,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add ``cache`` and ``posts`` to the genui command."""
     cache = commands.add_parser(
         "cache",
-        help="what the page cache holds; prune pages no server looks up again, forget one, or warm a site's",
+        help="what the page cache holds; prune pages no server looks up again, forget one, warm a site's, or export "
+        "them as static HTML",
         description="What the page cache holds, by site, route and model, and which of it a server of these sites "
         "on this model looks up. Readers' posts are never deleted.",
     )
@@ -88,21 +89,32 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     warm_up.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
     warm_up.add_argument("--int8", action="store_true", help="run a causal LM's linear layers in int8 on the CPU")
+    export = cache_actions.add_parser(
+        "export",
+        help="write a site's cached pages as static HTML files",
+        description="Write the pages the cache holds for a site, as it is configured now, on the model named, as a "
+        "folder of static HTML files: the newest version of each, with no scripts, forms or toolbar, and links "
+        "between them made relative, so that any static web host, or a browser opening index.html, shows them with "
+        "no server and no model. A link to a page not in the cache keeps its look and leads nowhere. Write the pages "
+        "first (genui serve, genui cache warm SITE).",
+    )
+    export.add_argument("export_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
+    export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty")
     shared(
-        [cache, show, prune, forget, warm_up],
+        [cache, show, prune, forget, warm_up, export],
         "--db",
         default=str(DEFAULT_DB),
         help=f"SQLite page cache (default: {DEFAULT_DB})",
     )
     shared(
-        [cache, show, prune, forget, warm_up],
+        [cache, show, prune, forget, warm_up, export],
         "--sites-dir",
         default=str(SITES_DIR),
         help=f"folder of site folders (default: {SITES_DIR})",
     )
     shared([cache, show, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
     shared(
-        [cache, show, prune, warm_up],
+        [cache, show, prune, warm_up, export],
         "--model",
         help="the model a server runs: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
     )
@@ -149,6 +161,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
     if args.action == "warm":
         return _warm(args, loader)
+    if args.action == "export":
+        return _export(args)
     store = _open_store(Path(args.db))
     try:
         if args.action == "forget":
@@ -301,6 +315,23 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
         store.close()
     seconds = time.monotonic() - began
     print(f"wrote {counted(written, 'page')} in {seconds:.1f} s; {counted(cached, 'page')} already stored on the way")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from genui.export import ExportError, export
+
+    site = site_from(args.export_site, Path(args.sites_dir))
+    db = Path(args.db)
+    _open_store(db).close()  # checked as every cache action checks it: not made if missing
+    try:
+        done = export(site, db, model_id_of(args.model), Path(args.out))
+    except ExportError as err:
+        raise UsageError(str(err)) from None
+    for url, why in done.skipped:
+        print(f"skipped  {url}: {why}")
+    start = Path(args.out) / done.files[done.pages[0]] if done.pages else Path(args.out)
+    print(f"exported {counted(len(done.pages), 'page')} of {site.name} to {args.out}; open {start}")
     return 0
 
 

@@ -1,0 +1,326 @@
+"""A site's cached pages as a folder of static HTML (``genui cache export SITE DIR``): a demo that any static host, or
+a browser opening the files, shows with no server and no model.
+
+Each page the page cache holds for the site as it is configured now, on the model named, is fetched from the app
+itself (in process, as a browser's plain GET would have it, while the app's model "loads" and so writes nothing),
+at its newest version. Then what needs genui's server goes: scripts, forms (the toolbar, the site bar's queries, a
+thread's reply form), htmx's attributes. A link to another exported page becomes a relative link to its file, so the
+folder works from ``file://`` as well as from a web server's root or a subfolder; a link to a page not in the cache
+loses its ``href`` (a placeholder link, styled as the others, titled "not in this copy"). The pages' HTML passed
+the sanitiser when it was written; a Content-Security-Policy in each file allows no script at all.
+
+Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html``, and a page with a query keeps
+it in a folder of its own: ``/search?q=lisp`` is ``search/?q=lisp/index.html`` (`%3F` in a link). A name too long
+for a file system (over 200 bytes) is cut, with a hash of the whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import html
+import posixpath
+import shutil
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from genui.app import create_app
+from genui.resources import bundled
+from genui.routing import BadRequest, Location
+from genui.runtime import SiteRuntime
+from genui.sites import Site
+from genui.store import Store
+
+STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
+NOT_EXPORTED = "not in this copy"  # the title of a link to a page that was not exported
+ANSWER_S = 30.0  # the longest a cached page may take the app to answer
+LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
+# frame-ancestors would be ignored in a <meta>, and said so in the console
+CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
+_DROPPED = {"script", "noscript", "form"}  # what needs genui's server, or a script
+_DROPPED_IDS = {"genui-toolbar", "genui-indicator", "genui-announce"}
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+_SAFE = "!$&'()*+,;=:@-._~"  # what a path segment may hold as it is (RFC 3986 pchar, less `%`)
+
+
+class ExportError(ValueError):
+    """The export cannot be written (a folder that is not empty, a page the app would not serve)."""
+
+
+@dataclass
+class Exported:
+    """What ``export`` wrote: the pages (site-relative URLs) and those it passed by, with why."""
+
+    pages: list[str] = field(default_factory=list)  # the front page first, where it is one
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # each page's file, relative to the export's folder
+
+
+def file_of(location: Location) -> str:
+    """The file an exported page is written to, relative to the export's folder (``/`` is ``index.html``)."""
+    parts = [segment for segment in location.path.split("/") if segment]
+    if location.query:
+        parts.append("?" + location.query_string)
+    return "/".join([*(_short(part) for part in parts), "index.html"])
+
+
+def _short(name: str) -> str:
+    """A file name no file system refuses for its length: ``name``, or its start and a hash of the whole."""
+    encoded = name.encode("utf-8")
+    if len(encoded) <= LONGEST_NAME:
+        return name
+    start = encoded[: LONGEST_NAME - 17].decode("utf-8", errors="ignore")
+    return f"{start}-{hashlib.sha256(encoded).hexdigest()[:16]}"
+
+
+def link(from_file: str, to_file: str) -> str:
+    """The relative URL from one exported file to another, each segment percent-encoded where it must be."""
+    relative = posixpath.relpath(to_file, posixpath.dirname(from_file) or ".")
+    return "/".join(quote(segment, safe=_SAFE) for segment in relative.split("/"))
+
+
+def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Location]:
+    """Every page of the site the cache holds for its routes as they are now and ``model``, by its own URL."""
+    found: dict[str, Location] = {}
+    for route in runtime.site.routes:
+        if route.cache != "forever":
+            continue
+        for written in store.written(runtime.site.name, model, runtime.prompts.version(route), limit=1_000_000):
+            with contextlib.suppress(BadRequest):
+                location = runtime.router.resolve(written.path, parse_qsl(written.query, keep_blank_values=True))
+                if location is not None and not location.aliased and location.route is route:
+                    found.setdefault(location.url, location)
+    return sorted(found.values(), key=lambda location: (location.path != "/", location.url))
+
+
+def export(site: Site, db: Path, model: str, out: Path, progress: Callable[[str], None] | None = None) -> Exported:
+    """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first")
+    runtime = SiteRuntime.build(site, "")
+    store = Store(db)
+    try:
+        pages = current_pages(store, runtime, model)
+    finally:
+        store.close()
+    if not pages:
+        raise ExportError(
+            f"{db} holds no page of {site.name} as it is configured now by {model}: write some first "
+            f"(genui serve, or genui cache warm {site.name})"
+        )
+    files = {location.url: file_of(location) for location in pages}
+    exported = Exported(files=files)
+    documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
+    for location in pages:
+        status, body = documents[location.url]
+        if status != 200:
+            exported.skipped.append((location.url, f"the app answered {status}" if status else "no answer"))
+            continue
+        own = files[location.url]
+        target = out / own
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_static(body.decode("utf-8"), runtime, own, files, model), encoding="utf-8")
+        exported.pages.append(location.url)
+        if progress is not None:
+            progress(f"{location.url} -> {own}")
+    (out / "_genui" / "static").mkdir(parents=True, exist_ok=True)
+    for name in STATIC:
+        shutil.copyfile(bundled("static") / name, out / "_genui" / "static" / name)
+    stylesheet = site.stylesheet_path()
+    if stylesheet is not None and stylesheet.is_file():
+        (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
+    return exported
+
+
+async def _fetched(site: Site, db: Path, model: str, urls: list[str]) -> dict[str, tuple[int, bytes]]:
+    """Each URL as the app serves it to a plain GET, while its model "loads": cached pages only, nothing written."""
+    never = threading.Event()
+
+    def loading() -> Any:  # in a daemon thread the app does not wait for
+        never.wait()
+        raise RuntimeError("an export loads no model")
+
+    app = create_app([site], db_path=db, load_engine=loading, identify_model=lambda: model)
+    async with _lifespan(app):
+        first = urls[0]
+        for _ in range(200):  # until the app has named its model (at once: identify_model returns it)
+            status, body = await _get(app, first)
+            if status != 503:
+                break
+            await asyncio.sleep(0.01)
+        documents = {}
+        for url in urls:
+            try:
+                documents[url] = await asyncio.wait_for(_get(app, url), ANSWER_S)
+            except TimeoutError:
+                documents[url] = (0, b"")
+    never.set()
+    return documents
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Any) -> AsyncIterator[None]:
+    """The app started and stopped as a server would (its lifespan), for in-process requests."""
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, outbox.put))
+    await inbox.put({"type": "lifespan.startup"})
+    started = await outbox.get()
+    if started["type"] != "lifespan.startup.complete":
+        raise ExportError(f"the app did not start: {started.get('message', started['type'])}")
+    try:
+        yield
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await outbox.get()
+        await task
+
+
+async def _get(app: Any, url: str) -> tuple[int, bytes]:
+    """A plain GET of a site-relative URL (as a browser's, not htmx's): its status and body."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": parts.path.encode("utf-8"),
+        "query_string": parts.query.encode("utf-8"),
+        "root_path": "",
+        "headers": [(b"host", b"genui.export")],
+        "client": ("127.0.0.1", 0),
+        "server": ("genui.export", 80),
+    }
+    status, chunks = 0, []
+    asked = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if asked:
+            await asyncio.Event().wait()  # nothing more: the app may wait for a disconnect, which never comes
+        asked = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, b"".join(chunks)
+
+
+def _static(document: str, runtime: SiteRuntime, own: str, files: dict[str, str], model: str) -> str:
+    """A served page's document as a static file: what needs the server gone, links to the files exported."""
+    rewriter = _Rewriter(runtime, own, files, model)
+    rewriter.feed(document)
+    rewriter.close()
+    return "".join(rewriter.out)
+
+
+class _Rewriter(HTMLParser):
+    """Copies a document genui served (its templates around sanitised HTML: every element closed) as it is, but for
+    what ``_static`` changes. Text and character references pass through untouched."""
+
+    def __init__(self, runtime: SiteRuntime, own: str, files: dict[str, str], model: str) -> None:
+        super().__init__(convert_charrefs=False)
+        self.runtime, self.own, self.files, self.model = runtime, own, files, model
+        self.out: list[str] = []
+        self.dropping = 0  # elements open inside one being left out (0: none is)
+        self.in_footer = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._start(tag, attrs, closed=False)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._start(tag, attrs, closed=True)
+
+    def _start(self, tag: str, attrs: list[tuple[str, str | None]], closed: bool) -> None:
+        void = closed or tag in _VOID
+        named = dict(attrs)
+        if self.dropping or tag in _DROPPED or named.get("id") in _DROPPED_IDS:
+            self.dropping += 0 if void else 1
+            return
+        if tag == "meta" and named.get("name") == "htmx-config":
+            return
+        if self.in_footer:
+            return
+        kept = [(name, value) for name, value in attrs if not name.startswith(("hx-", "ws-", "data-genui"))]
+        if tag == "a":
+            target = _target(named.get("href") or "", self.runtime, self.files)
+            if target is None:  # a placeholder link, as HTML has them: styled as the site's links, leads nowhere
+                kept = [(name, value) for name, value in kept if name not in ("href", "title")]
+                kept.append(("title", NOT_EXPORTED))
+            elif target:
+                file, fragment = target
+                href = link(self.own, file) + (f"#{fragment}" if fragment else "")
+                kept = [(name, href if name == "href" else value) for name, value in kept]
+        elif tag == "link" and (named.get("href") or "").startswith("/_genui/"):
+            href = link(self.own, (named.get("href") or "").lstrip("/").partition("?")[0])
+            kept = [(name, href if name == "href" else value) for name, value in kept]
+        self.out.append(f"<{tag}{_attributes(kept)}>")
+        if tag == "head":
+            self.out.append(f'\n<meta http-equiv="Content-Security-Policy" content="{CSP}">')
+        elif tag == "footer":
+            self.in_footer = True
+            self.out.append(f"A static copy of pages written by <code>{html.escape(self.model)}</code> with genui.")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.dropping:
+            self.dropping -= 0 if tag in _VOID else 1
+            return
+        if self.in_footer and tag != "footer":
+            return
+        self.in_footer = False
+        self.out.append(f"</{tag}>")
+
+    def _text(self, text: str) -> None:
+        if not self.dropping and not self.in_footer:
+            self.out.append(text)
+
+    def handle_data(self, data: str) -> None:
+        self._text(data)
+
+    def handle_entityref(self, name: str) -> None:
+        self._text(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self._text(f"&#{name};")
+
+    def handle_comment(self, data: str) -> None:
+        pass  # genui's templates' comments are Jinja's, never sent; a comment here is nobody's
+
+    def handle_decl(self, decl: str) -> None:
+        self._text(f"<!{decl}>")
+
+
+def _attributes(attrs: list[tuple[str, str | None]]) -> str:
+    return "".join(f" {name}" if value is None else f' {name}="{html.escape(value)}"' for name, value in attrs)
+
+
+def _target(href: str, runtime: SiteRuntime, files: dict[str, str]) -> tuple[str, str] | tuple[()] | None:
+    """Where a link of a served page goes in the export: (file, fragment) for an exported page, () to leave it as it
+    is (a place on the page, another site's address), None for a page of the site not exported."""
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return ()
+    url = parts.path + (f"?{parts.query}" if parts.query else "")
+    try:
+        location = runtime.locate(url)
+    except BadRequest:
+        return None
+    if location is None or location.url not in files:
+        return None
+    return files[location.url], parts.fragment

@@ -1,0 +1,120 @@
+"""genui cache export: a site's cached pages as a folder of static HTML that works with no server and no model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from chromium import browser_page, collect_problems
+from fakes import SITES_DIR, FakeEngine, visit
+from starlette.testclient import TestClient
+
+from genui.app import create_app
+from genui.cli import main
+from genui.export import NOT_EXPORTED
+from genui.sites import load_site
+
+MODEL = "owner/model-x"
+HREF = re.compile(r'<a\b[^>]*?\shref="([^"]*)"')
+
+
+def written(db: Path, site: str, urls: list[str], post: tuple[str, str] | None = None) -> None:
+    """Write these pages of ``site`` into the page cache at ``db`` as visits would (a fake model), and a reader's
+    post on a thread first if asked."""
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([load_site(SITES_DIR / site)], engine, db_path=db)) as client:
+        for url in urls:
+            assert visit(client, url).status_code == 200, url
+        if post is not None:
+            thread, text = post
+            answer = client.post(thread, data={"user": "ada", "text": text}, follow_redirects=False)
+            assert answer.status_code == 303
+            assert visit(client, thread).status_code == 200
+
+
+def exported(tmp_path: Path, site: str, capsys: pytest.CaptureFixture[str]) -> Path:
+    out = tmp_path / "out"
+    argv = ["cache", "export", site, str(out), "--db", str(tmp_path / "genui.sqlite3")]
+    assert main([*argv, "--sites-dir", str(SITES_DIR), "--model", MODEL]) == 0
+    assert f"open {out / 'index.html'}" in capsys.readouterr().out
+    return out
+
+
+def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    written(db, "wiki", ["/", "/Lisp", "/Lisp_tree", "/search?q=lisp"])
+    out = exported(tmp_path, "wiki", capsys)
+    files = sorted(str(path.relative_to(out)) for path in out.rglob("*") if path.is_file())
+    assert files == [
+        "Lisp/index.html",
+        "Lisp_tree/index.html",
+        "_genui/css/wiki.css",
+        "_genui/static/favicon.svg",
+        "_genui/static/genui.css",
+        "index.html",
+        "search/?q=lisp/index.html",
+    ]
+    lisp = (out / "Lisp" / "index.html").read_text(encoding="utf-8")
+    assert "<script" not in lisp and "<form" not in lisp and " hx-" not in lisp and "ws-connect" not in lisp
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in lisp
+    assert 'href="../_genui/static/genui.css"' in lisp and 'href="../_genui/css/wiki.css"' in lisp
+    assert 'href="../Lisp_tree/index.html"' in lisp  # the model's /wiki/Lisp_tree, written since
+    assert f'<a title="{NOT_EXPORTED}">Lisp map</a>' in lisp  # never written: a placeholder link
+    assert "Regenerate" not in lisp and "Every page here is written on the fly" not in lisp
+    for path in out.rglob("index.html"):  # every link leads to a file of the export, from file:// or a web root
+        for href in HREF.findall(path.read_text(encoding="utf-8")):
+            if not href.startswith("#"):
+                target = (path.parent / unquote(href.partition("#")[0])).resolve()
+                assert target.is_file() and out.resolve() in target.parents, (path, href)
+
+
+def test_a_threads_reader_posts_are_in_its_file_as_the_server_shows_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written(tmp_path / "genui.sqlite3", "forum", ["/", "/r/lisp/Macros"], post=("/r/lisp/Macros", "Why <b>macros</b>?"))
+    out = exported(tmp_path, "forum", capsys)
+    thread = (out / "r" / "lisp" / "Macros" / "index.html").read_text(encoding="utf-8")
+    assert "Why &lt;b&gt;macros&lt;/b&gt;?" in thread and "Welcome, ada!" in thread
+    assert "<form" not in thread and "<textarea" not in thread
+
+
+def test_an_export_into_a_folder_that_is_not_empty_or_of_an_empty_cache_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    written(db, "wiki", [])
+    argv = ["cache", "export", "wiki", str(tmp_path / "out"), "--db", str(db), "--sites-dir", str(SITES_DIR)]
+    assert main([*argv, "--model", MODEL]) == 2
+    assert "holds no page of wiki" in capsys.readouterr().err
+    written(db, "wiki", ["/"])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("keep me", encoding="utf-8")
+    assert main([*argv, "--model", MODEL]) == 2
+    assert "is not an empty folder" in capsys.readouterr().err
+    assert (tmp_path / "out" / "mine.txt").read_text(encoding="utf-8") == "keep me"
+
+
+@pytest.mark.browser
+def test_chromium_opens_an_export_from_its_files_and_follows_its_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written(tmp_path / "genui.sqlite3", "wiki", ["/Lisp", "/Lisp_tree", "/"])
+    out = exported(tmp_path, "wiki", capsys)
+    with browser_page() as page:
+        problems = collect_problems(page)
+        page.goto((out / "Lisp" / "index.html").as_uri())
+        assert page.title() == "Lisp — Genpedia"
+        # the site's stylesheet applies under the export's Content-Security-Policy
+        assert page.evaluate("getComputedStyle(document.querySelector('.genui-page h1')).fontFamily") != ""
+        assert page.evaluate("document.styleSheets.length") == 2
+        page.click("text=Lisp tree")
+        page.wait_for_url("**/Lisp_tree/index.html")
+        assert page.locator("h1").first.inner_text() == "Lisp tree"
+        assert page.evaluate("document.scripts.length") == 0
+        page.click(".genui-brand")
+        page.wait_for_url(f"{out.as_uri()}/index.html")
+    assert problems == []
