@@ -10,8 +10,9 @@ loses its ``href`` (a placeholder link, styled as the others, titled "not in thi
 the sanitiser when it was written; a Content-Security-Policy in each file allows no script at all.
 
 Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html``, and a page with a query keeps
-it in a folder of its own: ``/search?q=lisp`` is ``search/?q=lisp/index.html`` (`%3F` in a link). A name too long
-for a file system (over 200 bytes) is cut, with a hash of the whole.
+it in a folder of its own: ``/search?q=lisp`` is ``search/~%3Fq=lisp/index.html``. Names are percent-encoded but for
+what every common file system takes (``_disk_name``); a name too long for one (over 200 bytes) is cut, with a hash
+of the whole.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'non
 _DROPPED = {"script", "noscript", "form"}  # what needs genui's server, or a script
 _DROPPED_IDS = {"genui-toolbar", "genui-indicator", "genui-announce"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-_SAFE = "!$&'()*+,;=:@-._~"  # what a path segment may hold as it is (RFC 3986 pchar, less `%`)
+_SAFE = "!$&'()*+,;=@-._~"  # what a link's segment holds as it is (RFC 3986 pchar, less `%` and `:`, a scheme's end)
+_DISK_SAFE = "!$&'()+,;=@-._~"  # what a file's name holds as it is (and letters and digits)
 
 
 class ExportError(ValueError):
@@ -63,11 +65,20 @@ class Exported:
 
 
 def file_of(location: Location) -> str:
-    """The file an exported page is written to, relative to the export's folder (``/`` is ``index.html``)."""
-    parts = [segment for segment in location.path.split("/") if segment]
-    if location.query:
-        parts.append("?" + location.query_string)
-    return "/".join([*(_short(part) for part in parts), "index.html"])
+    """The file an exported page is written to, relative to the export's folder (``/`` is ``index.html``): each
+    segment of its path a folder, named with what no common file system refuses (``_disk_name``), then its query."""
+    names = [_disk_name(segment) for segment in location.path.split("/") if segment]
+    if location.query:  # after "~", which no segment's name starts with but an escaped one
+        names.append(_short("~" + quote("?" + location.query_string, safe=_DISK_SAFE)))
+    return "/".join([*names, "index.html"])
+
+
+def _disk_name(segment: str) -> str:
+    """A path segment as a folder's name: percent-encoded but for what every common file system takes (Windows
+    refuses `?`, `:`, `*`, `"`, `<`, `>`, `|`), so `What_is_V.11?` is `What_is_V.11%3F`; one that is `index.html`, or
+    starts with `~`, gets a `~` before it (a page's folder could otherwise be another page's file)."""
+    name = quote(segment, safe=_DISK_SAFE)
+    return _short("~" + name if name == "index.html" or name.startswith("~") else name)
 
 
 def _short(name: str) -> str:
@@ -114,14 +125,19 @@ def export(site: Site, db: Path, model: str, out: Path, progress: Callable[[str]
             f"{db} holds no page of {site.name} as it is configured now by {model}: write some first "
             f"(genui serve, or genui cache warm {site.name})"
         )
-    files = {location.url: file_of(location) for location in pages}
-    exported = Exported(files=files)
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
-    for location in pages:
-        status, body = documents[location.url]
+    exported = Exported()
+    for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere
+        status, _ = documents[location.url]
         if status != 200:
             exported.skipped.append((location.url, f"the app answered {status}" if status else "no answer"))
+        else:
+            exported.files[location.url] = file_of(location)
+    files = exported.files
+    for location in pages:
+        if location.url not in files:
             continue
+        status, body = documents[location.url]
         own = files[location.url]
         target = out / own
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +266,7 @@ class _Rewriter(HTMLParser):
     def _start(self, tag: str, attrs: list[tuple[str, str | None]], closed: bool) -> None:
         void = closed or tag in _VOID
         named = dict(attrs)
-        if self.dropping or tag in _DROPPED or named.get("id") in _DROPPED_IDS:
+        if self.dropping or tag in _DROPPED or named.get("id") in _DROPPED_IDS or _live(named):
             self.dropping += 0 if void else 1
             return
         if tag == "meta" and named.get("name") == "htmx-config":
@@ -273,7 +289,7 @@ class _Rewriter(HTMLParser):
         self.out.append(f"<{tag}{_attributes(kept)}>")
         if tag == "head":
             self.out.append(f'\n<meta http-equiv="Content-Security-Policy" content="{CSP}">')
-        elif tag == "footer":
+        elif tag == "footer" and "genui-footer" in (named.get("class") or "").split():
             self.in_footer = True
             self.out.append(f"A static copy of pages written by <code>{html.escape(self.model)}</code> with genui.")
 
@@ -281,9 +297,11 @@ class _Rewriter(HTMLParser):
         if self.dropping:
             self.dropping -= 0 if tag in _VOID else 1
             return
-        if self.in_footer and tag != "footer":
+        if self.in_footer:
+            if tag == "footer":  # genui's footer holds none of its own
+                self.in_footer = False
+                self.out.append("</footer>")
             return
-        self.in_footer = False
         self.out.append(f"</{tag}>")
 
     def _text(self, text: str) -> None:
@@ -304,6 +322,12 @@ class _Rewriter(HTMLParser):
 
     def handle_decl(self, decl: str) -> None:
         self._text(f"<!{decl}>")
+
+
+def _live(attrs: dict[str, str | None]) -> bool:
+    """An element only a live server's page has: one that asks the server again by itself (a thread's "genui is
+    loading its model"), or the note that an edited config did not load."""
+    return "data-genui-retry" in attrs or "genui-config-error" in (attrs.get("class") or "").split()
 
 
 def _attributes(attrs: list[tuple[str, str | None]]) -> str:

@@ -8,22 +8,25 @@ from urllib.parse import unquote
 
 import pytest
 from chromium import browser_page, collect_problems
-from fakes import SITES_DIR, FakeEngine, visit
+from fakes import SITES_DIR, FakeEngine, Writer, visit, wiki_writer
 from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.cli import main
 from genui.export import NOT_EXPORTED
 from genui.sites import load_site
+from genui.store import Store
 
 MODEL = "owner/model-x"
 HREF = re.compile(r'<a\b[^>]*?\shref="([^"]*)"')
 
 
-def written(db: Path, site: str, urls: list[str], post: tuple[str, str] | None = None) -> None:
+def written(
+    db: Path, site: str, urls: list[str], post: tuple[str, str] | None = None, writer: Writer = wiki_writer
+) -> None:
     """Write these pages of ``site`` into the page cache at ``db`` as visits would (a fake model), and a reader's
     post on a thread first if asked."""
-    engine = FakeEngine(model_id=MODEL)
+    engine = FakeEngine(writer, model_id=MODEL)
     with TestClient(create_app([load_site(SITES_DIR / site)], engine, db_path=db)) as client:
         for url in urls:
             assert visit(client, url).status_code == 200, url
@@ -56,7 +59,7 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
         "_genui/static/favicon.svg",
         "_genui/static/genui.css",
         "index.html",
-        "search/?q=lisp/index.html",
+        "search/~%3Fq=lisp/index.html",
     ]
     lisp = (out / "Lisp" / "index.html").read_text(encoding="utf-8")
     assert "<script" not in lisp and "<form" not in lisp and " hx-" not in lisp and "ws-connect" not in lisp
@@ -118,3 +121,52 @@ def test_chromium_opens_an_export_from_its_files_and_follows_its_links(
         page.click(".genui-brand")
         page.wait_for_url(f"{out.as_uri()}/index.html")
     assert problems == []
+
+
+def test_names_no_file_system_refuses_and_no_page_takes_another_pages_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`/files/usr/index.html` beside `/files/usr` (whose file that name was), `Category:Lisp` (a link whose first
+    segment holds a colon would read as a URL scheme), `What?` (Windows refuses `?` and `:` in a name), `~x`."""
+    db = tmp_path / "genui.sqlite3"
+    written(db, "os", ["/", "/files/usr", "/files/usr/index.html", "/files/a:b", "/files/What%3F", "/files/~x"])
+    out = exported(tmp_path, "os", capsys)
+    names = {str(path.relative_to(out)) for path in out.rglob("index.html")}
+    assert names == {
+        "index.html",
+        "files/usr/index.html",
+        "files/usr/~index.html/index.html",
+        "files/a%3Ab/index.html",
+        "files/What%3F/index.html",
+        "files/~~x/index.html",
+    }
+    for name in names:
+        assert not set('?:*"<>|\\') & set(name)
+
+
+def test_a_page_written_with_a_footer_of_its_own_keeps_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def writer(prompt: str, seed: int) -> str:
+        return "<article><h1>Lisp</h1><footer><p>Written in 1958.</p></footer><p>After it.</p></article>"
+
+    written(tmp_path / "genui.sqlite3", "wiki", ["/"], writer=writer)
+    home = (exported(tmp_path, "wiki", capsys) / "index.html").read_text(encoding="utf-8")
+    assert "<footer><p>Written in 1958.</p></footer><p>After it.</p>" in home
+    assert home.count("A static copy of pages written by") == 1 and home.count("</footer>") == 2
+
+
+def test_a_colon_in_a_pages_name_is_no_scheme_in_its_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    written(tmp_path / "genui.sqlite3", "wiki", ["/Category:Lisp", "/"])
+    home = (exported(tmp_path, "wiki", capsys) / "index.html").read_text(encoding="utf-8")
+    assert 'href="Category%253ALisp/index.html"' in home  # the file Category%3ALisp/index.html
+
+
+def test_a_thread_says_nothing_of_a_model_loading_in_its_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A post made while no model was loaded waits for its replies; the copy, fetched while the app's model "loads",
+    must not say that genui is loading it."""
+    db = tmp_path / "genui.sqlite3"
+    written(db, "forum", ["/", "/r/lisp/Macros"])
+    Store(db).add_post("forum", "/r/lisp/Macros", "ada", "Still there?")
+    thread = (exported(tmp_path, "forum", capsys) / "r" / "lisp" / "Macros" / "index.html").read_text(encoding="utf-8")
+    assert "Still there?" in thread and "loading its model" not in thread and "Open the thread again" not in thread
