@@ -225,10 +225,10 @@ def test_a_page_refused_while_loading_asks_again_for_its_own_path_never_another_
     gate = Gate()
     app = create_app([load_site(SITES_DIR / "wiki")], db_path=tmp_path / "db.sqlite3", load_engine=gate)
     with TestClient(app) as client:
-        page = client.get("http://testserver//evil.example")  # one site served at /: the wiki's route /{title}
+        page = client.get("http://testserver//Evil.example")  # one site served at /: the wiki's route /{title}
         assert page.status_code == 503
-        assert 'data-genui-retry-url="/evil.example"' in page.text and "url=/evil.example" in page.text
-        assert "//evil.example" not in page.text
+        assert 'data-genui-retry-url="/Evil.example"' in page.text and "url=/Evil.example" in page.text
+        assert "//Evil.example" not in page.text
         gate.opened.set()
 
 
