@@ -195,7 +195,7 @@ class Scheduler:
                 logger.exception("engine batch failed")
             with self._lock:  # not on a BaseException: _stop fails the batch's callers that _run had not told yet
                 self._running = []
-            if worked:  # a batch whose rows had all left, or that failed at once, says nothing of how long one takes
+            if worked:  # a batch whose rows all left (before or during it), or that failed, says nothing of a batch
                 self._batch_s = 0.8 * self._batch_s + 0.2 * (time.perf_counter() - started)
 
     def _next_batch(self) -> list[_Job] | None:
@@ -271,8 +271,8 @@ class Scheduler:
             for job in jobs:
                 self._fill_gaps(job)
             run_plan(self.loaded, self._plan(jobs), None if share is None else share.step)
-        except GenerationCancelled:
-            pass
+        except GenerationCancelled:  # every row left: the time until then says nothing of how long a batch takes
+            return False
         except Exception as exc:
             logger.exception("generation failed for %d request(s)", len(jobs))
             error = exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}")
