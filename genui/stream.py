@@ -104,8 +104,10 @@ class Stream:
             answer = problem(err)
             if answer is None:
                 raise
-            # A busy or loading model, or a version that is not there: the page's own URL is worth another try.
-            retry = url if isinstance(err, NoSuchVersion | EngineError | TooManyRuns) else None
+            # A busy or loading model, a busy page cache, or a version that is not there: the page's own URL is worth
+            # another try (after its Retry-After, as the GET's 503 asks again)
+            worth = isinstance(err, NoSuchVersion | EngineError | TooManyRuns) or "Retry-After" in answer.headers
+            retry = url if worth else None
             await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)

@@ -599,3 +599,26 @@ def test_a_page_whose_prompt_template_fails_is_a_500_naming_the_template_and_the
     assert str(tmp_path) not in failed.text and engine.calls == []
     assert "a prompt template failed" in caplog.text and str(article) in caplog.text  # the developer's log says where
     assert client.get("/Lisp").status_code == 200  # the route's other pages are written
+
+
+def test_a_stream_that_finds_the_page_cache_busy_asks_again_as_the_page_does(
+    client_factory: ClientFactory, wiki: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing the page cache (a vacuum, a second server starting): the GET's 503 asks again by
+    itself after its Retry-After, and so must the stream's message, which closes normally (htmx does not reconnect)."""
+    import sqlite3
+
+    client = client_factory([wiki], FakeEngine())
+    store = pages_of(client).store
+
+    def locked(*args: object, **kwargs: object) -> int:
+        error = sqlite3.OperationalError("database is locked")
+        error.sqlite_errorname = "SQLITE_BUSY"
+        raise error
+
+    monkeypatch.setattr(store, "versions", locked)
+    page = client.get("/Lisp")
+    assert page.status_code == 503 and page.headers["retry-after"] == "2" and 'data-genui-retry="2"' in page.text
+    (message,) = ws_messages(client, f"{WS_PATH}?site=wiki&url=/Lisp&v=1")
+    assert "The page cache is busy" in message and 'data-genui-retry="2"' in message
+    assert 'data-genui-retry-url="/Lisp"' in message and 'href="/Lisp"' in message
