@@ -164,6 +164,11 @@ class Generation:
         return self._watchers
 
     @property
+    def claimed(self) -> bool:
+        """A placeholder handed out for the run still waits for its watcher (``claim``)."""
+        return bool(self._claims)
+
+    @property
     def keeping(self) -> bool:
         """Written whole, and waiting to be kept (another process holds the page cache): the engine is done with it."""
         return self._keeping

@@ -199,10 +199,11 @@ class ReadAhead:
 
     def give_way(self) -> None:
         """A visitor's run needs the engine: cancel the run read ahead, unless a visitor watches it or has just
-        opened it (their watch starts a round trip later, with the page's WebSocket); its page goes back to the
-        front of the queue."""
+        opened it (their watch starts a round trip later, with the page's WebSocket), or was handed its placeholder
+        and their stream has not connected yet (it waits for them up to ``unclaimed_s``, as any run does); its page
+        goes back to the front of the queue."""
         run, opened = self._current, self._opened
-        if run is None or run.finished or run.watchers > 1:  # the reader's own watch is one
+        if run is None or run.finished or run.watchers > 1 or run.claimed:  # the reader's own watch is one
             return
         if run.keeping:  # written, and waiting only for the page cache: the engine is free already
             return

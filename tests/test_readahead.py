@@ -31,6 +31,8 @@ from genui.runtime import SiteRuntime
 from genui.sites import Site
 from genui.store import Store
 
+HTMX = {"HX-Request": "true"}
+
 Reading = Callable[[int, FakeEngine], TestClient]  # reading(read_ahead, engine) -> a started client
 
 
@@ -616,3 +618,23 @@ async def test_a_page_read_ahead_that_waits_only_to_be_kept_does_not_give_way(
     assert await until(lambda: pages.versions(page_job(pages, "/Lisp_tree")) > 0, within=20)
     await visitor.result()
     await pages.close()
+
+
+def test_a_page_read_ahead_waits_for_a_visitors_stream_that_is_slow_to_connect(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    """A visitor handed the placeholder of the page being read ahead: their stream may connect later than the
+    reader's one-second grace (a slow network) while another visitor's run needs the engine. The run waits for them,
+    as any run waits for its placeholder's stream (``unclaimed_s``); it was cancelled, and written again from its
+    first step once they came (found by review)."""
+    engine = FakeEngine(delay=0.2, steps=10)  # a page takes about 4 s
+    client = client_factory([wiki], engine, read_ahead=1)
+    pages = pages_of(client)
+    client.get("/_genui/wait?site=wiki&url=/Lisp")  # /Lisp written and shown: its links are read ahead
+    assert eventually(lambda: pages.reader.reading == "/Lisp_tree", 5)
+    assert "ws-connect" in client.get("/Lisp_tree", headers=HTMX).text  # its placeholder, handed out
+    client.get("/Unix", headers=HTMX)  # another visitor's page needs the engine
+    time.sleep(2.5)  # past the reader's grace, well within unclaimed_s
+    assert engine.cancelled == 0
+    final = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp_tree&v=1")[-1]
+    assert "<h1>Lisp tree</h1>" in final and titles(engine).count("Lisp tree") == 1
