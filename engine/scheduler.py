@@ -228,6 +228,7 @@ class Scheduler:
                         break
                     self._lock.wait(remaining)
             batch = [self._pending.popleft()]
+            self._running = batch  # from here on the batch's: _fail_first fails its first, _stop all of it
             rows = len(first.requests)
             if first.key is not None:
                 for job in list(self._pending):
@@ -244,8 +245,14 @@ class Scheduler:
             self._threads.idle()
 
     def _fail_first(self) -> None:
+        """Fail the request whose batching raised: the batch's first, if it had left the queue (the requests already
+        put beside it go back to the queue's front), else the queue's first."""
         with self._lock:
-            job = self._pending.popleft() if self._pending else None
+            if self._running:
+                job, others, self._running = self._running[0], self._running[1:], []
+                self._pending.extendleft(reversed(others))
+            else:
+                job = self._pending.popleft() if self._pending else None
         if job is not None:
             job.channel.fail(EngineError("the engine could not batch this request"))
             job.channel.close()

@@ -10,6 +10,7 @@ import pytest
 import torch
 from engine_fixtures import collect, tiny_model
 
+import engine.scheduler as scheduler_module
 from engine import (
     DoneFrame,
     EngineError,
@@ -278,6 +279,36 @@ async def test_a_request_the_batching_cannot_compare_fails_alone_and_the_worker_
         await collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2)))
     done = await asyncio.wait_for(collect(scheduler.stream(GenerationRequest(prompt="x", max_steps=2))), 30)
     assert isinstance(final(done), DoneFrame)
+
+
+async def test_a_request_that_breaks_the_batching_after_leaving_the_queue_fails_and_the_next_is_written(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batching compares a request's key with the queue's after taking it from the queue: one that raised then
+    was in neither the queue nor the batch, its stream waited for ever, and the request after it failed in its
+    place (found by review)."""
+
+    class Incomparable:
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("truth value of an array is ambiguous")
+
+        __hash__ = object.__hash__
+
+    engine = Scheduler(loaded, max_batch=1)  # compared only once the first has left the queue
+    running = engine.stream(LONG)
+    await anext(running)  # the worker is busy: the next two wait in the queue
+    real = scheduler_module.batch_key
+    monkeypatch.setattr(
+        scheduler_module, "batch_key", lambda request: Incomparable() if request.prompt == "bad" else real(request)
+    )
+    bad = asyncio.ensure_future(collect(engine.stream(GenerationRequest(prompt="bad", max_steps=2))))
+    good = asyncio.ensure_future(collect(engine.stream(GenerationRequest(prompt="good", max_steps=2))))
+    await asyncio.sleep(0.05)
+    await running.aclose()
+    with pytest.raises(EngineError, match="could not batch"):
+        await asyncio.wait_for(bad, 30)
+    assert isinstance(final(await asyncio.wait_for(good, 30)), DoneFrame)
+    await engine.close()
 
 
 async def test_closing_fails_waiting_requests_and_refuses_new_ones(loaded: LoadedModel) -> None:
