@@ -118,13 +118,20 @@ def export(site: Site, db: Path, model: str, out: Path, progress: Callable[[str]
     store = Store(db)
     try:
         pages = current_pages(store, runtime, model)
+        versions = {runtime.prompts.version(route) for route in site.routes}
+        others = sorted(
+            {group.model for group in store.page_groups() if group.site == site.name and group.template in versions}
+            - {model}
+        )
     finally:
         store.close()
     if not pages:
-        raise ExportError(
-            f"{db} holds no page of {site.name} as it is configured now by {model}: write some first "
-            f"(genui serve, or genui cache warm {site.name})"
+        fix = (
+            f"it holds pages of {', '.join(others)}: name the model with --model"
+            if others
+            else f"write some first (genui serve, or genui cache warm {site.name})"
         )
+        raise ExportError(f"{db} holds no page of {site.name} as it is configured now by {model}; {fix}")
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
     exported = Exported()
     for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere

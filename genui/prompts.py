@@ -56,6 +56,8 @@ class PromptError(SiteConfigError):
         params, and works for one while it fails another."""
         names = ", ".join(f"params.{name}" for name in route.params) or "no params"
         self.problem = f"{self.problem.rstrip('.')} (for the route {route.pattern}, which has {names})"
+        name = Path(self.file).name  # the route's key that names the file that failed (an included file: template)
+        self.key = next((key for key in ("opening", "reply_opening") if getattr(route, key) == name), "template")
         self.args = (f"{self.file}: key '{self.key}': {self.problem}. Fix: {self.fix}",)
         return self
 

@@ -258,6 +258,17 @@ class SiteRouter:
             raise SiteConfigError(
                 file, key, f"{url!r} redirects to {location.path!r}", f"write the page's own URL, {location.path!r}"
             )
+        ignored = sorted({name for name, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True)})
+        ignored = [name for name in ignored if name not in location.route.query]
+        if ignored:  # the page would open without them
+            takes = ", ".join(repr(name) for name in location.route.query) or "none"
+            raise SiteConfigError(
+                file,
+                key,
+                f"{url!r} sets {', '.join(repr(name) for name in ignored)}, which its route "
+                f"{location.route.pattern!r} does not take (its query keys: {takes})",
+                "use the route's query keys, or add them to its query = [...]",
+            )
 
     def _compile(self, pattern: str, key: str) -> tuple[re.Pattern[str], str, dict[str, Convertor[Any]]]:
         try:

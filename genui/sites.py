@@ -410,15 +410,24 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
     if not isinstance(name, str):
         problem = "missing" if name is None else f"expected str, got {type(name).__name__}"
         raise SiteConfigError(file, full, problem, f'add {key} = "{example}" (a file in prompts/)')
-    if "/" in name or "\\" in name or name.startswith("."):
+    if not name or "/" in name or "\\" in name or name.startswith("."):
         raise SiteConfigError(file, full, f"{name!r} is not a plain file name", "name a file in prompts/")
     path = root / "prompts" / name
     if not _is_file(path):
+        if _is_folder(path):
+            raise SiteConfigError(file, full, f"{path} is a folder", "name a file in prompts/")
         raise SiteConfigError(file, full, f"{path} does not exist", "create it or fix the name")
     if key.endswith("opening"):
         _check_opening_end(file, full, path)
         _check_opening_quotes(file, full, path)
     return name
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _is_file(path: Path) -> bool:

@@ -94,6 +94,8 @@ def test_an_export_into_a_folder_that_is_not_empty_or_of_an_empty_cache_is_refus
     assert main([*argv, "--model", MODEL]) == 2
     assert "holds no page of wiki" in capsys.readouterr().err
     written(db, "wiki", ["/"])
+    assert main(argv) == 2  # the shipped model's pages: there are none, but another model's
+    assert f"it holds pages of {MODEL}: name the model with --model" in capsys.readouterr().err
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "mine.txt").write_text("keep me", encoding="utf-8")
     assert main([*argv, "--model", MODEL]) == 2

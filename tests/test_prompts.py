@@ -160,6 +160,24 @@ def test_a_lookup_by_a_urls_value_loads_and_an_import_of_a_name_not_there_does_n
         PromptRenderer(load_site(root))
 
 
+@pytest.mark.parametrize(
+    ("site", "file", "key"),
+    [
+        ("wiki", "article_opening.j2", "opening"),
+        ("forum", "reply_opening.j2", "reply_opening"),
+        ("wiki", "article.j2", "template"),
+    ],
+)
+def test_a_template_that_fails_at_load_is_named_with_the_routes_key_for_it(
+    tmp_path: Path, site: str, file: str, key: str
+) -> None:
+    root = copy_site(tmp_path, site)
+    (root / "prompts" / file).write_text("{{ params.nosuch }}", encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith(file) and caught.value.key == key and f"key '{key}'" in str(caught.value)
+
+
 def test_url_text_cannot_make_a_gap(wiki: Site) -> None:
     opening = PromptRenderer(wiki).opening(wiki.routes[2], {"title": f"A{GAP}B"})
     assert GAP not in opening and "<h1>AB</h1>" in opening

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -356,6 +357,8 @@ def test_navigation_that_is_not_an_array_of_tables_names_its_key(tmp_path: Path)
         ("/demo/page/Start", "no route serves", "write it as the site sees it, '/page/Start': genui adds '/demo'"),
         ("/p/Start", "redirects to '/page/Start'", "'/page/Start'"),
         ("/page/../x", "dot segment", "fix the URL"),
+        ("/find?q=x&year=2024", "sets 'year', which its route '/find' does not take (its query keys: 'q')", "query"),
+        ("/page/Start?q=x", "sets 'q', which its route '/page/{name}' does not take (its query keys: none)", "query"),
     ],
 )
 def test_a_navigation_link_that_leads_to_no_page_is_refused_when_served(
@@ -428,3 +431,29 @@ def test_a_value_of_the_wrong_kind_is_said_to_be_so(tmp_path: Path, old: str, ne
     with pytest.raises(SiteConfigError) as caught:
         load_site(tmp_path)
     assert said in caught.value.problem
+
+
+def test_an_empty_template_name_or_a_folder_is_said_to_be_so_not_missing(tmp_path: Path) -> None:
+    """`template = ""` named the prompts folder itself, and a folder `dir.j2`, as files that "do not exist"."""
+    write_site(tmp_path, GOOD.replace('template = "home.j2"', 'template = ""', 1))
+    with pytest.raises(SiteConfigError, match="'' is not a plain file name"):
+        load_site(tmp_path)
+    (tmp_path / "prompts" / "dir.j2").mkdir()
+    write_site(tmp_path, GOOD.replace('template = "home.j2"', 'template = "dir.j2"', 1))
+    with pytest.raises(SiteConfigError, match="dir.j2 is a folder"):
+        load_site(tmp_path)
+
+
+def test_the_guides_annotated_site_toml_loads_as_written(tmp_path: Path) -> None:
+    """docs/sites.md's `site.toml` example, with the wiki's prompts and stylesheet beside it: a new developer copies
+    it first. (Its navigation showed on "/", a route it did not declare.)"""
+    from genui.runtime import SiteRuntime
+
+    guide = (SITES_DIR.parent / "docs" / "sites.md").read_text(encoding="utf-8")
+    example = guide.split("## site.toml\n", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    shutil.copytree(SITES_DIR / "wiki" / "prompts", tmp_path / "prompts")
+    shutil.copyfile(SITES_DIR / "wiki" / "wiki.css", tmp_path / "wiki.css")
+    (tmp_path / "site.toml").write_text(example, encoding="utf-8")
+    runtime = SiteRuntime.build(load_site(tmp_path), "")
+    assert [route.pattern for route in runtime.site.routes] == ["/", "/{title}"]
+    assert runtime.locate("/hash_table") is not None
