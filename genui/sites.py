@@ -44,12 +44,16 @@ _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
 
 
+WHOLE_FILE = "-"  # the key of an error that is the whole file's (not found, not UTF-8, not TOML)
+
+
 class SiteConfigError(ValueError):
     """A site config is wrong. ``str(error)`` says where and how to fix it."""
 
     def __init__(self, file: Path | str, key: str, problem: str, fix: str) -> None:
         self.file, self.key, self.problem, self.fix = str(file), key, problem, fix
-        super().__init__(f"{file}: key '{key}': {problem.rstrip('.')}. Fix: {fix}")
+        where = "" if key == WHOLE_FILE else f"key '{key}': "
+        super().__init__(f"{file}: {where}{problem.rstrip('.')}. Fix: {fix}")
 
 
 MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
@@ -482,23 +486,27 @@ def load_site(root: Path | str) -> Site:
     root = Path(root)
     file = root / "site.toml"
     if not file.is_file():
-        raise SiteConfigError(file, "-", "file not found", f"create {file} (genui new NAME writes one)")
+        raise SiteConfigError(file, WHOLE_FILE, "file not found", f"create {file} (genui new NAME writes one)")
     try:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise SiteConfigError(file, "-", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+        raise SiteConfigError(file, WHOLE_FILE, f"not UTF-8 ({err})", "save the file as UTF-8") from None
     except OSError as err:
-        raise SiteConfigError(file, "-", f"cannot read it ({err.strerror or err})", "make it readable") from None
+        raise SiteConfigError(file, WHOLE_FILE, f"cannot read it ({err.strerror or err})", "make it readable") from None
     if text.startswith("\ufeff"):
-        raise SiteConfigError(file, "-", "it starts with a byte order mark", "save the file as UTF-8 without a BOM")
+        raise SiteConfigError(
+            file, WHOLE_FILE, "it starts with a byte order mark", "save the file as UTF-8 without a BOM"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SiteConfigError(file, "-", f"not valid TOML ({err})", "fix the syntax at the position given") from None
+        raise SiteConfigError(
+            file, WHOLE_FILE, f"not valid TOML ({err})", "fix the syntax at the position given"
+        ) from None
     except ValueError as err:  # an integer of more digits than Python converts (4,300)
-        raise SiteConfigError(file, "-", f"not valid TOML ({err})", "write the value shorter") from None
+        raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", "write the value shorter") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
-        raise SiteConfigError(file, "-", "arrays or tables nested too deeply", "flatten the nesting") from None
+        raise SiteConfigError(file, WHOLE_FILE, "arrays or tables nested too deeply", "flatten the nesting") from None
     known = {"name", "title", "brief", "stylesheet", "model", "routes", "navigation"}
     for key in data:
         if key not in known:

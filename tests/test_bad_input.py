@@ -576,7 +576,8 @@ def broken_sites(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, bytes], str
 def assert_names_file_key_and_fix(error: SiteConfigError, file: Path, key: str) -> None:
     message = str(error)
     assert error.file == str(file) and error.key == key, message
-    assert message.startswith(f"{file}: key '{key}': ") and "Fix: " in message and error.fix.strip(), message
+    where = "" if key == "-" else f"key '{key}': "  # an error of the whole file names no key
+    assert message.startswith(f"{file}: {where}") and "Fix: " in message and error.fix.strip(), message
 
 
 @settings(max_examples=CONFIG_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

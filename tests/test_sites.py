@@ -157,7 +157,9 @@ def test_each_bad_config_names_file_key_and_fix(tmp_path: Path, old: str, new: s
         load_site(tmp_path)
     error = caught.value
     assert error.file == str(tmp_path / "site.toml") and error.key == key and error.fix
-    assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
+    where = "" if key == "-" else f"key '{key}': "  # an error of the whole file names no key
+    assert str(error).startswith(f"{tmp_path / 'site.toml'}: {where}") and "Fix: " in str(error)
+    assert "key '-'" not in str(error)
 
 
 def opening_error(tmp_path: Path, opening: str) -> SiteConfigError | None:
@@ -340,7 +342,9 @@ def test_each_bad_navigation_names_file_key_and_fix(tmp_path: Path, old: str, ne
         load_site(tmp_path)
     error = caught.value
     assert error.file == str(tmp_path / "site.toml") and error.key == key and error.fix, str(error)
-    assert str(error).startswith(f"{tmp_path / 'site.toml'}: key '{key}': ") and "Fix: " in str(error)
+    where = "" if key == "-" else f"key '{key}': "  # an error of the whole file names no key
+    assert str(error).startswith(f"{tmp_path / 'site.toml'}: {where}") and "Fix: " in str(error)
+    assert "key '-'" not in str(error)
 
 
 def test_navigation_that_is_not_an_array_of_tables_names_its_key(tmp_path: Path) -> None:
@@ -410,7 +414,7 @@ def test_a_site_toml_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> No
     root = tmp_path / "broken"
     root.mkdir()
     (root / "site.toml").symlink_to("/proc/self/mem")  # a file that fails to read (root may read any mode)
-    with pytest.raises(SiteConfigError, match="site.toml: key '-': cannot read it .*Fix: make it readable"):
+    with pytest.raises(SiteConfigError, match="site.toml: cannot read it .*Fix: make it readable"):
         load_site(root)
 
 
