@@ -32,6 +32,17 @@ def model_id_of(model: str | None) -> str:
     return model_id(model)
 
 
+def no_sites(directory: Path | str) -> UsageError:
+    """The error for a sites folder with no site in it; a site's own folder says so, with the folder to name."""
+    folder = Path(directory)
+    if (folder / "site.toml").is_file():
+        return UsageError(
+            f"{directory} is a site's folder, not a folder of sites: name the folder it is in (--sites-dir "
+            f"{folder.resolve().parent}), or the site itself where a command takes SITE"
+        )
+    return UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+
+
 def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown.
     With names, a folder that does not load is no matter once every site named is found (a half-written new site
@@ -39,9 +50,7 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     if not names:
         sites = load_sites(directory, unique=False)
         if not sites:
-            raise UsageError(
-                f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)"
-            )
+            raise no_sites(directory)
         check_names(sites)
         return sites
     sites, broken = [], []
@@ -55,7 +64,7 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     if missing and broken:
         raise broken[0]  # it may be the site asked for
     if not sites:
-        raise UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
+        raise no_sites(directory)
     if missing:
         said = f"no site named {missing[0]!r} under {directory} (have: {', '.join(sorted(by_name))})"
         here = Path("sites")  # where genui new writes a site, from the folder it is run in

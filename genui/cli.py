@@ -29,6 +29,7 @@ from genui.arguments import (
     located,
     misplaced,
     model_id_of,
+    no_sites,
     site_from,
     sites_in,
 )
@@ -146,9 +147,7 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
 def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
     folders = site_folders(args.sites_dir)
     if not folders:
-        raise UsageError(
-            f"no sites under {args.sites_dir} (a site is a folder with site.toml; genui new NAME writes one)"
-        )
+        raise no_sites(args.sites_dir)
     failed = False
     sites = []
     for folder in folders:  # each on its own: a slip in one site.toml says nothing of the others

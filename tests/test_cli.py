@@ -35,7 +35,7 @@ def fake_loader(model: str | None, device: str | None, int8: bool) -> FakeEngine
         (["posts"], ["show", "delete", "--db"]),
         (["posts", "show"], ["--db", "--site", "--thread", "--limit", "--json"]),
         (["posts", "delete"], ["ID", "--db"]),
-        (["cache"], ["show", "prune", "forget", "warm", "--db", "--site", "--sites-dir", "--model"]),
+        (["cache"], ["show", "prune", "forget", "warm", "export", "--db", "--site", "--sites-dir", "--model"]),
         (["cache", "show"], ["--db", "--site", "--model", "--json"]),
         (["cache", "prune"], ["--db", "--other-models", "--dry-run", "--vacuum"]),
         (["cache", "forget"], ["SITE", "PATH", "--db"]),
@@ -265,3 +265,13 @@ def test_a_site_genui_new_wrote_here_but_not_in_the_sites_folder_named_is_pointe
     capsys.readouterr()
     assert main(["serve", "--site", "club"], load_engine=fake_loader) == 2
     assert "no site named 'club'" in (said := one_line_error(capsys)) and "add --sites-dir sites" in said
+
+
+@pytest.mark.parametrize("argv", [["sites"], ["cache", "warm", "wiki"], ["serve"]])
+def test_a_sites_folder_that_is_a_site_itself_is_said_to_be_so(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    wiki = SITES_DIR / "wiki"
+    assert main([*argv, "--sites-dir", str(wiki)]) == 2
+    said = capsys.readouterr().err
+    assert f"{wiki} is a site's folder, not a folder of sites" in said and f"--sites-dir {SITES_DIR.resolve()}" in said
