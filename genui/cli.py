@@ -312,8 +312,8 @@ def _parser() -> argparse.ArgumentParser:
         dest="example",
         metavar="SITE",
         help="start from an example site by its name (forum, os, wiki) or a site folder by its path (./wiki is "
-        "yours, wiki is genui's): its routes, prompts, openings, navigation and stylesheet under the new name "
-        "(default: a blank wiki-like site)",
+        "yours, wiki is genui's; a name that is no example is also looked for in --dir): its routes, prompts, "
+        "openings, navigation and stylesheet under the new name (default: a blank wiki-like site)",
     )
     new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
     new.set_defaults(run=_new)

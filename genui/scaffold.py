@@ -125,17 +125,23 @@ def add_front_opening(folder: Path, example: Site) -> None:
     (folder / "site.toml").write_text(toml.replace(line, f'{line}opening = "{FRONT_OPENING}"   {note}\n', 1), "utf-8")
 
 
-def example_folder(example: str) -> Path:
+def example_folder(example: str, directory: Path | None = None) -> Path:
     """The site folder ``--from`` names: an example site shipped with genui (``genui sites``) by its bare name, or a
-    site folder by its path (``./wiki``, ``sites/wiki``: a folder of one's own, even one named like an example)."""
+    site folder by its path (``./wiki``, ``sites/wiki``: a folder of one's own, even one named like an example); a
+    bare name that is no example is also looked for beside the new site (in ``directory``)."""
     shipped = bundled("sites")
     bare = re.fullmatch(r"[a-z][a-z0-9_-]*", example) is not None
-    for folder in (shipped / example, Path(example)) if bare else (Path(example),):
+    near: tuple[Path, ...] = (directory / example,) if bare and directory is not None else ()
+    candidates: tuple[Path, ...] = (shipped / example, Path(example), *near) if bare else (Path(example),)
+    for folder in candidates:
         if example and (folder / "site.toml").is_file():
             return folder
     names = ", ".join(sorted(p.parent.name for p in shipped.glob("*/site.toml")))
     raise SiteConfigError(
-        Path(example) / "site.toml", "--from", "no example site or site folder of that name", f"name one of {names}"
+        Path(example) / "site.toml",
+        "--from",
+        "no example site or site folder of that name",
+        f"name one of {names}, or a site folder by its path (./{example.strip('/')})",
     )
 
 
@@ -209,7 +215,7 @@ def create_site(
     if directory.exists() and not directory.is_dir():
         raise FileExistsError(f"{directory} is a file, not a folder; name a folder for the site (--dir)")
     _check_name_free(directory, name)
-    source = load_site(example_folder(example)) if example is not None else None
+    source = load_site(example_folder(example, directory)) if example is not None else None
     if source is not None:
         _check_servable(source, source.root)
     given = " ".join("".join(ch if ch.isprintable() else " " for ch in description or "").split()) or None

@@ -257,3 +257,13 @@ def test_a_dir_that_is_a_file_or_a_dangling_link_at_the_name_is_said_plainly(tmp
     (tmp_path / "club").symlink_to(tmp_path / "gone")
     with pytest.raises(FileExistsError, match="club already exists"):
         create_site("club", None, tmp_path)
+
+
+def test_a_site_from_another_in_the_same_folder_is_found_by_its_bare_name(tmp_path: Path) -> None:
+    """`genui new x --from blog --dir sites`, where sites/blog is one's own site: it was "no example site of that
+    name", with a fix naming only the examples."""
+    create_site("blog", "A blog about tea.", tmp_path)
+    site = create_site("notes", directory=tmp_path, example="blog")
+    assert site.brief == "A blog about tea." and (tmp_path / "notes" / "site.toml").is_file()
+    with pytest.raises(SiteConfigError, match=r"name one of forum, os, wiki, or a site folder by its path \(./nope\)"):
+        create_site("other", directory=tmp_path, example="nope")
