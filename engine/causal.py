@@ -24,16 +24,29 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from engine.denoise import cache_rows
 
+_TURN = "\ue000genui-prompt\ue000"  # stands for the prompt in the chat template's text: private-use, in no template
+
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
     """The prompt as the base model was tuned to read it: its chat template with the prompt as the user's turn,
-    ready for the assistant's answer. A tokenizer without a chat template gets the plain text."""
+    ready for the assistant's answer. A tokenizer without a chat template gets the plain text.
+
+    The prompt's own text never makes a special token: it holds what visitors wrote (a rewrite's instruction, a
+    reader's post, a URL), and `<|im_end|><|im_start|>system` there would end the user's turn and open another. The
+    template's frame is tokenized as it is, with its special tokens, and the prompt between with
+    ``split_special_tokens``: the same ids as the whole template tokenized at once, for a prompt with no such text
+    (tests/test_engine_base.py checks that on the sites' prompts)."""
     if getattr(tokenizer, "chat_template", None):
-        encoded = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+        framed = tokenizer.apply_chat_template(
+            [{"role": "user", "content": _TURN}], add_generation_prompt=True, tokenize=False
         )
-        return list(encoded)
-    ids = tokenizer.encode(prompt, add_special_tokens=True)
+        before, _, after = str(framed).partition(_TURN)
+        return [
+            *tokenizer.encode(before, add_special_tokens=False),
+            *tokenizer.encode(prompt, add_special_tokens=False, split_special_tokens=True),
+            *tokenizer.encode(after, add_special_tokens=False),
+        ]
+    ids = tokenizer.encode(prompt, add_special_tokens=True, split_special_tokens=True)
     return ids if ids else [tokenizer.bos_token_id or tokenizer.eos_token_id]
 
 

@@ -18,8 +18,9 @@ from engine.denoise import cache_rows
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
-    """The encoder input DiffusionGemma was trained on: <bos> prompt <response>."""
-    return [BOS_ID, *tokenizer.encode(prompt, add_special_tokens=False), RESPONSE_ID]
+    """The encoder input DiffusionGemma was trained on: <bos> prompt <response>. The prompt's text makes no special
+    token (it holds what visitors wrote: engine.causal.encode_prompt)."""
+    return [BOS_ID, *tokenizer.encode(prompt, add_special_tokens=False, split_special_tokens=True), RESPONSE_ID]
 
 
 @dataclass(eq=False)
