@@ -60,7 +60,13 @@ class _Node:
     text: list[str] = field(default_factory=list)
 
     def has_container(self) -> bool:
-        return any(child.tag in CONTAINERS or child.has_container() for child in self.children)
+        below = list(self.children)  # a walk, not a recursion: a page may nest thousands deep
+        while below:
+            node = below.pop()
+            if node.tag in CONTAINERS:
+                return True
+            below.extend(node.children)
+        return False
 
     def is_block(self) -> bool:
         """A ``<div>`` read as one section: no container inside, and no heading of its own."""
@@ -71,7 +77,14 @@ class _Node:
 
 
 def _pick(node: _Node, found: list[Section]) -> None:
-    for child in node.children:
+    """The sections under ``node``, in document order: a walk with a stack, not a recursion (a page of a thousand
+    nested ``<div>`` made every view of it a 500)."""
+    walks = [iter(node.children)]
+    while walks:
+        child = next(walks[-1], None)
+        if child is None:
+            walks.pop()
+            continue
         if child.end < 0 or child.genui:
             continue  # never closed (not a range genui can replace), or genui's own
         if child.tag in TEXT_BLOCKS or (child.tag == "div" and child.is_block()):
@@ -79,7 +92,7 @@ def _pick(node: _Node, found: list[Section]) -> None:
             snippet = text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
             found.append(Section(len(found) + 1, child.start, child.end, child.tag, snippet))
         elif child.tag in CONTAINERS:
-            _pick(child, found)
+            walks.append(iter(child.children))
 
 
 class _Tree(HTMLParser):

@@ -59,3 +59,12 @@ def test_a_div_that_holds_a_heading_is_a_container_of_sections() -> None:
         "<h1>r/linux</h1>",
         '<ul class="threads"><li><a href="/r/linux/a">A</a></li></ul>',
     ]
+
+
+def test_a_page_nested_thousands_deep_has_its_sections_found() -> None:
+    """The picker read a page by recursion, one call a level: a stored page of a thousand nested `<div>` (the
+    sanitiser keeps 3,000 levels) made every view of it a 500 (found by review)."""
+    deep = "<div>" * 3000 + "<p>deep</p>" + "</div>" * 3000 + "<p>after</p>"
+    found = sections(deep)
+    assert [(s.tag, s.snippet) for s in found] == [("div", "deep"), ("p", "after")]
+    assert deep[found[0].start : found[0].end] == "<div><p>deep</p></div>"
