@@ -30,7 +30,9 @@ from genui.sites import FORBIDDEN_IN_PATH, MAX_PATH, Route, Site, SiteConfigErro
 
 MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is collapsed
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # in a query value, where a backslash is text (`grep \.py`, `C:\Users`)
+# a control character (C0, DEL, and C1 but NEL, which str.split() reads as a line break) in a query value, where a
+# backslash is text (`grep \.py`, `C:\Users`), or in a rewrite's instruction
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x84\x86-\x9f]")
 _SPACES = re.compile(r" +")
 _LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.link_text`); a longer one is no name
 # How alike a link's text and the name in its href must be (difflib's ratio) for the text to name the page: on the

@@ -218,6 +218,10 @@ def test_a_backslash_in_a_query_value_is_text_and_a_control_character_is_refused
     assert terminal is not None and terminal.query == {"cmd": "grep \\.py"}
     with pytest.raises(BadRequest, match="control character"):
         wiki_router.resolve("/search", [("q", "a\x00b")])
+    with pytest.raises(BadRequest, match="control character"):
+        wiki_router.resolve("/search", [("q", "a\x9bb")])  # C1 too
+    spaced = wiki_router.resolve("/search", [("q", "a\x85b")])  # but NEL, which is a line break: a space
+    assert spaced is not None and spaced.query == {"q": "a b"}
 
 
 def test_an_aliases_redirect_never_leaves_the_site_nor_names_a_dot_segment() -> None:
