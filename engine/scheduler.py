@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -149,10 +150,22 @@ class Scheduler:
                 raise EngineError("the engine has closed")
             self._drop_cancelled()
             if len(self._pending) >= self.max_queue:
-                waits = 1 + len(self._pending) / self.max_batch
+                waits = 1 + self._batches_queued()  # the batch running, then the queue's
                 raise EngineOverloaded(retry_after=max(1.0, self._batch_s * waits))
             self._pending.append(job)
             self._lock.notify_all()
+
+    def _batches_queued(self) -> int:
+        """How many batches the queue takes: requests that run alone (openings with gaps, variations, edits) one
+        each, the others as many as fill ``max_batch`` rows of their kind (the same settings)."""
+        rows: dict[Hashable, int] = {}
+        alone = 0
+        for job in self._pending:
+            if job.key is None:
+                alone += 1
+            else:
+                rows[job.key] = rows.get(job.key, 0) + len(job.requests)
+        return alone + sum(math.ceil(count / self.max_batch) for count in rows.values())
 
     # -- the worker's side (its own thread) ---------------------------------------------------------------------
 

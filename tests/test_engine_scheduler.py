@@ -231,6 +231,29 @@ async def test_pages_their_visitors_left_say_nothing_of_how_long_a_batch_takes(s
     assert not scheduler._running and scheduler._batch_s == typical
 
 
+async def test_a_full_queue_of_requests_that_run_alone_says_to_wait_for_each(loaded: LoadedModel) -> None:
+    """Retry-After counted the queue as batches of ``max_batch`` requests, but openings with gaps, variations and
+    edits run alone: four of them waiting take four batches, not one."""
+    engine = Scheduler(loaded, max_queue=4, max_batch=4)
+    running = engine.stream(LONG)
+    await anext(running)  # the worker is busy
+    engine._batch_s = 10.0
+    for _ in range(4):
+        engine._submit(scheduler_module._Job([GenerationRequest(prompt="x")], None, FrameChannel(1)))
+    with pytest.raises(EngineOverloaded) as alone:
+        engine._submit(scheduler_module._Job([GenerationRequest(prompt="x")], None, FrameChannel(1)))
+    assert alone.value.retry_after == 50.0  # the batch running, then four alone
+    engine._pending.clear()
+    for _ in range(4):
+        engine._submit(scheduler_module._Job([GenerationRequest(prompt="x")], "same", FrameChannel(1)))
+    with pytest.raises(EngineOverloaded) as shared:
+        engine._submit(scheduler_module._Job([GenerationRequest(prompt="x")], "same", FrameChannel(1)))
+    assert shared.value.retry_after == 20.0  # the batch running, then one batch of the four
+    engine._pending.clear()
+    await running.aclose()
+    await engine.close()
+
+
 async def test_a_bad_request_in_a_batch_does_not_fail_its_neighbours(scheduler: Scheduler) -> None:
     good = GenerationRequest(prompt="short", max_steps=2)
     too_long = GenerationRequest(prompt="hash " * 600, max_steps=2)
