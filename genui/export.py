@@ -42,6 +42,7 @@ STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's 
 NOT_EXPORTED = "not in this copy"  # the title of a link to a page that was not exported
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
+REFERRER = "same-origin"  # as genui.security's Referrer-Policy: a link off the site sends no address of the copy
 # frame-ancestors would be ignored in a <meta>, and said so in the console
 CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
 _DROPPED = {"script", "noscript", "form"}  # what needs genui's server, or a script
@@ -294,8 +295,9 @@ class _Rewriter(HTMLParser):
             href = link(self.own, (named.get("href") or "").lstrip("/").partition("?")[0])
             kept = [(name, href if name == "href" else value) for name, value in kept]
         self.out.append(f"<{tag}{_attributes(kept)}>")
-        if tag == "head":
+        if tag == "head":  # what the server's headers said, as far as a file can say it (a host adds the rest)
             self.out.append(f'\n<meta http-equiv="Content-Security-Policy" content="{CSP}">')
+            self.out.append(f'\n<meta name="referrer" content="{REFERRER}">')
         elif tag == "footer" and "genui-footer" in (named.get("class") or "").split():
             self.in_footer = True
             self.out.append(f"A static copy of pages written by <code>{html.escape(self.model)}</code> with genui.")

@@ -64,6 +64,7 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
     lisp = (out / "Lisp" / "index.html").read_text(encoding="utf-8")
     assert "<script" not in lisp and "<form" not in lisp and " hx-" not in lisp and "ws-connect" not in lisp
     assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in lisp
+    assert '<meta name="referrer" content="same-origin">' in lisp
     assert 'href="../_genui/static/genui.css"' in lisp and 'href="../_genui/css/wiki.css"' in lisp
     assert 'href="../Lisp_tree/index.html"' in lisp  # the model's /wiki/Lisp_tree, written since
     assert f'<a title="{NOT_EXPORTED}">Lisp map</a>' in lisp  # never written: a placeholder link
