@@ -229,14 +229,8 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         )
     case = _load_case(file, where, data, pattern)
     link_text = data.get("link_text")
-    if link_text is not None and link_text not in (names := [name for name, _ in _parameters(pattern)]):
-        names_said = ", ".join(repr(name) for name in names) or "none"
-        raise SiteConfigError(
-            file,
-            f"{where}link_text",
-            f"{link_text!r} is not a parameter of the pattern {pattern!r} (its parameters: {names_said})",
-            "name one of the pattern's parameters, or remove the key",
-        )
+    if link_text is not None and link_text not in [name for name, _ in _parameters(pattern)]:
+        raise _not_a_parameter(file, f"{where}link_text", link_text, pattern, "the key")
     template = _prompt_file(file, root, f"{where}template", data, "template", "page.j2")
     opening = None
     if "opening" in data:
@@ -299,6 +293,16 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     )
 
 
+def _not_a_parameter(file: Path, key: str, name: object, pattern: str, what: str) -> SiteConfigError:
+    names_said = ", ".join(repr(name) for name, _ in _parameters(pattern)) or "none"
+    return SiteConfigError(
+        file,
+        key,
+        f"{name!r} is not a parameter of the pattern {pattern!r} (its parameters: {names_said})",
+        f"name one of the pattern's parameters, or remove {what}",
+    )
+
+
 def _load_case(file: Path, where: str, data: dict[str, Any], pattern: str) -> tuple[tuple[str, str], ...]:
     """A route's ``case``: a table of its parameters, each with the letter case its one page is written in."""
     if "case" not in data:
@@ -315,13 +319,7 @@ def _load_case(file: Path, where: str, data: dict[str, Any], pattern: str) -> tu
         )
     for name, rule in value.items():
         if name not in names:
-            names_said = ", ".join(repr(name) for name in names) or "none"
-            raise SiteConfigError(
-                file,
-                f"{where}case.{name}",
-                f"{name!r} is not a parameter of the pattern {pattern!r} (its parameters: {names_said})",
-                "name one of the pattern's parameters, or remove it",
-            )
+            raise _not_a_parameter(file, f"{where}case.{name}", name, pattern, "it")
         if not isinstance(rule, str) or rule not in CASE_RULES:
             raise SiteConfigError(
                 file,
