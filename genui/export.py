@@ -24,7 +24,7 @@ import html
 import posixpath
 import shutil
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -60,9 +60,13 @@ class ExportError(ValueError):
 class Exported:
     """What ``export`` wrote: the pages (site-relative URLs) and those it passed by, with why."""
 
-    pages: list[str] = field(default_factory=list)  # the front page first, where it is one
-    skipped: list[tuple[str, str]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # each page's file, relative to the export's folder
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def pages(self) -> list[str]:
+        """The pages written, the front page first where it is one."""
+        return list(self.files)
 
 
 def file_of(location: Location) -> str:
@@ -111,7 +115,7 @@ def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Locati
     return sorted(found.values(), key=lambda location: (location.path != "/", location.url))
 
 
-def export(site: Site, db: Path, model: str, out: Path, progress: Callable[[str], None] | None = None) -> Exported:
+def export(site: Site, db: Path, model: str, out: Path) -> Exported:
     """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first")
@@ -141,18 +145,10 @@ def export(site: Site, db: Path, model: str, out: Path, progress: Callable[[str]
             exported.skipped.append((location.url, f"the app answered {status}" if status else "no answer"))
         else:
             exported.files[location.url] = file_of(location)
-    files = exported.files
-    for location in pages:
-        if location.url not in files:
-            continue
-        status, body = documents[location.url]
-        own = files[location.url]
+    for url, own in exported.files.items():
         target = out / own
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_static(body.decode("utf-8"), runtime, own, files, model), encoding="utf-8")
-        exported.pages.append(location.url)
-        if progress is not None:
-            progress(f"{location.url} -> {own}")
+        target.write_text(_static(documents[url][1].decode("utf-8"), runtime, own, exported.files, model), "utf-8")
     (out / "_genui" / "static").mkdir(parents=True, exist_ok=True)
     for name in STATIC:
         shutil.copyfile(bundled("static") / name, out / "_genui" / "static" / name)
@@ -175,7 +171,7 @@ async def _fetched(site: Site, db: Path, model: str, urls: list[str]) -> dict[st
     async with _lifespan(app):
         first = urls[0]
         for _ in range(200):  # until the app has named its model (at once: identify_model returns it)
-            status, body = await _get(app, first)
+            status, _ = await _get(app, first)
             if status != 503:
                 break
             await asyncio.sleep(0.01)

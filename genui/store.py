@@ -558,13 +558,12 @@ class Store:
                     "SELECT DISTINCT query, model, template, posts FROM pages WHERE site = ? AND path = ?", (site, old)
                 ).fetchall()
                 for query, model, template, keyed_posts in keys:
-                    moved, kept = _key_args(PageKey(site, new, query, model, template, keyed_posts)), (old,)
+                    moved = (site, new, query, model, template, keyed_posts)
                     if db.execute(f"SELECT 1 FROM pages WHERE {_KEY_WHERE} LIMIT 1", moved).fetchone() is not None:
                         stayed.append((old, query))
                         continue
-                    versions += db.execute(
-                        f"UPDATE pages SET path = ? WHERE {_KEY_WHERE}", (new, site, *kept, *moved[2:])
-                    ).rowcount
+                    was = (site, old, query, model, template, keyed_posts)
+                    versions += db.execute(f"UPDATE pages SET path = ? WHERE {_KEY_WHERE}", (new, *was)).rowcount
         return posts, versions, sorted(set(stayed))
 
     def forget(self, site: str, path: str, query: str = "") -> int:

@@ -347,13 +347,14 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
 
 def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
     thread, site_name = args.thread, args.site
+    site = None
     if thread is not None and site_name is not None:  # any URL of the thread, as genui serve would route it
         site = site_from(site_name, Path(args.sites_dir))
         thread, site_name = located(site, thread).path, site.name
     store = _open_store(Path(args.db))
     try:
-        if site_name is not None and thread is not None:  # posts stored under a URL the thread's route now moves
-            bring_up_to_date(store, SiteRuntime.build(site_from(site_name, Path(args.sites_dir)), ""))
+        if site is not None:  # posts stored under a URL the thread's route now moves
+            bring_up_to_date(store, SiteRuntime.build(site, ""))
         if args.action == "delete":
             return _delete_posts(store, list(dict.fromkeys(args.ids)))
         if site_name is not None and thread is None and site_name not in store.post_counts():
