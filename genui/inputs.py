@@ -27,6 +27,7 @@ MAX_FORM_BYTES = 9 * (MAX_POST + MAX_USER) + 1024
 # The longest address a page may have: its path (percent signs, `?` and `#` written as three characters each) and a
 # few query values, each of whose characters percent-encodes to as many as twelve (four UTF-8 bytes).
 MAX_URL = 3 * MAX_PATH + 4 * 12 * MAX_QUERY_VALUE
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def same_origin(connection: HTTPConnection) -> bool:
@@ -141,9 +142,14 @@ async def small_form(request: Request) -> FormData:
         raise HTTPException(411, "A form needs a Content-Length.")
     if int(length) > MAX_FORM_BYTES:
         raise HTTPException(413, "That form is too large.")
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip(" \t").lower()
+    # Starlette reads any other body (JSON, a `text/plain` form) as an empty form, which would be answered as a form
+    # without its fields: a 404 for want of a site, a 400 for want of a text.
+    if media_type not in FORM_TYPES and int(length):
+        raise HTTPException(415, f"Send the form as {' or '.join(FORM_TYPES)}, as a page's own forms do.")
     # A url-encoded form's escapes are read as UTF-8 with each broken sequence made U+FFFD: a reply would be stored
     # with its bytes lost. Browsers send UTF-8; anything else is refused. (Read first: the form reads the body then.)
-    if request.headers.get("content-type", "").partition(";")[0].strip().lower() == "application/x-www-form-urlencoded":
+    if media_type == "application/x-www-form-urlencoded":
         try:
             for field in (await request.body()).split(b"&"):
                 unquote_to_bytes(field.replace(b"+", b" ")).decode("utf-8")

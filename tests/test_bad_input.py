@@ -631,3 +631,16 @@ def test_pathological_toml_is_a_site_config_error(tmp_path: Path, text: str) -> 
     with pytest.raises(SiteConfigError) as caught:
         load_everything(tmp_path)
     assert_names_file_key_and_fix(caught.value, tmp_path / "site.toml", "-")
+
+
+@pytest.mark.parametrize("path", [THREAD, "/_genui/regenerate", "/_genui/rewrite", "/_genui/variations"])
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [("text/plain", "site=forum\r\nurl=/forum/\r\ntext=hi\r\n"), ("application/json", '{"site": "forum"}'), ("", "x")],
+)
+def test_a_body_that_is_no_form_is_a_415_that_names_the_form_types(
+    client: TestClient, path: str, content_type: str, body: str
+) -> None:
+    """Starlette reads such a body as an empty form: it was answered as a form without its fields (a 404, no site)."""
+    response = client.post(path, content=body, headers={"content-type": content_type}, follow_redirects=False)
+    assert response.status_code == 415 and "application/x-www-form-urlencoded" in response.text
