@@ -40,6 +40,7 @@ ROUTE_KEYS = (
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
+_TYPED = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*):([^{}]*)\}")
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
 
@@ -155,6 +156,14 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
     if not pattern.startswith("/"):
         raise SiteConfigError(file, key, f"{pattern!r} is not an absolute path", 'start it with "/"')
     leftover = _PARAM.sub("", pattern)
+    typed = _TYPED.search(leftover)
+    if typed:  # Starlette's {n:int}, {x:float}, {u:uuid}: a page's parameters are text a prompt reads
+        raise SiteConfigError(
+            file,
+            key,
+            f"{typed[0]!r} in {pattern!r}: genui's parameters take no type but path",
+            f"write {{{typed[1]}}} (one segment of text) or {{{typed[1]}:path}} (several)",
+        )
     if "{" in leftover or "}" in leftover:
         raise SiteConfigError(file, key, f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}")
     sample = _PARAM.sub("x", pattern)  # the path a request for it has, a value in each parameter

@@ -461,3 +461,11 @@ def test_the_guides_annotated_site_toml_loads_as_written(tmp_path: Path) -> None
     runtime = SiteRuntime.build(load_site(tmp_path), "")
     assert [route.pattern for route in runtime.site.routes] == ["/", "/{title}"]
     assert runtime.locate("/hash_table") is not None
+
+
+@pytest.mark.parametrize("typed", ["{name:int}", "{name:uuid}", "{name:}"])
+def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typed: str) -> None:
+    write_site(tmp_path, GOOD.replace('pattern = "/page/{name}"', f'pattern = "/page/{typed}"', 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert repr(typed) in caught.value.problem and caught.value.fix.startswith("write {name} (one segment")
