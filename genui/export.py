@@ -12,7 +12,8 @@ the sanitiser when it was written; a Content-Security-Policy in each file allows
 Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html``, and a page with a query keeps
 it in a folder of its own: ``/search?q=lisp`` is ``search/~%3Fq=lisp/index.html``. Names are percent-encoded but for
 what every common file system takes (``_disk_name``); a name too long for one (over 200 bytes) is cut, with a hash
-of the whole.
+of the whole; pages whose names differ only in letter case, one name on macOS and Windows, each have a file of their
+own (``_distinct``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ _DROPPED_IDS = {"genui-toolbar", "genui-indicator", "genui-announce"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 _SAFE = "!$&'()*+,;=@-._~"  # what a link's segment holds as it is (RFC 3986 pchar, less `%` and `:`, a scheme's end)
 _DISK_SAFE = "!$&'()+,;=@-._~"  # what a file's name holds as it is (and letters and digits)
+# the names Windows keeps for devices, with any extension ("Naming Files, Paths, and Namespaces")
+_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))})
 
 
 class ExportError(ValueError):
@@ -80,10 +83,29 @@ def file_of(location: Location) -> str:
 
 def _disk_name(segment: str) -> str:
     """A path segment as a folder's name: percent-encoded but for what every common file system takes (Windows
-    refuses `?`, `:`, `*`, `"`, `<`, `>`, `|`), so `What_is_V.11?` is `What_is_V.11%3F`; one that is `index.html`, or
-    starts with `~`, gets a `~` before it (a page's folder could otherwise be another page's file)."""
+    refuses `?`, `:`, `*`, `"`, `<`, `>`, `|`, and drops a name's last `.`), so `What_is_V.11?` is `What_is_V.11%3F`
+    and `etc.` is `etc%2E`; one that is `index.html`, or starts with `~`, gets a `~` before it (a page's folder could
+    otherwise be another page's file), and so does one Windows keeps for a device (`NUL`, `com1.txt`)."""
     name = quote(segment, safe=_DISK_SAFE)
-    return _short("~" + name if name == "index.html" or name.startswith("~") else name)
+    if name.endswith("."):
+        name = name[:-1] + "%2E"
+    escaped = name == "index.html" or name.startswith("~") or name.partition(".")[0].upper() in _DEVICES
+    return _short("~" + name if escaped else name)
+
+
+def _distinct(files: dict[str, str]) -> dict[str, str]:
+    """``files`` with each file whose path another's differs from only in letter case (`Lisp`, `LISP`: one file on
+    macOS and Windows) moved into a folder of its own beside it, `LISP/~2/index.html` (no page's folder is `~2`)."""
+    taken: set[str] = set()
+    distinct: dict[str, str] = {}
+    for url, own in files.items():
+        chosen, number = own, 1
+        while chosen.lower() in taken:  # names are ASCII (percent-encoded), so lower() is their case folding
+            number += 1
+            chosen = posixpath.join(posixpath.dirname(own), f"~{number}", "index.html")
+        taken.add(chosen.lower())
+        distinct[url] = chosen
+    return distinct
 
 
 def _short(name: str) -> str:
@@ -145,6 +167,7 @@ def export(site: Site, db: Path, model: str, out: Path) -> Exported:
             exported.skipped.append((location.url, f"the app answered {status}" if status else "no answer"))
         else:
             exported.files[location.url] = file_of(location)
+    exported.files = _distinct(exported.files)
     for url, own in exported.files.items():
         target = out / own
         target.parent.mkdir(parents=True, exist_ok=True)

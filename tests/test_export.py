@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -145,6 +146,56 @@ def test_names_no_file_system_refuses_and_no_page_takes_another_pages_file(
     }
     for name in names:
         assert not set('?:*"<>|\\') & set(name)
+
+
+def test_names_windows_keeps_or_changes_and_names_differing_only_in_case_are_files_of_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Windows keeps `NUL` and `com1.txt` for devices and drops a name's last `.`; macOS and Windows take `Notes` and
+    `NOTES` for one name: each page still has a file no other page's is on any of them, and links find it."""
+    pages = [
+        "/files/NUL",
+        "/files/com1.txt",
+        "/files/etc.",
+        "/files/etc",
+        "/files/Notes",
+        "/files/NOTES",
+        "/files/notes",
+    ]
+
+    def writer(prompt: str, seed: int) -> str:  # a folder names its path and links to the next folder
+        path = re.search(r"<path>/(.*?)</path>", prompt)
+        if path is None:
+            return "<p>desktop</p>"
+        following = pages[(pages.index(f"/files/{path[1]}") + 1) % len(pages)]
+        return f'<p>folder {path[1]}</p><p><a href="{following}">next</a></p>'
+
+    written(tmp_path / "genui.sqlite3", "os", ["/", *pages], writer=writer)
+    out = exported(tmp_path, "os", capsys)
+    names = {str(path.relative_to(out)) for path in out.rglob("index.html")}
+    assert names == {
+        "index.html",
+        "files/~NUL/index.html",
+        "files/~com1.txt/index.html",
+        "files/etc%2E/index.html",
+        "files/etc/index.html",
+        "files/NOTES/index.html",  # the first of the three in the order of their URLs
+        "files/Notes/~2/index.html",
+        "files/notes/~3/index.html",
+    }
+    assert len({name.lower() for name in names}) == len(names)
+    seen = set()
+    for name in names - {"index.html"}:  # each file is one page, and its link leads to the next page's file
+        shown = (out / name).read_text("utf-8")
+        folder = re.search(r"<p>folder (.*?)</p>", shown)
+        assert folder is not None, name
+        seen.add(folder[1])
+        following = pages[(pages.index(f"/files/{folder[1]}") + 1) % len(pages)].removeprefix("/files/")
+        href = re.search(r'<a href="([^"]*)">next</a>', shown)
+        assert href is not None, name
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), unquote(href[1])))
+        assert f"<p>folder {following}</p>" in (out / target).read_text("utf-8"), (name, href[1])
+    assert seen == {page.removeprefix("/files/") for page in pages}
 
 
 def test_a_page_written_with_a_footer_of_its_own_keeps_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
