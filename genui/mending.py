@@ -121,10 +121,12 @@ def mend(text: str, tags: frozenset[str]) -> str:
 
 def tidy(root: ElementTree.Element) -> None:
     """Close the headings and links under ``root`` that hold blocks, put list items written after their list back in
-    it, wrap a list's loose text and inline elements in items, and remove the elements left empty."""
+    it, wrap a list's loose text and inline elements in items, drop an item its list holds already, and remove the
+    elements left empty."""
     _close_before_blocks(root)
     _gather_items(root)
     _wrap_strays(root)
+    _drop_repeated_items(root)
     _drop_empty(root)
 
 
@@ -462,6 +464,35 @@ def _wrap_strays(root: ElementTree.Element) -> None:
             else:
                 kept.append(item)
         parent[:] = kept
+
+
+def _drop_repeated_items(root: ElementTree.Element) -> None:
+    """Remove each list item that repeats, word for word and tag for tag, an item before it in its list. A denoiser
+    that writes a list's items in parallel writes one twice (the forum's boards, session 60: `definitions` listed
+    twice, one link to one board), which a reader sees as a slip. The sites' corpus has 8 lists of 15,332 that
+    repeat an item, each a FOLDOC entry's "See also" naming one article twice: a slip of the source's too."""
+    for parent in list(root.iter()):
+        if parent.tag not in LISTS:
+            continue
+        seen: set[str] = set()
+        kept: list[ElementTree.Element] = []
+        for child in parent:  # (what follows an item in a list is whitespace: _wrap_strays put any text in an item)
+            key = _content(child) if child.tag == "li" else None
+            if key is None or key not in seen:
+                kept.append(child)
+            if key is not None:
+                seen.add(key)
+        parent[:] = kept
+
+
+def _content(item: ElementTree.Element) -> str | None:
+    """What ``item`` shows and links to, its blanks made one (its tail left out); None when it shows no text."""
+    tail, item.tail = item.tail, None
+    try:
+        written = ElementTree.tostring(item, encoding="unicode")
+    finally:
+        item.tail = tail
+    return " ".join(written.split()) if "".join(item.itertext()).strip(_BLANK) else None
 
 
 def _drop_empty(root: ElementTree.Element) -> None:

@@ -348,6 +348,28 @@ def test_text_and_inline_elements_loose_in_a_list_get_an_item(written: str, expe
 
 
 @pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        # the forum's front page, session 60: one board listed twice
+        (
+            '<ul>\n<li><a href="/r/law">law</a></li>\n<li><a href="/r/definitions">definitions</a></li>\n'
+            '<li><a href="/r/definitions">definitions</a></li>\n<li><a href="/r/pets">pets</a></li>\n</ul>',
+            '<ul>\n<li><a href="/r/law">law</a></li>\n<li><a href="/r/definitions">definitions</a></li>\n'
+            '<li><a href="/r/pets">pets</a></li>\n</ul>',
+        ),
+        ("<ol><li>Run  it</li><li>Run\nit</li><li>b</li></ol>", "<ol><li>Run  it</li><li>b</li></ol>"),  # blanks
+        # what differs stays: the text, the target, the markup, and items in different lists
+        ('<ul><li><a href="/r/a">x</a></li><li><a href="/r/b">x</a></li></ul>', None),
+        ("<ul><li>a</li><li>A</li><li><b>a</b></li></ul>", None),
+        ("<ul><li>a</li></ul><ul><li>a</li></ul>", None),
+        ("<ul><li>a<ul><li>a</li></ul></li></ul>", None),
+    ],
+)
+def test_an_item_its_list_holds_already_is_dropped(written: str, expected: str | None) -> None:
+    assert_mended(written, written if expected is None else expected)
+
+
+@pytest.mark.parametrize(
     "written",
     [
         '<a href="/wiki/x"><div><p>x</p></div></a>',  # one block holding another: the link goes in twice
