@@ -257,9 +257,9 @@ class PromptRenderer:
         where the route reads it, the route's pattern, context and query keys, ``[model]``)."""
         site = self.site
         sources, computed = self._sources(route.template, self._env)
-        for opening in (route.opening, route.reply_opening):
+        for key, opening in (("opening", route.opening), ("reply_opening", route.reply_opening)):
             if opening is not None:
-                more, also = self._sources(opening, self._html)
+                more, also = self._sources(opening, self._html, key)
                 sources, computed = sources | more, computed or also
         digest = hashlib.sha256()
         for name, source in sorted(sources.items()):
@@ -280,10 +280,14 @@ class PromptRenderer:
         digest.update(json.dumps(settings, sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
-    def _sources(self, name: str, env: ImmutableSandboxedEnvironment) -> tuple[dict[str, str | None], bool]:
+    def _sources(
+        self, name: str, env: ImmutableSandboxedEnvironment, key: str = "template"
+    ) -> tuple[dict[str, str | None], bool]:
         """``name`` and every template it includes, imports or extends, however deep, to its source (None for one
-        that may be missing and is), each compiled (so Jinja2 holds it as it is now) or SiteConfigError raised; and
-        whether one of those names is computed at render time."""
+        that may be missing and is), each compiled (so Jinja2 holds it as it is now) or SiteConfigError raised, under
+        ``key`` (the route's key that names ``name``) for ``name`` itself and `template` for the rest; and whether
+        one of those names is computed at render time."""
+        top = name
         found: dict[str, str | None] = {}
         waiting = [(name, name, False)]  # (a template, the template that names it, whether it may be missing)
         computed = False
@@ -291,7 +295,7 @@ class PromptRenderer:
             name, named_by, optional = waiting.pop()
             if name in found and (found[name] is not None or optional):  # a required one is checked again
                 continue
-            source = found[name] = self._source(name, env, named_by, optional)
+            source = found[name] = self._source(name, env, named_by, optional, key if name == top else "template")
             for names, may_miss in _pulled_in(env, source) if source is not None else ():
                 if names is None:
                     computed = True
@@ -301,18 +305,20 @@ class PromptRenderer:
                     waiting.extend((other, name, may_miss or len(names) > 1) for other in names)
         return found, computed
 
-    def _source(self, name: str, env: ImmutableSandboxedEnvironment, named_by: str, optional: bool) -> str | None:
+    def _source(
+        self, name: str, env: ImmutableSandboxedEnvironment, named_by: str, optional: bool, key: str
+    ) -> str | None:
         assert env.loader is not None  # _sandbox gives every environment the site's prompts folder
         try:
             source = env.loader.get_source(env, name)[0]
         except TemplateNotFound:
             if optional:
                 return None
-            raise self._missing(repr(name), named_by if named_by != name else None) from None
+            raise self._missing(repr(name), named_by if named_by != name else None, key) from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
             file = self.site.prompts_dir / name.lstrip("/")
-            raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
-        self._check(name, env)
+            raise SiteConfigError(file, key, f"not UTF-8 ({err})", "save the file as UTF-8") from None
+        self._check(name, env, key)
         return source
 
     @staticmethod
@@ -325,18 +331,18 @@ class PromptRenderer:
             return True  # there, and _source says what is wrong with it
         return True
 
-    def _missing(self, names: str, named_by: str | None) -> SiteConfigError:
+    def _missing(self, names: str, named_by: str | None, key: str = "template") -> SiteConfigError:
         prompts = self.site.prompts_dir
         if named_by is None:
-            return SiteConfigError(prompts / names.strip("'"), "template", "no such file", "add it, or fix the name")
+            return SiteConfigError(prompts / names.strip("'"), key, "no such file", "add it, or fix the name")
         return SiteConfigError(
             prompts / named_by.lstrip("/"),
-            "template",
+            key,
             f"it pulls in {names}, which is not a file in {prompts}",
             "add the file there, or correct the name (or include it with 'ignore missing')",
         )
 
-    def _check(self, name: str, env: ImmutableSandboxedEnvironment) -> None:
+    def _check(self, name: str, env: ImmutableSandboxedEnvironment, key: str) -> None:
         file = self.site.prompts_dir / name.lstrip("/")
         try:
             env.get_template(name)
@@ -344,18 +350,16 @@ class PromptRenderer:
             unknown = isinstance(err, TemplateAssertionError) and str(err.message).startswith("No ")
             fix = "use one of Jinja2's built-in filters and tests (a typo?)" if unknown else "fix the template syntax"
             problem = f"Jinja2 error at line {err.lineno}: {err.message}"
-            raise SiteConfigError(file, "template", problem, fix) from None
+            raise SiteConfigError(file, key, problem, fix) from None
         except TemplateError as err:
-            raise SiteConfigError(file, "template", f"Jinja2 error: {err}", "fix the template syntax") from None
+            raise SiteConfigError(file, key, f"Jinja2 error: {err}", "fix the template syntax") from None
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
-            raise SiteConfigError(file, "template", f"not UTF-8 ({err})", "save the file as UTF-8") from None
+            raise SiteConfigError(file, key, f"not UTF-8 ({err})", "save the file as UTF-8") from None
         except (RecursionError, SyntaxError) as err:  # Python cannot compile what Jinja2 made of it
             problem = f"nested too deeply to compile ({type(err).__name__})"
-            raise SiteConfigError(file, "template", problem, "nest fewer blocks inside each other") from None
+            raise SiteConfigError(file, key, problem, "nest fewer blocks inside each other") from None
         except OSError as err:
-            raise SiteConfigError(
-                file, "template", f"cannot read it ({err.strerror or err})", "make it readable"
-            ) from None
+            raise SiteConfigError(file, key, f"cannot read it ({err.strerror or err})", "make it readable") from None
 
     def version(self, route: Route) -> str:
         """A short hash of what shapes the route's pages (templates and settings): part of every page-cache key."""

@@ -120,12 +120,19 @@ def test_version_changes_when_the_opening_changes(tmp_path: Path) -> None:
     assert after.opening(site.routes[2], {"title": "Lisp"}) == "<h2>Lisp</h2>\n"
 
 
-def test_a_syntax_error_in_an_opening_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
-    root = copy_site(tmp_path, "wiki")
-    (root / "prompts" / "article_opening.j2").write_text("<h1>{{ params.title </h1>", encoding="utf-8")
+@pytest.mark.parametrize(
+    ("site", "file", "key"),
+    [("wiki", "article_opening.j2", "opening"), ("forum", "reply_opening.j2", "reply_opening")],
+)
+def test_a_syntax_error_in_an_opening_is_a_config_error_naming_the_file_and_its_key(
+    tmp_path: Path, site: str, file: str, key: str
+) -> None:
+    """The key is the route's for the file, as a rendering error's is (the docs say so): it was `template`."""
+    root = copy_site(tmp_path, site)
+    (root / "prompts" / file).write_text("<h1>{{ params.title </h1>", encoding="utf-8")
     with pytest.raises(SiteConfigError) as caught:
         PromptRenderer(load_site(root))
-    assert caught.value.file.endswith("article_opening.j2") and caught.value.fix
+    assert caught.value.file.endswith(file) and caught.value.key == key and caught.value.fix
 
 
 def test_an_opening_s_gaps_split_it_into_the_pieces_the_model_writes_between(tmp_path: Path) -> None:
