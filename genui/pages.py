@@ -233,8 +233,11 @@ class Pages:
         page = self.page(job, version)
         if page is not None:
             return page
-        if not placeholder and (held := self._held.pop((job.key, version or newest + 1), None)) is not None:
+        held = self._held.pop((job.key, version or newest + 1), None)
+        if not placeholder and held is not None:
             return held  # a page never cached, written before its stream came: that stream's
+        # (handing out a placeholder, the page held for a stream that never came is dropped: the placeholder's stream
+        # is to watch the run it names, which a held page would take the place of, that run left unwatched)
         if version is None:
             version = newest + 1
         elif version != newest + 1 or (
@@ -344,8 +347,10 @@ class Pages:
         crawler, another site's ``<img>``) does not answer posts the newest version already read."""
         if not job.location.route.posts or version is None or version != self.versions(job) + 1:
             return None
-        if self.running(job, version) is not None or self._started.get((job.key, version)) == "rewrite":
-            return None  # a rewrite's version: its watchers hear that it stopped, not a replies run in its place
+        if self.running(job, version) is not None or self._started.get((job.key, version)) in ("rewrite", "whole"):
+            # a rewrite's version: its watchers hear that it stopped, not a replies run in its place; a Regenerate's:
+            # it is written again whole, as asked, not as the version before with replies
+            return None
         newest = self.page(job)
         if self._started.get((job.key, version)) != "replies" and (newest is None or not self.waiting(job, newest)):
             return None

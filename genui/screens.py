@@ -72,18 +72,25 @@ class Screens:
         return response
 
     def variations(
-        self, request: HTTPConnection, job: Job, variations: Variations, headers: Mapping[str, str] | None = None
+        self,
+        request: HTTPConnection,
+        job: Job,
+        variations: Variations,
+        headers: Mapping[str, str] | None = None,
+        *,
+        claim: bool = True,
     ) -> Response:
         """Candidates of the page's next version: streaming side by side, or (finished) each with a keep button.
 
         While they are written the placeholder names the set's wait URL, which answers once they are: where the
-        stream cannot connect (static/genui.js), and for clients without scripts (a refresh inside <noscript>)."""
+        stream cannot connect (static/genui.js), and for clients without scripts (a refresh inside <noscript>).
+        ``claim``: the placeholder claims the set (False for a set just made, which claims its first showing)."""
         context = self._page_context(job, None)
         query = urlencode({"site": job.runtime.site.name, "id": variations.id})
         context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
         if not variations.finished:
             context["wait_url"] = f"{candidates_url(job, variations)}&wait=1"
-            if request.scope.get("method") != "HEAD":  # a HEAD opens no stream
+            if claim and request.scope.get("method") != "HEAD":  # a HEAD opens no stream
                 variations.claim()  # its stream connects a round trip later, though a reload closed the one before
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # candidates are no page of the site's

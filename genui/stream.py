@@ -17,7 +17,9 @@ finished candidates.
 Then the server closes with 1000. The socket watches the run that the page's request started, found by the
 page's cache key and version, so it renders no prompt of its own; it starts the run itself only when there is none
 (the request's run has ended unwatched, or the socket was opened on its own). Several sockets watching the same
-page version share one run; when the last one goes away before the end, the run is cancelled.
+page version share one run; when the last one goes away before the end, the run is cancelled, unless its
+connection broke (a close other than 1000, 1001 or 1005: a network drop is 1006), when the run waits for the ws
+extension's reconnect as it waits for a placeholder's stream (``Generation.claim``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from genui.errors import problem
 from genui.generation import Generation
 from genui.inputs import client_address, page_at, same_origin, site_named
 from genui.pages import Job, NoSuchVersion, Pages, TooManyRuns
+from genui.routing import versioned
 from genui.screens import Screens
 from genui.store import StoredPage
 
@@ -43,6 +46,10 @@ FOREIGN_SOCKET = (
     "cannot be written here. Behind a reverse proxy, pass the Host header on (nginx: proxy_set_header Host $host)."
 )
 BUG = "genui failed to write this page. The error is in the server's log."
+WATCHED = "genui_watched"  # the run a stream watches (a Generation, or a set of Variations), on its websocket.state
+NO_STATUS = 1005  # a close frame without a code: what a page's `socket.close()` sends (htmx's ws extension)
+# the close codes of a visitor who left: a normal close, a page going away (a reload, a tab closed), no code given
+LEFT = frozenset({1000, 1001, NO_STATUS})
 log = logging.getLogger("genui")
 
 
@@ -74,6 +81,11 @@ class Stream:
         gone = asyncio.ensure_future(_closed(websocket))
         try:
             await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+            watched = getattr(websocket.state, WATCHED, None)
+            if gone.done() and not gone.cancelled() and gone.result() not in LEFT and watched is not None:
+                # the connection broke, the visitor still on the page: the ws extension reconnects within a second
+                # or two, and the run waits for that stream, as for a placeholder's, before it is left unwatched
+                watched.claim()
         finally:
             for task in (pump, gone):
                 task.cancel()
@@ -94,20 +106,26 @@ class Stream:
     async def _pump(self, websocket: WebSocket) -> None:
         job: Job | None = None
         url: str | None = None  # the page's own URL, once known
+        whole = 0  # the later version a whole-page run was asked to write (a Regenerate's), once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
             location = runtime.locate(websocket.query_params.get("url", "/"))
             url = runtime.url(location.url) if location is not None else None
             job, version = page_at(self.pages, runtime, websocket)  # EngineLoading before the model is named
-            shown = self.pages.replies_again(job, version, self.screens.inline_posts) or self.pages.open(job, version)
+            shown = self.pages.replies_again(job, version, self.screens.inline_posts)
+            if shown is None:
+                whole = version or 0
+                shown = self.pages.open(job, version)
         except Exception as err:
             answer = problem(err)
             if answer is None:
                 raise
             # A busy or loading model, a busy page cache, or a version that is not there: the page's own URL is worth
-            # another try (after its Retry-After, as the GET's 503 asks again)
+            # another try (after its Retry-After, as the GET's 503 asks again); a later version's run that could not
+            # start, its own URL, which writes it (the page's URL would show the version before, the new one lost)
             worth = isinstance(err, NoSuchVersion | EngineError | TooManyRuns) or "Retry-After" in answer.headers
-            retry = url if worth else None
+            again = url if url is None or whole < 2 or isinstance(err, NoSuchVersion) else versioned(url, whole)
+            retry = again if worth else None
             await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
@@ -116,6 +134,7 @@ class Stream:
 
     async def _watch(self, websocket: WebSocket, job: Job, generation: Generation) -> StoredPage | None:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
+        setattr(websocket.state, WATCHED, generation)
         async with contextlib.aclosing(generation.watch(self.draft_interval)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
@@ -124,7 +143,11 @@ class Stream:
                     answer = problem(snapshot.error)
                     assert answer is not None
                     retry_after = answer.headers.get("Retry-After")
-                    await websocket.send_text(self.screens.failed(answer.message, job.url, retry_after))
+                    # a later version written whole (a Regenerate's) is written again at its own URL; the page's URL
+                    # shows the version before it, and a thread's replies or a rewrite are asked for there
+                    again = generation.splice.whole and generation.version > 1 and job.cached
+                    retry = versioned(job.url, generation.version) if again else job.url
+                    await websocket.send_text(self.screens.failed(answer.message, retry, retry_after))
                     return None
                 if snapshot.step or snapshot.html:
                     await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
@@ -141,6 +164,7 @@ class Stream:
                 raise
             await websocket.send_text(self.screens.failed(answer.message, None))
             return
+        setattr(websocket.state, WATCHED, variations)
         async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
             async for state in states:
                 if state.error is not None:
@@ -154,6 +178,8 @@ class Stream:
                 await websocket.send_text(self.screens.candidates_frame(state))
 
 
-async def _closed(websocket: WebSocket) -> None:
-    while (await websocket.receive())["type"] != "websocket.disconnect":
+async def _closed(websocket: WebSocket) -> int:
+    """The close code the client left with, once it has (1005: it gave none)."""
+    while (message := await websocket.receive())["type"] != "websocket.disconnect":
         pass
+    return int(message.get("code") or NO_STATUS)

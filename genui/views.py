@@ -204,7 +204,8 @@ class Views:
         variations = self.pages.vary(job)
         address = candidates_url(job, variations)
         if is_htmx(request):
-            return self.screens.variations(request, job, variations, headers={"HX-Push-Url": address})
+            # the set claims its first showing itself (Variations), as a run does its placeholder's
+            return self.screens.variations(request, job, variations, headers={"HX-Push-Url": address}, claim=False)
         # without scripts nothing streams: the finished candidates, at their address (a reload would post again)
         result = asyncio.ensure_future(_candidates_written(variations))
         if not await _before_disconnect(request, result):

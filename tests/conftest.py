@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
         read_ahead: int = 0,
         reload: bool = False,
         sites_dir: Path | None = None,
+        app_options: dict[str, Any] | None = None,  # more of create_app's (unclaimed_s, runs_per_client)
         **kwargs: object,
     ) -> TestClient:
         db = tmp_path / f"db{len(clients)}.sqlite3"
@@ -67,6 +69,7 @@ def client_factory(tmp_path: Path) -> Iterator[ClientFactory]:
             read_ahead=read_ahead,
             reload=reload,
             sites_dir=sites_dir,
+            **(app_options or {}),
         )
         client = TestClient(app, **kwargs)  # type: ignore[arg-type]
         client.__enter__()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, page_html, region_writer, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, page_html, pages_of, region_writer, visit, ws_messages
 from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError
@@ -226,3 +226,22 @@ def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
     time.sleep(0.5)  # the first visitor's stream has closed; the second's has not connected yet
     assert engine.cancelled == 0
     assert "Welcome, ada!" in ws_messages(client, second)[-1] and len(engine.infills) == 1
+
+
+def test_a_regenerate_of_a_thread_with_a_post_waiting_is_written_again_whole_when_its_run_is_gone(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A post waits for its replies (made while the model loaded); the visitor regenerates the thread, and the run
+    ends unwatched (the socket dropped). The reconnect wrote v2 as v1 with replies in place: not what was asked."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, app_options={"unclaimed_s": 0.1})
+    visit(client, THREAD)
+    pages_of(client).store.add_post("forum", "/r/hacking/My_first_lisp", "alice", "hello there")
+    engine.delay, engine.steps = 0.05, 10
+    answer = client.post("/_genui/regenerate", data={"site": "forum", "url": "/r/hacking/My_first_lisp"}, headers=HTMX)
+    assert answer.headers["HX-Push-Url"] == THREAD + "?v=2"
+    wait_until(lambda: engine.cancelled == 1)  # nobody came to watch it
+    engine.delay = 0.0
+    again = ws_messages(client, live_url(answer.text))[-1]
+    assert "written with seed 1" in again and "Welcome, alice" not in again
+    assert [call.seed for call in engine.calls] == [0, 1, 1] and engine.infills == []

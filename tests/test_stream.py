@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import html
+import itertools
+import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from fakes import ClientFactory, FakeEngine, ws_messages
@@ -167,3 +171,86 @@ def test_a_bug_in_a_stream_is_logged_said_in_the_page_and_closed_without_a_recon
             messages.append(socket.receive_text())
     assert closed.value.code == 1000 and "genui failed to write this page" in messages[-1]
     assert "stream" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+@pytest.mark.parametrize(("code", "kept"), [(1006, True), (1011, True), (1000, False), (1001, False), (None, False)])
+def test_a_run_waits_for_the_reconnect_of_a_stream_whose_connection_broke(
+    client_factory: ClientFactory, wiki: Site, code: int | None, kept: bool
+) -> None:
+    """A network drop (1006) ends a socket the visitor did not close: the ws extension reconnects within a second or
+    two, and the run goes on for it (it was cancelled, and written again from its first step). A page left (a
+    normal close, a page going away, htmx's close with no code) still ends its run at once."""
+    engine = FakeEngine(delay=0.05, steps=20)
+    client = client_factory([wiki], engine, app_options={"unclaimed_s": 5.0})
+    socket = client.websocket_connect(LISP)
+    with socket:
+        for _ in range(6):
+            socket.receive_text()
+        if code is None:
+            socket.send({"type": "websocket.disconnect"})  # a close frame without a code: 1005
+        else:
+            socket.close(code)
+    if not kept:
+        wait_until(lambda: engine.cancelled == 1)
+        return
+    time.sleep(0.3)
+    assert engine.cancelled == 0
+    first = ws_messages(client, LISP)[0]
+    assert "canvas 1 of 2, step 1<" not in first and len(engine.calls) == 1, first
+
+
+def test_a_regenerate_that_fails_asks_again_for_the_version_it_was_writing(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    """Its automatic retry and its link named the page's URL, which shows the version before: the new one lost."""
+    engine = FakeEngine(delay=0.05, steps=10)
+    client = client_factory([wiki], engine, app_options={"unclaimed_s": 0.2, "runs_per_client": 1})
+    engine.delay = 0.0
+    ws_messages(client, LISP)
+    engine.overloaded = 4  # the run starts, and the engine's queue is full
+    answer = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers={"HX-Request": "true"})
+    assert answer.headers["HX-Push-Url"] == "/Lisp?v=2"
+    failed = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=2")[-1]
+    assert 'data-genui-retry-url="/Lisp?v=2"' in failed and 'href="/Lisp?v=2"' in failed, failed
+    engine.overloaded = None
+    assert "ws-connect" in client.get("/Lisp?v=2").text  # which writes it again
+    assert "<h1>Lisp</h1>" in ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=2")[-1]
+    # a run that cannot start when the stream comes (its placeholder's wait over, the visitor at their limit)
+    engine.delay = 0.05
+    client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers={"HX-Request": "true"})
+    wait_until(lambda: engine.cancelled == 1)  # v3's run, nobody come to watch it
+    assert "ws-connect" in client.get("/Scheme").text  # the visitor's one run
+    failed = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=3")[-1]
+    assert "You have a page being written already" in failed, failed
+    assert 'data-genui-retry-url="/Lisp?v=3"' in failed, failed
+
+
+def test_variations_whose_only_viewer_left_stop_at_once(client_factory: ClientFactory, wiki: Site) -> None:
+    """A new set was claimed twice (by itself and by its placeholder) and its one stream spent one claim: three rows
+    of engine time went on, unwatched, until the other lapsed."""
+    engine = FakeEngine()
+    client = client_factory([wiki], engine, app_options={"unclaimed_s": 30.0})
+    ws_messages(client, LISP)
+    engine.delay, engine.steps = 0.05, 40
+    answer = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers={"HX-Request": "true"})
+    stream = re.search(r'ws-connect="([^"]+)"', answer.text)
+    assert stream is not None
+    with client.websocket_connect(html.unescape(stream[1])) as socket:
+        socket.receive_text()
+    wait_until(lambda: engine.cancelled >= 1, seconds=5.0)  # with a claim left, not before 30 s
+
+
+def test_a_reload_of_a_page_never_cached_shows_the_run_it_started(client_factory: ClientFactory, wiki: Site) -> None:
+    """A page never cached is held for its stream when written before the stream came. A reload meanwhile started a
+    run of its own, and its stream was handed the held page instead, that run left to nobody (a visitor at their
+    limit of runs then refused their next click)."""
+    count = itertools.count(1)
+    engine = FakeEngine(lambda prompt, seed: f"<article><h1>Run {next(count)}</h1></article>")
+    uncached = replace(wiki, routes=tuple(replace(route, cache="none") for route in wiki.routes))
+    client = client_factory([uncached], engine, app_options={"unclaimed_s": 30.0, "runs_per_client": 1})
+    client.get("/Lisp")  # run 1, written before its page's stream connects
+    wait_until(lambda: engine.finished == 1)
+    engine.delay, engine.steps = 0.02, 5
+    assert "ws-connect" in client.get("/Lisp").text  # the reload: run 2
+    assert "Run 2" in ws_messages(client, LISP)[-1]
+    assert client.get("/Lisp_tree").status_code == 200  # no run of the visitor's is left unwatched
