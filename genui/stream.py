@@ -112,10 +112,10 @@ class Stream:
             location = runtime.locate(websocket.query_params.get("url", "/"))
             url = runtime.url(location.url) if location is not None else None
             job, version = page_at(self.pages, runtime, websocket)  # EngineLoading before the model is named
-            shown = self.pages.replies_again(job, version, self.screens.inline_posts)
-            if shown is None:
+            replies = self.pages.replies_again(job, version, self.screens.inline_posts)
+            if replies is None:
                 whole = version or 0
-                shown = self.pages.open(job, version)
+            shown = replies or self.pages.open(job, version)
         except Exception as err:
             answer = problem(err)
             if answer is None:

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, example_sites
