@@ -287,6 +287,7 @@ class Views:
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
         client, site, path = client_address(request), runtime.site.name, location.path
+        resent = None
         try:
             resent = self.pages.store.resent(site, path, user.strip(), text)  # PostRejected: whatever the model
             job = self.pages.job(runtime, location, client=client)  # before the model is named: EngineLoading
@@ -309,6 +310,15 @@ class Views:
             if answer is None:
                 raise
             thread = self.pages.reply_form(runtime, location)  # the job, or the posts before the model is named
+            if resent is not None:  # sent again, stored the first time (its answer lost): saved, whatever refuses
+                # (not "try again": sent again a minute later, it would be a second post)
+                reason = (
+                    f"Your reply is saved, and is answered once the thread can be written ({answer.heading.lower()})."
+                )
+                posts = self.screens.thread(thread)  # the post among them, and an empty form: nothing to send again
+                return self.screens.error(
+                    request, runtime, answer.status_code, "Reply saved", reason, answer.headers, thread=posts
+                )
             return self._not_posted(request, thread, answer.status_code, answer.message, user, text, answer.headers)
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.

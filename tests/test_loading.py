@@ -221,6 +221,29 @@ def test_a_reply_sent_while_the_model_loads_to_a_thread_not_written_yet_is_refus
     gate.opened.set()
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_a_reply_stored_before_a_restart_and_sent_again_while_the_model_loads_is_said_to_be_saved(
+    gated: Callable[..., tuple], named: bool
+) -> None:
+    """The server stored the post, then died before its answer reached the reader, who sends the form again while
+    the restarted server loads its model: it was answered "Your reply was not posted", the post listed above it
+    (and a third try, a minute on, would have stored it twice)."""
+    client, gate = gated(identify_model=(lambda: "gated-model") if named else None)
+    if named:
+        assert eventually(lambda: health(client)["model"] == "gated-model")
+    store = client.app.state.pages.store  # type: ignore[attr-defined]
+    store.add_post("forum", "/r/hacking/My_first_lisp", "ada", "stored before the crash")
+    for headers in (HTMX | ORIGIN, ORIGIN):
+        form = {"user": "ada", "text": "stored before the crash"}
+        answer = client.post(THREAD, data=form, headers=headers, follow_redirects=False)
+        assert answer.status_code == 503 and "not posted" not in answer.text, answer.text
+        assert "Your reply is saved, and is answered once the thread can be written (loading the model)." in answer.text
+        assert ">stored before the crash</p>" in answer.text and "</textarea>" in answer.text  # listed; an empty form
+        assert ">stored before the crash</textarea>" not in answer.text
+    assert len(store.posts("forum", "/r/hacking/My_first_lisp")) == 1
+    gate.opened.set()
+
+
 def test_a_page_refused_while_loading_asks_again_for_its_own_path_never_another_host(tmp_path: Path) -> None:
     gate = Gate()
     app = create_app([load_site(SITES_DIR / "wiki")], db_path=tmp_path / "db.sqlite3", load_engine=gate)
