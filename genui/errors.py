@@ -15,6 +15,7 @@ failure message in place of the page).
 | ``PageWithdrawn`` (a post or versions it was written from deleted; a chosen version stored first elsewhere) | 409 |
 | ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
 | ``sqlite3.OperationalError`` "locked" (another process holding the page cache) | 503 with ``Retry-After`` |
+| ``sqlite3.OperationalError`` "full", "disk I/O error" or "readonly" (``cannot_store``, and logged) | 503 |
 | anything else (a bug) | 500 |
 """
 
@@ -39,7 +40,7 @@ from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
 from genui.security import security_headers
-from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, is_busy
+from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, cannot_store, is_busy
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
@@ -89,6 +90,11 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         # another process writes the page cache (genui cache prune --vacuum, a second server starting)
         message = f"The page cache is busy. Try again in {CACHE_BUSY_RETRY_S} s."
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
+    if isinstance(error, sqlite3.OperationalError) and cannot_store(error):
+        # the operator's to mend (a full disk, a file made read-only): said in the log, and to the visitor plainly
+        log.error("the page cache cannot store anything: %s (%s)", error, error.sqlite_errorname)
+        message = "The page cache cannot store anything now (its disk is full, or it cannot be written). Try later."
+        return Problem(503, "Not stored", message)
     if isinstance(error, VersionTaken):
         message = "Another version of this page was stored meanwhile (a second server), so this one was not kept."
         return Problem(409, "Version taken", message + " Open the page again to see it.")

@@ -258,6 +258,12 @@ def is_busy(error: sqlite3.Error) -> bool:
     return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
 
 
+def cannot_store(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says the database file cannot be written at all: its disk full (SQLITE_FULL), failing
+    (SQLITE_IOERR) or the file read-only (SQLITE_READONLY), and their extended codes."""
+    return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY"))
+
+
 async def when_free(write: Callable[[], T], within: float = BUSY_TIMEOUT_S, poll: float = FREE_POLL_S) -> T:
     """``write()``, a write made with ``wait=False``, tried again every ``poll`` seconds while another process holds
     the page cache, for up to ``within`` seconds: the server answers others meanwhile, where SQLite's busy timeout

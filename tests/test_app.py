@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -516,6 +517,31 @@ def test_bad_replies_are_rejected_with_a_400(
     response = client.post(THREAD, data=form)
     assert response.status_code == 400 and "Reply not posted" in response.text
     assert "No replies waiting" in response.text
+
+
+@pytest.mark.parametrize("headers", [HTMX, {}])
+def test_a_reply_the_page_cache_cannot_store_is_a_503_that_keeps_what_was_typed(
+    client_factory: ClientFactory, all_sites: list[Site], headers: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk: it was a bare 500 ("Something broke"), what was typed lost; the operator's log says why."""
+    client = client_factory(all_sites, FakeEngine(), raise_server_exceptions=False)
+    visit(client, THREAD)
+    store = pages_of(client).store
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages + 2}")  # the disk fills up, the posts' pages too
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for _ in range(1000):
+            store._db.execute(
+                "INSERT INTO posts (site, path, user, text, created) VALUES ('x', '/x', 'x', ?, 0)", ("x" * 500,)
+            )
+    try:
+        long = "a careful reply " * 120
+        answer = client.post(THREAD, data={"user": "ada", "text": long}, headers=headers, follow_redirects=False)
+    finally:
+        store._db.execute(f"PRAGMA max_page_count = {10**9}")
+    assert answer.status_code == 503 and "cannot store anything now" in answer.text, answer.text
+    assert f">{long}</textarea>" in answer.text and "Your reply was not posted" in answer.text
+    assert store.posts("forum", "/r/hacking/My_first_lisp") == [] and "SQLITE_FULL" in caplog.text
 
 
 def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, all_sites: list[Site]) -> None:
