@@ -47,7 +47,7 @@ from genui.shell import Shell
 from genui.sites import Site, load_sites
 from genui.store import Store
 from genui.stream import Stream
-from genui.upgrade import bring_up_to_date
+from genui.upgrade import take_up
 from genui.views import Views
 
 SITES_DIR = bundled("sites")
@@ -180,6 +180,7 @@ def create_app(
     load_engine: Callable[[], OwnedEngine] | None = None,
     identify_model: Callable[[], str] | None = None,
     on_load_error: Callable[[Exception], None] | None = None,
+    takes_up: bool = True,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -198,7 +199,9 @@ def create_app(
     answered at once (genui/readahead.py; 0: never). One client (its address) may have ``runs_per_client`` runs
     under way at once (0: no limit); asking for another is a 429 with Retry-After. With ``reload`` a site whose
     files change is loaded again and served from the next request on (genui/reload.py), and, where several sites are
-    served, a site made under ``sites_dir`` (the folder they came from) meanwhile is served too.
+    served, a site made under ``sites_dir`` (the folder they came from) meanwhile is served too. ``takes_up=False``:
+    an app that only reads the page cache (``genui cache export``) leaves what is stored as it is and notes no
+    folder its sites are served from (genui.upgrade.take_up).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -207,7 +210,8 @@ def create_app(
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
     for runtime in runtimes:
-        bring_up_to_date(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
+        if takes_up:
+            take_up(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
     pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)

@@ -190,7 +190,7 @@ async def _fetched(site: Site, db: Path, model: str, urls: list[str]) -> dict[st
         never.wait()
         raise RuntimeError("an export loads no model")
 
-    app = create_app([site], db_path=db, load_engine=loading, identify_model=lambda: model)
+    app = create_app([site], db_path=db, load_engine=loading, identify_model=lambda: model, takes_up=False)
     async with _lifespan(app):
         first = urls[0]
         for _ in range(200):  # until the app has named its model (at once: identify_model returns it)

@@ -29,7 +29,7 @@ import watchfiles
 
 from genui.runtime import SiteRuntime
 from genui.sites import SiteConfigError, load_site, site_folders
-from genui.upgrade import bring_up_to_date
+from genui.upgrade import take_up
 
 if TYPE_CHECKING:
     from genui.pages import Pages
@@ -90,7 +90,7 @@ class SiteReloader:
         # posts under a URL a route now moves are its page's; a page cache another process holds past the busy
         # timeout leaves them for the next reload or start
         try:
-            bring_up_to_date(self.pages.store, runtime)
+            take_up(self.pages.store, runtime)
         except sqlite3.OperationalError as err:
             log.warning(
                 "site %s: an earlier genui's pages were not adopted (%s); the next reload or start will", name, err
@@ -143,7 +143,7 @@ class SiteReloader:
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
-                bring_up_to_date(self.pages.store, runtime)
+                take_up(self.pages.store, runtime)
             except sqlite3.OperationalError as err:
                 log.warning("site %s: an earlier genui's pages were not adopted (%s); a restart will", site.name, err)
         return added

@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS posts (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
+CREATE TABLE IF NOT EXISTS served (
+    site TEXT PRIMARY KEY,
+    folder TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
 
 
@@ -334,6 +339,29 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def copy_to(self, path: Path) -> Store:
+        """A copy of the database at ``path``, whole as it is now (SQLite's backup, whatever another process writes
+        meanwhile), to try out what a write would do."""
+        with contextlib.closing(sqlite3.connect(path)) as copy, self._lock:
+            self._db.backup(copy)
+        return Store(path)
+
+    def record_served(self, site: str, folder: Path) -> None:
+        """Note that a server serves ``site`` from ``folder`` now: ``genui cache`` judges its pages by that folder's
+        routes, not by another site of the same name's."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO served (site, folder, at) VALUES (?, ?, ?)"
+                " ON CONFLICT (site) DO UPDATE SET folder = excluded.folder, at = excluded.at",
+                (site, str(folder.resolve()), time.time()),
+            )
+
+    def served_from(self, site: str) -> Path | None:
+        """The folder a server last served ``site`` from (None: none has since genui noted it)."""
+        with self._lock:
+            row = self._db.execute("SELECT folder FROM served WHERE site = ?", (site,)).fetchone()
+        return None if row is None else Path(row[0])
 
     @contextmanager
     def _transaction(self, wait: bool = True) -> Iterator[sqlite3.Connection]:

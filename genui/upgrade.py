@@ -33,21 +33,39 @@ def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]
     return rehome_moved(store, runtime)
 
 
+def take_up(store: Store, runtime: SiteRuntime) -> None:
+    """A server serves ``runtime``'s site from now on: what is stored for it is brought up to date, and its folder
+    noted (``genui cache`` judges its pages by that folder's routes: ``served_from``)."""
+    bring_up_to_date(store, runtime)
+    store.record_served(runtime.site.name, runtime.site.root)
+
+
+def pending(store: Store, runtime: SiteRuntime) -> bool:
+    """Whether ``bring_up_to_date`` would move anything of ``runtime``'s site, found without writing."""
+    return bool(_moved_paths(store, runtime)) or bool(_adoptions(store, runtime))
+
+
 def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
     """Move readers' posts and pages stored under a path the site's routes now move (a `case` or `spaces` added to
     a route since they were stored) to the path they move it to: every post, and every page whose new path does not
     hold it already. The (path, query) of each page that stayed: never served again, and ``genui cache prune``
     deletes it."""
+    moves = _moved_paths(store, runtime)
+    if not moves:
+        return []
+    _, _, stayed = store.rehome(runtime.site.name, moves)
+    return stayed
+
+
+def _moved_paths(store: Store, runtime: SiteRuntime) -> dict[str, str]:
+    """Each path something is stored under that the site's routes now move, to the path they move it to."""
     moves = {}
     for path in store.stored_paths(runtime.site.name):
         with contextlib.suppress(BadRequest):
             location = runtime.router.resolve(path)
             if location is not None and location.path != path:
                 moves[path] = location.path
-    if not moves:
-        return []
-    _, _, stayed = store.rehome(runtime.site.name, moves)
-    return stayed
+    return moves
 
 
 def earlier_version(site: Site, route: Route) -> str:
@@ -83,6 +101,12 @@ def adopt_earlier_pages(store: Store, runtime: SiteRuntime) -> int:
     """Move the pages an earlier genui stored for ``runtime``'s routes, as their files are now, under today's
     versions (with their mounts where their links tell); how many versions moved. Each page goes to the route its
     URL is routed to: routes sharing their files once shared a version."""
+    return store.move_pages(_adoptions(store, runtime))
+
+
+def _adoptions(store: Store, runtime: SiteRuntime) -> list[tuple[int, str, str, str | None]]:
+    """Each page an earlier genui stored for ``runtime``'s routes as their files are now: its row, its version then
+    and now, and the mount its links tell."""
     site = runtime.site
     earlier = {route: earlier_version(site, route) for route in site.routes}
     moves = []
@@ -91,4 +115,4 @@ def adopt_earlier_pages(store: Store, runtime: SiteRuntime) -> int:
             location = runtime.locate(path + (f"?{query}" if query else ""))
             if location is not None and earlier[location.route] == template:
                 moves.append((rowid, template, runtime.prompts.version(location.route), written_mount(runtime, html)))
-    return store.move_pages(moves)
+    return moves

@@ -9,8 +9,10 @@ import contextlib
 import json
 import sqlite3
 import sys
+import tempfile
 import time
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -28,8 +30,9 @@ from genui.arguments import (
 )
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
+from genui.sites import Site
 from genui.store import NotAPageCache, Store, check_page_cache, is_busy
-from genui.upgrade import bring_up_to_date
+from genui.upgrade import bring_up_to_date, pending
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -195,11 +198,48 @@ def _open_store(db: Path) -> Store:
 
 
 def _standings(
-    args: argparse.Namespace, store: Store
+    args: argparse.Namespace, store: Store, trial: bool
 ) -> tuple[list[Standing], list[Standing], list[tuple[str, str, str]]]:
     """Every group of cached pages with its standing, those prune deletes, and the (site, path, query) of each page
-    stored under a URL the site's routes now move to another page's (prune deletes them too)."""
-    runtimes = [SiteRuntime.build(site, "") for site in sites_in(Path(args.sites_dir), args.site)]
+    stored under a URL the site's routes now move to another page's (prune deletes them too). What an earlier genui
+    or config stored is brought up to date first, as a server would (genui.upgrade); on a copy of the page cache
+    when ``trial`` (what the command says changes nothing)."""
+    sites = sites_in(Path(args.sites_dir), args.site)
+    _served_here(store, sites)
+    runtimes = [SiteRuntime.build(site, "") for site in sites]
+    if trial and any(pending(store, runtime) for runtime in runtimes):
+        with _trial_copy(store) as copy:
+            return _judged(args, copy, runtimes)
+    return _judged(args, store, runtimes)
+
+
+@contextlib.contextmanager
+def _trial_copy(store: Store) -> Iterator[Store]:
+    """A copy of the page cache, in a temporary folder, to bring up to date where the command writes nothing."""
+    with tempfile.TemporaryDirectory(prefix="genui-trial-") as folder:
+        copy = store.copy_to(Path(folder) / "copy.sqlite3")
+        try:
+            yield copy
+        finally:
+            copy.close()
+
+
+def _served_here(store: Store, sites: list[Site]) -> None:
+    """UsageError for a site that a server last served from another folder, still there: its pages would be judged
+    by another site's routes (a `genui new wiki --dir mine` served with --sites-dir mine, judged by the bundled
+    wiki's: every page an earlier config's, to prune)."""
+    for site in sites:
+        served = store.served_from(site.name)
+        if served is not None and served != site.root.resolve() and (served / "site.toml").is_file():
+            raise UsageError(
+                f"{site.name} was last served from {served}, not {site.root}: name its folder with --sites-dir"
+                f" {served.parent} (a server started from {site.root} makes that the one)"
+            )
+
+
+def _judged(
+    args: argparse.Namespace, store: Store, runtimes: list[SiteRuntime]
+) -> tuple[list[Standing], list[Standing], list[tuple[str, str, str]]]:
     stranded = []
     for runtime in runtimes:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
         stranded += [(runtime.site.name, path, query) for path, query in bring_up_to_date(store, runtime)]
@@ -216,7 +256,7 @@ def _stranded_line(stranded: list[tuple[str, str, str]]) -> str:
 
 
 def _show(args: argparse.Namespace, store: Store) -> int:
-    found, doomed, stranded = _standings(args, store)
+    found, doomed, stranded = _standings(args, store, trial=True)
     posts = store.post_counts()
     if args.json:
         groups = [
@@ -246,7 +286,7 @@ def _show(args: argparse.Namespace, store: Store) -> int:
 
 
 def _prune(args: argparse.Namespace, store: Store) -> int:
-    _, doomed, stranded = _standings(args, store)
+    _, doomed, stranded = _standings(args, store, trial=args.dry_run)
     if args.dry_run:
         pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
         print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
@@ -353,13 +393,20 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         thread, site_name = located(site, thread).path, site.name
     store = _open_store(Path(args.db))
     try:
-        if site is not None:  # posts stored under a URL the thread's route now moves
-            bring_up_to_date(store, SiteRuntime.build(site, ""))
         if args.action == "delete":
             return _delete_posts(store, list(dict.fromkeys(args.ids)))
         if site_name is not None and thread is None and site_name not in store.post_counts():
             site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
-        placed_posts = store.recent_posts(site_name, thread, args.limit)
+        if site is not None:
+            _served_here(store, [site])
+        if site is not None and pending(store, runtime := SiteRuntime.build(site, "")):
+            # posts stored under a URL the thread's route now moves: listed where a server will move them, on a
+            # copy (listing changes nothing)
+            with _trial_copy(store) as copy:
+                bring_up_to_date(copy, runtime)
+                placed_posts = copy.recent_posts(site_name, thread, args.limit)
+        else:
+            placed_posts = store.recent_posts(site_name, thread, args.limit)
     finally:
         store.close()
     if args.json:

@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, pages_of
+from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, pages_of, visit
 from starlette.testclient import TestClient
 
 from genui.app import create_app
@@ -269,3 +269,55 @@ def test_genui_posts_lists_a_threads_posts_stored_under_a_url_it_now_moves(
     argv = ["posts", "--db", str(db), "--sites-dir", str(SITES_DIR), "--site", "forum"]
     assert main([*argv, "--thread", "/r/Linux/Kernel_news"]) == 0
     assert "forum /r/linux/Kernel_news  ada: Which kernel?" in capsys.readouterr().out
+
+
+def test_what_says_it_changes_nothing_moves_nothing_and_reports_as_a_server_would_move(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`genui cache`, `cache prune --dry-run` and `genui posts --thread` brought the cache up to date in the file
+    itself: posts moved by a listing, on a file a live server (perhaps of another config) was using."""
+    db = tmp_path / "genui.sqlite3"
+    wiki = SiteRuntime.build(load_site(SITES_DIR / "wiki"), "")
+    version = wiki.prompts.version(next(route for route in wiki.site.routes if route.pattern == "/{title}"))
+    store = Store(db)
+    for path in ("/lisp", "/Lisp"):
+        store.save_page(PageKey("wiki", path, "", MODEL, version), 1, 0, path.strip("/"), f"<p>{path}</p>", 1)
+    store.add_post("forum", "/r/Linux/Kernel_news", "ada", "Which kernel?")
+    store.close()
+
+    def stored() -> list[tuple[str, ...]]:
+        with closing(sqlite3.connect(db)) as look:
+            pages = look.execute("SELECT site, path FROM pages ORDER BY path").fetchall()
+            return pages + look.execute("SELECT site, path FROM posts").fetchall()
+
+    before = stored()
+    common = ["--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(["cache", *common]) == 0
+    assert "1 page stored under a URL that now leads to another copy of it (wiki /lisp)" in capsys.readouterr().out
+    assert main(["cache", "prune", "--dry-run", *common]) == 0
+    assert "and 1 page stored under a URL" in capsys.readouterr().out
+    argv = ["posts", "--db", str(db), "--sites-dir", str(SITES_DIR), "--site", "forum"]
+    assert main([*argv, "--thread", "/r/Linux/Kernel_news"]) == 0
+    assert "forum /r/linux/Kernel_news  ada: Which kernel?" in capsys.readouterr().out
+    assert stored() == before
+    assert main(["cache", "prune", *common]) == 0 and "deleted 1 version" in capsys.readouterr().out
+    assert stored() != before
+
+
+def test_genui_cache_judges_a_site_by_the_folder_a_server_served_it_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `genui new wiki --dir mine` served with --sites-dir mine: a prune without it judged its pages by the bundled
+    wiki's routes, every one an earlier config's, and deleted them all."""
+    mine = tmp_path / "mine"
+    shutil.copytree(SITES_DIR / "wiki", mine / "wiki")
+    (mine / "wiki" / "prompts" / "article.j2").write_text("<p>{{ params.title }}</p>\n", encoding="utf-8")
+    db = tmp_path / "genui.sqlite3"
+    with TestClient(create_app([load_site(mine / "wiki")], FakeEngine(model_id=MODEL), db_path=db)) as client:
+        assert "<h1>Lisp</h1>" in visit(client, "/Lisp").text
+    common = ["--db", str(db), "--model", MODEL]
+    for command in (["cache"], ["cache", "prune"], ["cache", "prune", "--dry-run"]):
+        assert main([*command, *common, "--sites-dir", str(SITES_DIR)]) == 2
+        assert f"wiki was last served from {(mine / 'wiki').resolve()}" in capsys.readouterr().err
+    assert main(["cache", "prune", *common, "--sites-dir", str(mine)]) == 0
+    assert "deleted 0 versions" in capsys.readouterr().out
