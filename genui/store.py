@@ -582,11 +582,26 @@ class Store:
         """Move what is stored under each old path of ``moves`` to its new path, in one transaction: every reader's
         post, and each page's versions all or none (none where the new path holds that page already, so that no two
         histories are spliced into one). How many posts and page versions moved, and the (path, query) of each page
-        that stayed."""
+        that stayed.
+
+        A thread's versions show the posts up to their ``answered`` and answer those up to their ``replied``: a post
+        moved into a thread that has shown or answered posts after it (the same thread at both spellings, each with
+        its posts) would be in none of its versions and never answered, so it is stored again as the newest post
+        (its time kept), to be shown below the thread and answered."""
         posts = versions = 0
         stayed: list[tuple[str, str]] = []
         with self._transaction() as db:
             for old, new in moves.items():
+                (seen,) = db.execute(
+                    "SELECT COALESCE(MAX(MAX(answered, replied)), 0) FROM pages WHERE site = ? AND path = ?",
+                    (site, new),
+                ).fetchone()
+                posts += db.execute(
+                    "INSERT INTO posts (site, path, user, text, created) SELECT site, ?, user, text, created"
+                    " FROM posts WHERE site = ? AND path = ? AND id <= ? ORDER BY id",
+                    (new, site, old, seen),
+                ).rowcount
+                db.execute("DELETE FROM posts WHERE site = ? AND path = ? AND id <= ?", (site, old, seen))
                 posts += db.execute("UPDATE posts SET path = ? WHERE site = ? AND path = ?", (new, site, old)).rowcount
                 keys = db.execute(
                     "SELECT DISTINCT query, model, template, posts FROM pages WHERE site = ? AND path = ?", (site, old)

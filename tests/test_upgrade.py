@@ -9,8 +9,9 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, pages_of, visit
+from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
+from test_app import live_url
 
 from genui.app import create_app
 from genui.cli import main
@@ -321,3 +322,29 @@ def test_genui_cache_judges_a_site_by_the_folder_a_server_served_it_from(
         assert f"wiki was last served from {(mine / 'wiki').resolve()}" in capsys.readouterr().err
     assert main(["cache", "prune", *common, "--sites-dir", str(mine)]) == 0
     assert "deleted 0 versions" in capsys.readouterr().out
+
+
+def test_a_post_moved_into_a_thread_that_answered_later_posts_is_shown_and_answered(tmp_path: Path) -> None:
+    """`/r/Linux/Kernel_news` and `/r/linux/Kernel_news` were two threads, each with a post answered in place. Moved
+    into the second, the first's post had an id below what its versions show and answer: in none of them, shown
+    below none, answered never."""
+    db = tmp_path / "genui.sqlite3"
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
+    store = Store(db)
+    for path, user, said in (("/r/Linux/Kernel_news", "ada", "Which kernel?"), ("/r/linux/Kernel_news", "bob", "6.1")):
+        key = PageKey("forum", path, "", MODEL, forum.prompts.version(thread))
+        post = store.add_post("forum", path, user, said)
+        store.save_page(key, 1, 0, "Kernel news", "<p>Kernel news</p>", 1, mount="")
+        html = f"<p>Kernel news</p><p>{said}</p><p>a reply</p>"
+        store.save_page(key, 2, 1, "Kernel news", html, 1, answered=post.id, replied=post.id, mount="")
+    store.close()
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([forum.site], engine, db_path=db)) as client:
+        live = client.get("/r/linux/Kernel_news", headers={"HX-Request": "true"}).text
+        assert "Which kernel?" in live and "6.1" in live  # bob's in the thread; ada's below it
+        assert "Welcome, ada!" in ws_messages(client, live_url(live))[-1]  # and answered in place
+    store = Store(db)
+    posts = store.posts("forum", "/r/linux/Kernel_news")
+    assert [post.user for post in posts] == ["bob", "ada"] and store.posts("forum", "/r/Linux/Kernel_news") == []
+    store.close()
