@@ -175,6 +175,7 @@ def create_app(
     unclaimed_s: float = UNCLAIMED_S,
     read_ahead: int = 0,
     runs_per_client: int = 0,
+    posts_per_minute: int = 0,
     reload: bool = False,
     sites_dir: Path | None = None,
     load_engine: Callable[[], OwnedEngine] | None = None,
@@ -197,7 +198,8 @@ def create_app(
     nobody comes to watch stops after ``unclaimed_s`` seconds. While no visitor's run is under way, the first
     ``read_ahead`` uncached pages linked from the newest page shown are written and stored, so that a click on one is
     answered at once (genui/readahead.py; 0: never). One client (its address) may have ``runs_per_client`` runs
-    under way at once (0: no limit); asking for another is a 429 with Retry-After. With ``reload`` a site whose
+    under way at once (0: no limit); asking for another is a 429 with Retry-After, and so is a reader's post past
+    ``posts_per_minute`` of one client's in 60 s (0: no limit; genui/limits.py). With ``reload`` a site whose
     files change is loaded again and served from the next request on (genui/reload.py), and, where several sites are
     served, a site made under ``sites_dir`` (the folder they came from) meanwhile is served too. ``takes_up=False``:
     an app that only reads the page cache (``genui cache export``) leaves what is stored as it is and notes no
@@ -212,7 +214,7 @@ def create_app(
     for runtime in runtimes:
         if takes_up:
             take_up(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
-    pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client)
+    pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client, posts_per_minute)
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)
     stream = Stream(pages, screens, draft_interval)

@@ -41,6 +41,7 @@ from genui.upkeep import add_commands
 
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
 RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
+POSTS_PER_MINUTE = 10  # readers' posts one client may store a minute under genui serve
 
 
 def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedEngine:
@@ -72,6 +73,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             db_path=args.db,
             read_ahead=args.read_ahead,
             runs_per_client=args.runs_per_client,
+            posts_per_minute=args.posts_per_minute,
             reload=args.reload,
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             load_engine=lambda: loader(args.model, args.device, args.int8),
@@ -262,6 +264,14 @@ def _parser() -> argparse.ArgumentParser:
         help="pages, replies and rewrites one client (an IP address) may have written at once; one more is a 429 "
         "with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another host must be "
         "named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--posts-per-minute",
+        type=count,
+        default=POSTS_PER_MINUTE,
+        metavar="N",
+        help="readers' posts one client (an IP address, as for --runs-per-client) may store in any 60 s; one more is "
+        "a 429 with Retry-After that keeps what was typed. 0: no limit (default: %(default)s)",
     )
     serve.add_argument(
         "--reload",

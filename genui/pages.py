@@ -30,6 +30,7 @@ from genui.edits import (
     with_instruction,
 )
 from genui.generation import WHOLE, Generation, Splice, first_heading
+from genui.limits import PostRate
 from genui.prompts import Parent, Post
 from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
@@ -127,11 +128,13 @@ class Pages:
         unclaimed_s: float = UNCLAIMED_S,
         read_ahead: int = 0,
         runs_per_client: int = 0,
+        posts_per_minute: int = 0,
     ) -> None:
         if runs_per_client < 0:
             raise ValueError(f"runs_per_client must be 0 (no limit) or more, got {runs_per_client}")
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
         self.runs_per_client = runs_per_client  # runs one client may have under way at once (0: no limit)
+        self.post_rate = PostRate(posts_per_minute)  # readers' posts one client may store a minute (0: no limit)
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.load_error: str | None = None  # why it did not load

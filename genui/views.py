@@ -297,6 +297,7 @@ class Views:
                 self.pages.ready()  # the model loading: a thread not written yet cannot be checked, nor shown with it
             # else the model is loading and the thread is written: the post is kept, and answered once it is ready
             if resent is None:  # a post sent again (SAME_POST_S) is stored already: no new run, answered as it was
+                self.pages.post_rate.check(client)  # TooManyPosts
                 if self.pages.reply_starts_run(job, is_htmx(request)):
                     # the client's runs (TooManyRuns): before storing, so nothing is half done (a run the client
                     # started while the post waited for the cache leaves it stored, waiting for the thread's next run)
@@ -305,6 +306,7 @@ class Views:
                 await when_free(
                     functools.partial(self.pages.store.add_post, site, path, user.strip(), text, wait=False)
                 )
+                self.pages.post_rate.posted(client)
         except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored
             answer = problem(err, asks_again=False)
             if answer is None:

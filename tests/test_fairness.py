@@ -7,16 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeEngine, eventually, example_sites, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, eventually, example_sites, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from test_app import HTMX, live_url
 from test_replies import _failing_once
 
 from genui.app import create_app
+from genui.limits import PostRate, TooManyPosts
 from genui.pages import Pages
+from genui.sites import Site
 
 THREAD = "/forum/r/hacking/My_first_lisp"
+THREAD_PATH = "/r/hacking/My_first_lisp"
 ORIGIN = {"Origin": "http://testserver"}
 
 
@@ -223,3 +226,37 @@ def test_a_reply_sent_again_to_a_thread_not_written_says_it_is_saved_at_the_limi
         assert "Your reply is saved, and waits for the thread to be written." in again.text
         assert "first words" in again.text and ">first words</textarea>" not in again.text
         assert [post.text for post in store.posts("forum", "/r/hacking/Brand_new")] == ["first words"]
+
+
+def test_a_client_posting_past_its_limit_a_minute_gets_a_429_that_keeps_its_text(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Nothing limited posts: one client stored 300 in 1.6 s (each an fsynced write, each loaded and sent again with
+    every view of the thread). A post sent again is no new post, and counts nothing."""
+    client = client_factory(all_sites, FakeEngine(), app_options={"posts_per_minute": 3})
+    visit(client, THREAD)
+    for number in range(3):
+        posted = client.post(THREAD, data={"user": "ada", "text": f"post {number}"}, follow_redirects=False)
+        assert posted.status_code == 303, posted.text
+    again = client.post(THREAD, data={"user": "ada", "text": "post 2"}, follow_redirects=False)
+    assert again.status_code == 303  # the last one sent again: answered as it was
+    refused = client.post(THREAD, data={"user": "ada", "text": "one too many"}, headers=HTMX, follow_redirects=False)
+    assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "You posted 3 replies in the last minute." in refused.text and ">one too many</textarea>" in refused.text
+    assert [post.text for post in pages_of(client).store.posts("forum", THREAD_PATH)] == ["post 0", "post 1", "post 2"]
+
+
+def test_the_post_limit_counts_the_last_minute_of_each_client() -> None:
+    now = [0.0]
+    rate = PostRate(2, clock=lambda: now[0])
+    rate.posted("a")
+    now[0] = 30.0
+    rate.posted("a")
+    rate.check("b")  # another client
+    rate.check(None)  # genui itself
+    with pytest.raises(TooManyPosts) as refused:
+        rate.check("a")
+    assert refused.value.headers == {"Retry-After": "30"}  # when the first leaves the window
+    now[0] = 60.5
+    rate.check("a")
+    PostRate(0).check("a")  # no limit
