@@ -5,6 +5,7 @@ Every error names the file, the key and the fix, so a developer never has to rea
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 import unicodedata
@@ -38,6 +39,7 @@ ROUTE_KEYS = (
     "follow_links",
 )
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
+TOP_KEYS = ("name", "title", "brief", "stylesheet", "model", "routes", "navigation")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _TYPED = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*):([^{}]*)\}")
@@ -58,6 +60,23 @@ class SiteConfigError(ValueError):
 
 
 MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
+
+
+def unknown_key(file: Path, where: str, key: str, known: tuple[str, ...], table: str) -> SiteConfigError:
+    """The error for ``key`` in a table whose keys are ``known``: a key of the file's top level written after a
+    [table] (TOML puts it in that table), a key of a route's at the top level, a near miss of a known key, or one to
+    remove."""
+    if table != "top-level" and key in TOP_KEYS:
+        fix = f"move {key} above the first [table] or [[table]] header: TOML puts every key after one in that table"
+        return SiteConfigError(file, where, f"{key} is a top-level key, here in a {table} table", fix)
+    if table == "top-level" and key in ROUTE_KEYS:
+        return SiteConfigError(
+            file, where, f"{key} is a route's key", "put it in a [[routes]] table, after the header of the route"
+        )
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    if near:
+        return SiteConfigError(file, where, f"unknown key (did you mean {near[0]!r}?)", f"write {near[0]}")
+    return SiteConfigError(file, where, "unknown key", f"remove it; {table} keys are {list(known)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +231,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
     for key in data:
         if key not in ROUTE_KEYS:
-            raise SiteConfigError(
-                file, f"{where}{key}", "unknown key", f"remove it; route keys are {sorted(ROUTE_KEYS)}"
-            )
+            raise unknown_key(file, f"{where}{key}", key, ROUTE_KEYS, "route")
     pattern = _expect(file, data, "pattern", str, 'add pattern = "/page/{name}"', where=where)
     _check_pattern(file, f"{where}pattern", pattern)
     aliases = _string_list(file, data, "aliases", where, ())
@@ -345,9 +362,7 @@ def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> 
         raise SiteConfigError(file, where, "expected a table", "write each section as a [[navigation]] table")
     for key in data:
         if key not in NAV_KEYS:
-            raise SiteConfigError(
-                file, f"{where}.{key}", "unknown key", f"remove it; navigation keys are {list(NAV_KEYS)}"
-            )
+            raise unknown_key(file, f"{where}.{key}", key, NAV_KEYS, "navigation")
     on = _string_list(file, data, "on", f"{where}.", ())
     if not on:
         raise SiteConfigError(file, f"{where}.on", "missing or empty", 'name the pages that show it, e.g. on = ["/"]')
@@ -514,10 +529,18 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", "write the value shorter") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise SiteConfigError(file, WHOLE_FILE, "arrays or tables nested too deeply", "flatten the nesting") from None
-    known = {"name", "title", "brief", "stylesheet", "model", "routes", "navigation"}
     for key in data:
-        if key not in known:
-            raise SiteConfigError(file, key, "unknown key", f"remove it; top-level keys are {sorted(known)}")
+        if key not in TOP_KEYS:
+            raise unknown_key(file, key, key, TOP_KEYS, "top-level")
+    # a top-level key written after a table's header is in that table, and missing where it belongs: said as such
+    tables = [("model", "model", data.get("model"))]
+    for array in ("routes", "navigation"):
+        if isinstance(data.get(array), list):
+            tables += [(f"{array}[{i}].", array.removesuffix("s"), table) for i, table in enumerate(data[array])]
+    for where, kind, table in tables:
+        for key in table if isinstance(table, dict) else ():
+            if key in TOP_KEYS and key not in data:
+                raise unknown_key(file, f"{where}{'.' * (kind == 'model')}{key}", key, (), kind)
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
     check_site_name(file, name)
     title = _expect(file, data, "title", str, 'add title = "My Site"')
@@ -546,7 +569,7 @@ def load_site(root: Path | str) -> Site:
                     "write tokens = N instead (canvases = 2 was tokens = 512)",
                 )
             if key not in MODEL_KEYS:
-                raise SiteConfigError(file, f"model.{key}", "unknown key", f"model keys are {', '.join(MODEL_KEYS)}")
+                raise unknown_key(file, f"model.{key}", key, MODEL_KEYS, "model")
         tokens = table.get("tokens", model.tokens)
         steps = table.get("steps", model.steps)
         for key, value, low, top in (("tokens", tokens, 16, 4096), ("steps", steps, 1, 256)):
@@ -587,6 +610,10 @@ def load_site(root: Path | str) -> Site:
             )
         model = ModelSettings(tokens=tokens, steps=steps, **sampler)
     raw_routes = data.get("routes")
+    if isinstance(raw_routes, dict):
+        raise SiteConfigError(
+            file, "routes", "[routes] is one table, not a list of routes", "write each route's header as [[routes]]"
+        )
     if not isinstance(raw_routes, list) or not raw_routes:
         raise SiteConfigError(
             file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -469,3 +470,57 @@ def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typ
     with pytest.raises(SiteConfigError) as caught:
         load_site(tmp_path)
     assert repr(typed) in caught.value.problem and caught.value.fix.startswith("write {name} (one segment")
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem", "fix"),
+    [
+        # the commonest TOML slip: a top-level key written after a table's header lands in that table
+        (
+            lambda toml: toml.replace('stylesheet = "demo.css"\n', "", 1) + 'stylesheet = "demo.css"\n',
+            "routes[3].stylesheet",
+            "stylesheet is a top-level key, here in a route table",
+            "move stylesheet above the first [table] or [[table]] header",
+        ),
+        (
+            lambda toml: toml.replace('brief = "A demo site."\n', "", 1).replace(
+                "steps = 12\n", 'steps = 12\nbrief = "x"\n'
+            ),
+            "model.brief",
+            "brief is a top-level key, here in a model table",
+            "move brief above",
+        ),
+        (
+            lambda toml: toml.replace("stylesheet =", "styleshet =", 1),
+            "styleshet",
+            "did you mean 'stylesheet'",
+            "write stylesheet",
+        ),
+        (
+            lambda toml: toml.replace('template = "page.j2"\nposts', 'templte = "page.j2"\nposts', 1),
+            "routes[2].templte",
+            "did you mean 'template'",
+            "write template",
+        ),
+        (lambda toml: 'pattern = "/x"\n' + toml, "pattern", "pattern is a route's key", "put it in a [[routes]] table"),
+        (
+            lambda toml: toml.split("[[routes]]")[0] + '[routes]\npattern = "/"\ntemplate = "home.j2"\n',
+            "routes",
+            "[routes] is one table",
+            "write each route's header as [[routes]]",
+        ),
+    ],
+)
+def test_a_key_in_the_wrong_place_or_misspelt_says_where_it_goes(
+    tmp_path: Path, change: Callable[[str], str], key: str, problem: str, fix: str
+) -> None:
+    """Each was "unknown key. Fix: remove it", which deletes a line the site needs (found by a new developer's
+    walkthrough); `[routes]` was "no routes" with a route right there."""
+    toml = change(GOOD)
+    assert toml != GOOD
+    write_site(tmp_path, toml)
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == key and problem in caught.value.problem and caught.value.fix.startswith(fix), (
+        caught.value
+    )
