@@ -318,6 +318,11 @@ class PromptRenderer:
         except UnicodeDecodeError as err:  # Jinja2 reads templates as UTF-8
             file = self.site.prompts_dir / name.lstrip("/")
             raise SiteConfigError(file, key, f"not UTF-8 ({err})", "save the file as UTF-8") from None
+        file = self.site.prompts_dir / name.lstrip("/")
+        if source.startswith("\ufeff"):  # Jinja2 keeps it: every prompt would start with an invisible character
+            raise SiteConfigError(file, key, "it starts with a byte order mark", "save it as UTF-8 without a BOM")
+        if key == "template" and name == named_by and not source.strip():  # a route's own prompt, not a part of one
+            raise SiteConfigError(file, key, "it is empty", "write the prompt the model reads for the route's pages")
         self._check(name, env, key)
         return source
 

@@ -489,3 +489,24 @@ def test_a_template_two_routes_share_names_the_route_it_fails_for(tmp_path: Path
         PromptRenderer(load_site(root))
     said = str(caught.value)
     assert "article.j2" in said and "(for the route /reviews/{book}, which has params.book). Fix:" in said
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "key", "problem"),
+    [
+        ("article.j2", "\ufeff<site>{{ site.title }}</site>\n", "template", "byte order mark"),
+        ("article_opening.j2", "\ufeff<h1>{{ params.title }}</h1>\n", "opening", "byte order mark"),
+        ("article.j2", "", "template", "it is empty"),
+        ("article.j2", " \n\n", "template", "it is empty"),
+    ],
+)
+def test_a_prompt_file_with_a_byte_order_mark_or_nothing_in_it_is_a_config_error(
+    tmp_path: Path, file: str, text: str, key: str, problem: str
+) -> None:
+    """A mark was kept in every prompt (site.toml with one was refused already), and an empty template made every
+    page's prompt "": both loaded and served (found by a new developer's walkthrough)."""
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / file).write_text(text, encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith(file) and caught.value.key == key and problem in caught.value.problem
