@@ -13,6 +13,7 @@ import asyncio
 import copy
 import importlib
 import json
+import os
 import shlex
 import sqlite3
 import sys
@@ -40,6 +41,7 @@ from genui.store import NotAPageCache
 from genui.upkeep import add_commands
 
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
+BROKEN_PIPE = 128 + 13  # the status a shell gives a writer whose reader went away (killed by SIGPIPE)
 RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
 POSTS_PER_MINUTE = 10  # readers' posts one client may store a minute under genui serve
 
@@ -358,6 +360,10 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     except (UsageError, SiteConfigError, EngineError, NotAPageCache) as err:
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
+    except BrokenPipeError:  # what reads the output stopped (`genui sites | head`): as a shell's writer, quietly
+        # (its unwritten output goes nowhere, not into an error at the interpreter's exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     except OSError as err:  # a path that is not there, not a folder, not allowed or too long
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR

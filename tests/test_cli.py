@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import shutil
 import sys
 import types
@@ -275,3 +277,20 @@ def test_a_sites_folder_that_is_a_site_itself_is_said_to_be_so(
     assert main([*argv, "--sites-dir", str(wiki)]) == 2
     said = capsys.readouterr().err
     assert f"{wiki} is a site's folder, not a folder of sites" in said and f"--sites-dir {SITES_DIR.resolve()}" in said
+
+
+def test_output_read_by_a_reader_gone_away_ends_quietly_as_a_shells_writer() -> None:
+    """`genui sites | head`: it ended "genui sites: [Errno 32] Broken pipe" with a usage error's status."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "genui"), "sites", "--sites-dir", str(SITES_DIR)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, b"")
