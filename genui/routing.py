@@ -228,11 +228,19 @@ class SiteRouter:
                 return
             takers.add(location.route.pattern)
         (earlier, *_) = [n for n, r in enumerate(self.site.routes) if r.pattern in takers]
+        pattern, taker = compiled.route.pattern, f"routes[{earlier}] ({self.site.routes[earlier].pattern!r})"
+        if pattern.endswith("/"):  # taken by a route declared after it, as the path without its "/" is tried first
+            raise SiteConfigError(
+                self.site.root / "site.toml",
+                f"routes[{index}].pattern",
+                f"no request reaches {pattern!r}: genui drops a URL's trailing slash, and {taker} takes"
+                f" {pattern.rstrip('/')!r}, which every route is tried on before {pattern!r} is",
+                f"drop the trailing slash: pattern = {pattern.rstrip('/')!r}",
+            )
         raise SiteConfigError(
             self.site.root / "site.toml",
             f"routes[{index}].pattern",
-            f"no request reaches {compiled.route.pattern!r}: routes[{earlier}] ({self.site.routes[earlier].pattern!r})"
-            " is tried first and matches every URL it would",
+            f"no request reaches {pattern!r}: {taker} is tried first and matches every URL it would",
             f"declare it before routes[{earlier}], or make the patterns differ by a literal segment",
         )
 

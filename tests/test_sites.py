@@ -524,3 +524,18 @@ def test_a_key_in_the_wrong_place_or_misspelt_says_where_it_goes(
     assert caught.value.key == key and problem in caught.value.problem and caught.value.fix.startswith(fix), (
         caught.value
     )
+
+
+def test_a_pattern_with_a_trailing_slash_a_later_route_takes_says_to_drop_the_slash(tmp_path: Path) -> None:
+    """The fix said to declare it before the later route, which it was already (found by a new developer)."""
+    toml = (
+        GOOD.replace('pattern = "/find"', 'pattern = "/find/"', 1)
+        + '\n[[routes]]\npattern = "/{x}"\ntemplate = "page.j2"\n'
+    )
+    write_site(tmp_path, toml)
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRouter(load_site(tmp_path))
+    assert caught.value.key == "routes[3].pattern" and caught.value.fix == "drop the trailing slash: pattern = '/find'"
+    assert "routes[4] ('/{x}') takes '/find'" in caught.value.problem
+    write_site(tmp_path, toml.replace('pattern = "/find/"', 'pattern = "/find"', 1))
+    assert SiteRouter(load_site(tmp_path)).locate("/find/?q=a") is not None  # as the fix says, it works
