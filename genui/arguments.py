@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from genui.routing import BadRequest, Location
+from genui.routing import BadRequest, Location, untaken_keys
 from genui.runtime import SiteRuntime
 from genui.sites import Site, SiteConfigError, check_names, load_site, load_sites, site_folders
 
@@ -94,6 +94,8 @@ def located(site: Site, path: str) -> Location:
     if location is None:
         patterns = ", ".join(route.pattern for route in site.routes)
         raise UsageError(f"no route of site {site.name!r} matches {path!r} (routes: {patterns})")
+    if untaken := untaken_keys(path, location):  # as a navigation link's: the page would be another than asked for
+        raise UsageError(untaken)
     return location
 
 

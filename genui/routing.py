@@ -123,6 +123,20 @@ def versioned(url: str, version: int) -> str:
     return f"{url}{'&' if '?' in url else '?'}{urlencode({VERSION_KEY: version})}"
 
 
+def untaken_keys(url: str, location: Location) -> str:
+    """What is wrong with the query keys ``url`` sets that its page's route does not take (a page opened without
+    them, as if they were not there): "" when there are none."""
+    ignored = sorted({name for name, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True)})
+    ignored = [name for name in ignored if name not in location.route.query]
+    if not ignored:
+        return ""
+    takes = ", ".join(repr(name) for name in location.route.query) or "none"
+    return (
+        f"{url!r} sets {', '.join(repr(name) for name in ignored)}, which its route {location.route.pattern!r} does"
+        f" not take (its query keys: {takes})"
+    )
+
+
 def guessed_title(location: Location) -> str:
     """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
     if location.query:
@@ -268,17 +282,8 @@ class SiteRouter:
             raise SiteConfigError(
                 file, key, f"{url!r} redirects to {location.path!r}", f"write the page's own URL, {location.path!r}"
             )
-        ignored = sorted({name for name, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True)})
-        ignored = [name for name in ignored if name not in location.route.query]
-        if ignored:  # the page would open without them
-            takes = ", ".join(repr(name) for name in location.route.query) or "none"
-            raise SiteConfigError(
-                file,
-                key,
-                f"{url!r} sets {', '.join(repr(name) for name in ignored)}, which its route "
-                f"{location.route.pattern!r} does not take (its query keys: {takes})",
-                "use the route's query keys, or add them to its query = [...]",
-            )
+        if untaken := untaken_keys(url, location):  # the page would open without them
+            raise SiteConfigError(file, key, untaken, "use the route's query keys, or add them to its query = [...]")
 
     def _compile(self, pattern: str, key: str) -> tuple[re.Pattern[str], str, dict[str, Convertor[Any]]]:
         try:
