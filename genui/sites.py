@@ -225,6 +225,20 @@ def _parameters(pattern: str) -> list[tuple[str, str]]:
     return sorted((name, kind or "str") for name, kind in _PARAM.findall(pattern))
 
 
+def _load_route_at(file: Path, root: Path, index: int, data: Any) -> Route:
+    """``_load_route``, its error naming the route by its pattern too where it has one: `routes[5]` alone is the
+    sixth [[routes]] table, counted from 0."""
+    try:
+        return _load_route(file, root, index, data)
+    except SiteConfigError as err:
+        pattern = data.get("pattern") if isinstance(data, dict) else None
+        if not isinstance(pattern, str) or pattern in err.problem or err.key == f"routes[{index}].pattern":
+            raise
+        raise SiteConfigError(
+            err.file, err.key, f"{err.problem.rstrip('.')} (the route {pattern!r})", err.fix
+        ) from None
+
+
 def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     where = f"routes[{index}]."
     if not isinstance(data, dict):
@@ -618,7 +632,7 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(
             file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"
         )
-    routes = tuple(_load_route(file, root, i, r) for i, r in enumerate(raw_routes))
+    routes = tuple(_load_route_at(file, root, i, r) for i, r in enumerate(raw_routes))
     seen: dict[str, str] = {}  # each pattern's shape (its parameters' names left out) -> the pattern
     for i, route in enumerate(routes):
         keys = [(f"routes[{i}].pattern", route.pattern)]

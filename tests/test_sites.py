@@ -539,3 +539,11 @@ def test_a_pattern_with_a_trailing_slash_a_later_route_takes_says_to_drop_the_sl
     assert "routes[4] ('/{x}') takes '/find'" in caught.value.problem
     write_site(tmp_path, toml.replace('pattern = "/find/"', 'pattern = "/find"', 1))
     assert SiteRouter(load_site(tmp_path)).locate("/find/?q=a") is not None  # as the fix says, it works
+
+
+def test_an_error_in_a_route_names_its_pattern_as_well_as_its_index(tmp_path: Path) -> None:
+    """`routes[2].templte` alone meant counting [[routes]] tables from 0 (found by a new developer)."""
+    write_site(tmp_path, GOOD.replace('template = "page.j2"\nposts', 'template = "page.j2"\ncolour = 1\nposts', 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes[2].colour" and "(the route '/thread/{id}')" in caught.value.problem
