@@ -45,6 +45,7 @@ EMPTY_DROPPED = HEADINGS | frozenset(
 )  # fmt: skip
 MEANINGFUL = frozenset({"class", "id", "title", "aria-label"})
 LISTS = frozenset({"ul", "ol", "menu"})
+UNORDERED = frozenset({"ul", "menu"})
 CLOSED_BEFORE_BLOCKS = HEADINGS | {"a"}
 # Start tags that end an open paragraph (HTML's "close a p element").
 CLOSES_P = BLOCKS | frozenset({"dd", "dt", "fieldset", "figcaption", "form", "li", "summary"})
@@ -467,12 +468,13 @@ def _wrap_strays(root: ElementTree.Element) -> None:
 
 
 def _drop_repeated_items(root: ElementTree.Element) -> None:
-    """Remove each list item that repeats, word for word and tag for tag, an item before it in its list. A denoiser
+    """Remove each item of an unordered list that repeats, byte for byte, an item before it in its list. A denoiser
     that writes a list's items in parallel writes one twice (the forum's boards, session 60: `definitions` listed
     twice, one link to one board), which a reader sees as a slip. The sites' corpus has 8 lists of 15,332 that
-    repeat an item, each a FOLDOC entry's "See also" naming one article twice: a slip of the source's too."""
+    repeat an item, each a FOLDOC entry's "See also" naming one article twice: a slip of the source's too. An
+    ordered list keeps its items: a step may come twice (`Stir`, `Wait`, `Stir`)."""
     for parent in list(root.iter()):
-        if parent.tag not in LISTS:
+        if parent.tag not in UNORDERED:
             continue
         seen: set[str] = set()
         kept: list[ElementTree.Element] = []
@@ -486,13 +488,13 @@ def _drop_repeated_items(root: ElementTree.Element) -> None:
 
 
 def _content(item: ElementTree.Element) -> str | None:
-    """What ``item`` shows and links to, its blanks made one (its tail left out); None when it shows no text."""
+    """``item`` as markup (its tail left out); None when it shows no text."""
     tail, item.tail = item.tail, None
     try:
         written = ElementTree.tostring(item, encoding="unicode")
     finally:
         item.tail = tail
-    return " ".join(written.split()) if "".join(item.itertext()).strip(_BLANK) else None
+    return written if "".join(item.itertext()).strip(_BLANK) else None
 
 
 def _drop_empty(root: ElementTree.Element) -> None:

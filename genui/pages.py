@@ -250,6 +250,11 @@ class Pages:
             raise self._unwritten(job.key, version)
         return self.generation(job, version, placeholder=placeholder)
 
+    def written_whole(self, job: Job, version: int) -> bool:
+        """Whether this server started a run writing ``version`` of the page whole (a Regenerate's, a first visit's),
+        which a GET of the version's own URL writes again when it ended unstored (``open``)."""
+        return self._started.get((job.key, version)) == "whole"
+
     def _unwritten(self, key: PageKey, version: int) -> Exception:
         """What a request for ``version``, neither stored nor being written, is told. A rewrite whose run ended
         unstored is not written again as a whole page: its watchers (the ws extension reconnects when a socket drops)

@@ -243,7 +243,8 @@ class SiteRouter:
             takers.add(location.route.pattern)
         (earlier, *_) = [n for n, r in enumerate(self.site.routes) if r.pattern in takers]
         pattern, taker = compiled.route.pattern, f"routes[{earlier}] ({self.site.routes[earlier].pattern!r})"
-        if pattern.endswith("/"):  # taken by a route declared after it, as the path without its "/" is tried first
+        if pattern != "/" and pattern.endswith("/") and earlier > index:
+            # taken by a route declared after it, as the path without its "/" is tried on every route first
             raise SiteConfigError(
                 self.site.root / "site.toml",
                 f"routes[{index}].pattern",

@@ -63,12 +63,9 @@ MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
 
 
 def unknown_key(file: Path, where: str, key: str, known: tuple[str, ...], table: str) -> SiteConfigError:
-    """The error for ``key`` in a table whose keys are ``known``: a key of the file's top level written after a
-    [table] (TOML puts it in that table), a key of a route's at the top level, a near miss of a known key, or one to
-    remove."""
-    if table != "top-level" and key in TOP_KEYS:
-        fix = f"move {key} above the first [table] or [[table]] header: TOML puts every key after one in that table"
-        return SiteConfigError(file, where, f"{key} is a top-level key, here in a {table} table", fix)
+    """The error for ``key`` in a table whose keys are ``known``: a key of a route's at the top level, a near miss
+    of a known key, or one to remove. (A top-level key written after a [table] header, which TOML puts in that
+    table, is found before, where the top level lacks it: ``load_site``.)"""
     if table == "top-level" and key in ROUTE_KEYS:
         return SiteConfigError(
             file, where, f"{key} is a route's key", "put it in a [[routes]] table, after the header of the route"
@@ -553,8 +550,10 @@ def load_site(root: Path | str) -> Site:
             tables += [(f"{array}[{i}].", array.removesuffix("s"), table) for i, table in enumerate(data[array])]
     for where, kind, table in tables:
         for key in table if isinstance(table, dict) else ():
-            if key in TOP_KEYS and key not in data:
-                raise unknown_key(file, f"{where}{'.' * (kind == 'model')}{key}", key, (), kind)
+            if key in TOP_KEYS and key not in data:  # (where the top level has it too, it is a key to remove)
+                fix = f"move {key} above the first [table] or [[table]] header: TOML puts every key after one in it"
+                where_key = f"{where}{'.' * (kind == 'model')}{key}"
+                raise SiteConfigError(file, where_key, f"{key} is a top-level key, here in a {kind} table", fix)
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
     check_site_name(file, name)
     title = _expect(file, data, "title", str, 'add title = "My Site"')

@@ -263,6 +263,13 @@ def is_busy(error: sqlite3.Error) -> bool:
     return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
 
 
+def _renumbered(mark: int, renumbered: dict[int, int]) -> int:
+    """A version's ``answered`` or ``replied`` (the newest post id it showed or read) by the posts' new ids: the new
+    id of the newest post it covered; 0 for one that covered none."""
+    covered = [old for old in renumbered if old <= mark]
+    return renumbered[max(covered)] if covered else 0
+
+
 def cannot_store(error: sqlite3.Error) -> bool:
     """Whether ``error`` says the database file cannot be written at all: its disk full (SQLITE_FULL), failing
     (SQLITE_IOERR) or the file read-only (SQLITE_READONLY), and their extended codes."""
@@ -586,8 +593,9 @@ class Store:
 
         A thread's versions show the posts up to their ``answered`` and answer those up to their ``replied``: a post
         moved into a thread that has shown or answered posts after it (the same thread at both spellings, each with
-        its posts) would be in none of its versions and never answered, so it is stored again as the newest post
-        (its time kept), to be shown below the thread and answered."""
+        its posts) would be in none of its versions and never answered. So the old path's posts are then stored
+        again, in their order, as the thread's newest (their times kept), to be shown below it and answered; the
+        versions moved with them read their new ids."""
         posts = versions = 0
         stayed: list[tuple[str, str]] = []
         with self._transaction() as db:
@@ -596,13 +604,24 @@ class Store:
                     "SELECT COALESCE(MAX(MAX(answered, replied)), 0) FROM pages WHERE site = ? AND path = ?",
                     (site, new),
                 ).fetchone()
-                posts += db.execute(
-                    "INSERT INTO posts (site, path, user, text, created) SELECT site, ?, user, text, created"
-                    " FROM posts WHERE site = ? AND path = ? AND id <= ? ORDER BY id",
-                    (new, site, old, seen),
-                ).rowcount
-                db.execute("DELETE FROM posts WHERE site = ? AND path = ? AND id <= ?", (site, old, seen))
-                posts += db.execute("UPDATE posts SET path = ? WHERE site = ? AND path = ?", (new, site, old)).rowcount
+                ids = [
+                    i
+                    for (i,) in db.execute("SELECT id FROM posts WHERE site = ? AND path = ? ORDER BY id", (site, old))
+                ]
+                renumbered: dict[int, int] = {}
+                if ids and ids[0] <= seen:
+                    for post_id in ids:
+                        cursor = db.execute(
+                            "INSERT INTO posts (site, path, user, text, created)"
+                            " SELECT site, ?, user, text, created FROM posts WHERE id = ?",
+                            (new, post_id),
+                        )
+                        assert cursor.lastrowid is not None
+                        renumbered[post_id] = cursor.lastrowid
+                    db.execute("DELETE FROM posts WHERE site = ? AND path = ?", (site, old))
+                else:
+                    db.execute("UPDATE posts SET path = ? WHERE site = ? AND path = ?", (new, site, old))
+                posts += len(ids)
                 keys = db.execute(
                     "SELECT DISTINCT query, model, template, posts FROM pages WHERE site = ? AND path = ?", (site, old)
                 ).fetchall()
@@ -612,6 +631,15 @@ class Store:
                         stayed.append((old, query))
                         continue
                     was = (site, old, query, model, template, keyed_posts)
+                    if renumbered:  # what its versions showed and answered, by the posts' new ids
+                        for version, answered, replied in db.execute(
+                            f"SELECT version, answered, replied FROM pages WHERE {_KEY_WHERE}", was
+                        ).fetchall():
+                            marks = (_renumbered(answered, renumbered), _renumbered(replied, renumbered))
+                            db.execute(
+                                f"UPDATE pages SET answered = ?, replied = ? WHERE {_KEY_WHERE} AND version = ?",
+                                (*marks, *was, version),
+                            )
                     versions += db.execute(f"UPDATE pages SET path = ? WHERE {_KEY_WHERE}", (new, *was)).rowcount
         return posts, versions, sorted(set(stayed))
 

@@ -124,7 +124,8 @@ class Stream:
             # another try (after its Retry-After, as the GET's 503 asks again); a later version's run that could not
             # start, its own URL, which writes it (the page's URL would show the version before, the new one lost)
             worth = isinstance(err, NoSuchVersion | EngineError | TooManyRuns) or "Retry-After" in answer.headers
-            again = url if url is None or whole < 2 or isinstance(err, NoSuchVersion) else versioned(url, whole)
+            later = job is not None and whole > 1 and self.pages.written_whole(job, whole)  # not a rewrite's
+            again = versioned(url, whole) if url is not None and later and not isinstance(err, NoSuchVersion) else url
             retry = again if worth else None
             await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
             return
@@ -143,14 +144,20 @@ class Stream:
                     answer = problem(snapshot.error)
                     assert answer is not None
                     retry_after = answer.headers.get("Retry-After")
-                    # a later version written whole (a Regenerate's) is written again at its own URL; the page's URL
-                    # shows the version before it, and a thread's replies or a rewrite are asked for there
+                    # a later version written whole (a Regenerate's) is written again at its own URL, where a try
+                    # again may write it (the engine busy, the page cache); the page's URL shows the version before
+                    # it, and a thread's replies, a rewrite, or a page withdrawn meanwhile are asked for there
                     again = generation.splice.whole and generation.version > 1 and job.cached
+                    again = again and (isinstance(snapshot.error, EngineError) or "Retry-After" in answer.headers)
                     retry = versioned(job.url, generation.version) if again else job.url
                     await websocket.send_text(self.screens.failed(answer.message, retry, retry_after))
                     return None
                 if snapshot.step or snapshot.html:
-                    await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
+                    try:
+                        await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
+                    except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
+                        generation.claim()  # came: the run waits for the reconnect, as in _serve
+                        raise
         return None  # pragma: no cover - watch() always ends with a page or an error
 
     async def _pump_variations(self, websocket: WebSocket) -> None:
@@ -175,7 +182,11 @@ class Stream:
                 if state.pages is not None:
                     await websocket.send_text(self.screens.candidates_final(job, variations))
                     return
-                await websocket.send_text(self.screens.candidates_frame(state))
+                try:
+                    await websocket.send_text(self.screens.candidates_frame(state))
+                except (WebSocketDisconnect, OSError):  # as in _watch
+                    variations.claim()
+                    raise
 
 
 async def _closed(websocket: WebSocket) -> int:

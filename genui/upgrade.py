@@ -42,7 +42,7 @@ def take_up(store: Store, runtime: SiteRuntime) -> None:
 
 def pending(store: Store, runtime: SiteRuntime) -> bool:
     """Whether ``bring_up_to_date`` would move anything of ``runtime``'s site, found without writing."""
-    return bool(_moved_paths(store, runtime)) or bool(_adoptions(store, runtime))
+    return bool(moved_paths(store, runtime)) or bool(_adoptions(store, runtime))
 
 
 def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
@@ -50,15 +50,16 @@ def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
     a route since they were stored) to the path they move it to: every post, and every page whose new path does not
     hold it already. The (path, query) of each page that stayed: never served again, and ``genui cache prune``
     deletes it."""
-    moves = _moved_paths(store, runtime)
+    moves = moved_paths(store, runtime)
     if not moves:
         return []
     _, _, stayed = store.rehome(runtime.site.name, moves)
     return stayed
 
 
-def _moved_paths(store: Store, runtime: SiteRuntime) -> dict[str, str]:
-    """Each path something is stored under that the site's routes now move, to the path they move it to."""
+def moved_paths(store: Store, runtime: SiteRuntime) -> dict[str, str]:
+    """Each path something is stored under that the site's routes now move, to the path they move it to (read
+    only)."""
     moves = {}
     for path in store.stored_paths(runtime.site.name):
         with contextlib.suppress(BadRequest):

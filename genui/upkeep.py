@@ -13,7 +13,7 @@ import tempfile
 import time
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from genui.app import DEFAULT_DB, SITES_DIR
@@ -32,7 +32,7 @@ from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, stan
 from genui.runtime import SiteRuntime
 from genui.sites import Site
 from genui.store import NotAPageCache, Store, check_page_cache, is_busy
-from genui.upgrade import bring_up_to_date, pending
+from genui.upgrade import bring_up_to_date, moved_paths, pending
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -399,14 +399,14 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
             site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
         if site is not None:
             _served_here(store, [site])
-        if site is not None and pending(store, runtime := SiteRuntime.build(site, "")):
-            # posts stored under a URL the thread's route now moves: listed where a server will move them, on a
-            # copy (listing changes nothing)
-            with _trial_copy(store) as copy:
-                bring_up_to_date(copy, runtime)
-                placed_posts = copy.recent_posts(site_name, thread, args.limit)
-        else:
-            placed_posts = store.recent_posts(site_name, thread, args.limit)
+        placed_posts = store.recent_posts(site_name, thread, args.limit)
+        if site is not None and thread is not None:
+            # posts stored under a URL the thread's route now moves: listed under the thread a server moves them to
+            # (by their own ids: listing moves nothing)
+            moved_from = [old for old, new in moved_paths(store, SiteRuntime.build(site, "")).items() if new == thread]
+            for old in moved_from:
+                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, args.limit)]
+            placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)[: args.limit]
     finally:
         store.close()
     if args.json:

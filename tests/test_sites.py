@@ -547,3 +547,20 @@ def test_an_error_in_a_route_names_its_pattern_as_well_as_its_index(tmp_path: Pa
     with pytest.raises(SiteConfigError) as caught:
         load_site(tmp_path)
     assert caught.value.key == "routes[2].colour" and "(the route '/thread/{id}')" in caught.value.problem
+
+
+def test_a_top_level_key_in_a_route_beside_the_top_levels_own_is_a_key_to_remove(tmp_path: Path) -> None:
+    """Said to move above the first header, where the top level had it already: a duplicate key, a TOML error."""
+    write_site(tmp_path, GOOD.replace('template = "page.j2"\nposts', 'template = "page.j2"\ntitle = "T"\nposts', 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "routes[2].title" and caught.value.fix.startswith("remove it; route keys are")
+
+
+def test_the_front_page_taken_by_an_earlier_route_says_to_declare_it_first(tmp_path: Path) -> None:
+    """The trailing-slash fix said to write pattern = '', which is no pattern."""
+    toml = GOOD.replace("[[routes]]\n", '[[routes]]\npattern = "/{rest:path}"\ntemplate = "page.j2"\n\n[[routes]]\n', 1)
+    write_site(tmp_path, toml)
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRouter(load_site(tmp_path))
+    assert caught.value.key == "routes[1].pattern" and caught.value.fix.startswith("declare it before routes[0]")

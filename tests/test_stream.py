@@ -1,19 +1,29 @@
 from __future__ import annotations
 
+import asyncio
 import html
 import itertools
 import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, ws_messages
+from fakes import ClientFactory, FakeEngine, pages_of, ws_messages
+from starlette.datastructures import State
 from starlette.websockets import WebSocketDisconnect
 
+from genui.pages import Pages
+from genui.runtime import SiteRuntime
+from genui.screens import Screens
+from genui.shell import Shell
 from genui.sites import Site
+from genui.store import Store
+from genui.stream import Stream
 
 LISP = "/_genui/ws?site=wiki&url=/Lisp&v=1"
+HTMX_HEADERS = {"HX-Request": "true"}
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -254,3 +264,51 @@ def test_a_reload_of_a_page_never_cached_shows_the_run_it_started(client_factory
     assert "ws-connect" in client.get("/Lisp").text  # the reload: run 2
     assert "Run 2" in ws_messages(client, LISP)[-1]
     assert client.get("/Lisp_tree").status_code == 200  # no run of the visitor's is left unwatched
+
+
+def test_a_rewrite_or_a_regenerate_withdrawn_that_fails_asks_again_at_the_pages_url(
+    client_factory: ClientFactory, wiki: Site, tmp_path: Path
+) -> None:
+    """Not at the version's: a rewrite's is not written again by a GET (a 404 that it stopped), and a version whose
+    page was forgotten meanwhile is none (a 404)."""
+    engine = FakeEngine()
+    client = client_factory([wiki], engine)
+    ws_messages(client, LISP)
+    engine.overloaded = 4.5
+    answer = client.post("/_genui/rewrite", data={"site": "wiki", "url": "/Lisp", "section": 2}, headers=HTMX_HEADERS)
+    failed = ws_messages(client, html.unescape(re.search(r'ws-connect="([^"]+)"', answer.text)[1]))[-1]
+    assert "busy" in failed and 'data-genui-retry-url="/Lisp"' in failed, failed
+    engine.overloaded, engine.delay = None, 0.2
+    answer = client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX_HEADERS)
+    with client.websocket_connect(html.unescape(re.search(r'ws-connect="([^"]+)"', answer.text)[1])) as socket:
+        socket.receive_text()
+        pages_of(client).store.forget("wiki", "/Lisp")
+        while "genui-error" not in (last := socket.receive_text()):
+            pass
+    assert "deleted while it was being written" in last and 'href="/Lisp"' in last and "v=2" not in last, last
+
+
+async def test_a_stream_whose_frame_cannot_be_sent_holds_its_run_for_the_reconnect(wiki: Site, tmp_path: Path) -> None:
+    """A connection that broke under a frame, before its close was read: the run was left unwatched and cancelled."""
+    engine = FakeEngine(delay=0.02, steps=20)
+    store = Store(tmp_path / "db.sqlite3")
+    pages = Pages([SiteRuntime.build(wiki, "")], store, engine, unclaimed_s=5.0)
+    runtime = pages.sites["wiki"]
+    location = runtime.locate("/Lisp")
+    assert location is not None
+    job = pages.job(runtime, location)
+    generation = pages.generation(job, 1)
+
+    class Broken:
+        state = State()
+
+        async def send_text(self, text: str) -> None:
+            raise OSError("connection reset")
+
+    stream = Stream(pages, Screens(Shell(), pages, index_url=None), 0.0)
+    with pytest.raises(OSError):
+        await stream._watch(Broken(), job, generation)  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    assert generation.claimed and not generation.finished and engine.cancelled == 0
+    generation.cancel()
+    store.close()

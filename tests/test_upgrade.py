@@ -6,6 +6,7 @@ import json
 import shutil
 import sqlite3
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -347,4 +348,74 @@ def test_a_post_moved_into_a_thread_that_answered_later_posts_is_shown_and_answe
     store = Store(db)
     posts = store.posts("forum", "/r/linux/Kernel_news")
     assert [post.user for post in posts] == ["bob", "ada"] and store.posts("forum", "/r/Linux/Kernel_news") == []
+    store.close()
+
+
+def two_spellings(db: Path) -> tuple[int, int]:
+    """`/r/Linux/Kernel_news` and `/r/linux/Kernel_news` as two threads, each with a post answered in place: the
+    ids of ada's post (the first spelling's) and bob's."""
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
+    store = Store(db)
+    ids = []
+    for path, user, said in (("/r/Linux/Kernel_news", "ada", "Which kernel?"), ("/r/linux/Kernel_news", "bob", "6.1")):
+        key = PageKey("forum", path, "", MODEL, forum.prompts.version(thread))
+        post = store.add_post("forum", path, user, said)
+        store.save_page(key, 1, 0, "Kernel news", "<p>Kernel news</p>", 1, mount="")
+        html = f"<p>Kernel news</p><p>{said}</p><p>a reply</p>"
+        store.save_page(key, 2, 1, "Kernel news", html, 1, answered=post.id, replied=post.id, mount="")
+        ids.append(post.id)
+    store.close()
+    return ids[0], ids[1]
+
+
+def test_genui_posts_lists_a_thread_with_its_moved_posts_by_their_own_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Listed from a copy brought up to date, a post stored again there was shown under the copy's id: `genui posts
+    delete` of it deleted another reader's post (found by review)."""
+    db = tmp_path / "genui.sqlite3"
+    ada, bob = two_spellings(db)
+    argv = [
+        "posts",
+        "--db",
+        str(db),
+        "--sites-dir",
+        str(SITES_DIR),
+        "--site",
+        "forum",
+        "--thread",
+        "/r/Linux/Kernel_news",
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:2]] == [str(bob), str(ada)], lines
+    assert all("forum /r/linux/Kernel_news" in line for line in lines[:2])
+    store = Store(db)
+    assert [post.id for post in store.posts("forum", "/r/Linux/Kernel_news")] == [ada]  # moved nothing
+    store.close()
+
+
+def test_posts_moved_into_a_thread_keep_their_order_and_the_versions_moved_with_them_their_marks(
+    tmp_path: Path,
+) -> None:
+    """Only the posts below the thread's marks were stored again: a later post of the old spelling then came before
+    an earlier one, and a version moved along (another model's) kept marks that named posts no longer there."""
+    db = tmp_path / "genui.sqlite3"
+    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
+    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
+    version = forum.prompts.version(thread)
+    old, new = "/r/Linux/Kernel_news", "/r/linux/Kernel_news"
+    store = Store(db)
+    ada = store.add_post("forum", old, "ada", "first")
+    bob = store.add_post("forum", new, "bob", "second")
+    store.add_post("forum", old, "carol", "third")
+    store.save_page(PageKey("forum", new, "", MODEL, version), 1, 0, "K", "<p>K</p><p>second</p>", 1, answered=bob.id)
+    other = PageKey("forum", old, "", "owner/model-b", version)  # another model's thread, moved along
+    store.save_page(other, 1, 0, "K", "<p>K</p><p>first</p>", 1, answered=ada.id, replied=ada.id)
+    assert store.rehome("forum", {old: new})[:2] == (2, 1)
+    moved = store.posts("forum", new)
+    assert [post.user for post in moved] == ["bob", "ada", "carol"]
+    page = store.page(replace(other, path=new))
+    assert page is not None and page.answered == moved[1].id  # ada's new id: what it showed
     store.close()
