@@ -217,7 +217,13 @@ def _standings(
 def _trial_copy(store: Store) -> Iterator[Store]:
     """A copy of the page cache, in a temporary folder, to bring up to date where the command writes nothing."""
     with tempfile.TemporaryDirectory(prefix="genui-trial-") as folder:
-        copy = store.copy_to(Path(folder) / "copy.sqlite3")
+        try:
+            copy = store.copy_to(Path(folder) / "copy.sqlite3")
+        except sqlite3.OperationalError as err:  # the temporary folder's disk, not the page cache's
+            raise UsageError(
+                f"cannot copy the page cache into {folder} to show what would change: {err}; give TMPDIR a folder with"
+                " room for a copy"
+            ) from None
         try:
             yield copy
         finally:

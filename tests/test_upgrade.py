@@ -419,3 +419,18 @@ def test_posts_moved_into_a_thread_keep_their_order_and_the_versions_moved_with_
     page = store.page(replace(other, path=new))
     assert page is not None and page.answered == moved[1].id  # ada's new id: what it showed
     store.close()
+
+
+def test_a_trial_copy_with_no_room_names_the_temporary_folder_not_the_page_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "genui.sqlite3"
+    two_spellings(db)
+
+    def full(self: Store, path: Path) -> Store:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Store, "copy_to", full)
+    assert main(["cache", "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]) == 2
+    err = capsys.readouterr().err
+    assert "cannot copy the page cache into" in err and "TMPDIR" in err and str(db) not in err
