@@ -459,8 +459,9 @@ def _serve(args: argparse.Namespace) -> int:
     die_with_parent()
     # One canvas holds a whole page, so the footer always fits (sites cap the canvases a page may have).
     engine = FakeEngine(checksum_writer, canvas_chars=4096, steps=4, delay=args.delay)
-    # Every worker connects from 127.0.0.1: no limit per client here (tests/test_fairness.py checks that).
+    # Every worker connects from 127.0.0.1: no limit per client here (tests/test_fairness.py checks those).
     argv = ["serve", "--host", "127.0.0.1", "--port", "0", "--db", args.db, "--runs-per-client", "0"]
+    argv += ["--posts-per-minute", "0"]
     for site in args.site:
         argv += ["--site", site]
     code: int = main(argv, load_engine=lambda model, device, int8: engine)
