@@ -137,8 +137,9 @@ def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Locati
     return sorted(found.values(), key=lambda location: (location.path != "/", location.url))
 
 
-def export(site: Site, db: Path, model: str, out: Path) -> Exported:
-    """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty."""
+def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = None) -> Exported:
+    """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty. ``named``:
+    the page cache as the user named it, where ``db`` is a copy of it."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first")
     runtime = SiteRuntime.build(site, "")
@@ -158,7 +159,7 @@ def export(site: Site, db: Path, model: str, out: Path) -> Exported:
             if others
             else f"write some first (genui serve, or genui cache warm {site.name})"
         )
-        raise ExportError(f"{db} holds no page of {site.name} as it is configured now by {model}; {fix}")
+        raise ExportError(f"{named or db} holds no page of {site.name} as it is configured now by {model}; {fix}")
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
     exported = Exported()
     for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere

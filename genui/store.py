@@ -295,6 +295,7 @@ class Store:
     refused (NotAPageCache) before anything in it is changed."""
 
     def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             if Path(path).is_file() and Path(path).stat().st_size:

@@ -369,11 +369,20 @@ def _export(args: argparse.Namespace) -> int:
 
     site = site_from(args.export_site, Path(args.sites_dir))
     db = Path(args.db)
-    _open_store(db).close()  # checked as every cache action checks it: not made if missing
+    store = _open_store(db)  # checked as every cache action checks it: not made if missing
     try:
-        done = export(site, db, model_id_of(args.model), Path(args.out))
+        _served_here(store, [site])
+        runtime = SiteRuntime.build(site, "")
+        if pending(store, runtime):  # what a server would find (an earlier genui's pages): on a copy, as genui cache
+            with _trial_copy(store) as copy:
+                bring_up_to_date(copy, runtime)
+                done = export(site, copy.path, model_id_of(args.model), Path(args.out), named=db)
+        else:
+            done = export(site, db, model_id_of(args.model), Path(args.out))
     except ExportError as err:
         raise UsageError(str(err)) from None
+    finally:
+        store.close()
     for url, why in done.skipped:
         print(f"skipped  {url}: {why}")
     start = Path(args.out) / done.files[done.pages[0]] if done.pages else Path(args.out)

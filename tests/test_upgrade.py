@@ -434,3 +434,23 @@ def test_a_trial_copy_with_no_room_names_the_temporary_folder_not_the_page_cache
     assert main(["cache", "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]) == 2
     err = capsys.readouterr().err
     assert "cannot copy the page cache into" in err and "TMPDIR" in err and str(db) not in err
+
+
+def test_genui_cache_export_exports_an_earlier_genuis_pages_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`genui cache` counted them current while the export said the cache held no page (found by review)."""
+    db = tmp_path / "genui.sqlite3"
+    earlier_cache(db, '<div class="thread"><h1>Macros</h1><p>An earlier genui wrote this.</p></div>')
+
+    def rows() -> list[tuple[object, ...]]:
+        with closing(sqlite3.connect(db)) as look:
+            return look.execute("SELECT site, path, template, version, html FROM pages").fetchall()
+
+    before = rows()
+    out = tmp_path / "out"
+    argv = ["cache", "export", "forum", str(out), "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "exported 1 page of forum" in capsys.readouterr().out
+    assert "An earlier genui wrote this." in (out / "r" / "lisp" / "Macros" / "index.html").read_text("utf-8")
+    assert rows() == before  # the earlier genui's row, under its version of then
