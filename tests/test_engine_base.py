@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from engine_fixtures import build_tiny_adapter, build_tiny_llama_base
+from safetensors import SafetensorError
 
 from engine import base
 from engine.identity import ModelLoadError
@@ -144,3 +145,27 @@ def test_a_damaged_base_is_a_load_error_that_says_to_delete_it(cache: Path, tmp_
     weights.write_bytes(weights.read_bytes()[:100])  # a power cut, a full disk
     with pytest.raises(ModelLoadError, match=f"delete {pinned}; genui fetches the base weights again"):
         load_model(str(adapter), device="cpu")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [SafetensorError("I/O error: No space left on device (os error 28)"), OSError(28, "No space left on device")],
+)
+def test_a_disk_that_fills_while_the_base_is_converted_names_the_room_it_takes_and_genui_cache(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """safetensors' error on a full disk was a traceback (neither an EngineError nor an OSError); nothing is left."""
+    fetch = Fetch(monkeypatch)
+
+    def full(gguf_dir: Path, gguf_name: str, dest: Path) -> None:
+        dest.mkdir(parents=True)
+        raise error
+
+    monkeypatch.setattr(base, "_convert", full)
+    with pytest.raises(base.BaseFetchError) as caught:
+        base.ensure_base(quiet=True)
+    said = str(caught.value)
+    assert f"cannot write the base weights into {cache / 'base'}" in said and "No space left" in said
+    assert f"about {base.PEAK_MB} MB" in said and "GENUI_CACHE" in said
+    assert not (cache / "base" / base.BASE_NAME).exists() and not list((cache / "base").glob(".fetch-*"))
+    assert fetch.downloads == 1
