@@ -203,13 +203,17 @@ class SiteReloader:
         watch = watchfiles.awatch(
             *sorted(roots), stop_event=again, debounce=DEBOUNCE_MS, rust_timeout=WATCH_READY_MS, yield_on_timeout=True
         )
-        async for changes in watch:
-            gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
-            for name in sorted((self.changed(path for _, path in changes) | moved) - gone):
-                self._reload_moved(name)
-            moved = set()
-            if gone:
-                return gone
+        try:
+            async for changes in watch:
+                gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
+                for name in sorted((self.changed(path for _, path in changes) | moved) - gone):
+                    self._reload_moved(name)
+                moved = set()
+                if gone:
+                    return gone
+        except OSError:  # a folder gone between the look and the watch's start (a checkout that remakes it)
+            await asyncio.sleep(FOLDERS_POLL_S)
+            return {name for name in names if not self._roots[name].is_dir()}
         return set()
 
     async def _until_folders_change(self, folders: dict[str, tuple[int, int] | None], again: asyncio.Event) -> None:

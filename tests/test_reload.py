@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import time
@@ -10,8 +11,12 @@ from pathlib import Path
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, pages_of, visit, wiki_writer
 
+from genui.pages import Pages
+from genui.reload import SiteReloader
+from genui.runtime import SiteRuntime
 from genui.scaffold import create_site
 from genui.sites import load_site
+from genui.store import Store
 
 
 @pytest.fixture
@@ -227,3 +232,44 @@ def test_one_site_served_alone_takes_no_other_site_made_beside_it_and_says_so(
     time.sleep(2.5)  # two more looks for new sites: said once
     assert caplog.text.count("new site in") == 1 and str(site_dir.parent / "garden") in caplog.text
     assert list(pages.sites) == ["wiki"]  # (/garden/ is the wiki's article "garden" there)
+
+
+async def test_a_folder_gone_as_its_watch_starts_leaves_reload_on(tmp_path: Path) -> None:
+    """A checkout that removes a site's folder and makes it again, between the reloader's look at the folders and
+    its watch's start: watchfiles raised FileNotFoundError, and --reload was off for good (found by review)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki")
+    folder = tmp_path / "sites" / "wiki"
+
+    class Racing(SiteReloader):
+        looks = 0
+
+        def _folders(self) -> dict[str, tuple[int, int] | None]:
+            found = super()._folders()
+            Racing.looks += 1
+            if Racing.looks == 1:  # gone just after the look
+                shutil.move(folder, tmp_path / "away")
+            return found
+
+    store = Store(tmp_path / "db.sqlite3")
+    pages = Pages([SiteRuntime.build(load_site(folder), "")], store, FakeEngine())
+    reloader = Racing(pages)
+    reloader.start()
+    try:
+        await asyncio.sleep(0.5)
+        shutil.move(tmp_path / "away", folder)  # and made again
+        await asyncio.sleep(2.5)
+        assert not reloader._task.done()  # still watching
+        (folder / "prompts" / "article.j2").write_text("<page>{{ params.title }}</page>\n", encoding="utf-8")
+        for _ in range(100):
+            if (
+                pages.sites["wiki"].prompts.render(pages.sites["wiki"].site.routes[2], {"title": "X"})
+                == "<page>X</page>\n"
+            ):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the edit was not reloaded")
+    finally:
+        await reloader.close()
+        await pages.close()
+        store.close()
