@@ -86,11 +86,11 @@ class SiteReloader:
         self.pages.config_errors.pop(name, None)
         self.pages.reader.site_reloaded(name)
         log.info("site %s reloaded", name)
-        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages, and
-        # posts under a URL a route now moves are its page's; a page cache another process holds past the busy
-        # timeout leaves them for the next reload or start
+        # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages
+        # (posts under a URL a route now moves are moved at the next start, not by an edit perhaps undone); a page
+        # cache another process holds past the busy timeout leaves them for the next reload or start
         try:
-            take_up(self.pages.store, runtime)
+            take_up(self.pages.store, runtime, move=False)
         except sqlite3.OperationalError as err:
             log.warning(
                 "site %s: an earlier genui's pages were not adopted (%s); the next reload or start will", name, err
@@ -143,7 +143,7 @@ class SiteReloader:
             added.append(site.name)
             log.info("new site %s served at /%s", site.name, site.name)
             try:
-                take_up(self.pages.store, runtime)
+                take_up(self.pages.store, runtime, move=False)
             except sqlite3.OperationalError as err:
                 log.warning("site %s: an earlier genui's pages were not adopted (%s); a restart will", site.name, err)
         return added
@@ -205,7 +205,9 @@ class SiteReloader:
         )
         try:
             async for changes in watch:
-                gone = {roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots}
+                gone = {
+                    roots[path] for change, path in changes if change == watchfiles.Change.deleted and path in roots
+                }
                 for name in sorted((self.changed(path for _, path in changes) | moved) - gone):
                     self._reload_moved(name)
                 moved = set()

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 
 from genui.links import linked_urls
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.sites import Route, Site
 from genui.store import Store
+
+log = logging.getLogger("genui")
 
 
 def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
@@ -33,10 +36,23 @@ def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]
     return rehome_moved(store, runtime)
 
 
-def take_up(store: Store, runtime: SiteRuntime) -> None:
+def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:
     """A server serves ``runtime``'s site from now on: what is stored for it is brought up to date, and its folder
-    noted (``genui cache`` judges its pages by that folder's routes: ``served_from``)."""
-    bring_up_to_date(store, runtime)
+    noted (``genui cache`` judges its pages by that folder's routes: ``served_from``). ``move=False`` (a site
+    reloaded as it is edited): what is stored under a URL the routes now move stays there, said in the log, to be
+    moved when a server starts; an edit undone a minute later (a `case` tried) must not have moved readers' posts
+    to a URL nothing leads to."""
+    adopt_earlier_pages(store, runtime)
+    if move:
+        rehome_moved(store, runtime)
+    elif moves := moved_paths(store, runtime):
+        log.warning(
+            "site %s: what is stored under %d URLs its routes now move (%s) stays there until genui serve starts"
+            " again, which moves it",
+            runtime.site.name,
+            len(moves),
+            ", ".join(sorted(moves)[:3]) + (", ..." if len(moves) > 3 else ""),
+        )
     store.record_served(runtime.site.name, runtime.site.root)
 
 

@@ -273,3 +273,32 @@ async def test_a_folder_gone_as_its_watch_starts_leaves_reload_on(tmp_path: Path
         await reloader.close()
         await pages.close()
         store.close()
+
+
+async def test_a_routing_edit_tried_and_undone_under_reload_moves_no_post(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `case` tried on threads, saved, then put back: the reload moved the thread's posts to the lower-case URL for
+    good, where no link leads (found by review). Moved at the next start, and the log says so meanwhile."""
+    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
+    toml = tmp_path / "forum" / "site.toml"
+    original = toml.read_text(encoding="utf-8")
+    tried = original.replace(
+        'case = { board = "lower" }   # as on', 'case = { board = "lower", thread = "lower" }  # as on'
+    )
+    assert tried != original
+    store = Store(tmp_path / "db.sqlite3")
+    pages = Pages([SiteRuntime.build(load_site(tmp_path / "forum"), "")], store, FakeEngine())
+    store.add_post("forum", "/r/linux/Kernel_news", "ann", "first!")
+    reloader = SiteReloader(pages)
+    try:
+        toml.write_text(tried, encoding="utf-8")
+        with caplog.at_level(logging.WARNING, logger="genui"):
+            assert reloader.reload("forum")
+        assert "stays there until genui serve starts again" in caplog.text
+        toml.write_text(original, encoding="utf-8")
+        assert reloader.reload("forum")
+        assert [post.text for post in store.posts("forum", "/r/linux/Kernel_news")] == ["first!"]
+    finally:
+        await pages.close()
+        store.close()
