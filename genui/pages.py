@@ -77,6 +77,11 @@ class TooManyRuns(HTTPException):
         super().__init__(429, message, {"Retry-After": str(seconds)})
 
 
+class RouteTooLong(EngineError):
+    """A route's own prompt and opening, at its shortest address, are longer than the model reads: every page of the
+    route fails so (a 503 naming the fix for its developer), where another route's pages are written."""
+
+
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 
@@ -602,7 +607,7 @@ class Pages:
                 prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
                 opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
                 if not engine.fits(runtime.request(prompt, 0, opening)):  # the site's own text is: not the URL's
-                    raise EngineError(
+                    raise RouteTooLong(
                         f"the site's prompt and opening for {route.pattern} are longer than the model can read at "
                         f"any address; its developer can shorten the route's templates or the site's brief, or "
                         "lower model.tokens (site.toml)"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from genui.generation import Generation
-from genui.pages import Job, Pages
+from genui.pages import Job, Pages, RouteTooLong
 from genui.prompts import PromptError
 from genui.readahead import reading_list
 from genui.routing import BadRequest
@@ -49,7 +49,7 @@ async def warm(pages: Pages, start: list[Job], count: int, report: Callable[[War
         try:
             shown = pages.open(job)
             page = await shown.result() if isinstance(shown, Generation) else shown
-        except (BadRequest, PromptError) as err:  # a prompt that cannot be had: the click would fail the same way
+        except (BadRequest, PromptError, RouteTooLong) as err:  # no prompt to be had: a click would fail the same way
             report(Warmed(job.url, problem=str(err) or type(err).__name__))
             continue
         except PageWithdrawn:  # `genui posts delete` or `cache forget` meanwhile: not stored, warmed next time

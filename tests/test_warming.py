@@ -6,8 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, FakeEngine
+from fakes import SITES_DIR, FakeEngine, wiki_writer
 
+from engine.frames import GenerationRequest
 from genui.cli import main
 from genui.store import Store
 
@@ -119,3 +120,26 @@ def test_warm_with_no_pages_to_write_loads_no_model(tmp_path: Path, capsys: pyte
         == 0
     )
     assert capsys.readouterr().out.splitlines()[-1].startswith("wrote 0 pages")
+
+
+def test_a_route_whose_own_prompt_is_too_long_is_skipped_and_the_rest_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its EngineError ended the whole warm: the articles after it were never written (found by review)."""
+    loader = Loader()
+
+    def writer(prompt: str, seed: int) -> str:  # the front page links to a search first, then to articles
+        return '<p><a href="/search?q=lisp">search</a></p>' + wiki_writer(prompt, seed)
+
+    class Picky(FakeEngine):
+        def fits(self, request: GenerationRequest) -> bool:  # the search route's own text is longer than it reads
+            return "<page>search" not in request.prompt
+
+    loader.engine = Picky(writer)
+    db = tmp_path / "genui.sqlite3"
+    assert warm(db, "wiki", "--pages", "3", loader=loader) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(
+        line.startswith("skipped  /search?q=lisp: the site's prompt and opening for /search") for line in lines
+    ), lines
+    assert sum(line.startswith("wrote  ") for line in lines) == 3 and stored_urls(db) == 3  # and the total's line
