@@ -203,14 +203,7 @@ class Pages:
     ) -> Job:
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
-        key = PageKey(
-            site=site.name,
-            path=location.path,
-            query=location.query_string,
-            model=model,
-            template=runtime.prompts.version(route),
-        )
-        return Job(runtime, location, key, posts, parent_url, client)
+        return Job(runtime, location, runtime.page_key(location, model), posts, parent_url, client)
 
     def open(
         self, job: Job, version: int | None = None, *, write_next: bool = True, placeholder: bool = False

@@ -32,8 +32,8 @@ from urllib.parse import parse_qsl, urlsplit
 from engine.frames import EngineError
 from genui.links import linked_urls
 from genui.navigation import sections
-from genui.routing import VERSION_KEY, BadRequest, url_path, version
-from genui.store import PageKey, PageWithdrawn, StoredPage
+from genui.routing import VERSION_KEY, BadRequest, Location, url_path, version
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage
 
 if TYPE_CHECKING:
     from genui.generation import Generation
@@ -48,12 +48,19 @@ def linked_pages(pages: Pages, job: Job, html: str) -> Iterator[Job]:
     """The pages a page's ``html`` links to, as the page shows them: the model's links, then the site's navigation
     below the page; other pages of cached routes only, each once, each with the page as its parent, as a click on
     the link would have it."""
+    for _, location in linked_locations(job, html, pages.store):
+        yield pages.job(job.runtime, location, parent_url=job.location.url)
+
+
+def linked_locations(job: Job, html: str, store: Store) -> Iterator[tuple[PageKey, Location]]:
+    """``linked_pages``' pages, by their cache keys and locations: what a thread's posts are is not read (a job
+    would load them)."""
     runtime = job.runtime
     seen: set[PageKey] = {job.key}
 
     def shown_links() -> Iterator[str]:
         yield from linked_urls(html)
-        for section in sections(runtime, job.location, pages.store, job.key.model):  # the navigation below the page
+        for section in sections(runtime, job.location, store, job.key.model):  # the navigation below the page
             yield from (link.url for link in section.links)
 
     for url in shown_links():
@@ -65,10 +72,10 @@ def linked_pages(pages: Pages, job: Job, html: str) -> Iterator[Job]:
             continue
         if location is None or location.route.cache == "none":
             continue
-        linked = pages.job(runtime, location, parent_url=job.location.url)
-        if linked.key not in seen:
-            seen.add(linked.key)
-            yield linked
+        key = runtime.page_key(location, job.key.model)
+        if key not in seen:
+            seen.add(key)
+            yield key, location
 
 
 def reading_list(pages: Pages, job: Job, html: str, links: int) -> list[Job]:
@@ -140,14 +147,14 @@ class ReadAhead:
             return
         run = self._current
         try:
+            if (run is None or run.key != job.key) and (self.pages.versions(job) or self.pages.running(job, 1)):
+                return  # stored, or being written for a visitor (looked at first: the cheapest)
             on = self._shown_on(job)
             if on is None:
                 return  # no page shown links there
             if run is not None and run.key == job.key:
                 self._hinted = True  # the list's run is the hint's now: a newer hint waits for it
                 return
-            if self.pages.versions(job) or self.pages.running(job, 1) is not None:
-                return  # stored, or being written for a visitor
         except BadRequest:
             return
         except Exception:
@@ -169,7 +176,7 @@ class ReadAhead:
             return None
         on = self.pages.job(runtime, location)
         page = self.pages.page(on, version(dict(parse_qsl(urlsplit(url).query)).get(VERSION_KEY)))  # BadRequest
-        if page is None or all(linked.key != job.key for linked in linked_pages(self.pages, on, page.html)):
+        if page is None or all(key != job.key for key, _ in linked_locations(on, page.html, self.pages.store)):
             return None
         return on.key
 

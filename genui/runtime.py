@@ -44,6 +44,16 @@ class SiteRuntime:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
         return self.router.locate(site_url)
 
+    def page_key(self, location: Location, model: str) -> PageKey:
+        """The page-cache key of a routed page, written by ``model`` (no post of a thread read: a Job loads them)."""
+        return PageKey(
+            site=self.site.name,
+            path=location.path,
+            query=location.query_string,
+            model=model,
+            template=self.prompts.version(location.route),
+        )
+
     def page_of(self, key: PageKey) -> Location | None:
         """The page a cache key names (what ``render(on=)`` takes); None where it is no page of this site's routes."""
         try:
