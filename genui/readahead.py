@@ -183,7 +183,9 @@ class ReadAhead:
     def _list(self, listing: Callable[[], list[Job]], shown: str, page: Job | None = None) -> None:
         if page is None or self._hint_on != page.key:
             self._hint = None  # about the links of a page no longer the newest shown (kept for a page just finished)
-        self._hinted = False  # a run an older page's hint started gives way to this page's hints
+            # a run an older page's hint started gives way to this page's hints; one a hint on this very page started
+            # (shown again: a reload, another visitor) is still waited for by the next hint on it
+            self._hinted = False
         self._adopted = False  # the newest page shown is this one (the run stays the visitor's: self._opened)
         try:
             self._queue = deque(linked for linked in listing() if not self.pages.versions(linked))

@@ -670,3 +670,22 @@ async def test_a_hint_reads_no_threads_posts_to_find_its_link(tmp_path: Path) ->
     assert read == ["/r/linux/T3"]  # the second hint's own job; finding the link read none
     await pages.close()
     store.close()
+
+
+async def test_a_hints_run_is_waited_for_though_the_page_its_link_is_on_is_shown_again(
+    wiki_pages: Callable[..., Pages],
+) -> None:
+    """Shown again (a reload, another visitor), the page reset the wait: the next hint on it cancelled the hint's run,
+    and the page it was writing was never written (found by review)."""
+    engine = Paced(slow="<title>", writer=wide_writer)
+    pages = wiki_pages(engine, 1)
+    await written(pages, "/Lisp")
+    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
+    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
+    assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    pages.open(page_job(pages, "/Lisp"))  # the same page shown again
+    pages.reader.hinted(page_job(pages, "/Unix", parent="/Lisp"))  # the pointer moves on, on that page
+    await asyncio.sleep(0.2)
+    assert pages.reader.reading == "/Lisp_map" and engine.cancelled == 1  # the list's run only
+    assert await until(lambda: pages.versions(page_job(pages, "/Lisp_map")) > 0, within=30)
+    await pages.close()
