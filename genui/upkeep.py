@@ -71,8 +71,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "forget",
         help="delete every version of one page",
         description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
-        "writes it again. A version a server is writing meanwhile is not stored (whoever watches it is told so); the "
-        "page's next visit writes version 1.",
+        "writes it again. A later version a server is writing meanwhile is not stored (whoever watches it is told "
+        "so), and the page's next visit writes version 1; a first version being written meanwhile is stored, as the "
+        "next visit would have written it.",
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
