@@ -426,13 +426,19 @@ async def test_a_link_pointed_at_is_read_ahead_next_and_the_list_gives_way_to_it
     await pages.close()
 
 
-async def test_a_newer_hint_waits_for_the_run_an_earlier_hint_started(wiki_pages: Callable[..., Pages]) -> None:
+async def hint_running(wiki_pages: Callable[..., Pages]) -> tuple[Paced, Pages]:
+    """/Lisp written, its list's first link being read ahead, then a hint on its /Lisp_map link: that one's run."""
     engine = Paced(slow="<title>", writer=wide_writer)
     pages = wiki_pages(engine, 1)
     await written(pages, "/Lisp")
     assert await until(lambda: pages.reader.reading == "/Lisp_tree")
     pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
     assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    return engine, pages
+
+
+async def test_a_newer_hint_waits_for_the_run_an_earlier_hint_started(wiki_pages: Callable[..., Pages]) -> None:
+    engine, pages = await hint_running(wiki_pages)
     pages.reader.hinted(page_job(pages, "/Unix", parent="/Lisp"))  # the pointer moved on to another link
     pages.reader.hinted(page_job(pages, "/Go", parent="/Lisp"))  # and on again: only the newest hint is kept
     await asyncio.sleep(0.2)
@@ -677,12 +683,7 @@ async def test_a_hints_run_is_waited_for_though_the_page_its_link_is_on_is_shown
 ) -> None:
     """Shown again (a reload, another visitor), the page reset the wait: the next hint on it cancelled the hint's run,
     and the page it was writing was never written (found by review)."""
-    engine = Paced(slow="<title>", writer=wide_writer)
-    pages = wiki_pages(engine, 1)
-    await written(pages, "/Lisp")
-    assert await until(lambda: pages.reader.reading == "/Lisp_tree")
-    pages.reader.hinted(page_job(pages, "/Lisp_map", parent="/Lisp"))
-    assert await until(lambda: pages.reader.reading == "/Lisp_map")
+    engine, pages = await hint_running(wiki_pages)
     pages.open(page_job(pages, "/Lisp"))  # the same page shown again
     pages.reader.hinted(page_job(pages, "/Unix", parent="/Lisp"))  # the pointer moves on, on that page
     await asyncio.sleep(0.2)

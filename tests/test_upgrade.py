@@ -325,32 +325,6 @@ def test_genui_cache_judges_a_site_by_the_folder_a_server_served_it_from(
     assert "deleted 0 versions" in capsys.readouterr().out
 
 
-def test_a_post_moved_into_a_thread_that_answered_later_posts_is_shown_and_answered(tmp_path: Path) -> None:
-    """`/r/Linux/Kernel_news` and `/r/linux/Kernel_news` were two threads, each with a post answered in place. Moved
-    into the second, the first's post had an id below what its versions show and answer: in none of them, shown
-    below none, answered never."""
-    db = tmp_path / "genui.sqlite3"
-    forum = SiteRuntime.build(load_site(SITES_DIR / "forum"), "")
-    thread = next(route for route in forum.site.routes if route.pattern == "/r/{board}/{thread}")
-    store = Store(db)
-    for path, user, said in (("/r/Linux/Kernel_news", "ada", "Which kernel?"), ("/r/linux/Kernel_news", "bob", "6.1")):
-        key = PageKey("forum", path, "", MODEL, forum.prompts.version(thread))
-        post = store.add_post("forum", path, user, said)
-        store.save_page(key, 1, 0, "Kernel news", "<p>Kernel news</p>", 1, mount="")
-        html = f"<p>Kernel news</p><p>{said}</p><p>a reply</p>"
-        store.save_page(key, 2, 1, "Kernel news", html, 1, answered=post.id, replied=post.id, mount="")
-    store.close()
-    engine = FakeEngine(model_id=MODEL)
-    with TestClient(create_app([forum.site], engine, db_path=db)) as client:
-        live = client.get("/r/linux/Kernel_news", headers={"HX-Request": "true"}).text
-        assert "Which kernel?" in live and "6.1" in live  # bob's in the thread; ada's below it
-        assert "Welcome, ada!" in ws_messages(client, live_url(live))[-1]  # and answered in place
-    store = Store(db)
-    posts = store.posts("forum", "/r/linux/Kernel_news")
-    assert [post.user for post in posts] == ["bob", "ada"] and store.posts("forum", "/r/Linux/Kernel_news") == []
-    store.close()
-
-
 def two_spellings(db: Path) -> tuple[int, int]:
     """`/r/Linux/Kernel_news` and `/r/linux/Kernel_news` as two threads, each with a post answered in place: the
     ids of ada's post (the first spelling's) and bob's."""
@@ -367,6 +341,23 @@ def two_spellings(db: Path) -> tuple[int, int]:
         ids.append(post.id)
     store.close()
     return ids[0], ids[1]
+
+
+def test_a_post_moved_into_a_thread_that_answered_later_posts_is_shown_and_answered(tmp_path: Path) -> None:
+    """`/r/Linux/Kernel_news` and `/r/linux/Kernel_news` were two threads, each with a post answered in place. Moved
+    into the second, the first's post had an id below what its versions show and answer: in none of them, shown
+    below none, answered never."""
+    db = tmp_path / "genui.sqlite3"
+    two_spellings(db)
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([load_site(SITES_DIR / "forum")], engine, db_path=db)) as client:
+        live = client.get("/r/linux/Kernel_news", headers={"HX-Request": "true"}).text
+        assert "Which kernel?" in live and "6.1" in live  # bob's in the thread; ada's below it
+        assert "Welcome, ada!" in ws_messages(client, live_url(live))[-1]  # and answered in place
+    store = Store(db)
+    posts = store.posts("forum", "/r/linux/Kernel_news")
+    assert [post.user for post in posts] == ["bob", "ada"] and store.posts("forum", "/r/Linux/Kernel_news") == []
+    store.close()
 
 
 def test_genui_posts_lists_a_thread_with_its_moved_posts_by_their_own_ids(
