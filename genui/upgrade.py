@@ -47,11 +47,10 @@ def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:
         rehome_moved(store, runtime)
     elif waiting := sorted(old for old in moved_paths(store, runtime) if store.posts(runtime.site.name, old)):
         log.warning(
-            "site %s: readers' posts stored under %d URLs its routes now move (%s) stay there until genui serve"
-            " starts again, which moves them",
+            "site %s: readers' posts stored under a URL its routes now move (%s) stay there until genui serve starts"
+            " again, which moves them",
             runtime.site.name,
-            len(waiting),
-            ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else ""),
+            ", ".join(waiting[:3]) + (f", and {len(waiting) - 3} more" if len(waiting) > 3 else ""),
         )
     store.record_served(runtime.site.name, runtime.site.root)
 

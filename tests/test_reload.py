@@ -296,7 +296,7 @@ async def test_a_routing_edit_tried_and_undone_under_reload_moves_no_post(
         toml.write_text(tried, encoding="utf-8")
         with caplog.at_level(logging.WARNING, logger="genui"):
             assert reloader.reload("forum")
-        assert "stays there until genui serve starts again" in caplog.text
+        assert "readers' posts stored under a URL its routes now move (/r/linux/Kernel_news) stay there" in caplog.text
         toml.write_text(original, encoding="utf-8")
         assert reloader.reload("forum")
         assert [post.text for post in store.posts("forum", "/r/linux/Kernel_news")] == ["first!"]
