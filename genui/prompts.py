@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from markupsafe import Markup
 from genui.sites import Route, Site, SiteConfigError
 
 GAP = "\ue000"  # where an opening's gap() stands in its rendered text: a private-use character no value keeps
+_GAP_IN_TAG = re.compile(f"<[^<>]*{GAP}")  # a gap after a tag's `<` and before its `>`
 
 
 class PromptError(SiteConfigError):
@@ -204,6 +206,7 @@ class PromptRenderer:
                 self._try(route)
             except PromptError as err:
                 raise err.tried_for(route) from err.__cause__
+            self._check_gaps_in_text(route)
             replies = route.reply_opening
             sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
             if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
@@ -213,6 +216,23 @@ class PromptRenderer:
                     "a reply opening cannot have gaps: replies are written in place after the thread",
                     "move the gap() into the route's opening, or write the text out",
                 )
+
+    def _check_gaps_in_text(self, route: Route) -> None:
+        """SiteConfigError for an opening that puts a gap inside a tag (an attribute's value): the model's text there
+        ends at the next tag, not at the quote, and would run the tag into the page's text."""
+        if route.opening is None:
+            return
+        try:
+            opening = self.opening(route, dict.fromkeys(route.params, SAMPLE_VALUES[0]), None, None, [])
+        except PromptError:  # a failure of these values' own: the trial render said what it had to
+            return
+        if _GAP_IN_TAG.search(opening):
+            raise SiteConfigError(
+                self.site.prompts_dir / route.opening,
+                "opening",
+                "a gap() stands inside a tag (an attribute's value): a gap ends at a tag, not at a quote",
+                "put the gap in an element's text, e.g. <dd>{{ gap() }}</dd>",
+            )
 
     def _try(self, route: Route) -> None:
         """Render the route's templates with sample values (a first visit with no parent and no posts, and one with

@@ -510,3 +510,25 @@ def test_a_prompt_file_with_a_byte_order_mark_or_nothing_in_it_is_a_config_error
     with pytest.raises(SiteConfigError) as caught:
         PromptRenderer(load_site(root))
     assert caught.value.file.endswith(file) and caught.value.key == key and problem in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("opening", "refused"),
+    [
+        ('<dl><dt>Scale</dt><dd title="{{ gap() }}">x</dd></dl>', True),
+        ("<dl><dt>Scale</dt><dd class={{ gap() }}>x</dd></dl>", True),
+        ("<dl><dt>Scale</dt><dd>{{ gap() }}</dd></dl>", False),
+        ('<p title="a &gt; b">{{ gap() }}</p>', False),
+    ],
+)
+def test_a_gap_inside_a_tag_is_a_config_error_naming_the_opening(tmp_path: Path, opening: str, refused: bool) -> None:
+    """docs/sites.md says a gap belongs in text (it ends at a tag, not at a quote), and one in an attribute loaded."""
+    root = copy_site(tmp_path, "os")
+    (root / "prompts" / "settings_opening.j2").write_text(opening, encoding="utf-8")
+    if not refused:
+        PromptRenderer(load_site(root))
+        return
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert caught.value.file.endswith("settings_opening.j2") and caught.value.key == "opening"
+    assert "inside a tag" in caught.value.problem and "<dd>{{ gap() }}</dd>" in caught.value.fix
