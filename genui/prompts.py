@@ -40,7 +40,8 @@ class PromptError(SiteConfigError):
             fix = (
                 "use the variables a template is given: site.title, site.brief, params.<the pattern's names>, "
                 "query.<the route's query keys>, parent (none on a first visit) and posts (docs/sites.md), and "
-                "guard the ones that may be missing with {% if %}"
+                "guard the ones that may be missing with {% if %}; a macro from an imported file sees them only when "
+                "imported with context ({% import 'parts.j2' as parts with context %})"
             )
         elif isinstance(err, TemplateNotFound):
             err = TemplateNotFound(f"{err.name!r} is not a file in prompts/")  # not the server's own path

@@ -532,3 +532,16 @@ def test_a_gap_inside_a_tag_is_a_config_error_naming_the_opening(tmp_path: Path,
         PromptRenderer(load_site(root))
     assert caught.value.file.endswith("settings_opening.j2") and caught.value.key == "opening"
     assert "inside a tag" in caught.value.problem and "<dd>{{ gap() }}</dd>" in caught.value.fix
+
+
+def test_a_variable_undefined_in_an_imported_macro_says_to_import_with_context(tmp_path: Path) -> None:
+    """Jinja2 imports a file without the template's variables unless told: the fix named the variables alone."""
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "parts.j2").write_text("{% macro title() %}{{ params.title }}{% endmacro %}", encoding="utf-8")
+    article = root / "prompts" / "article.j2"
+    article.write_text("{% import 'parts.j2' as parts %}" + article.read_text(encoding="utf-8") + "{{ parts.title() }}")
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(load_site(root))
+    assert "with context" in caught.value.fix, caught.value
+    (root / "prompts" / "article.j2").write_text(article.read_text().replace("as parts %}", "as parts with context %}"))
+    PromptRenderer(load_site(root))  # as the fix says
