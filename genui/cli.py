@@ -167,8 +167,9 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         failed = True
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
+        runtime = None
         try:
-            SiteRuntime.build(site, "")  # its templates rendered with sample values, as genui serve does
+            runtime = SiteRuntime.build(site, "")  # its templates rendered with sample values, as genui serve does
         except SiteConfigError as err:
             print(f"  does not load: {err}")
             failed = True
@@ -193,6 +194,12 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
             if route.follow_links:
                 flags.append(f"follows links ({route.follow_links})")
             print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
+            for name in runtime.prompts.left_out(route) if runtime is not None else ():
+                shown = {"brief": "site.brief", "parent": "parent", "posts": "posts"}[name]
+                print(
+                    f"    note: its templates read {shown}, which its context leaves out (always empty here): add"
+                    f' "{name}" to context = [...] if it should be there'
+                )
     return USAGE_ERROR if failed else 0
 
 

@@ -387,6 +387,24 @@ class PromptRenderer:
         except OSError as err:
             raise SiteConfigError(file, key, f"cannot read it ({err.strerror or err})", "make it readable") from None
 
+    def left_out(self, route: Route) -> list[str]:
+        """What the route's templates (its prompt, its openings and every file they pull in) read that its
+        ``context`` leaves out, so that it is always empty: "brief" (``site.brief`` is ""), "parent" (None), "posts"
+        ([]). Not an error: a template shared by routes of other contexts may read one under an ``{% if %}``."""
+        read: set[str] = set()
+        for name, env in ((route.template, self._env), (route.opening, self._html), (route.reply_opening, self._html)):
+            if name is None:
+                continue
+            for source in self._sources(name, env)[0].values():
+                if source is None:
+                    continue
+                tree = env.parse(source)
+                read |= {node.name for node in tree.find_all(nodes.Name) if node.name in ("parent", "posts")}
+                for node in tree.find_all(nodes.Getattr):
+                    if node.attr == "brief" and isinstance(node.node, nodes.Name) and node.node.name == "site":
+                        read.add("brief")
+        return sorted(read - set(route.context))
+
     def version(self, route: Route) -> str:
         """A short hash of what shapes the route's pages (templates and settings): part of every page-cache key."""
         return self._versions[route]

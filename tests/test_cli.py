@@ -321,3 +321,19 @@ def test_output_read_by_a_reader_gone_away_ends_quietly_as_a_shells_writer() -> 
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_genui_sites_notes_what_a_routes_templates_read_that_its_context_leaves_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`context = ["parent"]` replaces the default ["brief"]: site.brief rendered as "" with no word (a new developer
+    took it to add to the default). A note, not an error: a template shared by routes may guard on what one lacks."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert 'context = ["brief", "parent"]' in text
+    toml.write_text(text.replace('context = ["brief", "parent"]', 'context = ["parent"]', 1), encoding="utf-8")
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: its templates read site.brief, which its context leaves out" in out
+    assert out.count("note:") == 1  # the examples' other routes read what their contexts give
