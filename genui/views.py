@@ -218,6 +218,9 @@ class Views:
         runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
         job, variations = self.pages.candidates(runtime, request.query_params.get("id", ""), client_address(request))
         if "wait" in request.query_params and request.method != "HEAD":
+            # held for the wait's successor as for a placeholder's stream: a browser may send the wait twice (a
+            # navigation replaced by another), and the first, gone, would leave the set to nobody
+            variations.claim()
             result = asyncio.ensure_future(_candidates_written(variations))
             with contextlib.suppress(EngineError):  # a set that failed: its address says so (a 404), and forgets it
                 if not await _before_disconnect(request, result):

@@ -337,7 +337,9 @@
     }
     var closes = Number(live.dataset.genuiCloses || 0) + 1;
     live.dataset.genuiCloses = String(closes);
-    if (closes >= CLOSES_BEFORE_WAITING) {
+    if (closes === CLOSES_BEFORE_WAITING) {
+      // once: a later close (the extension tries again meanwhile) would replace this navigation with another, and
+      // the first wait, gone, leave its run to nobody
       window.location.replace(wait); // the wait URL redirects to the page's own: no entry of its own in history
     }
   });
