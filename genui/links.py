@@ -93,11 +93,19 @@ class _Linker(Linker):  # type: ignore[misc]
 class LinkRewriter:
     """Rewrites the links of sanitised HTML for a site served under ``mount`` ("" for a site served at /)."""
 
-    def __init__(self, mount: str, target: Callable[[str, str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        mount: str,
+        target: Callable[[str, str], str | None] | None = None,
+        reading: Callable[[str, str], str] | None = None,
+    ) -> None:
         self.mount = mount
         # (site-relative href, the link's text) -> the href the link should carry, None when no route serves it;
         # None: every href as is
         self.target = target
+        # (the href it carries, site-relative; the link's text) -> the text a reader should read (SiteRouter's
+        # link_reading: `Hash_table` reads `Hash table`); None: every text as written
+        self.reading = reading
         # bleach's linkify calls back on every existing <a>; turning text into new links is refused in the callback.
         self._linker = _Linker(callbacks=[self._rewrite], parse_email=False)
 
@@ -127,6 +135,8 @@ class LinkRewriter:
         attrs[(None, "href")] = url
         for name, value in navigation_attrs(url).items():
             attrs[(None, name)] = value
+        if self.reading is not None and site_href is not None:  # bleach writes a changed _text in place of the old
+            attrs["_text"] = self.reading(site_href, str(attrs.get("_text", "")))
         return attrs
 
 

@@ -468,6 +468,26 @@ class SiteRouter:
             return None
         return named
 
+    def link_reading(self, href: str, text: str) -> str:
+        """A link's ``text`` as a reader should read it: where it is the page's own parameter as its URL writes it,
+        with the route's ``spaces`` for its spaces (`Hash_table` for a link to `/Hash_table`, as the default model
+        writes a tenth of its wiki links), the parameter with spaces (`Hash table`), in the letters the text has;
+        anything else as it is. ``href``: a site-relative URL that routes, as ``link_target`` gives it."""
+        written = text.strip()
+        if not written or any(character.isspace() for character in written):
+            return text
+        try:
+            location = self.resolve(unquote(urlsplit(href).path))
+        except ValueError:  # BadRequest, or not a URL
+            return text
+        spaces = None if location is None else location.route.spaces
+        if location is None or spaces is None or spaces == " " or spaces not in written:
+            return text
+        read = written.replace(spaces, " ")
+        if not any(read.casefold() == value.replace(spaces, " ").casefold() for value in location.params.values()):
+            return text
+        return text.replace(written, " ".join(read.split()))
+
     def link_title(self, href: str) -> str:
         """What a link to ``href`` (a site-relative URL that routes, as ``link_target`` gives it) reads when the model
         wrote it no text: the title a page not written yet is given (``guessed_title``), "" for none."""

@@ -38,7 +38,9 @@ class SiteRuntime:
     @classmethod
     def build(cls, site: Site, mount: str) -> SiteRuntime:
         router = SiteRouter(site)
-        return cls(site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.link_target))
+        return cls(
+            site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.link_target, router.link_reading)
+        )
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
@@ -105,7 +107,9 @@ class SiteRuntime:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
         links = self.links
         if on is not None:  # its links are the web page's (``follow_links``), and a link to itself is none
-            links = LinkRewriter(self.mount, functools.partial(self.router.link_target, on=on))
+            links = LinkRewriter(
+                self.mount, functools.partial(self.router.link_target, on=on), self.router.link_reading
+            )
         titled = functools.partial(self._titled, on=on)
         return links(sanitize_html(BARE_LINK.sub(titled, text), allow_images=False))
 
