@@ -194,8 +194,6 @@ def _retitle_comments(css: str, old: str, new: str) -> str:
     """``css`` with the site's title ``old``, as a whole word, made ``new`` in its comments and in the text it shows
     (``content: "From Genpedia, ..."``): the rest's words (a font called "Fira Code" in a copy of a site called
     "Code") stay as they are."""
-    if not old.strip():
-        return css
     word = re.compile(rf"(?<![\w-]){re.escape(old)}(?![\w-])")
     shown = r"/\*.*?\*/|\bcontent\s*:\s*(?:\"[^\"]*\"|'[^']*')"
     return re.sub(shown, lambda part: word.sub(lambda _: new, part[0]), css, flags=re.S)

@@ -557,6 +557,11 @@ def load_site(root: Path | str) -> Site:
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
     check_site_name(file, name)
     title = _expect(file, data, "title", str, 'add title = "My Site"')
+    if not title.strip() or any(character in title for character in "\r\n"):
+        problem = "empty" if not title.strip() else "more than one line"
+        raise SiteConfigError(
+            file, "title", problem, 'write the name visitors see in the header and tab: title = "My Site"'
+        )
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (

@@ -199,11 +199,12 @@ def test_a_copys_stylesheet_is_retitled_only_where_the_title_is_shown(tmp_path: 
     copy = create_site("notes", None, tmp_path / "b", example=str(source))
     text = (copy.root / "code.css").read_text(encoding="utf-8")
     assert text.startswith("/* Notes: the look") and 'font-family: "Fira Code"' in text
-    # A site with an empty title (it loads) keeps its stylesheet whole.
+    # A site with an empty title does not load (the header and the tab would show nothing): no copy is made of it.
     toml = source / "site.toml"
     toml.write_text(toml.read_text(encoding="utf-8").replace('title = "Code"', 'title = ""'), encoding="utf-8")
-    untitled = create_site("other", None, tmp_path / "b", example=str(source))
-    assert (untitled.root / "code.css").read_text(encoding="utf-8") == css.read_text(encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        create_site("other", None, tmp_path / "b", example=str(source))
+    assert caught.value.key == "title" and caught.value.file == str(toml) and not (tmp_path / "b" / "other").exists()
 
 
 def test_a_new_sites_folder_is_made_under_the_umask(tmp_path: Path) -> None:
