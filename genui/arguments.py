@@ -145,6 +145,17 @@ def misplaced(args: argparse.Namespace) -> str | None:
     return None
 
 
+def not_taken(args: argparse.Namespace, extras: list[str]) -> str | None:
+    """An option given after an action's name that the action does not take but another of the command's does
+    (``genui posts delete 3 --sites-dir x``), in words; None when ``extras`` holds none."""
+    for extra in extras:
+        given = extra.split("=", 1)[0]
+        for (command, _), (option, _, actions) in _TAKEN.items():
+            if getattr(args, "command", None) == command and given == option:
+                return f"{option} is not an option of {command} {args.action} (only of {', '.join(sorted(actions))})"
+    return None
+
+
 def joined(args: argparse.Namespace) -> argparse.Namespace:
     """The values of a repeatable option given before an action's name and after it, as one list."""
     for after, dest in _REPEATED.items():

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import errno
 import importlib
 import json
 import os
 import shlex
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -31,6 +33,7 @@ from genui.arguments import (
     misplaced,
     model_id_of,
     no_sites,
+    not_taken,
     site_from,
     sites_in,
 )
@@ -60,6 +63,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     import uvicorn
 
     sites = sites_in(Path(args.sites_dir), args.site)
+    _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
 
     async def serve() -> None:
         failed: list[Exception] = []
@@ -255,7 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--site", action="append", metavar="NAME", help="serve only this site (repeatable)")
     serve.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=port, default=8000, help="port to listen on (default: %(default)s)")
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(
         "--read-ahead",
@@ -350,7 +354,60 @@ def _parser() -> argparse.ArgumentParser:
     # Listed for --help only; main() hands everything after the command's name to its module untouched.
     for name, (_, summary) in DELEGATED.items():
         commands.add_parser(name, help=f"{summary} (genui {name} --help)", add_help=False)
+    _exact(parser)
     return parser
+
+
+def _can_listen(host: str, port: int) -> None:
+    """UsageError saying what stands in the way of a server on ``host`` and ``port``, if anything does: uvicorn
+    found out only after the model had begun to load, and exited 3 with `[Errno 98] ... address already in use`. A
+    socket is bound there and let go (uvicorn binds its own, and says where it serves)."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError):
+        raise UsageError(f"--host {host}: no address of this machine by that name (127.0.0.1 or 0.0.0.0?)") from None
+    listening = socket.socket(family, kind, protocol)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
+    try:
+        listening.bind(address)
+    except OSError as err:
+        listening.close()
+        where = f"{host}:{port}"
+        if err.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"{where} is in use (another genui serve?): stop what holds it, or pass --port N"
+            ) from None
+        if err.errno == errno.EACCES:
+            raise UsageError(
+                f"{where}: not allowed to listen there (ports below 1024 need root): pass --port N"
+            ) from None
+        raise UsageError(
+            f"cannot listen on {where}: {err.strerror} (--host names an address of this machine)"
+        ) from None
+    listening.close()
+
+
+def port(text: str) -> int:
+    """A TCP port: 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
+def _exact(parser: argparse.ArgumentParser) -> None:
+    """No option is taken from its first letters, here or in any command's parser: `genui sites --site wiki` read
+    as `--sites-dir wiki` said there were no sites under wiki."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _exact(command)
 
 
 def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = None) -> int:
@@ -358,8 +415,12 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
-    args = joined(_parser().parse_args(argv))
-    if (problem := misplaced(args)) is not None:
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras and not_taken(args, extras) is None:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    args = joined(args)
+    if (problem := not_taken(args, extras) or misplaced(args)) is not None:
         print(f"genui {args.command}: {problem}", file=sys.stderr)
         return USAGE_ERROR
     try:

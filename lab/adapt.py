@@ -650,7 +650,7 @@ def soup(folders: list[Path], dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui adapt", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui adapt", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--out", type=Path, help="run folder: checkpoints and log (resumed if present)")
     parser.add_argument("--packed", type=Path, default=Path("data/adapt-packed.npz"), help="from genui adapt --pack")
     parser.add_argument("--base", help="causal-LM checkpoint folder or hub id (default: the pinned SmolLM2 base)")

@@ -886,7 +886,7 @@ def distinct(examples: Iterable[Example]) -> Iterator[Example]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui corpus", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui corpus", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--out", type=Path, default=Path("data/corpus.jsonl"), help="JSONL file to write")
     parser.add_argument("--sites-dir", type=Path, default=bundled("sites"))
     parser.add_argument("--seed", type=int, default=0)

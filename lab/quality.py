@@ -632,7 +632,7 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui quality", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped model)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: CUDA when there is one)")
     parser.add_argument(

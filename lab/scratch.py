@@ -413,7 +413,7 @@ def export(run: Path, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui train", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="genui train", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--data", type=Path, default=Path("data/packed.npz"), help="packed corpus (lab.data)")
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--out", type=Path, default=Path("runs/small"), help="checkpoint folder; resumed if present")

@@ -210,7 +210,9 @@ def record(loaded: Any, requests: list[Any]) -> list[tuple[str, np.ndarray, np.n
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui trajectories", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="genui trajectories", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="from genui corpus")
     parser.add_argument("--out", type=Path, default=Path("data/trajectories.npz"), help=".npz to add pages to")
     parser.add_argument("--model", default=None, help="the genui model that writes (default: the shipped adapter)")

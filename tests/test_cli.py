@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import types
@@ -204,13 +205,53 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(genui.cli, "create_app", create_app)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    assert main(["serve", "--site", "wiki"], load_engine=fake_loader) == 0
-    assert main(["serve", "--site", "wiki", "--read-ahead", "0"], load_engine=fake_loader) == 0
+    wiki = ["serve", "--site", "wiki", "--port", "0"]
+    assert main(wiki, load_engine=fake_loader) == 0
+    assert main([*wiki, "--read-ahead", "0"], load_engine=fake_loader) == 0
     assert [options["read_ahead"] for options in made] == [3, 0]
-    assert main(["serve", "--site", "wiki", "--reload"], load_engine=fake_loader) == 0
+    assert main([*wiki, "--reload"], load_engine=fake_loader) == 0
     assert [options["reload"] for options in made] == [False, False, True]
-    assert main(["serve", "--site", "wiki", "--runs-per-client", "0"], load_engine=fake_loader) == 0
+    assert main([*wiki, "--runs-per-client", "0"], load_engine=fake_loader) == 0
     assert [options["runs_per_client"] for options in made] == [3, 3, 3, 0]
+
+
+def test_a_port_in_use_is_a_one_line_error_before_the_model_loads(capsys: pytest.CaptureFixture[str]) -> None:
+    """uvicorn said `[Errno 98] ... address already in use` after the model had begun to load, and exited 3."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = str(held.getsockname()[1])
+        loader = lambda *args: pytest.fail("no model loads for a server that cannot listen")  # noqa: E731
+        assert main(["serve", "--site", "wiki", "--port", taken, "--db", ":memory:"], load_engine=loader) == 2
+    err = one_line_error(capsys)
+    assert f"127.0.0.1:{taken} is in use" in err and "--port N" in err
+    assert main(["serve", "--host", "no-such-host.invalid", "--port", "0"], load_engine=loader) == 2
+    assert "--host no-such-host.invalid: no address of this machine" in one_line_error(capsys)
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--port", "70000"], load_engine=loader)
+    assert exited.value.code == 2 and "expected a port from 0 to 65535, got '70000'" in capsys.readouterr().err
+
+
+def test_an_option_is_never_taken_from_its_first_letters(capsys: pytest.CaptureFixture[str]) -> None:
+    """`genui sites --site wiki` was read as `--sites-dir wiki`: "no sites under wiki"."""
+    with pytest.raises(SystemExit) as exited:
+        main(["sites", "--site", "wiki"])
+    assert exited.value.code == 2 and "unrecognized arguments: --site wiki" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["cache", "show", "--sites-d", "x"])
+    assert "--sites-d" in capsys.readouterr().err
+
+
+def test_an_option_after_an_action_that_does_not_take_it_names_the_action_that_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`genui posts delete 3 --sites-dir x` gave the top-level usage; before the action, it said which takes it."""
+    db = str(tmp_path / "pages.db")
+    assert main(["posts", "delete", "3", "--db", db, "--sites-dir", str(tmp_path)]) == 2
+    assert "--sites-dir is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert main(["posts", "--sites-dir", str(tmp_path), "delete", "3", "--db", db]) == 2
+    assert "--sites-dir is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert not Path(db).exists()
 
 
 @pytest.mark.parametrize("count", ["-1", "two", "1.5", "9" * 30])
