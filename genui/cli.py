@@ -39,7 +39,7 @@ from genui.arguments import (
 )
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
-from genui.sites import SiteConfigError, check_names, load_site, site_folders
+from genui.sites import SiteConfigError, check_names, load_site, site_folders, suggested_name, valid_site_name
 from genui.store import NotAPageCache
 from genui.upkeep import add_commands
 
@@ -129,10 +129,23 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
 
 
 def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
+    if not valid_site_name(args.name):
+        slug = suggested_name(args.name)
+        instead = f"; try {slug}" if slug else ""
+        raise UsageError(
+            f"{args.name!r} is not a site name: it names the site's folder and its URL (/NAME/), so it is a lower case "
+            f"letter, then up to 31 lower case letters, digits, - or _{instead} (the title visitors see is made "
+            "from it, and site.toml's title may say anything)"
+        )
+    if args.description is not None and not args.description.strip():
+        raise UsageError("--description is empty: give one line about the site, or leave the option out")
     try:
         site = create_site(args.name, args.description, args.dir, args.example)
     except FileExistsError as err:
         raise UsageError(str(err)) from None
+    except OSError as err:  # a --dir that cannot be made or written (/proc/x, a read-only disk)
+        where = err.filename or Path(args.dir) / args.name
+        raise UsageError(f"cannot write the site at {where}: {err.strerror or err} (--dir names where)") from None
     routes = f"{len(site.routes)} route{'s' if len(site.routes) != 1 else ''}"
     files = ["site.toml", f"prompts/ ({routes})", *([site.stylesheet] if site.stylesheet else [])]
     print(f"created {site.root}: {', '.join(files)}")

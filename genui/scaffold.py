@@ -130,6 +130,8 @@ def example_folder(example: str, directory: Path | None = None) -> Path:
     site folder by its path (``./wiki``, ``sites/wiki``: a folder of one's own, even one named like an example); a
     bare name that is no example is also looked for beside the new site (in ``directory``)."""
     shipped = bundled("sites")
+    if Path(example).name == "site.toml" and Path(example).is_file():  # the site's file, meaning its folder
+        example = str(Path(example).parent)
     bare = re.fullmatch(r"[a-z][a-z0-9_-]*", example) is not None
     near: tuple[Path, ...] = (directory / example,) if bare and directory is not None else ()
     candidates: tuple[Path, ...] = (shipped / example, Path(example), *near) if bare else (Path(example),)
@@ -137,11 +139,10 @@ def example_folder(example: str, directory: Path | None = None) -> Path:
         if example and (folder / "site.toml").is_file():
             return folder
     names = ", ".join(sorted(p.parent.name for p in shipped.glob("*/site.toml")))
+    path = example if Path(example).is_absolute() or example.startswith(".") else f"./{example}"
+    problem = "a folder with no site.toml" if Path(example).is_dir() else "no example site or site folder of that name"
     raise SiteConfigError(
-        Path(example) / "site.toml",
-        "--from",
-        "no example site or site folder of that name",
-        f"name one of {names}, or a site folder by its path (./{example.strip('/')})",
+        Path(example) / "site.toml", "--from", problem, f"name one of {names}, or a site folder by its path ({path})"
     )
 
 

@@ -563,6 +563,8 @@ def load_site(root: Path | str) -> Site:
             file, "title", problem, 'write the name visitors see in the header and tab: title = "My Site"'
         )
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
+    if not brief.strip():
+        raise SiteConfigError(file, "brief", "empty", 'say what the site is in a sentence or two: the prompts read it')
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
         not isinstance(stylesheet, str)
@@ -669,9 +671,21 @@ def load_site(root: Path | str) -> Site:
     )
 
 
+def valid_site_name(name: str) -> bool:
+    """Whether ``name`` may name a site: a folder name and a URL path."""
+    return _NAME.fullmatch(name) is not None
+
+
+def suggested_name(text: str) -> str:
+    """A site name made of ``text`` ("My Recipes!" -> "my-recipes"), "" where it has no letter to start one."""
+    words = re.sub(r"[^a-z0-9_-]+", "-", unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower())
+    slug = re.sub(r"^[^a-z]+", "", words).strip("-_")[:32].rstrip("-_")
+    return slug if valid_site_name(slug) else ""
+
+
 def check_site_name(file: Path, name: str) -> None:
     """Raise SiteConfigError (about ``file``) unless ``name`` may name a site: it is a folder name and a URL path."""
-    if not _NAME.fullmatch(name):
+    if not valid_site_name(name):
         raise SiteConfigError(
             file,
             "name",

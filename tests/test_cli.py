@@ -278,6 +278,30 @@ def test_a_path_the_file_system_refuses_is_a_one_line_error(tmp_path: Path, caps
     assert main(["new", "club", "--dir", str(afile / "sites")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("genui new: ") and "Not a directory" in err and "Traceback" not in err
+    assert f"cannot write the site at {afile / 'sites'}" in err
+
+
+@pytest.mark.parametrize(("name", "tried"), [("My Recipes!", "; try my-recipes"), ("Café", "; try cafe"), ("42", " (")])
+def test_a_name_that_is_no_site_name_is_said_so_with_one_that_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, tried: str
+) -> None:
+    """It named `sites/My Recipes!/site.toml`, a file that is nowhere, and no name to use instead."""
+    assert main(["new", name, "--dir", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert f"{name!r} is not a site name" in err and f"- or _{tried}" in err and "site.toml:" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_takes_a_sites_file_for_its_folder_and_refuses_an_empty_description(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["new", "club", "--description", " ", "--dir", str(tmp_path)]) == 2
+    assert "--description is empty" in one_line_error(capsys)  # it was the default brief, said nowhere
+    assert main(["new", "club", "--dir", str(tmp_path)]) == 0
+    assert main(["new", "copy", "--from", str(tmp_path / "club" / "site.toml"), "--dir", str(tmp_path)]) == 0
+    assert load_site(tmp_path / "copy").brief == load_site(tmp_path / "club").brief
+    assert main(["new", "other", "--from", str(tmp_path / "nowhere"), "--dir", str(tmp_path)]) == 2
+    assert f"by its path ({tmp_path / 'nowhere'})" in one_line_error(capsys)  # an absolute path, with no ./
 
 
 @pytest.mark.parametrize(

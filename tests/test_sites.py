@@ -92,6 +92,7 @@ def test_a_routes_case_names_its_parameters_and_their_letter_case(tmp_path: Path
         ('title = "Demo"', "title = 3", "title"),
         ('title = "Demo"', 'title = "  "', "title"),  # the header and the tab would show nothing
         ('title = "Demo"', 'title = """Demo\nSite"""', "title"),
+        ('brief = "A demo site."', 'brief = " "', "brief"),
         ('brief = "A demo site."', 'brief = "x"\ncolour = "red"', "colour"),
         ('stylesheet = "demo.css"', 'stylesheet = "missing.css"', "stylesheet"),
         ("tokens = 700", "tokens = 0", "model.tokens"),
