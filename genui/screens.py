@@ -23,7 +23,7 @@ from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import sections as page_sections
 from genui.shell import Shell
-from genui.store import MAX_POST, MAX_USER, StoredPage, StoredPost
+from genui.store import MAX_POST, MAX_USER, USER_RULE, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
 
 WS_PATH = "/_genui/ws"  # the live stream of one page version
@@ -51,10 +51,21 @@ class Screens:
     # -- responses ----------------------------------------------------------------------------------------------
 
     def page(
-        self, request: HTTPConnection, job: Job, page: StoredPage, headers: Mapping[str, str] | None = None
+        self,
+        request: HTTPConnection,
+        job: Job,
+        page: StoredPage,
+        headers: Mapping[str, str] | None = None,
+        *,
+        status_code: int = 200,
+        thread: dict[str, Any] | None = None,
     ) -> Response:
-        """A finished page: the whole document, or the fragment for htmx."""
-        return self.shell.response(request, "page.html", self._page_context(job, page), headers=headers)
+        """A finished page: the whole document, or the fragment for htmx. ``thread``: its posts and reply form in
+        place of those it has (``thread()``: a refused reply's reason, and what was typed), with ``status_code``."""
+        context = self._page_context(job, page)
+        if thread is not None:
+            context["thread"] = thread
+        return self.shell.response(request, "page.html", context, status_code, headers)
 
     def live(
         self, request: HTTPConnection, job: Job, generation: Generation, headers: Mapping[str, str] | None = None
@@ -200,6 +211,7 @@ class Screens:
             "user": user,
             "text": text,
             "max_user": MAX_USER,
+            "user_rule": USER_RULE,
             "max_text": MAX_POST,
         }
 

@@ -564,7 +564,7 @@ def load_site(root: Path | str) -> Site:
         )
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     if not brief.strip():
-        raise SiteConfigError(file, "brief", "empty", 'say what the site is in a sentence or two: the prompts read it')
+        raise SiteConfigError(file, "brief", "empty", "say what the site is in a sentence or two: the prompts read it")
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
         not isinstance(stylesheet, str)

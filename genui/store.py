@@ -23,6 +23,7 @@ MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
 SAME_POST_S = 60.0  # seconds within which the same post to the same thread is the same form sent twice
 _USER = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_USER}}}$")
+USER_RULE = f"a name is 1 to {MAX_USER} of the letters A-Z and a-z, digits, - and _, with no spaces (ada_l, not Ada L.)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (
@@ -170,7 +171,7 @@ def check_post(user: str, text: str) -> tuple[str, str]:
     """The post as it will be stored (text stripped, line breaks as `\n`), or PostRejected. A browser sends a
     textarea's line breaks as `\r\n` and counts them as one character for its maxlength, as this does."""
     if not _USER.match(user):
-        raise PostRejected(f"name must be 1 to {MAX_USER} letters, digits, - or _")
+        raise PostRejected(USER_RULE)
     text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise PostRejected("the post is empty")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -363,8 +364,16 @@ class Views:
         text: str,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """A refused reply: the thread with the reason above its form, which keeps what was typed."""
+        """A refused reply: the thread with the reason above its form, which keeps what was typed; a thread not
+        written yet (or whose page cannot be read), an error page with the posts and the form."""
         error = f"Your reply was not posted: {reason[0].lower()}{reason[1:]}"
+        try:
+            page = self.pages.page(job) if job.key.model else None  # before the model is named: no cached page
+        except sqlite3.Error:  # a cache that cannot be read either: the error page says what was refused
+            page = None
+        if page is not None:  # the thread stays on screen, the form where the visitor left it
+            thread = self.screens.thread(job, page.answered, error=error, user=user, text=text)
+            return self.screens.page(request, job, page, headers, status_code=status, thread=thread)
         thread = self.screens.thread(job, error=error, user=user, text=text)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
         return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)

@@ -516,7 +516,7 @@ def test_bad_replies_are_rejected_with_a_400(
     client = client_factory(all_sites)
     response = client.post(THREAD, data=form)
     assert response.status_code == 400 and "Reply not posted" in response.text
-    assert "No replies waiting" in response.text
+    assert "No replies from readers yet." in response.text
 
 
 @pytest.mark.parametrize("headers", [HTMX, {}])

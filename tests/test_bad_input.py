@@ -267,7 +267,7 @@ def test_any_reply_is_posted_and_shown_escaped_or_refused(
         with bounded():
             thread = client.get(THREAD, headers=HTMX).text
         stored = text.replace("\r\n", "\n").replace("\r", "\n").strip()  # line breaks as a browser counts them
-        assert f'<p class="genui-post-text">{markupsafe.escape(stored)}</p>' in thread
+        assert f'<p class="genui-post-text" dir="auto">{markupsafe.escape(stored)}</p>' in thread
 
 
 FORM_TYPES = [

@@ -300,7 +300,7 @@ def test_posts_are_shown_as_escaped_text(forum: tuple[TestClient, FakeEngine]) -
     for text in texts:
         assert client.post(THREAD, data={"user": "mallory", "text": text}).status_code == 303
     page = client.get(THREAD, headers=HTMX).text
-    shown = re.findall(r'<p class="genui-post-text">(.*?)</p></li>', page, re.S)
+    shown = re.findall(r'<p class="genui-post-text" dir="auto">(.*?)</p></li>', page, re.S)
     assert shown == [str(markupsafe.escape(text)) for text in texts]
     assert_safe(page, "thread with posts")
 

@@ -29,7 +29,7 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     response = client.post(THREAD, data={"user": "ada", "text": "<b>Hi</b> & all"}, headers=HTMX)
     assert response.status_code == 200 and "ws-connect" in response.text
     assert response.headers["hx-replace-url"] == THREAD  # sent from any version, it shows the newest
-    shown = '<p class="genui-post-text">&lt;b&gt;Hi&lt;/b&gt; &amp; all</p>'
+    shown = '<p class="genui-post-text" dir="auto">&lt;b&gt;Hi&lt;/b&gt; &amp; all</p>'
     # The thread as it was, byte for byte, then the post, then the draft of the replies.
     assert f'<div class="genui-page">{first}<ol class="genui-postlist genui-inline">' in response.text
     assert shown in response.text and 'id="genui-draft" class="genui-draft genui-in-place"' in response.text
@@ -71,8 +71,12 @@ def test_every_post_is_shown_once_in_place_or_below_and_one_made_during_a_reply_
     response = client.post(THREAD, data={"user": "ada", "text": "second"}, headers=HTMX)
     ws_messages(client, live_url(response.text))
     thread = client.get(THREAD).text
-    assert re.findall(r'<p class="genui-post-text">(.*?)</p>', thread) == ["answered", "plain form", "second"]
-    assert page_html(thread).startswith(answered) and "No replies waiting" in thread
+    assert re.findall(r'<p class="genui-post-text" dir="auto">(.*?)</p>', thread) == [
+        "answered",
+        "plain form",
+        "second",
+    ]
+    assert page_html(thread).startswith(answered) and "Readers' replies are in the thread above." in thread
     response = client.post(THREAD, data={"user": "cy", "text": "third"}, headers=HTMX)
     ws_messages(client, live_url(response.text))
     assert page_html(client.get(THREAD).text).startswith(page_html(thread))
@@ -245,3 +249,25 @@ def test_a_regenerate_of_a_thread_with_a_post_waiting_is_written_again_whole_whe
     again = ws_messages(client, live_url(answer.text))[-1]
     assert "written with seed 1" in again and "Welcome, alice" not in again
     assert [call.seed for call in engine.calls] == [0, 1, 1] and engine.infills == []
+
+
+@pytest.mark.parametrize("headers", [HTMX, {}])
+def test_a_refused_reply_keeps_the_thread_on_screen_with_the_reason_at_its_form(
+    client_factory: ClientFactory, all_sites: list[Site], headers: dict[str, str]
+) -> None:
+    """A reply refused (a name with a space, a post of blanks) replaced the thread with an error page headed "Reply
+    not posted" whose link led to the forum's front page (found in a visitor's walkthrough)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, THREAD).text)
+    client.post(THREAD, data={"user": "ada", "text": "kept"}, headers={})  # a post shown below or in place
+    shown = client.get(THREAD).text
+    refused = client.post(THREAD, data={"user": "Ada Lovelace", "text": "typed\nhere"}, headers=headers)
+    assert refused.status_code == 400 and page_html(refused.text) == page_html(shown) and first in refused.text
+    assert "Reply not posted" not in refused.text and "Back to" not in refused.text
+    form = refused.text[refused.text.index('<form class="genui-reply"') :]
+    assert '<p class="genui-form-error" role="alert">Your reply was not posted: a name is 1 to 32' in form
+    assert 'value="Ada Lovelace"' in form and ">typed\nhere</textarea>" in form
+    assert refused.text.count(">kept</p>") == 1  # the post stored before, once: in place or below, not both
+    stored = client.app.state.pages.store.posts("forum", THREAD.removeprefix("/forum"))  # type: ignore[attr-defined]
+    assert [post.text for post in stored] == ["kept"]
