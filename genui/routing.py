@@ -137,6 +137,11 @@ def untaken_keys(url: str, location: Location) -> str:
     )
 
 
+def _blank(value: str) -> bool:
+    """Whether a parameter's value shows nothing: only spaces, and characters that take no room (U+200B)."""
+    return all(character.isspace() or unicodedata.category(character) in ("Cf", "Zs") for character in value)
+
+
 def guessed_title(location: Location) -> str:
     """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
     if location.query:
@@ -163,6 +168,8 @@ def normalise_path(path: str) -> str:
         raise BadRequest(f"path longer than {MAX_PATH} characters")
     if FORBIDDEN_IN_PATH.search(path):
         raise BadRequest("path contains a control character or a backslash")
+    if "\ufffd" in path:  # what a request's decoding makes of a byte that is no UTF-8 (%FF), or the character typed
+        raise BadRequest("path is not UTF-8 text (a %-escape that decodes to no character)")
     segments = [segment for segment in path.split("/") if segment]
     if any(segment in (".", "..") for segment in segments):
         raise BadRequest("path contains a dot segment")
@@ -324,8 +331,10 @@ class SiteRouter:
                     params = {name: str(convertors[name].convert(value)) for name, value in match.groupdict().items()}
                     spaces = compiled.route.spaces
                     written = params
-                    if spaces is not None:
-                        params = {name: _SPACES.sub(spaces, value) for name, value in params.items()}
+                    if spaces is not None:  # and none at a name's ends: `/Regular_` is `/Regular`, as MediaWiki's
+                        params = {name: _SPACES.sub(spaces, value).strip(spaces) for name, value in params.items()}
+                    if any(_blank(params[name]) and written[name] for name in params):  # `/_`, `/%E2%80%8B`
+                        return None  # a name that shows nothing names no page (`/files/` is the folder `/`)
                     if compiled.route.case:
                         params = {**params, **{name: recased(params[name], rule) for name, rule in compiled.route.case}}
                     # an alias, or a page whose URL writes spaces, letter case or accents another way

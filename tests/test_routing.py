@@ -187,7 +187,25 @@ def test_unknown_path_matches_nothing(os_router: SiteRouter) -> None:
     assert os_router.resolve("/nowhere") is None
 
 
-@pytest.mark.parametrize("path", ["/wiki/..", "/wiki/./x", "/wiki/a\x00b", "/wiki/a\\b", "/" + "a" * MAX_PATH])
+def test_a_title_with_spaces_at_its_ends_is_the_page_without_them_and_one_that_shows_nothing_is_none(
+    wiki_router: SiteRouter, os_router: SiteRouter
+) -> None:
+    """The model linked `/wiki/Regular_`: a second article "Regular " beside "Regular". `/recipe/_` and a zero-width
+    space were pages with no title (a visitor's and a hackathon team's walkthroughs)."""
+    for path in ("/Regular_", "/wiki/_Regular", "/ Regular "):
+        location = wiki_router.resolve(path)
+        assert location is not None and location.path == "/Regular" and location.aliased, path
+    for path in ("/_", "/__", "/wiki/_", "/\u200b", "/\u200b_"):
+        assert wiki_router.resolve(path) is None, path
+    assert wiki_router.link_target("/wiki/Regular_") == "/Regular"
+    folder = os_router.resolve("/files/")  # an empty path is the root folder, not nothing
+    assert folder is not None and folder.params == {"path": ""}
+    assert os_router.resolve("/files/ ") is None
+
+
+@pytest.mark.parametrize(
+    "path", ["/wiki/..", "/wiki/./x", "/wiki/a\x00b", "/wiki/a\\b", "/" + "a" * MAX_PATH, "/wiki/\ufffd"]
+)
 def test_malformed_paths_are_bad_requests(wiki_router: SiteRouter, path: str) -> None:
     with pytest.raises(BadRequest):
         wiki_router.resolve(path)
