@@ -331,15 +331,31 @@
   });
   document.addEventListener("htmx:wsClose", function (event) {
     var live = event.target;
-    var wait = live && live.dataset ? live.dataset.genuiWait : null;
-    if (!wait || live.dataset.genuiOpened || !live.isConnected) {
+    if (!live || !live.dataset || !live.isConnected) {
+      return; // the page landed: its stream ends
+    }
+    if (live.dataset.genuiOpened) {
+      // the stream was open and is gone (the server restarted, the network dropped): the extension connects again,
+      // and the next frame says where the page is; meanwhile the visitor is told the last one is not the news
+      var progress = live.querySelector("#genui-progress");
+      if (progress) {
+        progress.textContent = "Connection lost: connecting again…";
+      }
+      return;
+    }
+    var wait = live.dataset.genuiWait;
+    if (!wait) {
       return;
     }
     var closes = Number(live.dataset.genuiCloses || 0) + 1;
     live.dataset.genuiCloses = String(closes);
     if (closes === CLOSES_BEFORE_WAITING) {
-      // once: a later close (the extension tries again meanwhile) would replace this navigation with another, and
-      // the first wait, gone, leave its run to nobody
+      // once: a later close would replace this navigation with another, and the first wait, gone, leave its run to
+      // nobody. A copy without the stream stands in for the placeholder, so the extension, whose element is gone,
+      // stops trying again while the wait URL is answered.
+      var still = live.cloneNode(true);
+      still.removeAttribute("ws-connect");
+      live.replaceWith(still);
       window.location.replace(wait); // the wait URL redirects to the page's own: no entry of its own in history
     }
   });

@@ -553,16 +553,27 @@ def test_a_page_whose_stream_cannot_connect_lands_all_the_same(tmp_path: Path, p
     and "Waiting for the model…" stayed for good though the page was written."""
     engine = FakeEngine(delay=0.05, steps=3)
     app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    handshakes: list[str] = []
 
     async def without_sockets(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket":
+            handshakes.append(scope["path"])
             await receive()  # the handshake refused, as such a proxy answers it
             await send({"type": "websocket.close", "code": 1008})
             return
         await app(scope, receive, send)
 
     with served(without_sockets) as url:  # type: ignore[arg-type]  (uvicorn runs the app's lifespan through it)
+        engine.hold = threading.Event()  # the page is slow to come: the wait URL is answered seconds later
         page.goto(url + "/wiki/Lambda_calculus")
+        deadline = time.monotonic() + 10
+        while len(handshakes) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # The extension tried again and again meanwhile (5 handshakes in a visitor's walkthrough): its third try
+        # comes up to 2 s after the second's close, its fourth up to 4 s after the third's.
+        time.sleep(6.5)
+        assert len(handshakes) == 3  # the two, and the try the extension had set off before the second's close
+        engine.hold.set()
         page.wait_for_selector(FINISHED + ":text-is('Lambda calculus')", timeout=20_000)
         assert page.url == url + "/wiki/Lambda_calculus" and engine.finished == 1
         page.go_back()  # the wait URL left no entry of its own
