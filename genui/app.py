@@ -182,6 +182,7 @@ def create_app(
     identify_model: Callable[[], str] | None = None,
     on_load_error: Callable[[Exception], None] | None = None,
     takes_up: bool = True,
+    edits: bool = True,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -203,7 +204,8 @@ def create_app(
     files change is loaded again and served from the next request on (genui/reload.py), and, where several sites are
     served, a site made under ``sites_dir`` (the folder they came from) meanwhile is served too. ``takes_up=False``:
     an app that only reads the page cache (``genui cache export``) leaves what is stored as it is and notes no
-    folder its sites are served from (genui.upgrade.take_up).
+    folder its sites are served from (genui.upgrade.take_up). ``edits=False``: no visitor writes a page's next
+    version (Regenerate, a section rewritten, variations kept): the toolbar offers none, and their forms are a 403.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -215,6 +217,7 @@ def create_app(
         if takes_up:
             take_up(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
     pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client, posts_per_minute)
+    pages.edits = edits
     screens = Screens(Shell(), pages, index_url=None if single else "/")
     views = Views(pages, screens)
     stream = Stream(pages, screens, draft_interval)

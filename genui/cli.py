@@ -59,6 +59,10 @@ def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedE
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
+HEADERS_LIMIT = 64 * 1024  # bytes of a request's line and headers (nginx's default allows 4 headers of 8 KB, 32 KB)
+WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genui reads none; uvicorn's default: 16 MB)
+
+
 def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     import uvicorn
 
@@ -81,18 +85,34 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             runs_per_client=args.runs_per_client,
             posts_per_minute=args.posts_per_minute,
             reload=args.reload,
+            edits=not args.no_edits,
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
         log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+        for formatter in log_config["formatters"].values():  # each line with its time, as a server's log has it
+            formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
         info = {"handlers": ["default"], "level": "INFO", "propagate": False}
         log_config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
-        if args.reload:  # a developer at work: say what genui does (reloads, pages read ahead) on the console
-            log_config["loggers"]["genui"] = info
+        # genui's warnings and errors (a template that fails, a cache that cannot store) always, with their level
+        # and time (they went to Python's last resort, bare); a developer at work (--reload) is also told what genui
+        # does (reloads, pages read ahead)
+        log_config["loggers"]["genui"] = {**info, "level": "INFO" if args.reload else "WARNING"}
         # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
-        config = uvicorn.Config(app, host=args.host, port=args.port, ws="websockets-sansio", log_config=log_config)
+        # h11, not httptools: it refuses a request whose line and headers pass HEADERS_LIMIT (httptools read a 100 MB
+        # header, and held the memory of ten unfinished ones, 1 GB, as long as their clients stayed).
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            http="h11",
+            h11_max_incomplete_event_size=HEADERS_LIMIT,
+            ws="websockets-sansio",
+            ws_max_size=WS_MESSAGE_LIMIT,
+            log_config=log_config,
+        )
         server = uvicorn.Server(config)
         await server.serve()
         if failed:
@@ -298,6 +318,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="readers' posts one client (an IP address, as for --runs-per-client) may store in any 60 s; one more is "
         "a 429 with Retry-After that keeps what was typed. 0: no limit (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--no-edits",
+        action="store_true",
+        help="visitors only read pages and post replies: no Regenerate, section rewrite or variations (on a public "
+        "server, a rewrite's instruction is anyone's to give, and the new version is what every visitor sees next)",
     )
     serve.add_argument(
         "--reload",

@@ -140,6 +140,8 @@ class Pages:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
         self.runs_per_client = runs_per_client  # runs one client may have under way at once (0: no limit)
         self.post_rate = PostRate(posts_per_minute)  # readers' posts one client may store a minute (0: no limit)
+        # whether visitors may write a page's next version (Regenerate, a rewrite, variations): create_app(edits=)
+        self.edits = True
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.load_error: str | None = None  # why it did not load

@@ -262,11 +262,14 @@ class Screens:
         if page is None or not job.cached:
             return None
         versions = self.pages.versions(job)
+        if not self.pages.edits and versions < 2:  # nothing to offer: no controls, no other version
+            return None
         engine = self.pages.engine
         # While the model loads, the controls it will answer are there already (genui's engine edits); a click before
         # it is ready is told when to try again, as Regenerate's is.
-        editable = editing(engine) is not None if engine is not None else self.pages.loading
+        editable = self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
         return {
+            "regenerate": self.pages.edits,
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,

@@ -57,6 +57,9 @@ def _pushed(url: str) -> dict[str, str]:
     return {"HX-Push-Url": quote(url, safe=":/%#?=@[]!$&'()*+,;")}
 
 
+NO_EDITS = "This server writes no page again for its visitors: its operator turned that off (genui serve --no-edits)."
+
+
 class Views:
     """The HTTP endpoints of every site."""
 
@@ -265,6 +268,8 @@ class Views:
         """The form of one of genui's own page controls and the (cached) page it names: ``site`` and ``url``."""
         if not same_origin(request):
             raise HTTPException(403, FOREIGN_FORM)
+        if not self.pages.edits:
+            raise HTTPException(403, NO_EDITS)
         form = await small_form(request)
         runtime = _serving(request, site_named(self.pages, form_text(form, "site", 64)))
         url = form_url(form) or "/"

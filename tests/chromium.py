@@ -36,12 +36,13 @@ document.addEventListener('securitypolicyviolation', (e) => {
 
 
 @contextlib.contextmanager
-def served(app: Starlette, start_seconds: float = 10.0) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free local port (lifespan included); yields its base URL."""
+def served(app: Starlette, start_seconds: float = 10.0, config: uvicorn.Config | None = None) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free local port (lifespan included); yields its base URL. ``config``: uvicorn's
+    settings as genui serve makes them (its app served), in place of the tests' own."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", ws="websockets-sansio", lifespan="on")
+    config = config or uvicorn.Config(app, log_level="warning", ws="websockets-sansio", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

@@ -427,6 +427,38 @@ def test_regenerate_adds_a_version_and_keeps_the_first(client_factory: ClientFac
     assert 'href="/wiki/Lisp?v=1"' in second and 'aria-current="page">2</a>' in second
 
 
+def test_a_server_without_edits_offers_none_and_refuses_their_forms(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Any visitor could rewrite a page with an instruction of their own, and every later visitor saw that version
+    (an operator's review): `genui serve --no-edits` keeps the pages as written; readers' replies still post."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, app_options={"edits": False})
+    page = visit(client, "/wiki/Lisp").text
+    shown = client.get("/wiki/Lisp").text
+    for control in ("genui-regenerate", "genui-rewrite", "genui-vary", "/_genui/"):
+        assert control not in page_html(shown) and control not in shown.split('id="genui-toolbar"')[1][:400], control
+    forms = {
+        "/_genui/regenerate": {"site": "wiki", "url": "/Lisp"},
+        "/_genui/rewrite": {
+            "site": "wiki",
+            "url": "/Lisp",
+            "v": "1",
+            "section": "1",
+            "instruction": "say it is closed",
+        },
+        "/_genui/variations": {"site": "wiki", "url": "/Lisp"},
+        "/_genui/keep": {"site": "wiki", "url": "/Lisp", "id": "x", "n": "1"},
+    }
+    for path, form in forms.items():
+        for headers in ({}, HTMX):
+            refused = client.post(path, data=form, headers=headers, follow_redirects=False)
+            assert refused.status_code == 403 and "genui serve --no-edits" in refused.text, path
+    assert len(engine.calls) == 1 and "seed 0" in client.get("/wiki/Lisp").text and page
+    posted = client.post(THREAD, data={"user": "ada", "text": "still open"}, follow_redirects=False)
+    assert posted.status_code == 303  # a forum's replies are its pages' own, not an edit
+
+
 def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     visit(client, "/wiki/Lisp")

@@ -402,3 +402,35 @@ def test_genui_sites_notes_what_a_routes_templates_read_that_its_context_leaves_
     out = capsys.readouterr().out
     assert "note: its templates read site.brief, which its context leaves out" in out
     assert out.count("note:") == 1  # the examples' other routes read what their contexts give
+
+
+def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn's default (httptools) answered a request with a 100 MB header, and held the memory of ten unfinished
+    ones (an operator's review); genui's own errors went to Python's last-resort handler, with no level or time."""
+    import uvicorn
+    from chromium import served
+
+    import genui.cli
+
+    made: list[uvicorn.Config] = []
+
+    async def serve(self: uvicorn.Server) -> None:
+        made.append(self.config)
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    db = ":memory:"
+    assert main(["serve", "--site", "wiki", "--port", "0", "--db", db], load_engine=fake_loader) == 0
+    (config,) = made
+    monkeypatch.undo()
+    loggers = config.log_config["loggers"]  # type: ignore[index]
+    assert loggers["genui"]["level"] == "WARNING" and loggers["genui"]["handlers"] == ["default"]
+    assert all("%(asctime)s" in formatter["fmt"] for formatter in config.log_config["formatters"].values())  # type: ignore[index]
+    with served(config.app, config=config) as url:  # type: ignore[arg-type]
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(b"GET /wiki/ HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (genui.cli.HEADERS_LIMIT + 1))
+            answer = client.recv(1024)
+        assert answer.startswith(b"HTTP/1.1 4")  # refused before the header ends, not read on and on
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(b"GET /_genui/health HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"a" * 8192 + b"\r\n\r\n")
+            assert client.recv(1024).startswith(b"HTTP/1.1 ")  # a header of a proxy's size is read
