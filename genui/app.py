@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
 from genui.errors import exception_handlers
-from genui.pages import UNCLAIMED_S, Pages
+from genui.pages import UNCLAIMED_S, Pages, too_long
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
@@ -164,6 +164,10 @@ async def _load(
         model_log.warning("expected model %s, loaded %s", pages.expected_model, engine.model_id)
     pages.loaded(engine)
     model_log.info("model %s loaded in %.0f s; serving pages", engine.model_id, time.monotonic() - started)
+    for runtime in pages.sites.values():  # a route no page of which the model can read: said once, at start
+        for route in runtime.site.routes:
+            if not pages.fits_somewhere(runtime, route):
+                model_log.error("%s", too_long(runtime, route))
     return engine
 
 

@@ -35,7 +35,7 @@ from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
 from genui.generation import PageNotKept
-from genui.pages import EngineLoading, NoSuchVersion
+from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong
 from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
@@ -78,6 +78,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         then = f"This page tries again in {CACHE_BUSY_RETRY_S} s." if asks_again else "Try again in a moment."
         message = f"The page was written, but {error}, so it was not kept. {then}"
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
+    if isinstance(error, RouteTooLong):  # the site's config, not a busy server: no use trying again
+        log.error("%s", error)
+        return Problem(500, "Site error", f"This page cannot be written: {error}")
     if isinstance(error, EngineError):
         return Problem(503, "Not available", f"The page could not be written: {error}")
     if isinstance(error, ReadPostDeleted):

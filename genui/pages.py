@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from engine.frames import EngineError, EngineOverloaded, Frame, TextEngine
 from genui.edits import (
@@ -31,11 +32,12 @@ from genui.edits import (
 )
 from genui.generation import WHOLE, Generation, Splice, first_heading
 from genui.limits import PostRate
-from genui.prompts import Parent, Post
+from genui.prompts import Parent, Post, PromptError
 from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
+from genui.sites import Route
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
 
@@ -79,7 +81,15 @@ class TooManyRuns(HTTPException):
 
 class RouteTooLong(EngineError):
     """A route's own prompt and opening, at its shortest address, are longer than the model reads: every page of the
-    route fails so (a 503 naming the fix for its developer), where another route's pages are written."""
+    route fails so (a 500 naming the fix for its developer, logged, and logged for each such route once the model
+    loads), where another route's pages are written."""
+
+
+def too_long(runtime: SiteRuntime, route: Route) -> str:
+    return (
+        f"site {runtime.site.name}: the prompt and opening for {route.pattern} are longer than the model can read at "
+        "any address; shorten the route's templates or the site's brief, or lower model.tokens (site.toml)"
+    )
 
 
 class NoSuchVersion(LookupError):
@@ -575,6 +585,18 @@ class Pages:
             await wait_cancelled(task)
         await self.variations.close()
 
+    def fits_somewhere(self, runtime: SiteRuntime, route: Route) -> bool:
+        """Whether ``route``'s own prompt and opening, at its shortest address (each parameter one letter, no query,
+        parent or posts), fit what the model reads; a route whose templates fail so is left to its pages to say."""
+        engine = self.ready()
+        shortest = {name: "x" for name in compile_path(route.pattern)[2]}
+        try:
+            prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
+            opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
+        except PromptError:
+            return True
+        return engine.fits(runtime.request(prompt, 0, opening))
+
     def prompt(self, job: Job) -> Prompt:
         """The prompt with as many of the newest posts (at most POSTS_IN_PROMPT) as the model can read.
 
@@ -598,15 +620,8 @@ class Pages:
             return whole
         if texts(0, parent) is None:
             if parent is None or texts(0, None) is None:
-                shortest = {name: "x" for name in params}  # the same route's page at the shortest address
-                prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
-                opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
-                if not engine.fits(runtime.request(prompt, 0, opening)):  # the site's own text is: not the URL's
-                    raise RouteTooLong(
-                        f"the site's prompt and opening for {route.pattern} are longer than the model can read at "
-                        f"any address; its developer can shorten the route's templates or the site's brief, or "
-                        "lower model.tokens (site.toml)"
-                    )
+                if not self.fits_somewhere(runtime, route):  # the site's own text is too long: not the URL's
+                    raise RouteTooLong(too_long(runtime, route))
                 raise BadRequest("this address asks for a page longer than the model can read; shorten it")
             parent = None  # it goes before the newest posts: a post left out is marked read, and never answered
             if (whole := texts(most, None)) is not None:

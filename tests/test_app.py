@@ -10,8 +10,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, pages_of, visit, wait_url, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, example_sites, page_html, pages_of, visit, wait_url, ws_messages
+from starlette.testclient import TestClient
 
+from genui.app import create_app
 from genui.screens import WS_PATH
 from genui.security import security_headers
 from genui.sites import Site, load_site
@@ -634,12 +636,31 @@ def test_a_page_whose_own_url_is_too_long_for_the_model_is_a_400_and_its_stream_
 
 
 def test_a_site_whose_own_prompt_is_too_long_for_the_model_says_so_not_blaming_the_address(
-    client_factory: ClientFactory, all_sites: list[Site]
+    client_factory: ClientFactory, all_sites: list[Site], caplog: pytest.LogCaptureFixture
 ) -> None:
     client = client_factory(all_sites, FakeEngine(max_prompt_chars=20))  # shorter than the wiki's brief
     response = client.get("/wiki/Lisp")
-    assert response.status_code == 503 and "longer than the model can read at any address" in response.text
-    assert "shorten it" not in response.text
+    # The site's config, not a busy server: a 500 (a 503 asked the visitor to try again), and said in the log.
+    assert response.status_code == 500 and "longer than the model can read at any address" in response.text
+    assert "shorten it" not in response.text and "Retry-After" not in response.headers
+    assert "site wiki: the prompt and opening for /{title} are longer" in caplog.text
+
+
+def test_a_route_no_page_of_which_the_model_can_read_is_logged_once_the_model_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A long brief passed genui new and genui sites, and every front page was a 503 with nothing in the log (a
+    hackathon team's walkthrough): the developer is told at start, route by route."""
+    app = create_app(
+        example_sites(), db_path=tmp_path / "db.sqlite3", load_engine=lambda: FakeEngine(max_prompt_chars=20)
+    )
+    with TestClient(app) as client:
+        wait_until(lambda: client.get("/_genui/health").status_code == 200)
+    said = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert "site wiki: the prompt and opening for /{title} are longer than the model can read at any address" in (
+        "\n".join(said)
+    )
+    assert len([line for line in said if line.startswith("site forum: ")]) == len(load_site(SITES_DIR / "forum").routes)
 
 
 def test_a_page_whose_prompt_template_fails_is_a_500_naming_the_template_and_the_fix(

@@ -140,6 +140,6 @@ def test_a_route_whose_own_prompt_is_too_long_is_skipped_and_the_rest_written(
     assert warm(db, "wiki", "--pages", "3", loader=loader) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(
-        line.startswith("skipped  /search?q=lisp: the site's prompt and opening for /search") for line in lines
+        line.startswith("skipped  /search?q=lisp: site wiki: the prompt and opening for /search") for line in lines
     ), lines
     assert sum(line.startswith("wrote  ") for line in lines) == 3 and stored_urls(db) == 3  # and the total's line
