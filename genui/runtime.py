@@ -10,10 +10,10 @@ from urllib.parse import parse_qsl
 
 from engine.frames import GenerationRequest
 from genui.links import LinkRewriter, remount
-from genui.prompts import PromptRenderer, split_gaps
+from genui.prompts import SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
 from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
-from genui.sites import Site
+from genui.sites import Site, SiteConfigError
 from genui.store import PageKey, StoredPage
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
@@ -38,9 +38,9 @@ class SiteRuntime:
     @classmethod
     def build(cls, site: Site, mount: str) -> SiteRuntime:
         router = SiteRouter(site)
-        return cls(
-            site, mount, router, PromptRenderer(site), LinkRewriter(mount, router.link_target, router.link_reading)
-        )
+        prompts = PromptRenderer(site)
+        _check_opening_links(site, router, prompts)
+        return cls(site, mount, router, prompts, LinkRewriter(mount, router.link_target, router.link_reading))
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""
@@ -118,3 +118,43 @@ class SiteRuntime:
         target = self.router.link_target(html.unescape(bare[3]).strip(), on=on)
         title = self.router.link_title(target) if target is not None else ""
         return f"{bare[1]}{html.escape(title, quote=False)}{bare[4]}" if title else bare[0]
+
+
+# A link's href in an opening, and one the opening leaves open at its end for the model to finish (`<a href="/wiki/`).
+_OPENING_HREF = re.compile(r"""<a\s[^>]*?\bhref\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
+_OPENING_HREF_LEFT_OPEN = re.compile(r"""<a\s[^>]*?\bhref\s*=\s*(["'])([^"'<>]*)$""", re.IGNORECASE)
+
+
+def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer) -> None:
+    """Refuse an opening whose site-relative links lead to no route, rendered with the trial render's values: the
+    sanitiser would drop each such link from every page, and one the opening leaves open (`<a href="/wiki/`, the
+    model writing the rest) would lead nowhere whatever the model writes. A route renamed without its alias did so
+    (a hackathon team's walkthrough)."""
+    for index, route in enumerate(site.routes):
+        if route.opening is None:
+            continue
+        params = {name: SAMPLE_VALUES[0] for name in route.params}
+        query = {key: SAMPLE_VALUES[1] for key in route.query}
+        try:
+            first, after = split_gaps(prompts.opening(route, params, query))
+        except PromptError:  # the trial render said what it had to; a failure of these values' own is the page's
+            continue
+        text = first + "".join(after)
+        hrefs = [(match[2], False) for match in _OPENING_HREF.finditer(text)]
+        if (left_open := _OPENING_HREF_LEFT_OPEN.search(text)) is not None:
+            hrefs.append((left_open[2], True))
+        for href, open_ended in hrefs:
+            href = html.unescape(href).strip()
+            if not href.startswith("/") or href.startswith("//"):
+                continue  # a place on the page (#x), or no link of the site's: the sanitiser's to drop, as ever
+            written = href + SAMPLE_VALUES[0] if open_ended else href
+            if router.link_target(written) is not None:
+                continue
+            shown = f"{href}…" if open_ended else href
+            patterns = ", ".join(other.pattern for other in site.routes)
+            raise SiteConfigError(
+                site.root / "site.toml",
+                f"routes[{index}].opening",
+                f"{route.opening} links to {shown}, which no route serves (routes: {patterns})",
+                "link to one of the routes, or give the route it means that path as an alias",
+            )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 from dataclasses import replace
@@ -13,6 +14,7 @@ from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 from engine.identity import DEFAULT_MODEL
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
+from genui.runtime import SiteRuntime
 from genui.scaffold import FRONT_OPENING, FRONT_OPENINGS, create_site, title_from_name
 from genui.sites import SiteConfigError, load_site, load_sites
 
@@ -268,3 +270,28 @@ def test_a_site_from_another_in_the_same_folder_is_found_by_its_bare_name(tmp_pa
     assert site.brief == "A blog about tea." and (tmp_path / "notes" / "site.toml").is_file()
     with pytest.raises(SiteConfigError, match=r"name one of forum, os, wiki, or a site folder by its path \(./nope\)"):
         create_site("other", directory=tmp_path, example="nope")
+
+
+def test_an_opening_whose_link_leads_to_no_route_is_refused_at_load(tmp_path: Path) -> None:
+    """A team renamed the scaffold's /{title} to /recipe/{title} and dropped its alias: the front page's opening still
+    ended `<a href="/wiki/`, so every front page's featured link led nowhere and was dropped, and nothing said so."""
+    root = create_site("rec", None, tmp_path).root
+    toml = root / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    text = text.replace('pattern = "/{title}"', 'pattern = "/recipe/{title}"').replace(
+        'pages = "/{title}"', 'pages = "/recipe/{title}"'
+    )
+    text = re.sub(r'aliases = \["/wiki/\{title\}"\].*', "", text)
+    text = re.sub(r'url = "/(\w+)"', r'url = "/recipe/\1"', text)
+    toml.write_text(text, encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRuntime.build(load_site(root), "")
+    assert caught.value.key == "routes[0].opening" and caught.value.file == str(toml)
+    assert "home_opening.j2 links to /wiki/…, which no route serves" in str(caught.value)
+    opening = root / "prompts" / "home_opening.j2"
+    opening.write_text(opening.read_text(encoding="utf-8").replace('href="/wiki/', 'href="/recipe/'), encoding="utf-8")
+    SiteRuntime.build(load_site(root), "")  # the link the model finishes leads to the renamed route: it loads
+    opening.write_text('<p><a href="/nowhere/at/all">x</a> <a href="#top">top</a></p>\n', encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRuntime.build(load_site(root), "")
+    assert "links to /nowhere/at/all, which no route serves" in str(caught.value)
