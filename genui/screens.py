@@ -218,9 +218,9 @@ class Screens:
     def _site_context(self, runtime: SiteRuntime, title: str) -> dict[str, Any]:
         site = runtime.site
         forms = [
-            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.pattern.strip("/").title()}
+            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.bar_label}
             for route in site.routes
-            if len(route.query) == 1 and not route.params
+            if route.bar_label is not None
         ]
         return {
             "site": site,

@@ -37,6 +37,7 @@ ROUTE_KEYS = (
     "case",
     "link_text",
     "follow_links",
+    "bar",
 )
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 TOP_KEYS = ("name", "title", "brief", "stylesheet", "model", "routes", "navigation")
@@ -104,6 +105,16 @@ class Route:
     # link's address (the desktop's browser: `/wiki/Lisp` on `?url=genpedia.org/wiki/Unix` opens
     # `?url=genpedia.org/wiki/Lisp`)
     follow_links: str | None = None
+    # the site bar's form for this route (one with no parameters and one query key): its label, "" for none, None for
+    # the label its pattern makes ("/search": "Search")
+    bar: str | None = None
+
+    @property
+    def bar_label(self) -> str | None:
+        """The label of the site bar's form that asks for this route's pages, None where it has none."""
+        if len(self.query) != 1 or self.params or self.bar == "":
+            return None
+        return self.bar or " ".join(re.split(r"[/_-]+", self.pattern.strip("/"))).capitalize()
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -306,6 +317,25 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             '"posts" is in the context of a route readers cannot post to',
             'add posts = true (readers post below its pages, and the template sees their posts), or take "posts" out',
         )
+    bar = data.get("bar")
+    if bar is not None:
+        example = f'bar = "{pattern.strip("/").capitalize() or "Search"}"'
+        if isinstance(bar, bool) and not bar:
+            bar = ""
+        elif not isinstance(bar, str) or not bar.strip() or len(bar) > 40 or "\n" in bar:
+            raise SiteConfigError(
+                file,
+                f"{where}bar",
+                _wrong(bar, "a short label"),
+                f"{example} (its form's label), or bar = false for none",
+            )
+        if len(query) != 1 or _parameters(pattern):
+            raise SiteConfigError(
+                file,
+                f"{where}bar",
+                "the site bar has a form only for a route with no parameters and one query key",
+                'remove bar, or give the route one query key (query = ["q"]) and no parameters',
+            )
     reply_opening = None
     if "reply_opening" in data:
         if not posts:
@@ -327,6 +357,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         case=case,
         link_text=link_text,
         follow_links=follow_links,
+        bar=bar,
     )
 
 

@@ -701,3 +701,18 @@ def test_a_stream_that_finds_the_page_cache_busy_asks_again_as_the_page_does(
     (message,) = ws_messages(client, f"{WS_PATH}?site=wiki&url=/Lisp&v=1")
     assert "The page cache is busy" in message and 'data-genui-retry="2"' in message
     assert 'data-genui-retry-url="/Lisp"' in message and 'href="/Lisp"' in message
+
+
+@pytest.mark.parametrize(("written", "shown"), [('bar = "Look up"', "Look up"), ("bar = false", None), ("", "Search")])
+def test_the_site_bars_form_says_what_its_route_says(
+    client_factory: ClientFactory, tmp_path: Path, written: str, shown: str | None
+) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SITES_DIR / "wiki", root)
+    toml = root / "site.toml"
+    toml.write_text(toml.read_text().replace('query = ["q"]', f'query = ["q"]\n{written}', 1))
+    page = client_factory([load_site(root)]).get("/").text
+    if shown is None:
+        assert 'class="genui-query"' not in page
+    else:
+        assert f'placeholder="{shown}"' in page and f'<button type="submit">{shown}</button>' in page

@@ -9,7 +9,7 @@ from fakes import EXAMPLES, SITES_DIR
 
 from genui.arguments import sites_in
 from genui.routing import SiteRouter
-from genui.sites import ModelSettings, NavLink, NavSection, SiteConfigError, load_site, load_sites
+from genui.sites import ModelSettings, NavLink, NavSection, Route, SiteConfigError, load_site, load_sites
 
 GOOD = """\
 name = "demo"
@@ -92,6 +92,9 @@ def test_a_routes_case_names_its_parameters_and_their_letter_case(tmp_path: Path
         ('title = "Demo"', "title = 3", "title"),
         ('title = "Demo"', 'title = "  "', "title"),  # the header and the tab would show nothing
         ('title = "Demo"', 'title = """Demo\nSite"""', "title"),
+        ('cache = "none"', 'cache = "none"\nbar = 3', "routes[3].bar"),
+        ('cache = "none"', 'cache = "none"\nbar = ""', "routes[3].bar"),
+        ('link_text = "id"', 'link_text = "id"\nbar = "Threads"', "routes[2].bar"),  # a parameter, no query
         ('brief = "A demo site."', 'brief = " "', "brief"),
         ('brief = "A demo site."', 'brief = "x"\ncolour = "red"', "colour"),
         ('stylesheet = "demo.css"', 'stylesheet = "missing.css"', "stylesheet"),
@@ -567,3 +570,17 @@ def test_the_front_page_taken_by_an_earlier_route_says_to_declare_it_first(tmp_p
     with pytest.raises(SiteConfigError) as caught:
         SiteRouter(load_site(tmp_path))
     assert caught.value.key == "routes[1].pattern" and caught.value.fix.startswith("declare it before routes[0]")
+
+
+def test_a_routes_bar_key_labels_its_form_or_leaves_it_out(tmp_path: Path) -> None:
+    """The bar's form was labelled with the pattern title-cased (`Find/By-Ingredient`), with no way to leave it out
+    (a hackathon team's walkthrough)."""
+    labels = {}
+    for written, label in (("", "Find"), ('\nbar = "Search recipes"', "Search recipes"), ("\nbar = false", None)):
+        site = load_site(
+            write_site(tmp_path / str(len(labels)), GOOD.replace('cache = "none"', f'cache = "none"{written}'))
+        )
+        labels[written] = site.routes[3].bar_label
+        assert labels[written] == label, written
+    assert Route("/find/by-ingredient", "t.j2", query=("q",)).bar_label == "Find by ingredient"
+    assert Route("/find/{x}", "t.j2", query=("q",)).bar_label is None and Route("/f", "t.j2").bar_label is None
