@@ -237,6 +237,10 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                     f"    note: its templates read {shown}, which its context leaves out (always empty here): add"
                     f' "{name}" to context = [...] if it should be there'
                 )
+    here = Path("sites")  # where genui new writes a site, from the folder it is run in
+    if here.resolve() != Path(args.sites_dir).resolve() and (others := site_folders(here) if here.is_dir() else []):
+        names = ", ".join(folder.name for folder in others)
+        print(f"note: ./sites holds sites too ({names}): genui sites --sites-dir sites lists them", file=sys.stderr)
     return USAGE_ERROR if failed else 0
 
 
@@ -329,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
         "--reload",
         action="store_true",
         help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
-        "restart (a config that fails to load is shown on its pages, and the last good one is served); where several "
+        "restart (a config that fails to load is shown on its pages, to every visitor, paths included: not for a public server; the last good one is served); where several "
         "sites are served and none was named with --site, a site made in the sites folder meanwhile (genui new) is "
         "served too, at /NAME",
     )

@@ -31,6 +31,11 @@ class PromptError(SiteConfigError):
         where = f"line {line}: " if line is not None else ""
         if isinstance(err, UndefinedError) and "'gap' is undefined" in str(err):
             fix = "gap() is for openings only (the route's opening template): take it out of this one"
+        elif isinstance(err, UndefinedError) and " has no element " in str(err):
+            fix = (
+                "an index past a list's end (a URL's value split into fewer parts than the template takes): check "
+                "its length first ({% set parts = params.title.split('_') %}{% if parts | length > 1 %}...{% endif %})"
+            )
         elif isinstance(err, UndefinedError) and _attribute_of_a_value(str(err)):
             fix = (
                 "a parent has .path and .title, a post .user and .text, and a URL's values are text (str's methods "

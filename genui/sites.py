@@ -465,7 +465,14 @@ def _load_link(file: Path, where: str, data: Any) -> NavLink:
         problem = "missing" if label is None else "empty" if isinstance(label, str) else f"{label!r} is not text"
         raise SiteConfigError(file, f"{where}.label", problem, f"give the link its text: {example}")
     url = data.get("url")
-    if not isinstance(url, str) or not url.startswith("/") or url.startswith("//"):
+    if isinstance(url, str) and (url.startswith("//") or re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", url)):
+        raise SiteConfigError(
+            file,
+            f"{where}.url",
+            f"{url!r} leads off the site: genui's ways on lead to the site's own pages only",
+            "remove it: genui's pages never send a visitor off the site (docs/security.md), so no link of theirs can",
+        )
+    if not isinstance(url, str) or not url.startswith("/"):
         raise SiteConfigError(
             file, f"{where}.url", f"{url!r} is not a site-relative URL", f'start it with one "/": {example}'
         )

@@ -434,3 +434,18 @@ def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypat
         with socket.create_connection((host, int(port)), timeout=10) as client:
             client.sendall(b"GET /_genui/health HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"a" * 8192 + b"\r\n\r\n")
             assert client.recv(1024).startswith(b"HTTP/1.1 ")  # a header of a proxy's size is read
+
+
+def test_genui_sites_points_at_the_sites_genui_new_made_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run where `genui new` wrote a site, `genui sites` listed the examples only, and said nothing of it (serve,
+    render and cache say "./sites/NAME is one: add --sites-dir sites")."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "club"]) == 0
+    capsys.readouterr()
+    assert main(["sites"]) == 0
+    said = capsys.readouterr()
+    assert "club" not in said.out and "note: ./sites holds sites too (club): genui sites --sites-dir sites" in said.err
+    assert main(["sites", "--sites-dir", "sites"]) == 0
+    assert "note:" not in capsys.readouterr().err

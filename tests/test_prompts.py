@@ -120,6 +120,19 @@ def test_version_changes_when_the_opening_changes(tmp_path: Path) -> None:
     assert after.opening(site.routes[2], {"title": "Lisp"}) == "<h2>Lisp</h2>\n"
 
 
+def test_an_index_past_a_lists_end_loads_and_its_page_says_to_check_the_length(tmp_path: Path) -> None:
+    """`params.title.split("_")[1]` on `/Pancakes` was told to "use the variables a template is given" (a hackathon
+    team's walkthrough): the fix is to check the list's length."""
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article.j2").write_text('{{ params.title.split("_")[1] }}', encoding="utf-8")
+    site = load_site(root)
+    renderer = PromptRenderer(site)  # loads: "Sample" has one part, another title two
+    assert renderer.render(site.routes[2], {"title": "Hash_table"}) == "table"
+    with pytest.raises(PromptError) as caught:
+        renderer.render(site.routes[2], {"title": "Pancakes"})
+    assert "has no element 1" in caught.value.public and "check its length first" in caught.value.public
+
+
 @pytest.mark.parametrize(
     ("site", "file", "key"),
     [("wiki", "article_opening.j2", "opening"), ("forum", "reply_opening.j2", "reply_opening")],

@@ -250,6 +250,16 @@ def test_a_navigation_links_label_says_what_is_wrong_with_it(tmp_path: Path, lab
     assert caught.value.key == "navigation[0].links[0].label" and caught.value.problem == problem
 
 
+@pytest.mark.parametrize("url", ["https://github.com/genui", "//github.com/genui", "mailto:a@b.c"])
+def test_a_navigation_link_off_the_site_says_no_link_can_lead_there(tmp_path: Path, url: str) -> None:
+    """It said "start it with one /", as if the link could be mended (a hackathon team's walkthrough)."""
+    write_site(tmp_path, GOOD + f'\n[[navigation]]\non = ["/"]\nlinks = [{{ label = "Code", url = "{url}" }}]\n')
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.key == "navigation[0].links[0].url" and "leads off the site" in caught.value.problem
+    assert caught.value.fix.startswith("remove it")
+
+
 def test_no_routes_is_an_error(tmp_path: Path) -> None:
     write_site(tmp_path, GOOD.split("[[routes]]")[0])
     with pytest.raises(SiteConfigError) as caught:
