@@ -333,9 +333,9 @@ def _parser() -> argparse.ArgumentParser:
         "--reload",
         action="store_true",
         help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
-        "restart (a config that fails to load is shown on its pages, to every visitor, paths included: not for a public server; the last good one is served); where several "
-        "sites are served and none was named with --site, a site made in the sites folder meanwhile (genui new) is "
-        "served too, at /NAME",
+        "restart (a config that fails to load is shown on its pages, to every visitor, paths included, so not on a "
+        "public server; the last good one is served); where several sites are served and none was named with "
+        "--site, a site made in the sites folder meanwhile (genui new) is served too, at /NAME",
     )
     model_options(serve)
     serve.set_defaults(run=_serve)
