@@ -221,11 +221,29 @@
   // the browser does by itself: htmx would load the page again (it keeps no copies of pages, and reloads on a miss).
   // Registered before htmx's own handler, which it stops.
   var SCROLL_KEY = "genui-scroll"; // where a page left by a click was scrolled to, across htmx's load on Back
+  var placeTimer = null; // keeps the page's place in its history entry once its scrolling stops (keepPlace)
+  var leaving = false; // Back or Forward to another page: this document is on its way out
   var shownAt = window.location.pathname + window.location.search;
   window.addEventListener("popstate", function (event) {
     var now = window.location.pathname + window.location.search;
+    if (now !== shownAt) {
+      // another page: htmx loads it, and this document's scrolling from now on (the browser's place for that
+      // page, cut to this one's height) is no entry's place
+      window.clearTimeout(placeTimer);
+      leaving = true;
+    }
     if (now === shownAt) {
       event.stopImmediatePropagation();
+      // genui keeps every place itself (scrollRestoration is manual, below): where the entry was, or its #place
+      var kept = event.state && typeof event.state.genuiScroll === "number" ? event.state.genuiScroll : null;
+      var place = kept === null ? placeNamed(window.location.hash) : null;
+      if (kept !== null) {
+        window.scrollTo(0, kept);
+      } else if (place) {
+        place.scrollIntoView();
+      } else {
+        window.scrollTo(0, 0);
+      }
     } else if (event.state && typeof event.state.genuiScroll === "number") {
       // htmx loads the page again, and the state with it: where it was scrolled to outlives the load here
       stored(function (storage) {
@@ -247,19 +265,47 @@
   // Back to a page scrolled down opens it where it was: htmx keeps no copies of pages and loads it again, and the
   // browser's own place for it was saved after the next page had scrolled to its top. So the place is kept in the
   // history entry as the page is left (htmx:beforeHistoryUpdate comes before the swap), and taken back on the load.
-  document.addEventListener("htmx:beforeHistoryUpdate", function () {
+  function keepPlace() {
     window.history.replaceState(Object.assign({}, window.history.state, { genuiScroll: window.scrollY }), "");
+  }
+  document.addEventListener("htmx:beforeHistoryUpdate", keepPlace);
+  // A page left by Back is left with no event before it goes: its place is kept as it scrolls (once the scrolling
+  // stops), so that Forward opens it there, not where the browser's place for the page before it, cut to this
+  // page's height, would put it (its bottom)
+  window.addEventListener(
+    "scroll",
+    function () {
+      if (leaving) {
+        return;
+      }
+      window.clearTimeout(placeTimer);
+      placeTimer = window.setTimeout(keepPlace, 150);
+    },
+    { passive: true },
+  );
+  window.addEventListener("load", function () {
+    if (!window.history.state || typeof window.history.state.genuiScroll !== "number") {
+      keepPlace(); // a page loaded and not scrolled yet: its top
+    }
   });
+  // The browser's own restoring raced genui's: Forward to a page left by Back opened it at its bottom about one time
+  // in five, the place the browser had kept for it being the page before's, cut to its height.
+  if ("scrollRestoration" in window.history) {
+    window.history.scrollRestoration = "manual";
+  }
   var saved = stored(function (storage) {
     var place = JSON.parse(storage.getItem(SCROLL_KEY) || "null");
     storage.removeItem(SCROLL_KEY);
     return place;
   });
+  var state = window.history.state;
   if (saved && saved[0] === window.location.href) {
     window.addEventListener("load", function () {
-      window.setTimeout(function () {
-        window.scrollTo(0, saved[1]); // after the browser's own restoring, which would put it at the top
-      }, 0);
+      window.scrollTo(0, saved[1]);
+    });
+  } else if (state && typeof state.genuiScroll === "number" && !window.location.hash) {
+    window.addEventListener("load", function () {
+      window.scrollTo(0, state.genuiScroll); // a reload keeps its place
     });
   }
   ["htmx:pushedIntoHistory", "htmx:replacedInHistory"].forEach(function (name) {
@@ -293,6 +339,7 @@
       if (window.location.hash && !placeNamed(window.location.hash)) {
         window.scrollTo(0, 0); // a link to a place the page does not have (yet) opens it at its top, as any other
       }
+      keepPlace(); // where the page opened: Back then Forward comes back there
       landed(document.getElementById("genui-content"));
     }
   });
