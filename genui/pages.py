@@ -206,8 +206,8 @@ class Pages:
 
     def reply_form(self, runtime: SiteRuntime, location: Location) -> Job:
         """A thread with its posts, to show a refused reply's form: the job, or before the model is named (when
-        ``job`` raises) one whose key names no model, which no cached page has (a refused reply never looks one
-        up)."""
+        ``job`` raises) one whose key names no model, which no cached page has (a refused reply looks its thread up
+        only where a model is named)."""
         return self._job(runtime, location, self.model_id or "", None, None)
 
     def _job(

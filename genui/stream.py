@@ -35,7 +35,7 @@ from engine.frames import EngineError
 from genui.errors import problem
 from genui.generation import Generation
 from genui.inputs import client_address, page_at, same_origin, site_named
-from genui.pages import Job, NoSuchVersion, Pages, TooManyRuns
+from genui.pages import Job, NoSuchVersion, Pages, RouteTooLong, TooManyRuns
 from genui.routing import versioned
 from genui.screens import Screens
 from genui.store import StoredPage
@@ -124,6 +124,7 @@ class Stream:
             # another try (after its Retry-After, as the GET's 503 asks again); a later version's run that could not
             # start, its own URL, which writes it (the page's URL would show the version before, the new one lost)
             worth = isinstance(err, NoSuchVersion | EngineError | TooManyRuns) or "Retry-After" in answer.headers
+            worth = worth and not isinstance(err, RouteTooLong)  # the site's config: no try will do better
             later = job is not None and whole > 1 and self.pages.written_whole(job, whole)  # not a rewrite's
             again = versioned(url, whole) if url is not None and later and not isinstance(err, NoSuchVersion) else url
             retry = again if worth else None

@@ -378,7 +378,13 @@ class Views:
             page = None
         if page is not None:  # the thread stays on screen, the form where the visitor left it
             thread = self.screens.thread(job, page.answered, error=error, user=user, text=text)
-            return self.screens.page(request, job, page, headers, status_code=status, thread=thread)
+            # its newest version, which a post goes below, whichever version the form was on: the address bar says
+            # so, as for a reply posted (a reload of an older ?v= would show other text)
+            shown = {
+                **(headers or {}),
+                **({"HX-Replace-Url": _pushed(job.url)["HX-Push-Url"]} if is_htmx(request) else {}),
+            }
+            return self.screens.page(request, job, page, shown, status_code=status, thread=thread)
         thread = self.screens.thread(job, error=error, user=user, text=text)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
         return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)

@@ -644,6 +644,8 @@ def test_a_site_whose_own_prompt_is_too_long_for_the_model_says_so_not_blaming_t
     assert response.status_code == 500 and "longer than the model can read at any address" in response.text
     assert "shorten it" not in response.text and "Retry-After" not in response.headers
     assert "site wiki: the prompt and opening for /{title} are longer" in caplog.text
+    (failed,) = ws_messages(client, f"{WS_PATH}?site=wiki&url=/Lisp")  # the stream says the same, with no retry
+    assert "longer than the model can read at any address" in failed and "Try again" not in failed
 
 
 def test_a_route_no_page_of_which_the_model_can_read_is_logged_once_the_model_loads(

@@ -269,5 +269,7 @@ def test_a_refused_reply_keeps_the_thread_on_screen_with_the_reason_at_its_form(
     assert '<p class="genui-form-error" role="alert">Your reply was not posted: a name is 1 to 32' in form
     assert 'value="Ada Lovelace"' in form and ">typed\nhere</textarea>" in form
     assert refused.text.count(">kept</p>") == 1  # the post stored before, once: in place or below, not both
+    if headers:  # the newest version is shown, whichever the form was on: the address bar says which
+        assert refused.headers["hx-replace-url"] == THREAD
     stored = client.app.state.pages.store.posts("forum", THREAD.removeprefix("/forum"))  # type: ignore[attr-defined]
     assert [post.text for post in stored] == ["kept"]
