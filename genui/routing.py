@@ -477,6 +477,18 @@ class SiteRouter:
             return None
         return named
 
+    def serves_some_path_from(self, start: str) -> bool:
+        """Whether some path that starts with ``start`` (an href an opening leaves for the model to finish) is one a
+        route or an alias could serve: judged by the patterns' literal text before their first parameter."""
+        for route in self.site.routes:
+            for pattern in (route.pattern, *route.aliases):
+                literal = pattern.split("{", 1)[0]
+                if ("{" in pattern and (start.startswith(literal) or literal.startswith(start))) or (
+                    "{" not in pattern and pattern.startswith(start)
+                ):
+                    return True
+        return False
+
     def link_reading(self, href: str, text: str) -> str:
         """A link's ``text`` as a reader should read it: where it is the page's own parameter as its URL writes it,
         with the route's ``spaces`` for its spaces (`Hash_table` for a link to `/Hash_table`, as the default model

@@ -121,17 +121,18 @@ class SiteRuntime:
 
 
 # A link's href in an opening, and one the opening leaves open at its end for the model to finish (`<a href="/wiki/`).
-_OPENING_HREF = re.compile(r"""<a\s[^>]*?\bhref\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
-_OPENING_HREF_LEFT_OPEN = re.compile(r"""<a\s[^>]*?\bhref\s*=\s*(["'])([^"'<>]*)$""", re.IGNORECASE)
+_OPENING_HREF = re.compile(r"""<a\s[^>]*?(?<![\w-])href\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
+_OPENING_HREF_LEFT_OPEN = re.compile(r"""<a\s[^>]*?(?<![\w-])href\s*=\s*(["'])([^"'<>]*)$""", re.IGNORECASE)
 
 
 def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer) -> None:
     """Refuse an opening whose site-relative links lead to no route, rendered with the trial render's values: the
     sanitiser would drop each such link from every page, and one the opening leaves open (`<a href="/wiki/`, the
     model writing the rest) would lead nowhere whatever the model writes. A route renamed without its alias did so
-    (a hackathon team's walkthrough)."""
+    (a hackathon team's walkthrough). A route that follows links (the desktop's browser) is left alone: its pages'
+    links are the web page's, each one a page of the route."""
     for index, route in enumerate(site.routes):
-        if route.opening is None:
+        if route.opening is None or route.follow_links is not None:  # a web page's links are the web page's
             continue
         params = {name: SAMPLE_VALUES[0] for name in route.params}
         query = {key: SAMPLE_VALUES[1] for key in route.query}
@@ -147,8 +148,7 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
             href = html.unescape(href).strip()
             if not href.startswith("/") or href.startswith("//"):
                 continue  # a place on the page (#x), or no link of the site's: the sanitiser's to drop, as ever
-            written = href + SAMPLE_VALUES[0] if open_ended else href
-            if router.link_target(written) is not None:
+            if router.serves_some_path_from(href) if open_ended else router.link_target(href) is not None:
                 continue
             shown = f"{href}…" if open_ended else href
             patterns = ", ".join(other.pattern for other in site.routes)

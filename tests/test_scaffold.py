@@ -295,3 +295,20 @@ def test_an_opening_whose_link_leads_to_no_route_is_refused_at_load(tmp_path: Pa
     with pytest.raises(SiteConfigError) as caught:
         SiteRuntime.build(load_site(root), "")
     assert "links to /nowhere/at/all, which no route serves" in str(caught.value)
+    # An href left open loads where some route's path could start so (a review of the check's first form refused
+    # `<a href="/`, the model choosing the page, and a route's literal text past the opening's end).
+    for left_open in ('<ul><li><a href="/', '<a href="/reci', '<a href="/recipe/Pan', '<a data-href="/x" href="/'):
+        opening.write_text(f"<h1>Home</h1>\n{left_open}", encoding="utf-8")
+        SiteRuntime.build(load_site(root), "")
+
+
+def test_an_opening_on_a_route_that_follows_links_may_link_anywhere(tmp_path: Path) -> None:
+    """The desktop's browser opens every link of its web page on its own route (follow_links): a bookmark in its
+    opening, `/wiki/Unix`, is a web page's link, not the site's."""
+    root = create_site("desk", None, tmp_path, example="os").root
+    site = load_site(root)
+    index, browser = next((i, route) for i, route in enumerate(site.routes) if route.follow_links)
+    assert browser.opening is not None
+    opening = root / "prompts" / browser.opening
+    opening.write_text('<div class="window"><p><a href="/wiki/Unix">Unix</a></p>\n', encoding="utf-8")
+    SiteRuntime.build(load_site(root), "")
