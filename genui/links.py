@@ -63,6 +63,12 @@ class _TextFilter(LinkifyFilter):  # type: ignore[misc]  # bleach has no type hi
     """bleach's filter, with a link's text (``_text``) whole: bleach leaves out its character references (`I &lt;3
     Linux` reads `I 3 Linux`), here decoded (`I <3 Linux`), as a reader sees the text."""
 
+    marked = False  # whether the link being handled holds markup (`<code>`), which a new text would replace
+
+    def handle_a_tag(self, token_buffer: list[dict[str, Any]]) -> Any:
+        self.marked = any(token["type"] in ("StartTag", "EmptyTag") for token in token_buffer[1:-1])
+        return super().handle_a_tag(token_buffer)
+
     def extract_character_data(self, token_list: list[dict[str, Any]]) -> str:
         out = []
         for token in token_list:
@@ -74,12 +80,14 @@ class _TextFilter(LinkifyFilter):  # type: ignore[misc]  # bleach has no type hi
 
 
 class _Linker(Linker):  # type: ignore[misc]
-    """bleach's Linker with ``_TextFilter``."""
+    """bleach's Linker with ``_TextFilter``; ``filter``: the one at work, whose callbacks may ask it of the link."""
+
+    filter: _TextFilter | None = None
 
     def linkify(self, text: str) -> str:
         if not text:
             return ""
-        filtered = _TextFilter(
+        self.filter = filtered = _TextFilter(
             source=self.walker(self.parser.parseFragment(text)),
             callbacks=self.callbacks,
             skip_tags=self.skip_tags,
@@ -135,7 +143,9 @@ class LinkRewriter:
         attrs[(None, "href")] = url
         for name, value in navigation_attrs(url).items():
             attrs[(None, name)] = value
-        if self.reading is not None and site_href is not None:  # bleach writes a changed _text in place of the old
+        marked = self._linker.filter is not None and self._linker.filter.marked
+        if self.reading is not None and site_href is not None and not marked:  # bleach writes a changed _text in
+            # place of the old, and of the markup in it: a link holding `<code>snake_case</code>` keeps it
             attrs["_text"] = self.reading(site_href, str(attrs.get("_text", "")))
         return attrs
 

@@ -504,10 +504,10 @@ class SiteRouter:
         spaces = None if location is None else location.route.spaces
         if location is None or spaces is None or spaces == " " or spaces not in written:
             return text
-        read = written.replace(spaces, " ")
+        read = " ".join(written.replace(spaces, " ").split())  # `Regular_` for `/Regular` reads `Regular`
         if not any(read.casefold() == value.replace(spaces, " ").casefold() for value in location.params.values()):
             return text
-        return text.replace(written, " ".join(read.split()))
+        return text.replace(written, read)
 
     def link_title(self, href: str) -> str:
         """What a link to ``href`` (a site-relative URL that routes, as ``link_target`` gives it) reads when the model

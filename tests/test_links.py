@@ -136,6 +136,8 @@ def test_a_links_text_written_as_its_url_reads_with_spaces() -> None:
     )
     assert ">Garbage collection</a>" in out and ">hash table</a>" in out  # the letters as written
     assert ">Foo_baz</a>" in out and ">a_b and c</a>" in out and ">snake_case_x</a>" in out  # not the URL's
+    marked = runtime.render('<p><a href="/wiki/Snake_case"><code>snake_case</code></a> <a href="/Regular">Regular_</a>')
+    assert "><code>snake_case</code></a>" in marked and ">Regular</a>" in marked  # its markup kept, as written
     os_runtime = SiteRuntime.build(load_site(SITES_DIR / "os"), "/os")  # no `spaces`: a file's name is its name
     assert ">my_notes.txt</a>" in os_runtime.render('<p><a href="/view/home/my_notes.txt">my_notes.txt</a></p>')
 
