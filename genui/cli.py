@@ -405,13 +405,12 @@ def _can_listen(host: str, port: int) -> None:
     """UsageError saying what stands in the way of a server on ``host`` and ``port``, if anything does: uvicorn
     found out only after the model had begun to load, and exited 3 with `[Errno 98] ... address already in use`. A
     socket is bound there and let go (uvicorn binds its own, and says where it serves)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds it (`localhost`: 127.0.0.1)
     try:
-        family, kind, protocol, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        address = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][4]
     except (socket.gaierror, UnicodeError):
         raise UsageError(f"--host {host}: no address of this machine by that name (127.0.0.1 or 0.0.0.0?)") from None
-    listening = socket.socket(family, kind, protocol)
+    listening = socket.socket(family, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
     try:
         listening.bind(address)

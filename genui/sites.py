@@ -318,11 +318,12 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             'add posts = true (readers post below its pages, and the template sees their posts), or take "posts" out',
         )
     bar = data.get("bar")
-    if bar is not None:
+    if isinstance(bar, bool):  # false: no form, on any route (so a query key added later breaks nothing); true: the
+        # form a route with no parameters and one query key has anyway
+        bar = None if bar else ""
+    elif bar is not None:
         example = f'bar = "{pattern.strip("/").capitalize() or "Search"}"'
-        if isinstance(bar, bool) and not bar:
-            bar = ""
-        elif not isinstance(bar, str) or not bar.strip() or len(bar) > 40 or "\n" in bar:
+        if not isinstance(bar, str) or not bar.strip() or len(bar) > 40 or "\n" in bar:
             raise SiteConfigError(
                 file,
                 f"{where}bar",
@@ -601,7 +602,7 @@ def load_site(root: Path | str) -> Site:
             file, "title", problem, 'write the name visitors see in the header and tab: title = "My Site"'
         )
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
-    if not brief.strip():
+    if not brief.strip() and _reads_brief(data):
         raise SiteConfigError(file, "brief", "empty", "say what the site is in a sentence or two: the prompts read it")
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
@@ -707,6 +708,16 @@ def load_site(root: Path | str) -> Site:
         model=model,
         navigation=navigation,
     )
+
+
+def _reads_brief(data: dict[str, Any]) -> bool:
+    """Whether a route of a site.toml's (as parsed, not checked yet) has the brief in its context (the default)."""
+    routes = data.get("routes")
+    for route in routes if isinstance(routes, list) else []:
+        context = route.get("context", ["brief"]) if isinstance(route, dict) else []
+        if isinstance(context, list) and "brief" in context:
+            return True
+    return False
 
 
 def valid_site_name(name: str) -> bool:

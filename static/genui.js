@@ -382,11 +382,15 @@
       return; // the page landed: its stream ends
     }
     if (live.dataset.genuiOpened) {
-      // the stream was open and is gone (the server restarted, the network dropped): the extension connects again,
-      // and the next frame says where the page is; meanwhile the visitor is told the last one is not the news
+      // the stream was open and is gone (the server restarted, the network dropped): the extension connects again
+      // where the close says it may (static/ws.js), and the next frame says where the page is; meanwhile the
+      // visitor is told the last one is not the news
       var progress = live.querySelector("#genui-progress");
+      var code = event.detail && event.detail.event ? event.detail.event.code : 0;
       if (progress) {
-        progress.textContent = "Connection lost: connecting again…";
+        progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) >= 0
+          ? "Connection lost: connecting again…"
+          : "Connection closed: reload the page to see it written.";
       }
       return;
     }

@@ -593,4 +593,17 @@ def test_a_routes_bar_key_labels_its_form_or_leaves_it_out(tmp_path: Path) -> No
         labels[written] = site.routes[3].bar_label
         assert labels[written] == label, written
     assert Route("/find/by-ingredient", "t.j2", query=("q",)).bar_label == "Find by ingredient"
+    for anywhere in ("bar = false", "bar = true"):  # on a route with no form to take or leave: nothing to say
+        load_site(
+            write_site(tmp_path / anywhere[6:], GOOD.replace('link_text = "id"', f'link_text = "id"\n{anywhere}'))
+        )
     assert Route("/find/{x}", "t.j2", query=("q",)).bar_label is None and Route("/f", "t.j2").bar_label is None
+
+
+def test_an_empty_brief_is_refused_only_where_a_route_reads_it(tmp_path: Path) -> None:
+    unread = GOOD.replace('brief = "A demo site."', 'brief = ""').replace('context = ["brief", "parent"]', "")
+    unread = unread.replace("[[routes]]", "[[routes]]\ncontext = []")
+    assert load_site(write_site(tmp_path / "a", unread)).brief == ""
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(write_site(tmp_path / "b", GOOD.replace('brief = "A demo site."', 'brief = ""')))
+    assert caught.value.key == "brief"
