@@ -92,6 +92,9 @@ def too_long(runtime: SiteRuntime, route: Route) -> str:
     )
 
 
+PARENTS_KEPT = 4096  # pages whose first parent is kept for a request of them that names none (Pages._parents)
+
+
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 
@@ -150,6 +153,9 @@ class Pages:
         self.sites = {runtime.site.name: runtime for runtime in runtimes}
         self.runs_per_client = runs_per_client  # runs one client may have under way at once (0: no limit)
         self.post_rate = PostRate(posts_per_minute)  # readers' posts one client may store a minute (0: no limit)
+        # the page each page was first asked from (its parent), for a request of it that names none: Back or Forward
+        # to a page left unfinished loads it again with no Referer, and it was written with no parent
+        self._parents: OrderedDict[PageKey, str] = OrderedDict()
         # whether visitors may write a page's next version (Regenerate, a rewrite, variations): create_app(edits=)
         self.edits = True
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
@@ -215,7 +221,16 @@ class Pages:
     ) -> Job:
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
-        return Job(runtime, location, runtime.page_key(location, model), posts, parent_url, client)
+        key = runtime.page_key(location, model)
+        if "parent" in route.context:
+            if parent_url:
+                self._parents.setdefault(key, parent_url)  # the first one asked from: the page as its click wrote it
+                self._parents.move_to_end(key)
+                while len(self._parents) > PARENTS_KEPT:
+                    self._parents.popitem(last=False)
+            else:
+                parent_url = self._parents.get(key)
+        return Job(runtime, location, key, posts, parent_url, client)
 
     def open(
         self, job: Job, version: int | None = None, *, write_next: bool = True, placeholder: bool = False

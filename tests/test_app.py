@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -718,3 +719,25 @@ def test_the_site_bars_form_says_what_its_route_says(
         assert 'class="genui-query"' not in page
     else:
         assert f'placeholder="{shown}"' in page and f'<button type="submit">{shown}</button>' in page
+
+
+def test_a_page_asked_again_with_no_parent_is_written_from_the_page_it_was_first_asked_from(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Back or Forward to a page left while it was written loads it again with no Referer: its run, started anew, wrote
+    it with no parent (a visitor's walkthrough), where the click had asked for it from its parent."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, app_options={"unclaimed_s": 0.05})
+    visit(client, "/wiki/Lisp")
+    engine.hold = threading.Event()  # the page is not written before its visitor leaves
+    left = client.get("/wiki/Lisp_machine", headers={"referer": "http://testserver/wiki/Lisp"})
+    assert "ws-connect" in left.text  # nobody comes to watch it: the run is let go
+    time.sleep(0.3)
+    engine.hold.set()
+    calls = len(engine.calls)
+    again = client.get("/wiki/Lisp_machine")  # no Referer, no HX-Current-URL
+    ws_messages(client, live_url(again.text))
+    assert len(engine.calls) == calls + 1 and "<from>Lisp</from>" in engine.calls[-1].prompt
+    typed = client.get("/wiki/Lisp_tree")  # a page nobody asked for from another: no parent, as before
+    ws_messages(client, live_url(typed.text))
+    assert "<from>" not in engine.calls[-1].prompt
