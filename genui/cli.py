@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.frames import DoneFrame, EngineError
 from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
@@ -59,6 +60,21 @@ def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedE
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
+def _stopping_server(config: Any, app: Any) -> Any:
+    """uvicorn's server for ``app``, which tells it as it begins to stop (SIGTERM, Ctrl+C): a request waiting for a
+    page (a no-script client's wait URL) is answered then, to ask again, where the stop waited for its page."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            loop.call_soon_threadsafe(app.state.pages.stopping.set)  # from a signal handler: through the loop
+            super().handle_exit(sig, frame)
+
+    loop = asyncio.get_running_loop()
+    return Server(config)
+
+
+GRACE_S = 10  # seconds a stop waits for requests under way before it cancels them (uvicorn waited for ever)
 HEADERS_LIMIT = 64 * 1024  # bytes of a request's line and headers (nginx's default allows 4 headers of 8 KB, 32 KB)
 WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genui reads none; uvicorn's default: 16 MB)
 
@@ -108,12 +124,13 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             host=args.host,
             port=args.port,
             http="h11",
+            timeout_graceful_shutdown=GRACE_S,
             h11_max_incomplete_event_size=HEADERS_LIMIT,
             ws="websockets-sansio",
             ws_max_size=WS_MESSAGE_LIMIT,
             log_config=log_config,
         )
-        server = uvicorn.Server(config)
+        server = _stopping_server(config, app)
         await server.serve()
         if failed:
             raise failed[0]

@@ -35,7 +35,7 @@ from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
 from genui.generation import PageNotKept
-from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong
+from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong, ServerStopping
 from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
@@ -44,6 +44,7 @@ from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTak
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
+STOPPING_RETRY_S = 5  # seconds a request the stopping server could not wait for is asked to wait
 log = logging.getLogger("genui")
 
 
@@ -78,6 +79,10 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         then = f"This page tries again in {CACHE_BUSY_RETRY_S} s." if asks_again else "Try again in a moment."
         message = f"The page was written, but {error}, so it was not kept. {then}"
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
+    if isinstance(error, ServerStopping):  # a restart, most likely: the page's run is asked for again after it
+        then = f"This page tries again in {STOPPING_RETRY_S} s." if asks_again else "Try again in a moment."
+        message = f"genui is stopping, most likely to start again. {then}"
+        return Problem(503, "Restarting", message, {"Retry-After": str(STOPPING_RETRY_S)})
     if isinstance(error, RouteTooLong):  # the site's config, not a busy server: no use trying again
         log.error("%s", error)
         return Problem(500, "Site error", f"This page cannot be written: {error}")
@@ -143,5 +148,6 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         PageWithdrawn: known,
         PromptError: known,
         HTTPException: known,
+        ServerStopping: known,
         Exception: server_error,
     }

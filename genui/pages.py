@@ -95,6 +95,10 @@ def too_long(runtime: SiteRuntime, route: Route) -> str:
 PARENTS_KEPT = 4096  # pages whose first parent is kept for a request of them that names none (Pages._parents)
 
 
+class ServerStopping(Exception):
+    """The server is stopping (SIGTERM): a request still waiting for a page is answered now, to ask again later."""
+
+
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 
@@ -156,6 +160,8 @@ class Pages:
         # the page each page was first asked from (its parent), for a request of it that names none: Back or Forward
         # to a page left unfinished loads it again with no Referer, and it was written with no parent
         self._parents: OrderedDict[PageKey, str] = OrderedDict()
+        # set as the server begins to stop: requests waiting for a page (no-script clients' wait URL) answer at once
+        self.stopping = asyncio.Event()
         # whether visitors may write a page's next version (Regenerate, a rewrite, variations): create_app(edits=)
         self.edits = True
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started

@@ -38,7 +38,7 @@ from genui.inputs import (
     site_named,
     small_form,
 )
-from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, TooManyRuns
+from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, TooManyRuns
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens, candidates_url
@@ -411,16 +411,22 @@ async def _candidates_written(variations: Variations) -> None:
 
 
 async def _before_disconnect(request: Request, work: asyncio.Future[Any]) -> bool:
-    """Await ``work`` (raising its error) unless the client goes away first (False; the work is cancelled)."""
+    """Await ``work`` (raising its error) unless the client goes away first (False; the work is cancelled), or the
+    server begins to stop (ServerStopping: the request is answered, and asks again, instead of holding the stop up
+    until its page is written)."""
     gone = asyncio.ensure_future(_disconnected(request))
+    pages: Pages = request.app.state.pages
+    stopping = asyncio.ensure_future(pages.stopping.wait())
     try:
-        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (work, gone):
+        for task in (work, gone, stopping):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     if work.cancelled():
+        if stopping.done() and not stopping.cancelled():
+            raise ServerStopping()
         return False
     work.result()
     return True

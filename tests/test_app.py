@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -741,3 +742,26 @@ def test_a_page_asked_again_with_no_parent_is_written_from_the_page_it_was_first
     typed = client.get("/wiki/Lisp_tree")  # a page nobody asked for from another: no parent, as before
     ws_messages(client, live_url(typed.text))
     assert "<from>" not in engine.calls[-1].prompt
+
+
+def test_a_request_waiting_for_its_page_is_answered_as_the_server_begins_to_stop(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """SIGTERM waited until every no-script client's page was written (12 s for one page in an operator's review,
+    past a service manager's patience with a queue of them): such a request is answered at once, to ask again."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    engine.hold = threading.Event()  # the page is not written before the server stops
+    wait = wait_url(client.get("/wiki/Lisp"))
+    assert wait is not None
+    answers: list[Any] = []
+    waiting = threading.Thread(target=lambda: answers.append(client.get(wait, follow_redirects=False)))
+    waiting.start()
+    time.sleep(0.3)
+    assert answers == []  # it waits for the page, as it should while the server runs
+    client.portal.call(client.app.state.pages.stopping.set)  # type: ignore[attr-defined, union-attr]
+    waiting.join(timeout=5)
+    engine.hold.set()
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
+    assert "genui is stopping, most likely to start again. This page tries again in 5 s." in answer.text

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -449,3 +450,22 @@ def test_genui_sites_points_at_the_sites_genui_new_made_here(
     assert "club" not in said.out and "note: ./sites holds sites too (club): genui sites --sites-dir sites" in said.err
     assert main(["sites", "--sites-dir", "sites"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_the_servers_stop_tells_the_app_before_it_waits_for_requests_under_way(tmp_path: Path) -> None:
+    import asyncio
+
+    import uvicorn
+
+    from genui.app import create_app
+    from genui.cli import GRACE_S, _stopping_server
+
+    app = create_app([load_site(SITES_DIR / "wiki")], FakeEngine(), db_path=tmp_path / "db.sqlite3")
+
+    async def stop() -> tuple[bool, bool]:
+        server = _stopping_server(uvicorn.Config(app, timeout_graceful_shutdown=GRACE_S), app)
+        server.handle_exit(signal.SIGTERM, None)  # what uvicorn's signal handler calls
+        await asyncio.sleep(0)
+        return server.should_exit, app.state.pages.stopping.is_set()
+
+    assert asyncio.run(stop()) == (True, True)
