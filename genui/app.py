@@ -34,6 +34,7 @@ from genui.screens import (
     HEALTH_PATH,
     INTENT_PATH,
     KEEP_PATH,
+    LIVE_PATH,
     REGENERATE_PATH,
     REWRITE_PATH,
     VARIATIONS_PATH,
@@ -261,6 +262,7 @@ def create_app(
         Route(WAIT_PATH, views.wait),
         Route(INTENT_PATH, views.intent, methods=["POST"]),
         Route(HEALTH_PATH, views.health),
+        Route(LIVE_PATH, views.live),
         WebSocketRoute(WS_PATH, stream.serve),
         WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
     ]

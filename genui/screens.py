@@ -35,6 +35,7 @@ VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next vers
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
 INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
+LIVE_PATH = "/_genui/live"  # whether the server answers at all (cached pages while the model loads), as JSON
 
 
 def candidates_url(job: Job, variations: Variations) -> str:

@@ -80,7 +80,9 @@ class Views:
         # an engine whose worker stopped for good (engine.Scheduler.failure) can write nothing more
         stopped = getattr(engine, "failure", None)
         headers: dict[str, str] = {}
-        if engine is not None:
+        if pages.stopping.is_set():  # a load balancer sends no one new to a server on its way out
+            status, code = "stopping", 503
+        elif engine is not None:
             status, code = ("ready", 200) if stopped is None else ("failed", 503)
         elif pages.loading:
             status, code, headers = "loading", 503, {"Retry-After": str(int(LOADING_RETRY_S))}
@@ -96,6 +98,14 @@ class Views:
             "config_errors": dict(pages.config_errors),
         }
         return JSONResponse(body, code, {**headers, "Cache-Control": "no-store"})
+
+    async def live(self, request: Request) -> Response:
+        """200 while the server answers (its cached pages, readers' posts) and is not stopping, the model loading or
+        not: a liveness probe's, or a load balancer's that should send visitors to cached pages while it loads;
+        ``/_genui/health`` says whether new pages can be written."""
+        stopping = self.pages.stopping.is_set()
+        body = {"status": "stopping" if stopping else "serving", "model": self.pages.model_id}
+        return JSONResponse(body, 503 if stopping else 200, {"Cache-Control": "no-store"})
 
     async def intent(self, request: Request) -> Response:
         """A visitor's pointer rests on a link, or their keyboard's focus: the page it leads to is likely their next

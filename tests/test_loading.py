@@ -277,3 +277,17 @@ def test_an_engine_that_stopped_is_a_failed_health_check(gated: Callable[..., tu
     gate.engine.failure = "the engine stopped (SystemExit: broke); restart genui"  # as engine.Scheduler says it
     state = health(client)
     assert (state["code"], state["status"], state["error"]) == (503, "failed", gate.engine.failure)
+
+
+def test_the_live_check_answers_while_the_model_loads_and_both_checks_fail_once_the_server_stops(
+    gated: Callable[..., tuple],
+) -> None:
+    """/_genui/health is a 503 for the whole load (12-17 s a restart in an operator's review), while cached pages
+    are served: a load balancer that should send visitors to them asks /_genui/live."""
+    client, gate = gated()
+    live = client.get("/_genui/live")
+    assert live.status_code == 200 and live.json()["status"] == "serving" and health(client)["code"] == 503
+    gate.opened.set()
+    assert eventually(lambda: health(client)["code"] == 200)
+    client.portal.call(client.app.state.pages.stopping.set)
+    assert client.get("/_genui/live").status_code == 503 and health(client)["status"] == "stopping"
