@@ -73,13 +73,13 @@ GREEDY_ADDRESS = "10.255.0.1"
 DEFAULT_MIX = "cached=50,new=20,regenerate=10,post=20"
 START_TIMEOUT_S = 300.0  # a real model may take minutes to load on a busy CPU
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
-_POST = re.compile(r'<p class="genui-post-text">(.*?)</p></li>', re.S)
+_POST = re.compile(r'<p class="genui-post-text"[^>]*>(.*?)</p></li>', re.S)  # dir="auto" since session 62
 _WAIT = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
 _PROGRESS = re.compile(r".*: +\d+%\|")  # a progress bar (transformers loading a checkpoint's weights)
-# uvicorn's start-up and shutdown lines, and genui's two about loading the model (genui.app): the only lines a
-# healthy server's log has with the access log off.
+# uvicorn's start-up and shutdown lines, and genui's two about loading the model (genui.app), each after its time
+# (genui serve's log has one since session 62): the only lines a healthy server's log has with the access log off.
 _LIFECYCLE = re.compile(
-    r"INFO: +(Started server process|Waiting for application (startup|shutdown)|Application (startup|shutdown) "
+    r"(\d{4}-\d\d-\d\d [\d:,]+ )?INFO: +(Started server process|Waiting for application (startup|shutdown)|Application (startup|shutdown) "
     r"complete|Uvicorn running on|Shutting down|Finished server process|loading the model; |model \S+ loaded in )"
 )
 

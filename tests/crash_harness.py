@@ -50,7 +50,7 @@ REQUEST_TIMEOUT_S = 20.0
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 _FOOTER = re.compile(r'<footer class="crash-sum">sha256:([0-9a-f]{64}):(\d+)</footer>')
 _PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)
-_POST = re.compile(r'<p class="genui-post-text" dir="auto">(.*?)</p></li>', re.S)
+_POST = re.compile(r'<p class="genui-post-text"[^>]*>(.*?)</p></li>', re.S)
 _WAIT = re.compile(r'<noscript><meta http-equiv="refresh" content="0; url=([^"]+)"></noscript>')
 
 
