@@ -79,7 +79,8 @@ _PROGRESS = re.compile(r".*: +\d+%\|")  # a progress bar (transformers loading a
 # uvicorn's start-up and shutdown lines, and genui's two about loading the model (genui.app), each after its time
 # (genui serve's log has one since session 62): the only lines a healthy server's log has with the access log off.
 _LIFECYCLE = re.compile(
-    r"(\d{4}-\d\d-\d\d [\d:,]+ )?INFO: +(Started server process|Waiting for application (startup|shutdown)|Application (startup|shutdown) "
+    r"(\d{4}-\d\d-\d\d [\d:,]+ )?INFO: +(Started server process|Waiting for application (startup|shutdown)|"
+    r"Application (startup|shutdown) "
     r"complete|Uvicorn running on|Shutting down|Finished server process|loading the model; |model \S+ loaded in )"
 )
 
