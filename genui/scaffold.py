@@ -73,6 +73,12 @@ links = [
   {{ label = "History", url = "/History" }},
   {{ label = "Glossary", url = "/Glossary" }},
 ]
+
+[[navigation]]
+on = ["/{{title}}"]   # a page whose text links nowhere is no dead end
+heading = "More pages"
+pages = "/{{title}}"
+limit = 10
 """
 
 _PROMPTS = {

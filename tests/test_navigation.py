@@ -54,7 +54,8 @@ def test_the_wiki_home_lists_the_articles_written_and_some_to_start_with(
     assert 'href="/wiki/Lisp" hx-get="/wiki/Lisp" hx-target="#genui-main"' in shell.text  # htmx navigation
     assert navigation(visit(client, "/wiki/").text) == found  # the finished page keeps them
     assert navigation(client.get("/wiki/", headers=HTMX).text) == found  # and so does the htmx fragment
-    assert navigation(client.get("/wiki/Lisp").text) == {}  # an article has none declared
+    # an article lists the others written, not itself: an article whose text links nowhere is no dead end
+    assert navigation(client.get("/wiki/Lisp").text) == {"More articles": [("Hash table", "/wiki/Hash_table")]}
 
 
 def test_the_forum_lists_boards_and_threads_and_a_board_only_its_own(

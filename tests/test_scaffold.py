@@ -97,7 +97,7 @@ def test_the_sampler_keys_the_scaffold_comments_out_load_as_the_shipped_models_w
 
 def test_a_new_sites_home_lists_its_pages_and_where_to_start(tmp_path: Path, client_factory: ClientFactory) -> None:
     site = create_site("recipes", "A cookbook.", tmp_path)
-    assert [section.heading for section in site.navigation] == ["Pages written so far", "Start with"]
+    assert [section.heading for section in site.navigation] == ["Pages written so far", "Start with", "More pages"]
     client = client_factory([site])
     visit(client, "/Pancakes")
     home = visit(client, "/").text
@@ -278,9 +278,7 @@ def test_an_opening_whose_link_leads_to_no_route_is_refused_at_load(tmp_path: Pa
     root = create_site("rec", None, tmp_path).root
     toml = root / "site.toml"
     text = toml.read_text(encoding="utf-8")
-    text = text.replace('pattern = "/{title}"', 'pattern = "/recipe/{title}"').replace(
-        'pages = "/{title}"', 'pages = "/recipe/{title}"'
-    )
+    text = text.replace('"/{title}"', '"/recipe/{title}"')
     text = re.sub(r'aliases = \["/wiki/\{title\}"\].*', "", text)
     text = re.sub(r'url = "/(\w+)"', r'url = "/recipe/\1"', text)
     toml.write_text(text, encoding="utf-8")
