@@ -162,7 +162,7 @@ class Screens:
         return self.shell.part("frame", snapshot, in_place)
 
     def candidates_frame(self, candidates: Candidates) -> str:
-        return self.shell.part("candidates_frame", candidates.drafts)
+        return self.shell.part("candidates_frame", candidates.drafts, candidates.progress)
 
     def candidates_final(self, job: Job, variations: Variations) -> str:
         """The finished candidates, each with a keep button; they replace the placeholder, ending the stream."""

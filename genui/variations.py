@@ -35,6 +35,7 @@ class Candidates:
     render: Callable[[int, str], str] | None = field(default=None, repr=False, compare=False)
     pages: tuple[str, ...] | None = None  # sanitised, links rewritten: the candidates as they would be stored
     error: EngineError | None = None
+    progress: tuple[int, int] | None = None  # (canvas, step), both 1-based, of the candidate least far on
 
     @property
     def finished(self) -> bool:
@@ -144,6 +145,7 @@ class Variations:
     async def _run(self, start: Callable[[], AsyncIterator[Frame]]) -> None:
         finished: list[dict[int, str]] = [{} for _ in range(self.n)]  # per candidate: canvas index -> final text
         shown = [""] * self.n  # per candidate: the text of its newest draft
+        where = [(1, 0)] * self.n  # per candidate: (canvas, step), 1-based
         done: dict[int, str] = {}
         frames: AsyncIterator[Frame] | None = None
         try:
@@ -155,12 +157,15 @@ class Variations:
                 if isinstance(frame, StepFrame | CanvasFrame):
                     if isinstance(frame, CanvasFrame):
                         stable[frame.canvas] = frame.text
+                        where[frame.variant] = (frame.canvas + 1, frame.steps)
+                    else:
+                        where[frame.variant] = (frame.canvas + 1, frame.step)
                     text = "".join(text for index, text in sorted(stable.items()) if index < frame.canvas)
                     text += frame.text
                     if isinstance(frame, CanvasFrame) and frame.steps == 0 and shown[frame.variant].startswith(text):
                         continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     shown[frame.variant] = text
-                    self._publish(Candidates(tuple(shown), self._draft))
+                    self._publish(Candidates(tuple(shown), self._draft, progress=min(where)))
                 elif isinstance(frame, DoneFrame):
                     done[frame.variant] = frame.text
                     self.seconds = max(self.seconds, frame.seconds)
