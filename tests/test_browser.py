@@ -645,12 +645,17 @@ def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
         return wiki_writer(prompt, seed).replace("</p>", f"</p><pre>{wide}</pre>", 1)
 
     engine = FakeEngine(writer, delay=0.01, steps=1)
-    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url, browser_page() as page:
-        page.set_viewport_size({"width": 320, "height": 700})
+    phone = {"viewport": {"width": 320, "height": 700}, "has_touch": True, "is_mobile": True}
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page(**phone) as page:
         for path in ("/wiki/Lisp", "/os/", "/forum/r/linux/Pipes"):
             page.goto(url + path)
             page.wait_for_selector("#genui-content:not(.genui-live) .genui-page pre", timeout=15_000)
             assert page.evaluate("document.documentElement.scrollWidth") <= 320, path
+            # a field under 16 px zooms a phone's page into it as it takes the focus (a visitor's walkthrough)
+            for field in ("select", "input[name=instruction]"):
+                size = page.eval_on_selector(f".genui-toolbar {field}", "e => getComputedStyle(e).fontSize")
+                assert size == "16px", (path, field, size)
 
 
 def _luminance(css: str) -> float:
