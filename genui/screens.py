@@ -211,6 +211,7 @@ class Screens:
             "error": error,
             "user": user,
             "text": text,
+            "words": job.location.route.reply_words,
             "max_user": MAX_USER,
             "user_rule": USER_RULE,
             "max_text": MAX_POST,

@@ -38,7 +38,11 @@ ROUTE_KEYS = (
     "link_text",
     "follow_links",
     "bar",
+    "reply_form",
 )
+# The words of the readers' form below a page with posts (a route's reply_form may say each otherwise): its heading,
+# its two fields' labels, its button.
+REPLY_FORM = {"heading": "Replies from readers", "name": "Name", "text": "Reply", "button": "Post reply"}
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 TOP_KEYS = ("name", "title", "brief", "stylesheet", "model", "routes", "navigation")
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
@@ -108,6 +112,13 @@ class Route:
     # the site bar's form for this route (one with no parameters and one query key): its label, "" for none, None for
     # the label its pattern makes ("/search": "Search")
     bar: str | None = None
+    # the words of the readers' form below its pages (posts = true), each of REPLY_FORM's keys a site may say otherwise
+    reply_form: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def reply_words(self) -> dict[str, str]:
+        """The words of the readers' form below the route's pages: REPLY_FORM's, with the route's own over them."""
+        return {**REPLY_FORM, **dict(self.reply_form)}
 
     @property
     def bar_label(self) -> str | None:
@@ -337,6 +348,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 "the site bar has a form only for a route with no parameters and one query key",
                 'remove bar, or give the route one query key (query = ["q"]) and no parameters',
             )
+    reply_form = _reply_form(file, where, data, posts)
     reply_opening = None
     if "reply_opening" in data:
         if not posts:
@@ -353,6 +365,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         cache=cache,
         posts=posts,
         reply_opening=reply_opening,
+        reply_form=reply_form,
         aliases=aliases,
         spaces=spaces,
         case=case,
@@ -360,6 +373,30 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         follow_links=follow_links,
         bar=bar,
     )
+
+
+def _reply_form(file: Path, where: str, data: dict[str, Any], posts: bool) -> tuple[tuple[str, str], ...]:
+    """A route's ``reply_form``: the words of its readers' form a site says otherwise (a recipe site's "Send your
+    recipe"), each one line of text."""
+    if "reply_form" not in data:
+        return ()
+    key = f"{where}reply_form"
+    example = 'reply_form = { heading = "Recipes from readers", text = "Your recipe", button = "Send it" }'
+    if not posts:
+        raise SiteConfigError(file, key, "only a route with posts = true has a readers' form", "add posts = true")
+    table = data["reply_form"]
+    if not isinstance(table, dict):
+        raise SiteConfigError(file, key, _wrong(table, "a table"), f"write {example}")
+    words = []
+    for name, value in table.items():
+        if name not in REPLY_FORM:
+            raise unknown_key(file, f"{key}.{name}", name, tuple(REPLY_FORM), "reply_form")
+        if not isinstance(value, str) or not value.strip() or len(value) > 60 or "\n" in value:
+            raise SiteConfigError(
+                file, f"{key}.{name}", _wrong(value, "a short line of text"), f'write {name} = "{REPLY_FORM[name]}"'
+            )
+        words.append((name, value.strip()))
+    return tuple(words)
 
 
 def _not_a_parameter(file: Path, key: str, name: object, pattern: str, what: str) -> SiteConfigError:

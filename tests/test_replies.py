@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, page_html, pages_of, region_writer, visit, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, pages_of, region_writer, visit, ws_messages
 from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError
 from genui.edits import Infill
-from genui.sites import Site
+from genui.sites import Site, load_site
 from genui.store import Store
 
 THREAD = "/forum/r/hacking/My_first_lisp"
@@ -273,3 +274,18 @@ def test_a_refused_reply_keeps_the_thread_on_screen_with_the_reason_at_its_form(
         assert refused.headers["hx-replace-url"] == THREAD
     stored = client.app.state.pages.store.posts("forum", THREAD.removeprefix("/forum"))  # type: ignore[attr-defined]
     assert [post.text for post in stored] == ["kept"]
+
+
+def test_a_routes_reply_form_says_its_own_words(client_factory: ClientFactory, tmp_path: Path) -> None:
+    """A recipe site's form to send a recipe read "Replies from readers", "Reply", "Post reply", and nothing could
+    say otherwise (a hackathon team's walkthrough)."""
+    root = tmp_path / "forum"
+    shutil.copytree(SITES_DIR / "forum", root)
+    toml = root / "site.toml"
+    words = 'reply_form = { heading = "Recipes from readers", text = "Your recipe", button = "Send it" }'
+    toml.write_text(toml.read_text().replace("posts = true", f"posts = true\n{words}", 1))
+    client = client_factory([load_site(root)], FakeEngine())
+    page = client.get("/r/hacking/My_first_lisp").text
+    form = page[page.index('<section id="genui-posts"') :]
+    assert "<h2>Recipes from readers</h2>" in form and "<label>Your recipe <textarea" in form
+    assert '<button type="submit">Send it</button>' in form and "<label>Name <input" in form  # the rest as they were

@@ -93,6 +93,10 @@ def test_a_routes_case_names_its_parameters_and_their_letter_case(tmp_path: Path
         ('title = "Demo"', 'title = "  "', "title"),  # the header and the tab would show nothing
         ('title = "Demo"', 'title = """Demo\nSite"""', "title"),
         ('cache = "none"', 'cache = "none"\nbar = 3', "routes[3].bar"),
+        ("posts = true", 'posts = true\nreply_form = { buton = "Send" }', "routes[2].reply_form.buton"),
+        ("posts = true", 'posts = true\nreply_form = { button = "" }', "routes[2].reply_form.button"),
+        ("posts = true", 'posts = true\nreply_form = "Send"', "routes[2].reply_form"),
+        ('cache = "none"', 'cache = "none"\nreply_form = { button = "Send" }', "routes[3].reply_form"),
         ('cache = "none"', 'cache = "none"\nbar = ""', "routes[3].bar"),
         ('link_text = "id"', 'link_text = "id"\nbar = "Threads"', "routes[2].bar"),  # a parameter, no query
         ('brief = "A demo site."', 'brief = " "', "brief"),
