@@ -220,7 +220,7 @@ class Screens:
     def _site_context(self, runtime: SiteRuntime, title: str) -> dict[str, Any]:
         site = runtime.site
         forms = [
-            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.bar_label}
+            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.bar_label, "route": route}
             for route in site.routes
             if route.bar_label is not None
         ]
@@ -254,6 +254,9 @@ class Screens:
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = page.title if page is not None and page.title else guessed_title(job.location)
         context = self._site_context(job.runtime, title)
+        for form in context["forms"]:  # the bar's box of the page's own route says what it asked (a reload, a link)
+            if form["route"] is job.location.route:
+                form["value"] = job.location.query.get(form["key"], "")
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered))
         if (model := self.pages.model_id) is not None:

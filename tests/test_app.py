@@ -765,3 +765,12 @@ def test_a_request_waiting_for_its_page_is_answered_as_the_server_begins_to_stop
     (answer,) = answers
     assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
     assert "genui is stopping, most likely to start again. This page tries again in 5 s." in answer.text
+
+
+def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """On `/os/terminal?cmd=ls` opened by a link or a reload, the bar's Terminal box was empty (a visitor's
+    walkthrough): it holds the page's own query, escaped, and the other boxes stay empty."""
+    client = client_factory(all_sites)
+    page = client.get("/os/terminal?cmd=ls%20-l%20%22x%22").text
+    assert 'name="cmd" aria-label="Terminal" placeholder="Terminal" maxlength="256" value="ls -l &#34;x&#34;"' in page
+    assert 'name="url" aria-label="Browser" placeholder="Browser" maxlength="256">' in page
