@@ -43,6 +43,24 @@ def candidates_url(job: Job, variations: Variations) -> str:
     return f"{VARIATIONS_PATH}?{urlencode({'site': job.runtime.site.name, 'id': variations.id})}"
 
 
+VERSIONS_SHOWN = 9  # a toolbar's version links at most: the first, the newest ones and the one shown
+
+
+def shown_versions(count: int, current: int) -> list[int | None]:
+    """The versions a toolbar links, 1 to ``count``: all of them, or the first, the current one and the newest ones
+    up to VERSIONS_SHOWN, a None where some are left out (one client made 300 versions of a page, and its toolbar
+    linked every one: 51 KB)."""
+    if count <= VERSIONS_SHOWN:
+        return list(range(1, count + 1))
+    kept = {1, current, *range(count - (VERSIONS_SHOWN - 3), count + 1)}
+    shown: list[int | None] = []
+    for number in sorted(kept):
+        if shown and shown[-1] is not None and number > shown[-1] + 1:
+            shown.append(None)
+        shown.append(number)
+    return shown
+
+
 class Screens:
     """genui's own pages and stream messages, for every site."""
 
@@ -278,7 +296,10 @@ class Screens:
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,
-            "versions": [(number, versioned(job.url, number)) for number in range(1, versions + 1)],
+            "versions": [
+                (number, None if number is None else versioned(job.url, number))
+                for number in shown_versions(versions, page.version)
+            ],
             "sections": page_sections(page.html) if editable else [],
             "variations": VARIANTS if editable else 0,
             "max_instruction": MAX_INSTRUCTION,

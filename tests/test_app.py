@@ -774,3 +774,17 @@ def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFacto
     page = client.get("/os/terminal?cmd=ls%20-l%20%22x%22").text
     assert 'name="cmd" aria-label="Terminal" placeholder="Terminal" maxlength="256" value="ls -l &#34;x&#34;"' in page
     assert 'name="url" aria-label="Browser" placeholder="Browser" maxlength="256">' in page
+
+
+def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_with_many(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """One client made 300 versions of a page, and its toolbar linked every one: 51 KB (an operator's review)."""
+    client = client_factory(all_sites)
+    visit(client, "/wiki/Lisp")
+    for _ in range(11):
+        client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, follow_redirects=False)
+    bar = client.get("/wiki/Lisp?v=3").text.split('<span class="genui-versions">', 1)[1].split("</nav>", 1)[0]
+    linked = re.findall(r'<a href="/wiki/Lisp\?v=(\d+)"', bar)
+    assert linked == ["1", "3", "6", "7", "8", "9", "10", "11", "12"] and bar.count("…") == 2
+    assert 'aria-current="page">3</a>' in bar
