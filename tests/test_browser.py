@@ -588,6 +588,46 @@ def test_a_page_whose_stream_cannot_connect_lands_all_the_same(tmp_path: Path, p
         assert page.url == url + "/wiki/Lambda_calculus?v=2"
 
 
+def test_a_stream_that_drops_says_so_connects_again_and_lands(tmp_path: Path, page: Any) -> None:
+    """The server gone mid-page (a restart): the progress line froze on its last step for seconds, with no hint (a
+    visitor's walkthrough). It says the connection was lost while the extension connects again, and the page lands."""
+    engine = FakeEngine(delay=0.1, steps=6)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    state = {"connections": 0, "refused_until": 0.0}
+
+    async def dropping(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            await app(scope, receive, send)
+            return
+        state["connections"] += 1
+        if time.monotonic() < state["refused_until"]:  # still restarting: the handshake refused
+            await receive()
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if state["connections"] > 1:
+            await app(scope, receive, send)
+            return
+        frames = 0
+
+        async def drops(message: dict[str, Any]) -> None:  # the first stream breaks after its second frame
+            nonlocal frames
+            if message["type"] == "websocket.send":
+                frames += 1
+                if frames == 3:
+                    state["refused_until"] = time.monotonic() + 2.0
+                    await send({"type": "websocket.close", "code": 1012})  # uvicorn's "service restart"
+                    raise OSError("the connection is gone")
+            await send(message)
+
+        await app(scope, receive, drops)
+
+    with served(dropping) as url:  # type: ignore[arg-type]  (uvicorn runs the app's lifespan through it)
+        page.goto(url + "/wiki/Dropped_line")
+        page.wait_for_selector("#genui-progress:text-is('Connection lost: connecting again…')", timeout=10_000)
+        page.wait_for_selector(FINISHED + ":text-is('Dropped line')", timeout=20_000)
+        assert state["connections"] >= 2 and engine.finished == 1  # the run the first stream started, not another
+
+
 def test_a_link_to_a_place_on_another_page_lands_at_that_place(tmp_path: Path, page: Any) -> None:
     """`/wiki/Target#gen-Uses` opened at the page's top: htmx's `show:window:top` ran after its own anchor scroll."""
 
