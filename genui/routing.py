@@ -482,10 +482,8 @@ class SiteRouter:
         route or an alias could serve: judged by the patterns' literal text before their first parameter."""
         for route in self.site.routes:
             for pattern in (route.pattern, *route.aliases):
-                literal = pattern.split("{", 1)[0]
-                if ("{" in pattern and (start.startswith(literal) or literal.startswith(start))) or (
-                    "{" not in pattern and pattern.startswith(start)
-                ):
+                literal = pattern.split("{", 1)[0]  # the whole pattern where it has no parameter
+                if literal.startswith(start) or ("{" in pattern and start.startswith(literal)):
                     return True
         return False
 

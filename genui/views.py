@@ -390,10 +390,9 @@ class Views:
             thread = self.screens.thread(job, page.answered, error=error, user=user, text=text)
             # its newest version, which a post goes below, whichever version the form was on: the address bar says
             # so, as for a reply posted (a reload of an older ?v= would show other text)
-            shown = {
-                **(headers or {}),
-                **({"HX-Replace-Url": _pushed(job.url)["HX-Push-Url"]} if is_htmx(request) else {}),
-            }
+            shown = dict(headers or {})
+            if is_htmx(request):
+                shown["HX-Replace-Url"] = _pushed(job.url)["HX-Push-Url"]
             return self.screens.page(request, job, page, shown, status_code=status, thread=thread)
         thread = self.screens.thread(job, error=error, user=user, text=text)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
