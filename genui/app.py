@@ -18,8 +18,9 @@ from typing import Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -58,6 +59,22 @@ log = logging.getLogger("genui")
 model_log = logging.getLogger("genui.model")  # loading the model: genui serve shows it on the console
 
 T = TypeVar("T")
+
+
+# What genui serve answers at /robots.txt unless told otherwise (--robots FILE): each page a crawler asks for is one the
+# model writes then, and a crawler that follows every link of a generated wiki would have it write pages for ever.
+ROBOTS = """\
+# genui writes each page of these sites with a language model when it is first asked for: a crawler following
+# every link would keep it writing pages without end, so crawlers are asked to keep off.
+# The server's operator can serve another policy: genui serve --robots FILE
+User-agent: *
+Disallow: /
+"""
+# Where /favicon.ico leads, for a client that asks there without reading the page's icon link.
+FAVICON = "/_genui/static/favicon.svg"
+# Icons a browser asks for at a host's root by itself (Safari, for a bookmark on a phone's home screen): genui has
+# none, and a site served at / would write a page for each.
+NO_ICONS = ("/apple-touch-icon.png", "/apple-touch-icon-precomposed.png")
 
 
 class EveryMethod:
@@ -188,6 +205,7 @@ def create_app(
     on_load_error: Callable[[Exception], None] | None = None,
     takes_up: bool = True,
     edits: bool = True,
+    robots: str = ROBOTS,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -211,6 +229,8 @@ def create_app(
     an app that only reads the page cache (``genui cache export``) leaves what is stored as it is and notes no
     folder its sites are served from (genui.upgrade.take_up). ``edits=False``: no visitor writes a page's next
     version (Regenerate, a section rewritten, variations kept): the toolbar offers none, and their forms are a 403.
+    ``robots`` is the text of ``/robots.txt`` (default: ROBOTS, which asks crawlers to keep off); ``/robots.txt`` and
+    ``/favicon.ico`` are genui's, not a site's, and so are NO_ICONS: a site served at / would write a page for each.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -251,7 +271,19 @@ def create_app(
                 stack.push_async_callback(reloader.close)
             yield
 
+    async def robots_txt(request: Request) -> Response:
+        return PlainTextResponse(robots, headers={"Cache-Control": "max-age=3600"})
+
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse(FAVICON, 301)
+
+    async def no_icon(request: Request) -> Response:
+        raise HTTPException(404)
+
     routes: list[BaseRoute] = [
+        Route("/robots.txt", robots_txt),
+        Route("/favicon.ico", favicon),
+        *(Route(path, no_icon) for path in NO_ICONS),
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", views.stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),

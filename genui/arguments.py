@@ -113,6 +113,23 @@ def count(text: str) -> int:
     return value
 
 
+ROBOTS_MOST = 500 * 1024  # bytes of a robots.txt that crawlers read (Google's limit; the rest is ignored)
+
+
+def robots_file(path: str) -> str:
+    """A command-line robots.txt: the text of a UTF-8 file, at most ROBOTS_MOST bytes."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {err.strerror or err}") from None
+    if len(data) > ROBOTS_MOST:
+        raise argparse.ArgumentTypeError(f"{path} has {len(data):,} bytes; crawlers read {ROBOTS_MOST:,} at most")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{path} is not UTF-8 text, as a robots.txt must be") from None
+
+
 def shared(parsers: list[argparse.ArgumentParser], *names: str, default: object = None, **options: Any) -> None:
     """An option of a command and of each of its actions (the first parser, then the rest), so that it may come
     before or after the action's name: ``genui cache --db X prune`` is ``genui cache prune --db X``. An action's

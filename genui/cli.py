@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.frames import DoneFrame, EngineError
-from genui.app import DEFAULT_DB, SITES_DIR, OwnedEngine, create_app
+from genui.app import DEFAULT_DB, ROBOTS, SITES_DIR, OwnedEngine, create_app
 from genui.arguments import (
     USAGE_ERROR,
     EngineLoader,
@@ -35,6 +35,7 @@ from genui.arguments import (
     model_id_of,
     no_sites,
     not_taken,
+    robots_file,
     site_from,
     sites_in,
 )
@@ -102,6 +103,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             posts_per_minute=args.posts_per_minute,
             reload=args.reload,
             edits=not args.no_edits,
+            robots=ROBOTS if args.robots is None else args.robots,
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
@@ -345,6 +347,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="visitors only read pages and post replies: no Regenerate, section rewrite or variations (on a public "
         "server, a rewrite's instruction is anyone's to give, and the new version is what every visitor sees next)",
+    )
+    serve.add_argument(
+        "--robots",
+        type=robots_file,
+        metavar="FILE",
+        help="serve this file at /robots.txt (default: one that asks every crawler to keep off, since each page a "
+        "crawler asks for is one the model writes)",
     )
     serve.add_argument(
         "--reload",

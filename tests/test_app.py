@@ -788,3 +788,25 @@ def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_w
     linked = re.findall(r'<a href="/wiki/Lisp\?v=(\d+)"', bar)
     assert linked == ["1", "3", "6", "7", "8", "9", "10", "11", "12"] and bar.count("…") == 2
     assert 'aria-current="page">3</a>' in bar
+
+
+def test_robots_txt_and_the_icons_a_browser_asks_for_are_genuis_not_a_sites_pages(
+    client_factory: ClientFactory, wiki: Site, all_sites: list[Site]
+) -> None:
+    """`genui serve --site wiki` wrote an article "Robots.txt" for every crawler, and "Favicon.ico" and
+    "Apple-touch-icon.png" for browsers that ask for an icon there; and no robots.txt kept crawlers, each of whose
+    requests the model writes a page for, off the sites' endless links."""
+    for sites in ([wiki], all_sites):
+        engine = FakeEngine()
+        client = client_factory(sites, engine=engine)
+        robots = client.get("/robots.txt")
+        assert robots.status_code == 200 and robots.headers["content-type"] == "text/plain; charset=utf-8"
+        assert "User-agent: *\nDisallow: /\n" in robots.text and "genui serve --robots FILE" in robots.text
+        icon = client.get("/favicon.ico", follow_redirects=False)
+        assert icon.status_code == 301 and icon.headers["location"] == "/_genui/static/favicon.svg"
+        assert client.get("/favicon.ico").headers["content-type"] == "image/svg+xml"
+        for path in ("/apple-touch-icon.png", "/apple-touch-icon-precomposed.png"):
+            assert visit(client, path).status_code == 404
+        assert engine.calls == [] and pages_of(client).store.page_groups() == []
+    allowed = "User-agent: *\nAllow: /\n"
+    assert client_factory([wiki], app_options={"robots": allowed}).get("/robots.txt").text == allowed

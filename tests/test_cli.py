@@ -216,6 +216,40 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
     assert [options["runs_per_client"] for options in made] == [3, 3, 3, 0]
 
 
+def test_serve_serves_the_robots_txt_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uvicorn
+
+    import genui.cli
+
+    made: list[dict[str, object]] = []
+
+    def create_app(*args: object, **options: object) -> object:
+        made.append(options)
+        return object()
+
+    async def serve(self: uvicorn.Server) -> None:
+        pass
+
+    monkeypatch.setattr(genui.cli, "create_app", create_app)
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    wiki = ["serve", "--site", "wiki", "--port", "0"]
+    policy = tmp_path / "robots.txt"
+    policy.write_text("User-agent: *\nDisallow: /_genui/\n", encoding="utf-8")
+    assert main([*wiki, "--robots", str(policy)], load_engine=fake_loader) == 0
+    assert main(wiki, load_engine=fake_loader) == 0
+    assert [options["robots"] for options in made] == ["User-agent: *\nDisallow: /_genui/\n", genui.cli.ROBOTS]
+    policy.write_bytes(b"User-agent: \xff\n")
+    with pytest.raises(SystemExit):
+        main([*wiki, "--robots", str(policy)], load_engine=fake_loader)
+    assert f"argument --robots: {policy} is not UTF-8 text" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*wiki, "--robots", str(tmp_path / "none.txt")], load_engine=fake_loader)
+    assert "none.txt: No such file or directory" in capsys.readouterr().err
+    assert len(made) == 2
+
+
 def test_a_port_in_use_is_a_one_line_error_before_the_model_loads(capsys: pytest.CaptureFixture[str]) -> None:
     """uvicorn said `[Errno 98] ... address already in use` after the model had begun to load, and exited 3."""
     with socket.socket() as held:
