@@ -277,13 +277,13 @@ def create_app(
     async def favicon(request: Request) -> Response:
         return RedirectResponse(FAVICON, 301)
 
-    async def no_icon(request: Request) -> Response:
+    async def not_found(request: Request) -> Response:
         raise HTTPException(404)
 
     routes: list[BaseRoute] = [
         Route("/robots.txt", robots_txt),
         Route("/favicon.ico", favicon),
-        *(Route(path, no_icon) for path in NO_ICONS),
+        *(Route(path, not_found) for path in NO_ICONS),
         Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", views.stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
@@ -297,6 +297,9 @@ def create_app(
         Route(LIVE_PATH, views.live),
         WebSocketRoute(WS_PATH, stream.serve),
         WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
+        # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
+        Route("/_genui", not_found),
+        Route("/_genui/{rest:path}", not_found),
     ]
     if single:
         routes.append(Route("/{path:path}", EveryMethod(views.page)))

@@ -395,6 +395,7 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
     if not args.path:
         raise UsageError("name the page's site-relative URL (/ for the front page)")
     site = site_from(args.page_site, Path(args.sites_dir))
+    _served_here(store, [site])  # another folder's routes could read the URL as another page's
     location = located(site, args.path)
     deleted = store.forget(site.name, location.path, location.query_string)
     print(f"forgot {counted(deleted, 'version')} of {site.name} {location.url}; its next visit writes it again")

@@ -795,7 +795,7 @@ def test_robots_txt_and_the_icons_a_browser_asks_for_are_genuis_not_a_sites_page
 ) -> None:
     """`genui serve --site wiki` wrote an article "Robots.txt" for every crawler, and "Favicon.ico" and
     "Apple-touch-icon.png" for browsers that ask for an icon there; and no robots.txt kept crawlers, each of whose
-    requests the model writes a page for, off the sites' endless links."""
+    requests the model writes a page for, off the sites' endless links. The rest of /_genui/ is genui's too."""
     for sites in ([wiki], all_sites):
         engine = FakeEngine()
         client = client_factory(sites, engine=engine)
@@ -805,7 +805,13 @@ def test_robots_txt_and_the_icons_a_browser_asks_for_are_genuis_not_a_sites_page
         icon = client.get("/favicon.ico", follow_redirects=False)
         assert icon.status_code == 301 and icon.headers["location"] == "/_genui/static/favicon.svg"
         assert client.get("/favicon.ico").headers["content-type"] == "image/svg+xml"
-        for path in ("/apple-touch-icon.png", "/apple-touch-icon-precomposed.png"):
+        for path in (
+            "/apple-touch-icon.png",
+            "/apple-touch-icon-precomposed.png",
+            "/_genui",
+            "/_genui/x",
+            "/_genui/ws",
+        ):
             assert visit(client, path).status_code == 404
         assert engine.calls == [] and pages_of(client).store.page_groups() == []
     allowed = "User-agent: *\nAllow: /\n"

@@ -318,11 +318,15 @@ def test_genui_cache_judges_a_site_by_the_folder_a_server_served_it_from(
     with TestClient(create_app([load_site(mine / "wiki")], FakeEngine(model_id=MODEL), db_path=db)) as client:
         assert "<h1>Lisp</h1>" in visit(client, "/Lisp").text
     common = ["--db", str(db), "--model", MODEL]
-    for command in (["cache"], ["cache", "prune"], ["cache", "prune", "--dry-run"]):
-        assert main([*command, *common, "--sites-dir", str(SITES_DIR)]) == 2
+    forget = ["cache", "forget", "wiki", "/Lisp"]  # it deleted what the bundled wiki's routes read the URL as
+    for command in (["cache"], ["cache", "prune"], ["cache", "prune", "--dry-run"], forget):
+        options = common[:2] if command is forget else common  # forget: every model's versions
+        assert main([*command, *options, "--sites-dir", str(SITES_DIR)]) == 2
         assert f"wiki was last served from {(mine / 'wiki').resolve()}" in capsys.readouterr().err
     assert main(["cache", "prune", *common, "--sites-dir", str(mine)]) == 0
     assert "deleted 0 versions" in capsys.readouterr().out
+    assert main([*forget, *common[:2], "--sites-dir", str(mine)]) == 0
+    assert "forgot 1 version of wiki /Lisp" in capsys.readouterr().out
 
 
 def two_spellings(db: Path) -> tuple[int, int]:
