@@ -352,20 +352,38 @@
     }
   }
 
+  // Each frame of a page being written swaps its progress line and draft in, and htmx tells of it as a swap on the
+  // page's #genui-content: what landed is said once for each #genui-content, not again at every step (a screen
+  // reader heard "Writing: …" at every frame of a page, 210 times for one article).
+  var landedOn = null;
+
   function landed(content) {
     var announce = document.getElementById("genui-announce");
     var main = document.getElementById("genui-main");
-    if (!content || !announce || !main || !content.isConnected) {
+    if (!content || !announce || !main || !content.isConnected || content === landedOn) {
       return;
     }
+    landedOn = content;
     announce.textContent = saying(content);
     var place = placeNamed(window.location.hash);
     if (place && content.contains(place)) {
       place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
     }
+    var refused = main.querySelector(".genui-form-error");
+    if (refused) {
+      // a reply refused: its reason is said, and the focus goes to the form's first field, which names the reason
+      announce.textContent = "Not posted: " + refused.textContent;
+      var field = refused.parentElement.querySelector("input:not([type=hidden]), textarea");
+      if (field) {
+        field.focus({ preventScroll: true });
+        return;
+      }
+    }
     var focused = document.activeElement;
     if (!focused || focused === document.body || !focused.isConnected) {
-      main.focus({ preventScroll: true });
+      // the page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar
+      content.setAttribute("tabindex", "-1");
+      content.focus({ preventScroll: true });
     }
   }
 
@@ -391,6 +409,10 @@
         progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) >= 0
           ? "Connection lost: connecting again…"
           : "Connection closed: reload the page to see it written.";
+        var announce = document.getElementById("genui-announce");
+        if (announce) {
+          announce.textContent = progress.textContent; // a frame's progress line is no live region: said here
+        }
       }
       return;
     }
@@ -423,7 +445,9 @@
       var count = content.querySelectorAll(".genui-candidate").length;
       return live ? "Writing " + count + " variations" : count + " variations written: keep one of them";
     }
-    return (live ? "Writing: " : "Loaded: ") + document.title;
+    var version = Number(content.dataset.version || 0);
+    var which = version > 1 ? ", version " + version : ""; // a version other than the first: Regenerate, a rewrite
+    return (live ? "Writing: " : "Loaded: ") + document.title + which;
   }
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui

@@ -85,6 +85,28 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
     assert problems == []
 
 
+def test_a_refused_reply_is_said_and_its_name_field_takes_the_focus(server: Server, page: Any) -> None:
+    """A reply refused for its name (the browser's own check passed by) left the focus at the page's top, said
+    "Loaded: …" as for a page that posted, and nothing tied the reason to the fields (an accessibility audit)."""
+    problems = collect_problems(page)
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    page.eval_on_selector(".genui-reply input[name=user]", "field => field.removeAttribute('pattern')")
+    page.fill(".genui-reply input[name=user]", "Ada L.")
+    page.fill(".genui-reply textarea[name=text]", "Hello")
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector(".genui-form-error", timeout=5_000)
+    said = page.text_content("#genui-announce") or ""
+    assert said.startswith("Not posted: ") and said.removeprefix("Not posted: ") == page.text_content(
+        ".genui-form-error"
+    )
+    assert page.evaluate("() => document.activeElement.name") == "user"
+    assert page.get_attribute("input[name=user]", "aria-describedby") == "genui-form-error"
+    assert page.get_attribute("textarea[name=text]", "aria-describedby") == "genui-form-error"
+    assert page.input_value("textarea[name=text]") == "Hello" and server.engine.infills == []
+    assert [problem for problem in problems if "status of 400" not in problem] == []  # the refusal's own 400
+
+
 def test_rewriting_a_paragraph_leaves_the_rest_of_the_page_byte_identical(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     page.goto(server.url + "/wiki/Lisp")

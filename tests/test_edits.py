@@ -104,8 +104,9 @@ def test_a_page_offers_its_sections_and_variations_in_its_toolbar(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     text = visit(client_factory(all_sites), "/wiki/Lisp").text
-    options = re.findall(r'<option value="(\d+)" label="\1\. [^"]+"></option>', text)
-    assert options == [str(n) for n in range(1, len(sections(page_html(text))) + 1)] and len(options) == 4
+    options = re.findall(r'<option value="(\d+)" label="(\1\. [^"]+)" aria-label="\2"></option>', text)
+    assert [number for number, _ in options] == [str(n) for n in range(1, len(sections(page_html(text))) + 1)]
+    assert len(options) == 4
     assert 'action="/_genui/rewrite"' in text and 'action="/_genui/variations"' in text
     assert '<input type="hidden" name="v" value="1">' in text
 

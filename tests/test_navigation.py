@@ -83,7 +83,7 @@ def test_the_desktop_shows_the_icons_of_its_config(client_factory: ClientFactory
     text = visit(client_factory(all_sites), "/os/").text
     icons = navigation(text)[""]
     assert ("Terminal", "/os/terminal?cmd=ls") in icons and ("Home", "/os/files/home/user") in icons
-    assert '<nav class="genui-nav genui-nav-icons">' in text
+    assert '<nav class="genui-nav genui-nav-icons" aria-label="Ways on from this page">' in text
     assert 'class="genui-icon" href="/os/settings/display"' in text
 
 

@@ -39,6 +39,8 @@ def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki
     *frames, final = received
     assert len(frames) >= 6  # two canvases of three draft steps each, plus each canvas's final text
     assert all('<div id="genui-draft"' in frame and '<p id="genui-progress"' in frame for frame in frames)
+    # a frame's progress line is no live region: a screen reader would hear it at every step
+    assert all('<p id="genui-progress" class="genui-progress">Writing: canvas' in frame for frame in frames)
     assert "canvas 1 of 2, step 1" in frames[0] and "canvas 2 of 2" in frames[-1]
     assert final.startswith('<nav id="genui-toolbar"') and '<div id="genui-content"' in final
     assert "<h1>Lisp</h1>" in final and 'hx-get="/Lisp_tree"' in final
