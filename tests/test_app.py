@@ -12,7 +12,18 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, example_sites, page_html, pages_of, visit, wait_url, ws_messages
+from fakes import (
+    SITES_DIR,
+    ClientFactory,
+    FakeEngine,
+    example_sites,
+    page_html,
+    pages_of,
+    visit,
+    wait_url,
+    wiki_writer,
+    ws_messages,
+)
 from starlette.testclient import TestClient
 
 from genui.app import create_app
@@ -816,3 +827,19 @@ def test_robots_txt_and_the_icons_a_browser_asks_for_are_genuis_not_a_sites_page
         assert engine.calls == [] and pages_of(client).store.page_groups() == []
     allowed = "User-agent: *\nAllow: /\n"
     assert client_factory([wiki], app_options={"robots": allowed}).get("/robots.txt").text == allowed
+
+
+def test_a_page_written_with_no_heading_has_one_for_screen_readers(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A desktop's screen has its title in a window's bar, no <h1>: a screen reader, which finds a page's parts by
+    its headings, found none on any desktop screen (an accessibility audit)."""
+    window = '<div class="window"><div class="titlebar">Terminal</div><div class="body"><pre>$ ls</pre></div></div>'
+    engine = FakeEngine(
+        lambda prompt, seed: window if "Terminal" in prompt or "terminal" in prompt else wiki_writer(prompt, seed)
+    )
+    client = client_factory(all_sites, engine)
+    screen = visit(client, "/os/terminal?cmd=ls").text
+    assert '<h1 class="genui-unseen">ls — GenOS</h1>' in screen and "<h1" not in page_html(screen)
+    article = visit(client, "/wiki/Lisp").text
+    assert "genui-unseen" not in article and "<h1>Lisp</h1>" in page_html(article)
