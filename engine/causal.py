@@ -77,8 +77,61 @@ class CausalPrefix:
     canvas: CanvasState | None = None  # the current canvas's last step
 
 
+def attention_windows(config: object) -> tuple[list[str], int | None]:
+    """A causal LM's layer types as transformers names them (``full_attention``, ``sliding_attention``) and its
+    sliding window (None: every layer reads the whole sequence). Mistral's config has a window and no types: every
+    layer slides. Another kind (a chunked layer) is a ValueError: genui's masks say nothing of it."""
+    text = config.get_text_config(decoder=True)  # type: ignore[attr-defined]
+    window = getattr(text, "sliding_window", None)
+    count = int(text.num_hidden_layers)
+    types = list(getattr(text, "layer_types", None) or ["sliding_attention" if window else "full_attention"] * count)
+    other = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if other:
+        raise ValueError(f"its layers of type {', '.join(other)} are not ones genui can mask (full or sliding)")
+    sliding = "sliding_attention" in types
+    return types, int(window) if sliding and window else None
+
+
+def read_masks(
+    model: PreTrainedModel,
+    mask: torch.Tensor,
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    windows: tuple[list[str], int | None] | None = None,
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    """A boolean ``mask`` (B, 1, Q, K), True where a query may read a key, as ``model``'s layers read it, given the
+    positions of its queries (B, Q) and keys (B, K), and its ``attention_windows`` (found when not given):
+
+    - where some layers slide, a key ``window`` positions or more before its query is left out of theirs
+      (transformers' ``sliding_window_overlay``): of every layer's mask where all slide, else in a mapping of each
+      layer type to its mask, which models that mix them read (Gemma2, Gemma3);
+    - SDPA takes a boolean mask; transformers' eager attention (Gemma2's and Gemma3's default, for their
+      soft-capping) adds the mask to the scores, so there it is 0 where a key is read and the dtype's lowest value
+      where not (a boolean added as 0 or 1 masked nothing)."""
+    types, window = windows or attention_windows(model.config)
+    eager = getattr(model.config, "_attn_implementation", None) == "eager"
+
+    def read(allowed: torch.Tensor) -> torch.Tensor:
+        if not eager:
+            return allowed
+        lowest = torch.finfo(model.dtype).min
+        return torch.zeros(allowed.shape, dtype=model.dtype, device=allowed.device).masked_fill(~allowed, lowest)
+
+    if window is None:
+        return read(mask)
+    near = mask & ((queries[:, None, :, None] - keys[:, None, None, :]) < window)
+    if "full_attention" not in types:
+        return read(near)
+    return {"full_attention": read(mask), "sliding_attention": read(near)}
+
+
 class CausalDenoiser:
-    """A transformers causal LM (with genui's adapter merged in) run in the layout above."""
+    """A transformers causal LM (with genui's adapter merged in) run in the layout above.
+
+    Its KV cache keeps every position, in every layer: a step's inputs and what it appended are cropped off again,
+    which transformers' sliding-window layers cannot do once past their window (they keep only its last tokens). A
+    model with such layers gets their window in its masks instead (``_masks``), as transformers would apply it.
+    """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, canvas_length: int) -> None:
         config = model.config
@@ -90,6 +143,13 @@ class CausalDenoiser:
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id)
         self.max_positions = int(getattr(config, "max_position_embeddings", 2048))
         self.self_conditioning = False  # a causal LM has no input for it
+        self.windows = attention_windows(config)
+        self.window = self.windows[1]
+
+    def _masks(
+        self, mask: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor | dict[str, torch.Tensor]:
+        return read_masks(self.model, mask, queries, keys, self.windows)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return encode_prompt(self.tokenizer, prompt)
@@ -106,7 +166,7 @@ class CausalDenoiser:
         mask = torch.cat([prefix.keys[:, None, :].expand(b, c, -1), own[None].expand(b, c, c)], dim=-1)[:, None]
         kwargs = {
             "input_ids": inputs,
-            "attention_mask": mask,
+            "attention_mask": self._masks(mask, positions, torch.cat([_cached_positions(prefix), positions], -1)),
             "position_ids": positions,
             "cache": prefix.cache,
         }
@@ -119,7 +179,7 @@ class CausalDenoiser:
         real = attention_mask.bool()
         positions = (real.long().cumsum(dim=-1) - 1).clamp(min=0)  # left padding: rows count from their first token
         b, t = input_ids.shape
-        cache = DynamicCache(config=self.model.config)
+        cache = DynamicCache()  # every layer keeps every position, a sliding one too (see the class)
         if t > 1:
             head = real[:, : t - 1]
             causal = torch.tril(torch.ones((t - 1, t - 1), dtype=torch.bool, device=input_ids.device))
@@ -127,7 +187,7 @@ class CausalDenoiser:
             mask |= torch.eye(t - 1, dtype=torch.bool, device=input_ids.device)[None]  # padding rows: no empty row
             self.model.model(
                 input_ids=input_ids[:, :-1],
-                attention_mask=mask[:, None],
+                attention_mask=self._masks(mask[:, None], positions[:, :-1], positions[:, :-1]),
                 position_ids=positions[:, :-1],
                 cache=cache,
             )
@@ -178,10 +238,12 @@ class CausalDenoiser:
             ],
             dim=-1,
         )[:, None]
+        slots = prefix.position[:, None] + torch.arange(c, device=inputs.device)[None]  # the canvas's positions
+        queries = slots[:, redo]
         fresh = self.model(
             input_ids=inputs[:, redo],
-            attention_mask=mask,
-            position_ids=prefix.position[:, None] + redo[None],
+            attention_mask=self._masks(mask, queries, torch.cat([_cached_positions(prefix), slots, queries], -1)),
+            position_ids=queries,
             cache=cache,
         ).logits.float()
         keys, values = [], []
@@ -221,3 +283,9 @@ class CausalDenoiser:
     def next_token_logits(self, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
         """Logits (B, V) for the token after ``input_ids`` (B, T), which are appended to ``cache``."""
         return self.model(input_ids=input_ids, cache=cache, logits_to_keep=1).logits[:, -1].float()
+
+
+def _cached_positions(prefix: CausalPrefix) -> torch.Tensor:
+    """The positions (B, S) of the cache's slots: each row counts its real tokens from 0 (left padding, which no
+    mask lets a query read, counts as 0)."""
+    return (prefix.keys.long().cumsum(dim=-1) - 1).clamp(min=0)

@@ -46,14 +46,16 @@ def resolve(model: str | Path | None) -> tuple[str, str]:
 def fingerprint(folder: Path) -> str:
     """A short digest that changes when the checkpoint does, without reading gigabytes of weights.
 
-    Configs are hashed whole; each weight file contributes its size and its first and last MiB, which hold the
-    safetensors header and tensor data (retrained weights change both ends).
+    Configs are hashed whole; each weight file (safetensors, or torch's pytorch_model.bin) contributes its size and
+    its first and last MiB, which hold the header and tensor data (retrained weights change both ends). A .bin was
+    left out: its weights changed, the id did not, and a server showed the pages the old weights wrote.
     """
     digest = hashlib.sha256()
     for name in ("config.json", "genui.json", "adapter_config.json", "generation_config.json", "tokenizer.json"):
         if (folder / name).is_file():
             digest.update((folder / name).read_bytes())
-    for weights in sorted(folder.glob("*.safetensors")):
+    weight_files = [*folder.glob("*.safetensors"), *folder.glob("*.bin"), *folder.glob("*.pth")]  # torch's too
+    for weights in sorted(weight_files):
         size = weights.stat().st_size
         digest.update(str(size).encode())
         with weights.open("rb") as handle:

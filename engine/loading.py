@@ -249,7 +249,7 @@ def _load_adapted(
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
-        base = spec.get("base", PINNED_BASE)
+        base = _named_base(str(spec.get("base", PINNED_BASE)), Path(source), genui_file)
     if base == PINNED_BASE:
         from engine.base import ensure_base
 
@@ -269,6 +269,24 @@ def _load_adapted(
         raise ModelLoadError(f"cannot load the adapter in {source} onto {base}: {_first_line(exc)}") from exc
     defaults = _sampler_defaults(Path(source))
     return _causal(network, tokenizer, target, model_id, canvas, defaults, family=ADAPTED, quantize=quantize)
+
+
+def _named_base(base: str, adapter: Path, genui_file: Path) -> str:
+    """The base an adapter's genui.json names, here: the pinned one by name, a folder (as named, or inside the
+    adapter's folder), or a hub id. A path that is no folder here (the machine it was trained on) is a ModelLoadError
+    naming the file, where transformers would ask the hub for it and say "Repo id must be in the form ..." a
+    minute later."""
+    path = Path(base).expanduser()
+    if base == PINNED_BASE or path.is_dir():
+        return base
+    if not path.is_absolute() and (adapter / path).is_dir():
+        return str(adapter / path)
+    if path.is_absolute() or base.startswith((".", "~")) or base.count("/") > 1:
+        raise ModelLoadError(
+            f"{genui_file} names its base {base!r}, which is no folder here: copy the base model to that path, or"
+            ' write its folder or hub id as "base" in the file'
+        )
+    return base  # a hub id, for from_pretrained
 
 
 def _causal(

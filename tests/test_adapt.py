@@ -232,6 +232,33 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(
     assert load_model(tmp_path / "from_gpu", device="cpu").canvas_length == 8
 
 
+def test_an_adapter_trained_on_a_relative_base_loads_from_anywhere_and_a_base_not_here_is_named(
+    tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`genui adapt --base llama` wrote "base": "llama" into genui.json: the adapter loaded only where ./llama was,
+    elsewhere after a minute of the hub's retries; an adapter moved to another machine said "Repo id must be in the
+    form ..." (a review of other checkpoints)."""
+    from engine.loading import ModelLoadError
+
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"site": "wiki", "path": f"/wiki/{n}", "prompt": n, "html": f"<h1>{n}</h1>"} for n in ("A", "B", "C")]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    monkeypatch.chdir(tiny_base.parent)
+    common = ["--out", str(tmp_path / "run"), "--packed", str(tmp_path / "packed.npz"), "--base", tiny_base.name]
+    assert main([*common, "--pack", str(corpus)]) == 0
+    settings = ["--canvas-length", "8", "--canvas-tokens", "16", "--frozen-layers", "0", "--rank", "4"]
+    assert main([*common, *settings, "--max-steps", "1", "--export", str(tmp_path / "export")]) == 0
+    spec = json.loads((tmp_path / "export" / "genui.json").read_text())
+    assert spec["base"] == str(tiny_base.resolve())
+    monkeypatch.chdir(tmp_path)
+    assert load_model(tmp_path / "export", device="cpu").canvas_length == 8
+    (tmp_path / "export" / "genui.json").write_text(json.dumps({**spec, "base": "/elsewhere/llama"}))
+    started = time.monotonic()
+    with pytest.raises(ModelLoadError, match="genui.json names its base '/elsewhere/llama', which is no folder here"):
+        load_model(tmp_path / "export", device="cpu")
+    assert time.monotonic() - started < 10  # said at once, not after the hub's retries
+
+
 def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:
     rows = [
         ("os", "/settings/display", False),

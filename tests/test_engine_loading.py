@@ -38,6 +38,14 @@ def test_the_model_id_follows_the_weights(checkpoint: Path, tmp_path: Path) -> N
     assert engine.identity.model_id(checkpoint) == load_model(checkpoint, device="cpu").model_id
     assert engine.identity.model_id(other) == load_model(other, device="cpu").model_id
     assert engine.identity.model_id("owner/name") == "owner/name"
+    # torch's pytorch_model.bin counts as safetensors do: new weights there kept the old id, and so the old pages
+    torch_saved = tmp_path / "torch_saved"
+    torch_saved.mkdir()
+    (torch_saved / "config.json").write_text("{}")
+    (torch_saved / "pytorch_model.bin").write_bytes(b"weights")
+    before = engine.identity.model_id(torch_saved)
+    (torch_saved / "pytorch_model.bin").write_bytes(b"retrained")
+    assert engine.identity.model_id(torch_saved) != before
 
 
 def test_a_missing_folder_is_named_in_the_error(tmp_path: Path) -> None:
