@@ -40,7 +40,6 @@ from engine.causal import read_masks
 from lab.data import Packed, Repeat, pack_corpus
 from lab.trajectories import Trajectories
 
-TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 MAX_PROMPT = 320  # tokens of a packed page's prompt, its chat template included
 MAX_RESPONSE = 512  # tokens of a packed page with its end-of-text: the largest page budget of the example sites
 
@@ -226,14 +225,29 @@ def add_adapter(model: torch.nn.Module, cfg: AdaptConfig) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
 
     layers = model.config.num_hidden_layers
+    if cfg.frozen_layers >= layers:  # peft reads an empty layers_to_transform as every layer: the opposite
+        raise SystemExit(
+            f"genui adapt: --frozen-layers {cfg.frozen_layers} leaves none of the base's {layers} layers to adapt;"
+            f" give fewer than {layers}"
+        )
     config = LoraConfig(
         r=cfg.rank,
         lora_alpha=cfg.alpha,
         lora_dropout=0.0,
-        target_modules=TARGET_MODULES,
+        target_modules=linear_modules(model),
         layers_to_transform=list(range(cfg.frozen_layers, layers)),
     )
     return get_peft_model(model, config)
+
+
+def linear_modules(model: torch.nn.Module) -> list[str]:
+    """The names of a decoder layer's linear layers, each of which the LoRA adapts: a Llama's seven projections, a
+    Phi-3's fused ``qkv_proj`` and ``gate_up_proj`` (a fixed list of Llama's names left those two out, and adapted 8
+    of a Phi-3's 28 matrices without a word). peft's "all-linear" does this, but not with ``layers_to_transform``."""
+    layer = model.model.layers[0]  # type: ignore[union-attr,index]
+    return sorted(
+        {name.rsplit(".", 1)[-1] for name, part in layer.named_modules() if isinstance(part, torch.nn.Linear)}
+    )
 
 
 HELDOUT_PAGES = 24  # held-out pages a run measures its canvas loss on
@@ -334,6 +348,25 @@ def _autocast(device: torch.device) -> torch.autocast:
 # The run
 
 
+def _same_tokenizer(packed: Packed, tokenizer: Any, path: Path, base: str) -> None:
+    """SystemExit for a pack of another tokenizer's ids: they index the base's embeddings as other words, or past
+    its vocabulary (an IndexError deep in the first forward). A pack from before the tokenizer was recorded is
+    checked by its largest id only."""
+    from lab.data import tokenizer_digest
+
+    if packed.tokenizer and packed.tokenizer != tokenizer_digest(tokenizer):
+        raise SystemExit(
+            f"genui adapt: {path} was packed with another tokenizer than {base}'s; pack the corpus again for this"
+            f" base: genui adapt --pack data/corpus.jsonl --packed {path} --base {base}"
+        )
+    largest = max(int(packed.prompts.max(initial=0)), int(packed.responses.max(initial=0)))
+    if largest >= len(tokenizer):
+        raise SystemExit(
+            f"genui adapt: {path} holds token id {largest}, past the {len(tokenizer)} of {base}'s tokenizer; pack"
+            f" the corpus again for this base: genui adapt --pack data/corpus.jsonl --packed {path} --base {base}"
+        )
+
+
 def train(args: argparse.Namespace) -> None:
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
     from tqdm import tqdm
@@ -343,6 +376,11 @@ def train(args: argparse.Namespace) -> None:
     from engine.causal import end_of_text
 
     out: Path = args.out
+    if not Path(args.packed).is_file():  # before the run's folder is made: a typo leaves no empty one behind
+        raise SystemExit(
+            f"genui adapt: no pack at {args.packed}; make one from a corpus first: genui adapt --pack"
+            f" data/corpus.jsonl --packed {args.packed} (with the run's --base, whose tokenizer it uses)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "checkpoint.pt"
     # map_location: a run started on a lent GPU resumes (and exports) on a machine without one
@@ -368,6 +406,7 @@ def train(args: argparse.Namespace) -> None:
     tokenizer = AutoTokenizer.from_pretrained(base)
     eos = end_of_text(tokenizer)
     packed = Packed.load(args.packed)
+    _same_tokenizer(packed, tokenizer, args.packed, base)
     trajectories = Trajectories.load(args.trajectories) if args.trajectories else None
     if cfg.trajectory_share and trajectories is None:
         raise SystemExit("genui adapt: --trajectory-share needs --trajectories FILE (from genui trajectories)")

@@ -23,13 +23,14 @@ from engine.gemma import encode_prompt
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    prompts: np.ndarray  # (N_prompt_tokens,) uint16
+    prompts: np.ndarray  # (N_prompt_tokens,) uint16, or uint32 for a vocabulary past 65,536 tokens
     prompt_offsets: np.ndarray  # (N+1,) int64
-    responses: np.ndarray  # (N_response_tokens,) uint16, each response ends with <eos>
+    responses: np.ndarray  # (N_response_tokens,) as prompts, each response ends with <eos>
     response_offsets: np.ndarray  # (N+1,) int64
     groups: np.ndarray  # (N,) int16 index into group_names
     holdout: np.ndarray  # (N,) bool
     group_names: tuple[str, ...]
+    tokenizer: str = ""  # tokenizer_digest() of the tokenizer it was packed with ("" in packs from before session 63)
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -62,6 +63,7 @@ class Packed:
             self.groups[rows],
             np.ones(len(rows), bool),
             self.group_names,
+            self.tokenizer,
         )
 
     def save(self, path: Path) -> None:
@@ -77,6 +79,7 @@ class Packed:
             groups=self.groups,
             holdout=self.holdout,
             group_names=np.array(self.group_names),
+            tokenizer=np.array(self.tokenizer),
         )
         partial.replace(path)
 
@@ -91,6 +94,7 @@ class Packed:
                 z["groups"],
                 z["holdout"],
                 tuple(str(g) for g in z["group_names"]),
+                str(z["tokenizer"]) if "tokenizer" in z else "",
             )
 
 
@@ -217,6 +221,12 @@ def _refuse_training_held_elsewhere(files: list[Path]) -> None:
             )
 
 
+def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A short digest of a tokenizer's vocabulary: a pack's token ids mean its words only to that tokenizer."""
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return hashlib.sha1(json.dumps(vocabulary, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
 def pack_corpus(
     corpus: Path | list[Path], tokenizer_dir: Path, max_prompt: int, max_response: int, repeats: Sequence[Repeat] = ()
 ) -> tuple[Packed, int]:
@@ -232,6 +242,7 @@ def pack_corpus(
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     eos = end_of_text(tokenizer)
+    ids = np.uint16 if len(tokenizer) <= 1 << 16 else np.uint32  # a Qwen's 151,936 ids overflowed uint16
     prompts: list[np.ndarray] = []
     responses: list[np.ndarray] = []
     groups: list[int] = []
@@ -252,8 +263,8 @@ def pack_corpus(
         matching = [] if row["holdout"] else [r for r in repeats if r.matches(row)]
         unmatched.difference_update(matching)
         times = matching[0].times if matching else 1
-        prompts += [np.asarray(prompt, dtype=np.uint16)] * times
-        responses += [np.asarray(response, dtype=np.uint16)] * times
+        prompts += [np.asarray(prompt, dtype=ids)] * times
+        responses += [np.asarray(response, dtype=ids)] * times
         groups += [names.index(row["site"])] * times
         held += [bool(row["holdout"])] * times
     if unmatched:
@@ -267,5 +278,6 @@ def pack_corpus(
         np.asarray(groups, dtype=np.int16),
         np.asarray(held, dtype=bool),
         tuple(names),
+        tokenizer_digest(tokenizer),
     )
     return packed, too_long

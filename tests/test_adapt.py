@@ -259,6 +259,52 @@ def test_an_adapter_trained_on_a_relative_base_loads_from_anywhere_and_a_base_no
     assert time.monotonic() - started < 10  # said at once, not after the hub's retries
 
 
+def test_the_adapter_takes_every_linear_layer_of_the_layers_not_frozen_and_refuses_to_freeze_them_all() -> None:
+    """A fixed list of Llama's projection names adapted 8 of a Phi-3's 28 matrices (its fused qkv_proj and
+    gate_up_proj left out), and --frozen-layers at the base's layer count gave peft an empty list, which it reads as
+    every layer (a review of other checkpoints)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM
+
+    shape = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3}
+    shape |= {"num_attention_heads": 4, "num_key_value_heads": 2, "pad_token_id": 0}
+    cfg = adapt.AdaptConfig(frozen_layers=1, rank=4)
+    for network, fused in (
+        (LlamaForCausalLM(LlamaConfig(**shape)), False),
+        (Phi3ForCausalLM(Phi3Config(**shape)), True),
+    ):
+        model = adapt.add_adapter(network, cfg)
+        adapted = {name.split(".lora_A")[0] for name, _ in model.named_parameters() if ".lora_A." in name}
+        per_layer = 4 if fused else 7  # qkv_proj, o_proj, gate_up_proj, down_proj; or Llama's seven
+        assert len(adapted) == 2 * per_layer and not any(".layers.0." in name for name in adapted)
+    with pytest.raises(SystemExit, match="--frozen-layers 3 leaves none of the base's 3 layers to adapt"):
+        adapt.add_adapter(LlamaForCausalLM(LlamaConfig(**shape)), adapt.AdaptConfig(frozen_layers=3))
+
+
+def test_a_run_needs_its_pack_made_with_its_bases_tokenizer(
+    tiny_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pack of another tokenizer's ids trained on other words without a word, or died on an IndexError in the
+    first forward; a run with no pack died on a FileNotFoundError and left its run folder behind."""
+    from transformers import AutoTokenizer
+
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"site": "wiki", "path": f"/wiki/{n}", "prompt": n, "html": f"<h1>{n}</h1>"} for n in ("A", "B", "C")]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    packed = tmp_path / "packed.npz"
+    run = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--max-steps", "1", "--frozen-layers", "0"]
+    with pytest.raises(SystemExit, match=f"no pack at {packed}; make one from a corpus first"):
+        main([*run, "--base", str(tiny_base)])
+    assert not (tmp_path / "run").exists()
+    assert main(["--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]) == 0
+    other = tmp_path / "other_base"
+    shutil.copytree(tiny_base, other)
+    tokenizer = AutoTokenizer.from_pretrained(other)
+    tokenizer.add_tokens(["<another-word>"])
+    tokenizer.save_pretrained(other)
+    with pytest.raises(SystemExit, match="was packed with another tokenizer than"):
+        main([*run, "--base", str(other)])
+
+
 def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:
     rows = [
         ("os", "/settings/display", False),
