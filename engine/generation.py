@@ -128,7 +128,7 @@ def check_length(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> No
     if prompt_tokens + new_tokens > limit:
         raise EngineError(
             f"prompt of {prompt_tokens} tokens plus {new_tokens} new tokens exceeds the model's {limit} positions; "
-            "shorten the prompt or ask for fewer canvases"
+            "shorten the prompt or ask for fewer new tokens (max_tokens)"
         )
 
 

@@ -35,6 +35,8 @@ def resolve(model: str | Path | None) -> tuple[str, str]:
                 "--model with a checkpoint folder or hub id"
             )
     path = Path(model).expanduser()
+    if path.is_file():  # transformers would read it as a hub id, and ask the hub for a minute
+        raise ModelLoadError(f"{path} is a file; --model takes the folder a checkpoint is saved in: {path.parent}")
     if path.is_dir():
         return str(path), f"{path.resolve().name}@{fingerprint(path)}"
     name = str(model)

@@ -35,7 +35,10 @@ PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pin
 ADAPTED = "adapted-causal-lm"
 DEFAULT_CAUSAL_CANVAS = 64
 # The causal LMs engine.causal drives: a ...ForCausalLM whose decoder is at .model, with its layers
-LLAMA_SHAPED = "Llama-shaped causal LMs (a ...ForCausalLM with its decoder at .model: Llama, SmolLM, Qwen2, Mistral)"
+LLAMA_SHAPED = (
+    "Llama-shaped causal LMs (a ...ForCausalLM with its decoder layers at .model.layers: Llama, SmolLM, Qwen, Mistral,"
+    " Gemma, Phi-3 and most others)"
+)
 # What a folder's tokenizer is saved as (any one): a fast tokenizer, its config, or a slow one's vocabulary
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 

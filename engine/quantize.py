@@ -74,7 +74,7 @@ def smooth(model: Any, tokenizer: Any) -> Any:
     if getattr(model.config, "model_type", None) not in SUPPORTED:
         raise QuantizeError(
             f"int8 supports {', '.join(SUPPORTED)} models, whose layers it knows; this one is "
-            f"{getattr(model.config, 'model_type', type(model).__name__)!r}: use float32 or bfloat16"
+            f"{getattr(model.config, 'model_type', type(model).__name__)!r}: run it without int8 (--int8)"
         )
     if next(model.parameters()).dtype != torch.float32:
         raise QuantizeError("int8 quantization starts from float32 weights")

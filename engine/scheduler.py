@@ -293,9 +293,14 @@ class Scheduler:
             run_plan(self.loaded, self._plan(jobs), None if share is None else share.step)
         except GenerationCancelled:  # every row left: the time until then says nothing of how long a batch takes
             return False
-        except Exception as exc:
+        except EngineError as exc:  # a request the model cannot take (too long for it): the caller says it
+            logger.warning("generation failed for %d request(s): %s", len(jobs), exc)
+            for job in jobs:
+                job.channel.fail(exc)
+            return False
+        except Exception as exc:  # a bug: with its traceback
             logger.exception("generation failed for %d request(s)", len(jobs))
-            error = exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc}")
+            error = EngineError(f"generation failed: {exc}")
             for job in jobs:
                 job.channel.fail(error)
             return False

@@ -150,6 +150,12 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     async def generate() -> DoneFrame:
         engine = loader(args.model, args.device, args.int8)
         try:
+            if not engine.fits(request):  # said as genui serve says it: the engine's own words name no site.toml
+                raise UsageError(
+                    f"the prompt and opening of {site.name} {location.url} are longer than the model reads "
+                    f"({engine.model_id}); shorten the route's templates or the site's brief, or lower model.tokens"
+                    " (site.toml)"
+                )
             async for frame in engine.stream(request):
                 if isinstance(frame, DoneFrame):
                     return frame

@@ -105,6 +105,18 @@ def test_render_json_has_html_canvases_and_seconds(capsys: pytest.CaptureFixture
     assert result["canvases"] and all(set(c) == {"steps", "tokens", "seconds"} for c in result["canvases"])
 
 
+def test_render_of_a_page_too_long_for_the_model_says_what_to_shorten_in_the_site(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It printed the engine's traceback and "ask for fewer canvases", which no render option does (a review of
+    other checkpoints: a DiffusionGemma of 512 positions)."""
+    engine = FakeEngine(max_prompt_chars=10)
+    assert main(["render", "wiki", "/Hash_table"], load_engine=lambda *args: engine) == 2
+    err = one_line_error(capsys)
+    assert "the prompt and opening of wiki /Hash_table are longer than the model reads" in err
+    assert "lower model.tokens (site.toml)" in err and engine.calls == []
+
+
 def test_render_prints_the_sanitised_html(capsys: pytest.CaptureFixture[str]) -> None:
     def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
         return FakeEngine(lambda prompt, seed: '<h1 onclick="x()">Hi</h1><script>alert(1)</script>')

@@ -51,6 +51,10 @@ def test_the_model_id_follows_the_weights(checkpoint: Path, tmp_path: Path) -> N
 def test_a_missing_folder_is_named_in_the_error(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="no model folder at .*nowhere"):
         load_model(tmp_path / "nowhere", device="cpu")
+    # a file (its config.json) is not read as a hub id, asked of the hub for a minute (a review of other checkpoints)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match=f"config.json is a file; --model takes the folder .*: {tmp_path}$"):
+        load_model(tmp_path / "config.json", device="cpu")
 
 
 def test_a_missing_default_model_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
