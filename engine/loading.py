@@ -252,7 +252,7 @@ def _load_adapted(
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
-        base = _named_base(str(spec.get("base", PINNED_BASE)), Path(source), genui_file)
+        base = _named_base(str(spec.get("base", PINNED_BASE)), spec.get("base_folder"), Path(source), genui_file)
     if base == PINNED_BASE:
         from engine.base import ensure_base
 
@@ -274,17 +274,20 @@ def _load_adapted(
     return _causal(network, tokenizer, target, model_id, canvas, defaults, family=ADAPTED, quantize=quantize)
 
 
-def _named_base(base: str, adapter: Path, genui_file: Path) -> str:
-    """The base an adapter's genui.json names, here: the pinned one by name, a folder (as named, or inside the
-    adapter's folder), or a hub id. A path that is no folder here (the machine it was trained on) is a ModelLoadError
-    naming the file, where transformers would ask the hub for it and say "Repo id must be in the form ..." a
-    minute later."""
+def _named_base(base: str, folder: object, adapter: Path, genui_file: Path) -> str:
+    """The base an adapter's genui.json names, here: the pinned one by name; a folder as named (from the current
+    folder), inside the adapter's folder, or at ``base_folder``, where genui.json says it was when exported (an
+    adapter of ``--base llama`` loaded only where ./llama was); or a hub id. A path that is none of those is a
+    ModelLoadError naming the file, where transformers would ask the hub for it and say "Repo id must be in the
+    form ..." a minute later."""
     path = Path(base).expanduser()
     if base == PINNED_BASE or path.is_dir():
         return base
     if not path.is_absolute() and (adapter / path).is_dir():
         return str(adapter / path)
-    if path.is_absolute() or base.startswith((".", "~")) or base.count("/") > 1:
+    if isinstance(folder, str) and Path(folder).is_dir():
+        return folder
+    if path.is_absolute() or base.startswith((".", "~")) or base.count("/") > 1 or folder is not None:
         raise ModelLoadError(
             f"{genui_file} names its base {base!r}, which is no folder here: copy the base model to that path, or"
             ' write its folder or hub id as "base" in the file'

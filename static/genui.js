@@ -369,23 +369,41 @@
     if (place && content.contains(place)) {
       place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
     }
-    var refused = main.querySelector(".genui-form-error");
-    if (refused) {
-      // a reply refused: its reason is said, and the focus goes to the form's first field, which names the reason
+    var focused = document.activeElement;
+    var lost = !focused || focused === document.body || !focused.isConnected;
+    var refused = document.getElementById("genui-form-error"); // the reason a reply was not posted (views.py)
+    if (refused && main.contains(refused)) {
+      // said once, here; where the focus went with the form's button, it goes to the form's first field, which the
+      // reason describes (aria-describedby)
       announce.textContent = "Not posted: " + refused.textContent;
       var field = refused.parentElement.querySelector("input:not([type=hidden]), textarea");
-      if (field) {
+      if (field && lost) {
         field.focus({ preventScroll: true });
-        return;
       }
+      return;
     }
-    var focused = document.activeElement;
-    if (!focused || focused === document.body || !focused.isConnected) {
-      // the page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar
-      content.setAttribute("tabindex", "-1");
-      content.focus({ preventScroll: true });
+    if (lost) {
+      focusPage(content);
     }
   }
+
+  // The page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar.
+  function focusPage(content) {
+    content.setAttribute("tabindex", "-1");
+    content.focus({ preventScroll: true });
+  }
+
+  // "Skip to the page" focuses it without a #genui-content in the address, which would stay there: a reload would
+  // open at that place instead of the one kept, and a page landing later would scroll back to it.
+  document.addEventListener("click", function (event) {
+    var skip = event.target && event.target.closest ? event.target.closest(".genui-skip") : null;
+    var content = document.getElementById("genui-content");
+    if (skip && content) {
+      event.preventDefault();
+      focusPage(content);
+      content.scrollIntoView();
+    }
+  });
 
   // A page's stream that never opens (a proxy that does not pass WebSockets on) would leave "Waiting for the model…"
   // for good, the ws extension trying again and again: after two closes with no open, the page goes to its wait URL

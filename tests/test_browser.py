@@ -578,6 +578,8 @@ def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sec
     page.keyboard.press("Enter")
     page.keyboard.press("Tab")  # the next stop is the page's own first link, past the bar and the toolbar
     assert page.evaluate("() => document.activeElement.closest('.genui-page') !== null")
+    # and no #genui-content stays in the address: a reload would open there, not at the place it kept
+    assert page.url == server.url + "/wiki/Lisp"
     tree = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")
     options = [node.get("name", {}).get("value") for node in tree["nodes"] if node["role"].get("value") == "option"]
     assert len(options) == 4 and options[0] == "1. Lisp" and all(options), options  # Chromium's own names
