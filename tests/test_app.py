@@ -799,6 +799,7 @@ def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_w
     linked = re.findall(r'<a href="/wiki/Lisp\?v=(\d+)"', bar)
     assert linked == ["1", "3", "6", "7", "8", "9", "10", "11", "12"] and bar.count("…") == 2
     assert 'aria-current="page">3</a>' in bar
+    assert 'aria-label="Version 3"' in bar  # a screen reader's list of links read "1", "3", "6", ... (an audit)
 
 
 def test_robots_txt_and_the_icons_a_browser_asks_for_are_genuis_not_a_sites_pages(
