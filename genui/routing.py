@@ -143,7 +143,14 @@ def _blank(value: str) -> bool:
 
 
 def guessed_title(location: Location) -> str:
-    """A title for a page not written yet: its query, or its last path parameter ("Hash_table" -> "Hash table")."""
+    """A title for a page not written yet, or written with no <h1>: its route's ``page_title`` filled in ("Terminal:
+    ls"), else its query, or its last path parameter ("Hash_table" -> "Hash table")."""
+    route = location.route
+    if route.page_title is not None:
+        values = {**dict.fromkeys(route.query, ""), **location.query, **location.params}
+        if route.spaces:  # as a title reads: /Hash_table is "Hash table"
+            values = {name: value.replace(route.spaces, " ") for name, value in values.items()}
+        return route.page_title.format_map(values)
     if location.query:
         return next(iter(location.query.values()))
     if location.params:

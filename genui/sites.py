@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import string
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ ROUTE_KEYS = (
     "follow_links",
     "bar",
     "reply_form",
+    "page_title",
 )
 # The words of the readers' form below a page with posts (a route's reply_form may say each otherwise): its heading,
 # its two fields' labels, its button.
@@ -114,6 +116,9 @@ class Route:
     bar: str | None = None
     # the words of the readers' form below its pages (posts = true), each of REPLY_FORM's keys a site may say otherwise
     reply_form: tuple[tuple[str, str], ...] = ()
+    # the title of a page the model writes no <h1> for, and of any page before it is written: "{name}" is a
+    # parameter's or a query key's value ("Terminal: {cmd}"); None: the query's value, or the last parameter's
+    page_title: str | None = None
 
     @property
     def reply_words(self) -> dict[str, str]:
@@ -349,6 +354,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 'remove bar, or give the route one query key (query = ["q"]) and no parameters',
             )
     reply_form = _reply_form(file, where, data, posts)
+    page_title = _page_title(file, where, data, pattern, query)
     reply_opening = None
     if "reply_opening" in data:
         if not posts:
@@ -372,7 +378,40 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         link_text=link_text,
         follow_links=follow_links,
         bar=bar,
+        page_title=page_title,
     )
+
+
+def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, query: tuple[str, ...]) -> str | None:
+    """A route's ``page_title`` (not ``title``, the site's: written after a [[routes]] header by mistake, it is
+    said to be the top level's): one line of text, each ``{name}`` in it one of the pattern's parameters or the route's
+    query keys (``{{`` and ``}}`` are braces)."""
+    if "page_title" not in data:
+        return None
+    key, title = f"{where}page_title", data["page_title"]
+    names = [name for name, _ in _parameters(pattern)] + list(query)
+    example = (
+        f'title = "{pattern.strip("/").split("/")[0].capitalize() or "Home"}{": {" + names[0] + "}" if names else ""}"'
+    )
+    if not isinstance(title, str) or not title.strip() or len(title) > 100 or "\n" in title:
+        raise SiteConfigError(file, key, _wrong(title, "one line of text (100 characters at most)"), f"write {example}")
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(title)]
+    except ValueError as exc:
+        raise SiteConfigError(file, key, f"{title!r}: {exc}", f"write {{{{ and }}}} for a brace; {example}") from None
+    for name, spec, conversion in fields:
+        if name is None:
+            continue
+        if name not in names or spec or conversion:
+            said = ", ".join(names) or "none"
+            raise SiteConfigError(
+                file,
+                key,
+                f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}} is not one of the "
+                f"route's parameters or query keys ({said})",
+                f"name one of them in braces, as {example} does",
+            )
+    return title
 
 
 def _reply_form(file: Path, where: str, data: dict[str, Any], posts: bool) -> tuple[tuple[str, str], ...]:

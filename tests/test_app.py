@@ -841,6 +841,6 @@ def test_a_page_written_with_no_heading_has_one_for_screen_readers(
     )
     client = client_factory(all_sites, engine)
     screen = visit(client, "/os/terminal?cmd=ls").text
-    assert '<h1 class="genui-unseen">ls — GenOS</h1>' in screen and "<h1" not in page_html(screen)
+    assert '<h1 class="genui-unseen">Terminal: ls — GenOS</h1>' in screen and "<h1" not in page_html(screen)
     article = visit(client, "/wiki/Lisp").text
     assert "genui-unseen" not in article and "<h1>Lisp</h1>" in page_html(article)

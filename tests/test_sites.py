@@ -8,7 +8,7 @@ import pytest
 from fakes import EXAMPLES, SITES_DIR
 
 from genui.arguments import sites_in
-from genui.routing import SiteRouter
+from genui.routing import SiteRouter, guessed_title
 from genui.sites import ModelSettings, NavLink, NavSection, Route, SiteConfigError, load_site, load_sites
 
 GOOD = """\
@@ -611,3 +611,25 @@ def test_an_empty_brief_is_refused_only_where_a_route_reads_it(tmp_path: Path) -
     with pytest.raises(SiteConfigError) as caught:
         load_site(write_site(tmp_path / "b", GOOD.replace('brief = "A demo site."', 'brief = ""')))
     assert caught.value.key == "brief"
+
+
+def test_a_routes_page_title_names_its_pages_that_write_no_heading(tmp_path: Path) -> None:
+    """A desktop's screen, with no <h1>, was titled by its last parameter alone: "ls — GenOS", "display — GenOS" in
+    its tab, its history and its hidden heading (an accessibility audit)."""
+    toml = GOOD.replace('pattern = "/page/{name}"', 'pattern = "/page/{name}"\npage_title = "Page {name}, {{ok}}"', 1)
+    toml = toml.replace('query = ["q"]', 'query = ["q"]\npage_title = "Found: {q}"', 1)
+    site = load_site(write_site(tmp_path / "good", toml))
+    router = SiteRouter(site)
+    assert guessed_title(router.locate("/page/Hash_table")) == "Page Hash_table, {ok}"
+    assert guessed_title(router.locate("/find?q=lisp")) == "Found: lisp"
+    assert guessed_title(router.locate("/find")) == "Found: "
+    for written, words in (
+        ('page_title = "Page {title}"', "{title} is not one of the route's parameters or query keys (name)"),
+        ('page_title = "Page {name!r}"', "{name!r} is not one of"),
+        ('page_title = "Page {"', "Single '{' encountered"),
+        ('page_title = ""', "one line of text"),
+    ):
+        broken = GOOD.replace('pattern = "/page/{name}"', f'pattern = "/page/{{name}}"\n{written}', 1)
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(write_site(tmp_path / str(len(words)), broken))
+        assert caught.value.key == "routes[1].page_title" and words in str(caught.value), str(caught.value)
