@@ -23,7 +23,7 @@ from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import sections as page_sections
 from genui.shell import Shell
-from genui.store import MAX_POST, MAX_USER, USER_RULE, StoredPage, StoredPost
+from genui.store import MAX_POST, MAX_USER, USER_PATTERN, USER_RULE, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
 
 WS_PATH = "/_genui/ws"  # the live stream of one page version
@@ -232,6 +232,7 @@ class Screens:
             "words": job.location.route.reply_words,
             "max_user": MAX_USER,
             "user_rule": USER_RULE,
+            "user_pattern": USER_PATTERN,
             "max_text": MAX_POST,
         }
 

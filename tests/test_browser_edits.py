@@ -91,6 +91,9 @@ def test_a_refused_reply_is_said_and_its_name_field_takes_the_focus(server: Serv
     problems = collect_problems(page)
     page.goto(server.url + THREAD)
     page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    valid = "(field, name) => { field.value = name; return field.checkValidity(); }"
+    for name, takes in (("太郎", True), ("محمد", True), ("Zoë", True), ("Ada L.", False), ("ada.l", False)):
+        assert page.eval_on_selector(".genui-reply input[name=user]", valid, name) is takes, name  # as the server
     page.eval_on_selector(".genui-reply input[name=user]", "field => field.removeAttribute('pattern')")
     page.fill(".genui-reply input[name=user]", "Ada L.")
     page.fill(".genui-reply textarea[name=text]", "Hello")

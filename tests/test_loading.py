@@ -222,7 +222,7 @@ def test_a_reply_sent_while_the_model_loads_to_a_thread_not_written_yet_is_refus
         bad = client.post(THREAD, data={"user": "bad name", "text": "typed too"}, headers=headers)
         assert (
             bad.status_code == 400
-            and "a name is 1 to 32 of the letters" in bad.text
+            and "a name is 1 to 32 letters or digits, of any script" in bad.text
             and ">typed too</textarea>" in bad.text
         )
     assert store.posts("forum", "/r/hacking/My_first_lisp") == []

@@ -234,7 +234,17 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
 
 @pytest.mark.parametrize(
     ("user", "text"),
-    [("", "hi"), ("a b", "hi"), ("x" * (MAX_USER + 1), "hi"), ("ada", "   "), ("ada", "x" * (MAX_POST + 1))],
+    [
+        ("", "hi"),
+        ("a b", "hi"),
+        ("x" * (MAX_USER + 1), "hi"),
+        ("ada", "   "),
+        ("ada", "x" * (MAX_POST + 1)),
+        ("ada\u202elive", "hi"),  # a right-to-left override, which turns the names after it around
+        ("ada.l", "hi"),
+        ("\u0301ada", "hi"),  # a combining mark on no letter
+        ("太郎\u3000", "hi"),  # an ideographic space
+    ],
 )
 def test_bad_posts_are_rejected_and_not_stored(store: Store, user: str, text: str) -> None:
     with pytest.raises(PostRejected):
@@ -739,3 +749,12 @@ def test_keeps_that_waited_for_the_cache_check_again_what_began_meanwhile(tmp_pa
         assert answers == [200, 409]  # the Regenerate's placeholder, then the keep
         with urllib.request.urlopen(url + "/_genui/wait?site=wiki&url=%2FLisp&v=3", timeout=20) as regenerated:
             assert "(variation" not in regenerated.read().decode()  # the page written for it, not the variation
+
+
+def test_readers_post_under_names_in_any_script(store: Store) -> None:
+    """Only A-Z, a-z, digits, - and _ were names: every reader of a Japanese or Arabic forum was refused (a
+    walkthrough of sites in other languages)."""
+    for user in ("太郎", "محمد", "Zoë", "अमित", "ada_l", "Ωmega-2"):
+        assert store.add_post("forum", "/r/a/T", user, "hi").user == user
+    decomposed = "Zoe\u0308"  # typed with a combining diaeresis: the same name as Zoë
+    assert store.add_post("forum", "/r/a/T", decomposed, "again").user == "Zoë"
