@@ -46,7 +46,10 @@ ROUTE_KEYS = (
 # its two fields' labels, its button.
 REPLY_FORM = {"heading": "Replies from readers", "name": "Name", "text": "Reply", "button": "Post reply"}
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
-TOP_KEYS = ("name", "title", "brief", "stylesheet", "model", "routes", "navigation")
+TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation")
+_LANG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # a BCP 47 tag as HTML's lang takes it: en, ja, pt-BR, zh-Hant
+# Languages written right to left (their BCP 47 primary subtags): a site in one is laid out so (<html dir="rtl">).
+RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ks", "ku", "ps", "sd", "ug", "ur", "yi"})
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _TYPED = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*):([^{}]*)\}")
@@ -165,6 +168,12 @@ class Site:
     stylesheet: str | None = None
     model: ModelSettings = field(default_factory=ModelSettings)
     navigation: tuple[NavSection, ...] = ()
+    lang: str = "en"  # the language of its pages, as <html lang> says it
+
+    @property
+    def direction(self) -> str:
+        """ "rtl" for a site in a language written right to left (Arabic, Hebrew, Persian, Urdu, ...), else "ltr"."""
+        return "rtl" if self.lang.split("-")[0].lower() in RIGHT_TO_LEFT else "ltr"
 
     @property
     def prompts_dir(self) -> Path:
@@ -680,6 +689,14 @@ def load_site(root: Path | str) -> Site:
     brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
     if not brief.strip() and _reads_brief(data):
         raise SiteConfigError(file, "brief", "empty", "say what the site is in a sentence or two: the prompts read it")
+    lang = data.get("lang", "en")
+    if not isinstance(lang, str) or not _LANG.fullmatch(lang):
+        raise SiteConfigError(
+            file,
+            "lang",
+            _wrong(lang, "a language tag"),
+            'write the language of its pages as HTML names it: lang = "ja"',
+        )
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
         not isinstance(stylesheet, str)
@@ -783,6 +800,7 @@ def load_site(root: Path | str) -> Site:
         stylesheet=stylesheet,
         model=model,
         navigation=navigation,
+        lang=lang,
     )
 
 

@@ -844,3 +844,17 @@ def test_a_page_written_with_no_heading_has_one_for_screen_readers(
     assert '<h1 class="genui-unseen">Terminal: ls — GenOS</h1>' in screen and "<h1" not in page_html(screen)
     article = visit(client, "/wiki/Lisp").text
     assert "genui-unseen" not in article and "<h1>Lisp</h1>" in page_html(article)
+
+
+def test_a_site_says_its_language_and_one_written_right_to_left_is_laid_out_so(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Every page said lang="en", a Japanese or Arabic site's too (screen readers read it in an English voice, and
+    browsers offered to translate it from English), and nothing could say otherwise (a walkthrough of sites in other
+    languages)."""
+    sites = [replace(site, lang={"wiki": "ja", "forum": "ar"}.get(site.name, "en")) for site in all_sites]
+    client = client_factory(sites)
+    assert '<html lang="ja">' in visit(client, "/wiki/Lisp").text
+    assert '<html lang="ar" dir="rtl">' in visit(client, "/forum/").text
+    assert '<html lang="en">' in client.get("/").text and '<html lang="en">' in visit(client, "/os/").text
+    assert '<html lang="ja">' in client.get("/wiki/no/such/page").text  # an error page is the site's too

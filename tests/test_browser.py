@@ -736,6 +736,25 @@ def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
                 assert size == "16px", (path, field, size)
 
 
+def test_a_right_to_left_site_does_not_scroll_sideways_and_its_skip_link_shows_in_its_corner(tmp_path: Path) -> None:
+    """The skip link, moved out of sight to the left, made an Arabic site's page twice the window's width (2,560 px
+    at 1,280): a right-to-left page scrolls to what is off its left (a walkthrough of sites in other languages)."""
+    from dataclasses import replace
+
+    sites = [replace(site, lang="ar") if site.name == "forum" else site for site in example_sites()]
+    app = create_app(sites, FakeEngine(delay=0.01, steps=1), db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/forum/r/linux/Pipes")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        assert page.evaluate("document.documentElement.dir") == "rtl"
+        assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+        page.reload()
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        page.keyboard.press("Tab")
+        box = page.eval_on_selector(".genui-skip:focus", "link => link.getBoundingClientRect().toJSON()")
+        assert box["width"] > 20 and box["right"] <= page.viewport_size["width"] and box["right"] > 600  # its start
+
+
 def _luminance(css: str) -> float:
     """The relative luminance (WCAG 2) of a computed `rgb(r, g, b)` colour."""
     channels = [int(part) / 255 for part in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]

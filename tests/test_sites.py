@@ -633,3 +633,18 @@ def test_a_routes_page_title_names_its_pages_that_write_no_heading(tmp_path: Pat
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / str(len(words)), broken))
         assert caught.value.key == "routes[1].page_title" and words in str(caught.value), str(caught.value)
+
+
+def test_a_sites_lang_is_a_language_tag_and_says_its_direction(tmp_path: Path) -> None:
+    for lang, direction in (("ja", "ltr"), ("ar", "rtl"), ("he-IL", "rtl"), ("pt-BR", "ltr"), ("zh-Hant", "ltr")):
+        site = load_site(
+            write_site(tmp_path / lang, GOOD.replace('brief = "A demo site."', f'brief = "x"\nlang = "{lang}"'))
+        )
+        assert site.lang == lang and site.direction == direction
+    assert load_site(write_site(tmp_path / "none", GOOD)).lang == "en"
+    for wrong in ('"Japanese"', '"ja_JP"', "1", '""'):
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(
+                write_site(tmp_path / "bad", GOOD.replace('brief = "A demo site."', f'brief = "x"\nlang = {wrong}'))
+            )
+        assert caught.value.key == "lang" and 'lang = "ja"' in caught.value.fix
