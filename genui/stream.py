@@ -43,7 +43,8 @@ from genui.store import StoredPage
 POLICY_VIOLATION = 1008  # WebSocket close code: another site's page (the ws extension does not reconnect on it)
 FOREIGN_SOCKET = (
     "This page came from another address than this server's (its Origin is not the Host the server was sent), so it "
-    "cannot be written here. Behind a reverse proxy, pass the Host header on (nginx: proxy_set_header Host $host)."
+    "cannot be written here. Behind a reverse proxy, pass the Host header on with its port (nginx: proxy_set_header "
+    "Host $http_host; docs/security.md)."
 )
 BUG = "genui failed to write this page. The error is in the server's log."
 WATCHED = "genui_watched"  # the run a stream watches (a Generation, or a set of Variations), on its websocket.state

@@ -168,7 +168,7 @@ def test_a_socket_from_another_site_is_refused(client_factory: ClientFactory, wi
         said = socket.receive_text()  # said in the page, then closed with 1008, on which htmx does not reconnect
         with pytest.raises(WebSocketDisconnect) as refused:
             socket.receive_text()
-    assert refused.value.code == 1008 and "proxy_set_header Host $host" in said and engine.calls == []
+    assert refused.value.code == 1008 and "proxy_set_header Host $http_host" in said and engine.calls == []
 
 
 def test_a_bug_in_a_stream_is_logged_said_in_the_page_and_closed_without_a_reconnect(
