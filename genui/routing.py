@@ -33,7 +33,9 @@ VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may 
 # a control character (C0, DEL, and C1 but NEL, which str.split() reads as a line break) in a query value, where a
 # backslash is text (`grep \.py`, `C:\Users`), or in a rewrite's instruction
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x84\x86-\x9f]")
-_SPACES = re.compile(r" +")
+# a run of spaces, any of Unicode's (a Japanese keyboard's ideographic space, a French no-break space before "?"): a
+# space but " " made a second page beside the one spelt with the route's character (a walkthrough of other languages)
+_SPACES = re.compile(r"\s+")
 _LONGEST_NAME = 200  # characters of a link text that may name a page (`Route.link_text`); a longer one is no name
 # How alike a link's text and the name in its href must be (difflib's ratio) for the text to name the page: on the
 # default model's boards (session 46) every listed title it wrote apart from its href scored 0.62-0.98 against it, a
@@ -142,11 +144,11 @@ def _blank(value: str) -> bool:
     return all(character.isspace() or unicodedata.category(character) in ("Cf", "Zs") for character in value)
 
 
-def guessed_title(location: Location) -> str:
+def guessed_title(location: Location, own: bool = True) -> str:
     """A title for a page not written yet, or written with no <h1>: its route's ``page_title`` filled in ("Terminal:
     ls"), else its query, or its last path parameter ("Hash_table" -> "Hash table")."""
     route = location.route
-    if route.page_title is not None:
+    if own and route.page_title is not None:  # own=False: the page's name alone, as a link's text reads it
         values = {**dict.fromkeys(route.query, ""), **location.query, **location.params}
         if route.spaces:  # as a title reads: /Hash_table is "Hash table"
             values = {name: value.replace(route.spaces, " ") for name, value in values.items()}
@@ -516,13 +518,14 @@ class SiteRouter:
 
     def link_title(self, href: str) -> str:
         """What a link to ``href`` (a site-relative URL that routes, as ``link_target`` gives it) reads when the model
-        wrote it no text: the title a page not written yet is given (``guessed_title``), "" for none."""
+        wrote it no text: the page's name as a title reads it (``guessed_title``, not the route's ``page_title``: a
+        link in a file manager reads "user", not "Files: /home/user"), "" for none."""
         try:
             parts = urlsplit(href)
             location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
         except ValueError:  # BadRequest, or not a URL ("//[")
             return ""
-        return "" if location is None else guessed_title(location)
+        return "" if location is None else guessed_title(location, own=False)
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""

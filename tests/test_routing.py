@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
@@ -53,7 +54,13 @@ def test_an_alias_reaches_the_page_at_its_routes_own_path(wiki_router: SiteRoute
 
 @pytest.mark.parametrize(
     ("path", "page"),
-    [("/Hash table", "/Hash_table"), ("/wiki/Hash table", "/Hash_table"), ("/Hash   table", "/Hash_table")],
+    [
+        ("/Hash table", "/Hash_table"),
+        ("/wiki/Hash table", "/Hash_table"),
+        ("/Hash   table", "/Hash_table"),
+        ("/Hash\u3000table", "/Hash_table"),  # a Japanese keyboard's ideographic space
+        ("/Hash\u00a0\u202ftable", "/Hash_table"),  # no-break spaces, as French puts before "?"
+    ],
 )
 def test_a_title_written_with_spaces_is_the_page_with_underscores(
     wiki_router: SiteRouter, path: str, page: str
@@ -63,7 +70,7 @@ def test_a_title_written_with_spaces_is_the_page_with_underscores(
     assert location is not None and location.aliased and location.path == page
     assert location.params == {"title": "Hash_table"}
     assert wiki_router.link_target(path + "?x=1#Uses") == page + "?x=1#Uses"
-    assert wiki_router.locate(path.replace(" ", "%20")) == location  # as a request's URL has it
+    assert wiki_router.locate(quote(path)) == location  # as a request's URL has it
 
 
 @pytest.mark.parametrize(
