@@ -114,10 +114,16 @@ _VOID = frozenset(
 )
 
 
+# What a byte-level model's text holds where its tokens' bytes form no character (a Japanese thread read `東lt.�i`):
+# the tokenizer decodes them as U+FFFD, which means nothing on a page.
+_UNDECODED = "\ufffd"
+
+
 def mend(text: str, tags: frozenset[str]) -> str:
-    """``text`` with the pieces of tags the model broke mended or dropped, and a tag cut off at its end removed.
-    ``tags``: the element names the sanitiser keeps (a word is read as a tag's remains only if it names one)."""
-    return _drop_partial_tag(_repair_tags(_drop_stutters(text), tags))
+    """``text`` with the pieces of tags the model broke mended or dropped, a tag cut off at its end removed, and
+    bytes that decoded to no character (U+FFFD) left out. ``tags``: the element names the sanitiser keeps (a word is
+    read as a tag's remains only if it names one)."""
+    return _drop_partial_tag(_repair_tags(_drop_stutters(text.replace(_UNDECODED, "")), tags))
 
 
 def tidy(root: ElementTree.Element) -> None:

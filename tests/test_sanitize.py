@@ -713,3 +713,10 @@ def test_an_unclosed_run_of_tags_is_read_in_linear_time() -> None:
 def test_an_entity_does_not_hide_a_reserved_class_or_fragment(written: str, expected: str) -> None:
     """The browser decodes entities in a value: a class or fragment is judged as it reads it, not as written."""
     assert sanitize_html(written) == expected and sanitize_html(expected) == expected
+
+
+def test_bytes_that_decode_to_no_character_are_left_out() -> None:
+    """A byte-level model wrote bytes that form no UTF-8 character, decoded as U+FFFD: a stored Japanese thread read
+    `東lt.�i` (a walkthrough of sites in other languages)."""
+    assert sanitize_html("<p>東\ufffdlt.\ufffd\ufffdi</p>") == "<p>東lt.i</p>"
+    assert sanitize_html("<p>東京\ufffd", draft=True) == "<p>東京</p>"  # a draft cut inside a character
