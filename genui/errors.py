@@ -35,7 +35,7 @@ from starlette.responses import Response
 
 from engine.frames import EngineError, EngineOverloaded
 from genui.generation import PageNotKept
-from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong, ServerStopping
+from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong, ServerStopping, StillWriting
 from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens
@@ -45,6 +45,7 @@ from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTak
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
 STOPPING_RETRY_S = 5  # seconds a request the stopping server could not wait for is asked to wait
+STILL_WRITING_RETRY_S = 1  # seconds a wait URL answered before its page is written waits to ask again
 log = logging.getLogger("genui")
 
 
@@ -83,6 +84,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         then = f"This page tries again in {STOPPING_RETRY_S} s." if asks_again else "Try again in a moment."
         message = f"genui is stopping, most likely to start again. {then}"
         return Problem(503, "Restarting", message, {"Retry-After": str(STOPPING_RETRY_S)})
+    if isinstance(error, StillWriting):  # the same run goes on, and the request asked again joins it
+        message = f"The page is still being written. This page asks again in {STILL_WRITING_RETRY_S} s."
+        return Problem(503, "Still writing", message, {"Retry-After": str(STILL_WRITING_RETRY_S)})
     if isinstance(error, RouteTooLong):  # the site's config, not a busy server: no use trying again
         log.error("%s", error)
         return Problem(500, "Site error", f"This page cannot be written: {error}")
@@ -149,5 +153,6 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         PromptError: known,
         HTTPException: known,
         ServerStopping: known,
+        StillWriting: known,
         Exception: server_error,
     }

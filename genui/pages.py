@@ -99,6 +99,11 @@ class ServerStopping(Exception):
     """The server is stopping (SIGTERM): a request still waiting for a page is answered now, to ask again later."""
 
 
+class StillWriting(Exception):
+    """A request waiting for a page (a wait URL) has waited WAIT_ANSWER_S: it is answered, to ask again at once, before
+    a reverse proxy that has heard nothing cuts it (nginx's 504 after 60 s); the run waits for it meanwhile."""
+
+
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -38,7 +39,7 @@ from genui.inputs import (
     site_named,
     small_form,
 )
-from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, TooManyRuns
+from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, StillWriting, TooManyRuns
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import Screens, candidates_url
@@ -49,6 +50,9 @@ from genui.variations import Variations
 NOWHERE = "No page lives at this address."
 FOREIGN_FORM = "That form belongs to another site."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
+# A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a
+# reverse proxy cuts a request it has heard nothing of (nginx after 60 s, with its bare 504, and the run was dropped).
+WAIT_ANSWER_S = 45.0
 
 
 def _pushed(url: str) -> dict[str, str]:
@@ -266,7 +270,7 @@ class Views:
                 return self._head(request, job, asked)
         else:
             shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
-            page = shown if isinstance(shown, StoredPage) else await _finished(request, shown)
+            page = shown if isinstance(shown, StoredPage) else await _finished(request, shown, WAIT_ANSWER_S)
         if page is None:
             return Response(status_code=CLIENT_GONE)
         if not job.cached:
@@ -405,11 +409,12 @@ def _serving(request: Request, runtime: SiteRuntime) -> SiteRuntime:
     return runtime
 
 
-async def _finished(request: Request, generation: Generation) -> StoredPage | None:
+async def _finished(request: Request, generation: Generation, within: float | None = None) -> StoredPage | None:
     """Wait for the whole page (raising the engine's error); None if the client went away first, which leaves the
-    run to be cancelled unless someone else watches it."""
+    run to be cancelled unless someone else watches it. Past ``within`` seconds, StillWriting: the run waits for the
+    request asked again as for a placeholder handed out (``Generation.claim``)."""
     result = asyncio.ensure_future(generation.result())
-    return result.result() if await _before_disconnect(request, result) else None
+    return result.result() if await _before_disconnect(request, result, within, generation.claim) else None
 
 
 async def _candidates_written(variations: Variations) -> None:
@@ -419,23 +424,33 @@ async def _candidates_written(variations: Variations) -> None:
                 raise state.error
 
 
-async def _before_disconnect(request: Request, work: asyncio.Future[Any]) -> bool:
+async def _before_disconnect(
+    request: Request, work: asyncio.Future[Any], within: float | None = None, on_time: Callable[[], None] | None = None
+) -> bool:
     """Await ``work`` (raising its error) unless the client goes away first (False; the work is cancelled), or the
     server begins to stop (ServerStopping: the request is answered, and asks again, instead of holding the stop up
-    until its page is written)."""
+    until its page is written), or ``within`` seconds pass (StillWriting, after ``on_time()``, before the work is
+    cancelled)."""
     gone = asyncio.ensure_future(_disconnected(request))
     pages: Pages = request.app.state.pages
     stopping = asyncio.ensure_future(pages.stopping.wait())
+    timer = asyncio.ensure_future(asyncio.sleep(math.inf if within is None else within))
+    late = False
     try:
-        await asyncio.wait({work, gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, gone, stopping, timer}, return_when=asyncio.FIRST_COMPLETED)
+        late = timer.done() and not work.done() and not gone.done() and not stopping.done()
+        if late and on_time is not None:
+            on_time()
     finally:
-        for task in (work, gone, stopping):
+        for task in (work, gone, stopping, timer):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     if work.cancelled():
         if stopping.done() and not stopping.cancelled():
             raise ServerStopping()
+        if late:
+            raise StillWriting()
         return False
     work.result()
     return True

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import sqlite3
@@ -858,3 +859,33 @@ def test_a_site_says_its_language_and_one_written_right_to_left_is_laid_out_so(
     assert '<html lang="ar" dir="rtl">' in visit(client, "/forum/").text
     assert '<html lang="en">' in client.get("/").text and '<html lang="en">' in visit(client, "/os/").text
     assert '<html lang="ja">' in client.get("/wiki/no/such/page").text  # an error page is the site's too
+
+
+def test_a_wait_that_outlasts_a_proxys_patience_is_answered_and_asked_again_joins_the_same_run(
+    client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait URL said nothing until its page was written: behind nginx (60 s) a page queued behind others got a
+    bare 504, and its run was dropped with the request (an operator's deployment). It answers in time, a 503 that
+    asks again at once, and the run waits for the request asked again."""
+    import genui.views
+
+    monkeypatch.setattr(genui.views, "WAIT_ANSWER_S", 0.3)
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    engine.hold = threading.Event()  # the page is not written within the wait
+    wait = wait_url(client.get("/wiki/Lisp"))
+    assert wait is not None
+    answer = client.get(wait, follow_redirects=False)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert "The page is still being written. This page asks again in 1 s." in answer.text
+    assert f'content="1; url={html.escape(wait)}"' in answer.text  # without scripts too
+    time.sleep(0.5)  # a browser's second, within the run's wait for it
+    asked_again: list[Any] = []
+    waiting = threading.Thread(target=lambda: asked_again.append(client.get(wait, follow_redirects=False)))
+    waiting.start()
+    time.sleep(0.1)
+    engine.hold.set()
+    waiting.join(timeout=10)
+    (done,) = asked_again
+    assert done.status_code == 303 and done.headers["location"] == "/wiki/Lisp"
+    assert len(engine.calls) == 1 and engine.cancelled == 0  # one run, never dropped
