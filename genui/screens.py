@@ -25,6 +25,7 @@ from genui.sections import sections as page_sections
 from genui.shell import Shell
 from genui.store import MAX_POST, MAX_USER, USER_PATTERN, USER_RULE, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
+from genui.words import Words
 
 WS_PATH = "/_genui/ws"  # the live stream of one page version
 VARIATIONS_WS_PATH = "/_genui/ws/variations"  # the live stream of a set of variations
@@ -176,11 +177,11 @@ class Screens:
 
     # -- stream messages ----------------------------------------------------------------------------------------
 
-    def frame(self, snapshot: Snapshot, in_place: bool = False) -> str:
-        return self.shell.part("frame", snapshot, in_place)
+    def frame(self, job: Job, snapshot: Snapshot, in_place: bool = False) -> str:
+        return self.shell.part("frame", snapshot, in_place, words_of(job.runtime).say)
 
-    def candidates_frame(self, candidates: Candidates) -> str:
-        return self.shell.part("candidates_frame", candidates.drafts, candidates.progress)
+    def candidates_frame(self, job: Job, candidates: Candidates) -> str:
+        return self.shell.part("candidates_frame", candidates.drafts, candidates.progress, words_of(job.runtime).say)
 
     def candidates_final(self, job: Job, variations: Variations) -> str:
         """The finished candidates, each with a keep button; they replace the placeholder, ending the stream."""
@@ -222,6 +223,7 @@ class Screens:
         seconds = math.ceil(LOADING_RETRY_S)
         refresh = {"seconds": seconds, "url": job.url, "when_ready": HEALTH_PATH} if waiting else None
         return {
+            "say": words_of(job.runtime).say,
             "posts": below,
             "refresh": refresh,
             "answered": answered,
@@ -243,8 +245,11 @@ class Screens:
             for route in site.routes
             if route.bar_label is not None
         ]
+        words = words_of(runtime)
         return {
             "site": site,
+            "say": words.say,
+            "script_words": words.for_script(),
             "home_url": runtime.url("/"),
             "forms": forms,
             "index_url": self.index_url,
@@ -293,6 +298,7 @@ class Screens:
         # it is ready is told when to try again, as Regenerate's is.
         editable = self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
         return {
+            "say": words_of(job.runtime).say,
             "regenerate": self.pages.edits,
             "site": job.runtime.site.name,
             "url": job.location.url,
@@ -308,6 +314,7 @@ class Screens:
 
     def _candidates(self, job: Job, variations: Variations) -> dict[str, Any]:
         return {
+            "say": words_of(job.runtime).say,
             "of": self.varied(job),  # a set's address may be reloaded, shared, or come back to: the way to its page
             "site": job.runtime.site.name,
             "url": job.location.url,
@@ -322,3 +329,8 @@ class Screens:
         if generation.parent is not None:  # a run started again from this URL is written from the same parent
             query["from"] = generation.parent.path
         return urlencode(query)
+
+
+def words_of(runtime: SiteRuntime) -> Words:
+    """The words of genui's own parts of the site's pages: its [words], else genui's English."""
+    return Words(dict(runtime.site.words))

@@ -46,7 +46,7 @@ ROUTE_KEYS = (
 # its two fields' labels, its button.
 REPLY_FORM = {"heading": "Replies from readers", "name": "Name", "text": "Reply", "button": "Post reply"}
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
-TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation")
+TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation", "words")
 _LANG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # a BCP 47 tag as HTML's lang takes it: en, ja, pt-BR, zh-Hant
 # Languages written right to left (their BCP 47 primary subtags): a site in one is laid out so (<html dir="rtl">).
 RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ks", "ku", "ps", "sd", "ug", "ur", "yi"})
@@ -169,6 +169,7 @@ class Site:
     model: ModelSettings = field(default_factory=ModelSettings)
     navigation: tuple[NavSection, ...] = ()
     lang: str = "en"  # the language of its pages, as <html lang> says it
+    words: tuple[tuple[str, str], ...] = ()  # genui's words (genui.words.WORDS) this site says otherwise
 
     @property
     def direction(self) -> str:
@@ -668,7 +669,7 @@ def load_site(root: Path | str) -> Site:
         if key not in TOP_KEYS:
             raise unknown_key(file, key, key, TOP_KEYS, "top-level")
     # a top-level key written after a table's header is in that table, and missing where it belongs: said as such
-    tables = [("model", "model", data.get("model"))]
+    tables = [("model", "model", data.get("model")), ("words", "words", data.get("words"))]
     for array in ("routes", "navigation"):
         if isinstance(data.get(array), list):
             tables += [(f"{array}[{i}].", array.removesuffix("s"), table) for i, table in enumerate(data[array])]
@@ -676,7 +677,7 @@ def load_site(root: Path | str) -> Site:
         for key in table if isinstance(table, dict) else ():
             if key in TOP_KEYS and key not in data:  # (where the top level has it too, it is a key to remove)
                 fix = f"move {key} above the first [table] or [[table]] header: TOML puts every key after one in it"
-                where_key = f"{where}{'.' * (kind == 'model')}{key}"
+                where_key = f"{where}{'.' * (kind in ('model', 'words'))}{key}"
                 raise SiteConfigError(file, where_key, f"{key} is a top-level key, here in a {kind} table", fix)
     name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
     check_site_name(file, name)
@@ -697,6 +698,7 @@ def load_site(root: Path | str) -> Site:
             _wrong(lang, "a language tag"),
             'write the language of its pages as HTML names it: lang = "ja"',
         )
+    words = _words(file, data)
     stylesheet = data.get("stylesheet")
     if stylesheet is not None and (
         not isinstance(stylesheet, str)
@@ -801,7 +803,28 @@ def load_site(root: Path | str) -> Site:
         model=model,
         navigation=navigation,
         lang=lang,
+        words=words,
     )
+
+
+def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The site's ``[words]``: genui's own words on its pages that it says otherwise (genui/words.py)."""
+    from genui.words import WORDS, problem
+
+    table = data.get("words", {})
+    if not isinstance(table, dict):
+        raise SiteConfigError(file, "words", _wrong(table, "a table"), 'write [words] with keys such as skip = "..."')
+    for key, text in table.items():
+        wrong = problem(key, text)
+        if wrong is not None:
+            known = key in WORDS
+            fix = (
+                f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
+                if known
+                else f"use one of genui's words: {', '.join(WORDS)}"
+            )
+            raise SiteConfigError(file, f"words.{key}", wrong, fix)
+    return tuple((key, text) for key, text in table.items())
 
 
 def _reads_brief(data: dict[str, Any]) -> bool:

@@ -156,7 +156,7 @@ class Stream:
                     return None
                 if snapshot.step or snapshot.html:
                     try:
-                        await websocket.send_text(self.screens.frame(snapshot, not generation.splice.whole))
+                        await websocket.send_text(self.screens.frame(job, snapshot, not generation.splice.whole))
                     except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
                         generation.claim()  # came: the run waits for the reconnect, as in _serve
                         raise
@@ -185,7 +185,7 @@ class Stream:
                     await websocket.send_text(self.screens.candidates_final(job, variations))
                     return
                 try:
-                    await websocket.send_text(self.screens.candidates_frame(state))
+                    await websocket.send_text(self.screens.candidates_frame(job, state))
                 except (WebSocketDisconnect, OSError):  # as in _watch
                     variations.claim()
                     raise

@@ -2,6 +2,22 @@
 (function () {
   "use strict";
 
+  // What it says, in the site's words (its site.toml's [words], genui's English otherwise: genui/words.py), with
+  // their {name} values filled in.
+  var WORDS = {};
+  try {
+    WORDS = JSON.parse(document.body.dataset.genuiWords || "{}");
+  } catch (error) {
+    WORDS = {};
+  }
+
+  function say(key, values, fallback) {
+    var text = WORDS[key] || fallback;
+    return text.replace(/\{(\w+)\}/g, function (whole, name) {
+      return values && name in values ? String(values[name]) : whole;
+    });
+  }
+
   // Error pages (a 404, a rejected reply, a busy model, genui's own 500, a proxy's 502) are pages too: every error
   // answered in HTML is shown where the page would have gone. htmx alone swaps none of them.
   // A page control's form (Regenerate, Rewrite, 3 variations) refused (a 409 while another version is written, a 503
@@ -17,7 +33,7 @@
       if (holder) {
         var answer = new DOMParser().parseFromString(xhr.responseText, "text/html");
         var why = answer.querySelector("#genui-content p");
-        said(holder, why ? why.textContent : "That was refused (" + xhr.status + "). Try again.");
+        said(holder, why ? why.textContent : say("refused", { status: xhr.status }, "That was refused ({status}). Try again."));
         event.detail.shouldSwap = false;
         return;
       }
@@ -68,7 +84,7 @@
       var said = holder.querySelector(".genui-send-error") || document.createElement("p");
       said.className = "genui-form-error genui-send-error";
       said.setAttribute("role", "alert");
-      said.textContent = "This could not reach the server. Check the connection, then send it again.";
+      said.textContent = say("unreachable", {}, "This could not reach the server. Check the connection, then send it again.");
       holder.insertBefore(said, toolbar ? null : form.firstChild);
     }
   });
@@ -375,7 +391,7 @@
     if (refused && main.contains(refused)) {
       // said once, here; where the focus went with the form's button, it goes to the form's first field, which the
       // reason describes (aria-describedby)
-      announce.textContent = "Not posted: " + refused.textContent;
+      announce.textContent = say("not_posted", { reason: refused.textContent }, "Not posted: {reason}");
       var field = refused.parentElement.querySelector("input:not([type=hidden]), textarea");
       if (field && lost) {
         field.focus({ preventScroll: true });
@@ -425,8 +441,8 @@
       var code = event.detail && event.detail.event ? event.detail.event.code : 0;
       if (progress) {
         progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) >= 0
-          ? "Connection lost: connecting again…"
-          : "Connection closed: reload the page to see it written.";
+          ? say("connection_lost", {}, "Connection lost: connecting again…")
+          : say("connection_closed", {}, "Connection closed: reload the page to see it written.");
         var announce = document.getElementById("genui-announce");
         if (announce) {
           announce.textContent = progress.textContent; // a frame's progress line is no live region: said here
@@ -461,11 +477,18 @@
     }
     if (content.classList.contains("genui-variations")) {
       var count = content.querySelectorAll(".genui-candidate").length;
-      return live ? "Writing " + count + " variations" : count + " variations written: keep one of them";
+      return live
+        ? say("writing_variations", { n: count }, "Writing {n} variations")
+        : say("variations_written", { n: count }, "{n} variations written: keep one of them");
     }
     var version = Number(content.dataset.version || 0);
-    var which = version > 1 ? ", version " + version : ""; // a version other than the first: Regenerate, a rewrite
-    return (live ? "Writing: " : "Loaded: ") + document.title + which;
+    var values = { title: document.title, n: version };
+    if (live) {
+      return say("writing_page", values, "Writing: {title}");
+    }
+    return version > 1 // a version other than the first: Regenerate, a rewrite
+      ? say("loaded_version", values, "Loaded: {title}, version {n}")
+      : say("loaded", values, "Loaded: {title}");
   }
 
   // The link a visitor's pointer rests on, or their keyboard's focus reaches, is likely the next click. While genui

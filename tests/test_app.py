@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 import sqlite3
@@ -889,3 +890,30 @@ def test_a_wait_that_outlasts_a_proxys_patience_is_answered_and_asked_again_join
     (done,) = asked_again
     assert done.status_code == 303 and done.headers["location"] == "/wiki/Lisp"
     assert len(engine.calls) == 1 and engine.cancelled == 0  # one run, never dropped
+
+
+def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """A Japanese forum's toolbar, skip link, footer and readers' notices were English (a walkthrough of sites in
+    other languages): a site's [words] says them, values filled in and escaped."""
+    words = {
+        "regenerate": "再生成",
+        "variations": "{n}つの案",
+        "skip": "本文へ",
+        "footer": "各ページは{model}が書きます。",
+        "no_replies": "まだ返信はありません。",
+        "loaded": "読み込みました: {title}",
+    }
+    sites = [
+        replace(site, lang="ja", words=tuple(words.items())) if site.name == "forum" else site for site in all_sites
+    ]
+    client = client_factory(sites)
+    page = visit(client, "/forum/r/hacking/My_first_lisp").text
+    assert '<a class="genui-skip" href="#genui-content">本文へ</a>' in page
+    assert (
+        ">再生成</button>" in page and ">3つの案</button>" in page and ">Rewrite</button>" in page
+    )  # the rest, English
+    assert '<footer class="genui-footer">各ページは<code>fake-model</code>が書きます。</footer>' in page
+    assert '<p class="genui-quiet">まだ返信はありません。</p>' in page
+    said = json.loads(html.unescape(re.search(r'data-genui-words="([^"]*)"', page)[1]))  # type: ignore[index]
+    assert said["loaded"] == "読み込みました: {title}" and said["not_posted"] == "Not posted: {reason}"  # for genui.js
+    assert ">Regenerate</button>" in visit(client, "/wiki/Lisp").text  # another site's own words

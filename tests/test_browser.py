@@ -755,6 +755,30 @@ def test_a_right_to_left_site_does_not_scroll_sideways_and_its_skip_link_shows_i
         assert box["width"] > 20 and box["right"] <= page.viewport_size["width"] and box["right"] > 600  # its start
 
 
+def test_what_a_screen_reader_is_told_is_in_the_sites_words(tmp_path: Path) -> None:
+    """genui.js said "Writing: …" and "Loaded: …" in English on every site (a walkthrough of sites in other
+    languages): it says them in the site's [words]."""
+    from dataclasses import replace
+
+    words = (("writing_page", "書いています: {title}"), ("loaded", "読み込みました: {title}"))
+    sites = [replace(site, lang="ja", words=words) if site.name == "wiki" else site for site in example_sites()]
+    app = create_app(sites, FakeEngine(delay=0.05, steps=2), db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.wait_for_function("() => document.getElementById('genui-announce').textContent.startsWith('読み込')")
+        page.evaluate(
+            """() => { window.said = []; const region = document.getElementById('genui-announce');
+            new MutationObserver(() => window.said.push(region.textContent))
+                .observe(region, {childList: true, characterData: true, subtree: true}); }"""
+        )
+        page.click("text=Genpedia tree")
+        page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+        page.wait_for_function("() => window.said.length >= 2")
+        said = page.evaluate("() => window.said")
+        assert said == ["書いています: Genpedia tree — Genpedia", "読み込みました: Genpedia tree — Genpedia"], said
+
+
 def _luminance(css: str) -> float:
     """The relative luminance (WCAG 2) of a computed `rgb(r, g, b)` colour."""
     channels = [int(part) / 255 for part in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]

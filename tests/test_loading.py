@@ -194,7 +194,7 @@ def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_re
     thread = client.get(THREAD).text
     assert (
         page_html(thread).startswith(before)
-        and "Readers' replies are in the thread above." in thread
+        and "Readers&#39; replies are in the thread above." in thread
         and "asks again" not in thread
     )
     assert "/forum/r/hacking/Other" not in str(gate.engine.calls)

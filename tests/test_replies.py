@@ -77,7 +77,7 @@ def test_every_post_is_shown_once_in_place_or_below_and_one_made_during_a_reply_
         "plain form",
         "second",
     ]
-    assert page_html(thread).startswith(answered) and "Readers' replies are in the thread above." in thread
+    assert page_html(thread).startswith(answered) and "Readers&#39; replies are in the thread above." in thread
     response = client.post(THREAD, data={"user": "cy", "text": "third"}, headers=HTMX)
     ws_messages(client, live_url(response.text))
     assert page_html(client.get(THREAD).text).startswith(page_html(thread))

@@ -648,3 +648,26 @@ def test_a_sites_lang_is_a_language_tag_and_says_its_direction(tmp_path: Path) -
                 write_site(tmp_path / "bad", GOOD.replace('brief = "A demo site."', f'brief = "x"\nlang = {wrong}'))
             )
         assert caught.value.key == "lang" and 'lang = "ja"' in caught.value.fix
+
+
+def test_a_sites_words_say_genuis_own_in_its_language_and_a_wrong_one_is_named(tmp_path: Path) -> None:
+    """genui's own words on a site's pages (its toolbar, the skip link, a thread's notices) were English on a
+    Japanese or Arabic site, with no way to say them otherwise (a walkthrough of sites in other languages)."""
+    words = '\n[words]\nregenerate = "再生成"\nversion_link = "第{n}版"\nfooter = "ページは{model}が書きます。"\n'
+    site = load_site(write_site(tmp_path / "good", GOOD + words))
+    assert dict(site.words) == {
+        "regenerate": "再生成",
+        "version_link": "第{n}版",
+        "footer": "ページは{model}が書きます。",
+    }
+    for written, key, said in (
+        ('nosuch = "x"', "words.nosuch", "'nosuch' is none of genui's words"),
+        ('version_link = "第{m}版"', "words.version_link", "{m} is not one of its values ({n})"),
+        ('skip = "{"', "words.skip", "Single '{' encountered"),
+        ('skip = ""', "words.skip", "one line of text"),
+        ('skip = "ok"\ntitle = "Demo"', "words.title", "title is a top-level key, here in a words table"),
+    ):
+        toml = GOOD.replace('title = "Demo"\n', "", 1) if key == "words.title" else GOOD
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(write_site(tmp_path / key / str(len(said)), f"{toml}\n[words]\n{written}\n"))
+        assert caught.value.key == key and said in str(caught.value), str(caught.value)

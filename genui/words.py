@@ -1,0 +1,111 @@
+"""The words of genui's own parts of a site's pages (the toolbar, the skip link, the progress line, the readers' form's
+notices, what a screen reader is told as a page lands), in English unless a site's ``[words]`` says otherwise.
+
+A site in another language says them in its own (``site.toml``: ``[words]``, docs/sites.md); each is one line of text,
+and a ``{name}`` in it is a value genui fills in (``{n}``, ``{title}``), which a site's words may leave out but not add.
+What the server says of a failure (an error page's message, a refused post's reason) stays English.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from markupsafe import Markup, escape
+
+WORDS: dict[str, str] = {
+    # the page's frame
+    "skip": "Skip to the page",
+    "all_sites": "all sites",
+    "footer": "Every page here is written on the fly by {model}.",
+    "ways_on": "Ways on from this page",  # a [[navigation]] section with no heading, as screen readers name it
+    # the toolbar
+    "page_tools": "Page tools",
+    "version": "version",
+    "version_link": "Version {n}",
+    "regenerate": "Regenerate",
+    "regenerate_hint": "Write this page again with a new seed; earlier versions stay",
+    "variations": "{n} variations",
+    "variations_hint": "Write {n} candidates side by side and keep one as the next version",
+    "section": "Section",
+    "how": "How? (optional)",
+    "how_label": "How to rewrite it (optional)",
+    "rewrite": "Rewrite",
+    "rewrite_hint": "Write this section again; the rest of the page stays as it is",
+    # a page being written
+    "waiting": "Waiting for the model…",
+    "progress": "Writing: canvas {canvas} of {canvases}, step {step}",
+    "progress_open": "Writing: canvas {canvas}, step {step}",  # an engine that does not say how many canvases
+    "writing_variations_of": "Writing {n} variations of {page}…",
+    "variations_step": " canvas {canvas}, step {step}",
+    "variations_of": "{n} variations of {page}: keep one as its next version.",
+    "keep": "Keep variation {n}",
+    # the readers' form of a page with posts
+    "no_replies": "No replies from readers yet.",
+    "replies_above": "Readers' replies are in the thread above.",
+    "replies_later": "genui is loading its model: replies to new posts are written once it is ready.",
+    # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed
+    "loaded": "Loaded: {title}",
+    "loaded_version": "Loaded: {title}, version {n}",
+    "writing_page": "Writing: {title}",
+    "writing_variations": "Writing {n} variations",
+    "variations_written": "{n} variations written: keep one of them",
+    "not_posted": "Not posted: {reason}",
+    "connection_lost": "Connection lost: connecting again…",
+    "connection_closed": "Connection closed: reload the page to see it written.",
+    "refused": "That was refused ({status}). Try again.",
+    "unreachable": "This could not reach the server. Check the connection, then send it again.",
+}
+# The words static/genui.js says, handed to it on the page's <body> (data-genui-words).
+SCRIPT_WORDS = (
+    "loaded",
+    "loaded_version",
+    "writing_page",
+    "writing_variations",
+    "variations_written",
+    "not_posted",
+    "connection_lost",
+    "connection_closed",
+    "refused",
+    "unreachable",
+)
+MOST = 200  # characters of one of a site's words
+
+
+def fields(text: str) -> list[str]:
+    """The names of ``text``'s ``{name}`` fields, in order; ValueError for a brace that opens none ("{" alone)."""
+    return [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+
+
+def problem(key: str, text: object) -> str | None:
+    """What is wrong with a site's words for ``key``, None if nothing."""
+    if key not in WORDS:
+        return f"{key!r} is none of genui's words"
+    if not isinstance(text, str) or not text.strip() or len(text) > MOST or "\n" in text:
+        return f"{key}: expected one line of text ({MOST} characters at most)"
+    try:
+        named = fields(text)
+    except ValueError as exc:
+        return f"{key}: {exc} (write {{{{ and }}}} for a brace)"
+    known = fields(WORDS[key])
+    extra = [name for name in named if name not in known]
+    if extra:
+        said = ", ".join("{" + name + "}" for name in known) or "none"
+        return f"{key}: {{{extra[0]}}} is not one of its values ({said})"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """A site's words: its own where it has them, else genui's English."""
+
+    own: Mapping[str, str] = field(default_factory=dict)
+
+    def say(self, key: str, **values: object) -> Markup:
+        """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup)."""
+        return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+
+    def for_script(self) -> dict[str, str]:
+        """The words static/genui.js says, as text: it fills in their values itself."""
+        return {key: self.own.get(key, WORDS[key]) for key in SCRIPT_WORDS}
