@@ -351,7 +351,18 @@ async def _written(client: httpx.AsyncClient, url: str, headers: dict[str, str] 
     """GET ``url`` and, when the page is still being written, its wait URL: the answer once the page is finished."""
     response = await client.get(url, headers=headers)
     wait = _WAIT.search(response.text) if response.status_code == 200 else None
-    return await client.get(html.unescape(wait.group(1)), headers=headers) if wait else response
+    if wait is None:
+        return response
+    while True:  # a wait URL answers a page still being written after 45 s with a 503 that asks again at once
+        response = await client.get(html.unescape(wait.group(1)), headers=headers)
+        if not _still_writing(response):
+            return response
+        await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+
+
+def _still_writing(response: httpx.Response) -> bool:
+    """Whether a wait URL answered before its page was written (genui.views.WAIT_ANSWER_S), to be asked again."""
+    return response.status_code == 503 and "still being written" in response.text
 
 
 async def _client(run: Run, index: int, deadline: float, weights: list[float]) -> None:

@@ -400,11 +400,12 @@ def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, quer
         return None
     key, title = f"{where}page_title", data["page_title"]
     names = [name for name, _ in _parameters(pattern)] + list(query)
-    example = (
-        f'title = "{pattern.strip("/").split("/")[0].capitalize() or "Home"}{": {" + names[0] + "}" if names else ""}"'
-    )
+    words = pattern.strip("/").split("/")[0].capitalize() or "Home"
+    example = f'page_title = "{words}{": {" + names[0] + "}" if names else ""}"'
     if not isinstance(title, str) or not title.strip() or len(title) > 100 or "\n" in title:
-        raise SiteConfigError(file, key, _wrong(title, "one line of text (100 characters at most)"), f"write {example}")
+        problem = "empty" if isinstance(title, str) and not title.strip() else None
+        wrong = problem or _wrong(title, "one line of text (100 characters at most)")
+        raise SiteConfigError(file, key, wrong, f"write {example}")
     try:
         fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(title)]
     except ValueError as exc:
@@ -412,13 +413,17 @@ def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, quer
     for name, spec, conversion in fields:
         if name is None:
             continue
-        if name not in names or spec or conversion:
+        written = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+        if name in names and (spec or conversion):
+            raise SiteConfigError(
+                file, key, f"{written} has a format; a value is written as it is", f"write {{{name}}} alone"
+            )
+        if name not in names:
             said = ", ".join(names) or "none"
             raise SiteConfigError(
                 file,
                 key,
-                f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}} is not one of the "
-                f"route's parameters or query keys ({said})",
+                f"{written} is not one of the route's parameters or query keys ({said})",
                 f"name one of them in braces, as {example} does",
             )
     return title

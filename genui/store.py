@@ -29,13 +29,35 @@ USER_RULE = f"a name is 1 to {MAX_USER} letters or digits, of any script, - and 
 USER_PATTERN = r"[\p{L}\p{M}\p{N}_\-]+"  # the same, for the form's field (an HTML pattern is a v-mode JS regex)
 
 
+# Letters and marks that show nothing (Unicode's Default_Ignorable_Code_Point outside the format characters, which
+# no name takes anyway): a Hangul filler is a name no one sees, a variation selector after "ada" another reader's
+# name that reads as hers (a review of this change).
+_IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
+MARKS_IN_A_ROW = 4  # marks on one letter: Indic and Vietnamese letters carry up to 3; more is stacked noise
+
+
 def valid_user(user: str) -> bool:
     """Whether ``user`` (NFC) is a reader's name by USER_RULE."""
-    return (
-        1 <= len(user) <= MAX_USER
-        and unicodedata.category(user[0])[0] != "M"  # a mark goes on a letter
-        and all(c in "_-" or unicodedata.category(c)[0] in "LMN" for c in user)
-    )
+    if not 1 <= len(user) <= MAX_USER or unicodedata.category(user[0])[0] == "M":  # a mark goes on a letter
+        return False
+    marks = 0
+    for c in user:
+        kind = unicodedata.category(c)[0]
+        if not (c in "_-" or kind in "LMN") or any(low <= ord(c) <= high for low, high in _IGNORABLE):
+            return False
+        marks = marks + 1 if kind == "M" else 0
+        if marks > MARKS_IN_A_ROW:
+            return False
+    return True
 
 
 _SCHEMA = """

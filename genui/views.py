@@ -241,7 +241,8 @@ class Views:
             variations.claim()
             result = asyncio.ensure_future(_candidates_written(variations))
             with contextlib.suppress(EngineError):  # a set that failed: its address says so (a 404), and forgets it
-                if not await _before_disconnect(request, result):
+                # answered by WAIT_ANSWER_S as a page's wait is (StillWriting), the set held for the wait asked again
+                if not await _before_disconnect(request, result, WAIT_ANSWER_S, variations.claim):
                     return Response(status_code=CLIENT_GONE)
             return RedirectResponse(candidates_url(job, variations), status_code=303)
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep

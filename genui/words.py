@@ -41,10 +41,12 @@ WORDS: dict[str, str] = {
     "variations_step": " canvas {canvas}, step {step}",
     "variations_of": "{n} variations of {page}: keep one as its next version.",
     "keep": "Keep variation {n}",
+    "variation_label": "Variation {n}",  # a candidate's region, as screen readers name it
     # the readers' form of a page with posts
     "no_replies": "No replies from readers yet.",
     "replies_above": "Readers' replies are in the thread above.",
     "replies_later": "genui is loading its model: replies to new posts are written once it is ready.",
+    "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
     # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed
     "loaded": "Loaded: {title}",
     "loaded_version": "Loaded: {title}, version {n}",
@@ -74,8 +76,13 @@ MOST = 200  # characters of one of a site's words
 
 
 def fields(text: str) -> list[str]:
-    """The names of ``text``'s ``{name}`` fields, in order; ValueError for a brace that opens none ("{" alone)."""
-    return [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    """The ``{name}`` fields of ``text``, in order, each as written between its braces (``n``; ``n:>3`` or ``n!r``
+    with a format spec or a conversion); ValueError for a brace that opens none ("{" alone)."""
+    written = []
+    for _, name, spec, conversion in string.Formatter().parse(text):
+        if name is not None:
+            written.append(name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else ""))
+    return written
 
 
 def problem(key: str, text: object) -> str | None:
@@ -89,10 +96,10 @@ def problem(key: str, text: object) -> str | None:
     except ValueError as exc:
         return f"{key}: {exc} (write {{{{ and }}}} for a brace)"
     known = fields(WORDS[key])
-    extra = [name for name in named if name not in known]
+    extra = [name for name in named if name not in known]  # a spec or a conversion too: `{n:>3}` is not `{n}`
     if extra:
         said = ", ".join("{" + name + "}" for name in known) or "none"
-        return f"{key}: {{{extra[0]}}} is not one of its values ({said})"
+        return f"{key}: {{{extra[0]}}} is not one of its values ({said}), each written as it is, with no format"
     return None
 
 

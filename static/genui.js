@@ -13,8 +13,11 @@
 
   function say(key, values, fallback) {
     var text = WORDS[key] || fallback;
-    return text.replace(/\{(\w+)\}/g, function (whole, name) {
-      return values && name in values ? String(values[name]) : whole;
+    return text.replace(/\{\{|\}\}|\{(\w+)\}/g, function (whole, name) {
+      if (!name) {
+        return whole.charAt(0); // {{ and }} are a brace, as in Python's str.format
+      }
+      return values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole;
     });
   }
 

@@ -91,7 +91,13 @@ async def get_finished(client: httpx.AsyncClient, url: str) -> httpx.Response:
     <noscript> refresh leads to a URL that answers (a redirect to the page) once the page is finished."""
     response = await client.get(url)
     wait = _WAIT.search(response.text)
-    return await client.get(html.unescape(wait.group(1)), follow_redirects=True) if wait else response
+    if wait is None:
+        return response
+    while True:  # a page still being written after 45 s: the wait answers a 503 that asks again at once
+        response = await client.get(html.unescape(wait.group(1)), follow_redirects=True)
+        if response.status_code != 503 or "still being written" not in response.text:
+            return response
+        await asyncio.sleep(float(response.headers.get("retry-after", "1")))
 
 
 def served_page(response_text: str) -> str | None:

@@ -917,3 +917,30 @@ def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, 
     said = json.loads(html.unescape(re.search(r'data-genui-words="([^"]*)"', page)[1]))  # type: ignore[index]
     assert said["loaded"] == "読み込みました: {title}" and said["not_posted"] == "Not posted: {reason}"  # for genui.js
     assert ">Regenerate</button>" in visit(client, "/wiki/Lisp").text  # another site's own words
+
+
+def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_waits(
+    client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set of variations' wait (…&wait=1) still waited without limit after a page's was capped (a review of that
+    change): the slowest thing genui writes, so the likeliest to meet a proxy's 504."""
+    import genui.views
+
+    monkeypatch.setattr(genui.views, "WAIT_ANSWER_S", 0.3)
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.hold = threading.Event()  # the candidates are not written within the wait
+    live = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers={"HX-Request": "true"})
+    wait = live.headers["hx-push-url"] + "&wait=1"
+    answer = client.get(wait, follow_redirects=False)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    asked_again: list[Any] = []
+    waiting = threading.Thread(target=lambda: asked_again.append(client.get(wait, follow_redirects=False)))
+    waiting.start()
+    time.sleep(0.1)
+    engine.hold.set()
+    waiting.join(timeout=10)
+    (done,) = asked_again
+    assert done.status_code == 303 and done.headers["location"] == live.headers["hx-push-url"]
+    assert len(engine.variations) == 1 and engine.cancelled == 0  # one set, never dropped

@@ -760,7 +760,7 @@ def test_what_a_screen_reader_is_told_is_in_the_sites_words(tmp_path: Path) -> N
     languages): it says them in the site's [words]."""
     from dataclasses import replace
 
-    words = (("writing_page", "書いています: {title}"), ("loaded", "読み込みました: {title}"))
+    words = (("writing_page", "書いています: {title}"), ("loaded", "読み込みました: {title} {{ok}}"))  # {{ a brace
     sites = [replace(site, lang="ja", words=words) if site.name == "wiki" else site for site in example_sites()]
     app = create_app(sites, FakeEngine(delay=0.05, steps=2), db_path=tmp_path / "pages.sqlite3")
     with served(app) as url, browser_page() as page:
@@ -776,7 +776,7 @@ def test_what_a_screen_reader_is_told_is_in_the_sites_words(tmp_path: Path) -> N
         page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
         page.wait_for_function("() => window.said.length >= 2")
         said = page.evaluate("() => window.said")
-        assert said == ["書いています: Genpedia tree — Genpedia", "読み込みました: Genpedia tree — Genpedia"], said
+        assert said == ["書いています: Genpedia tree — Genpedia", "読み込みました: Genpedia tree — Genpedia {ok}"], said
 
 
 def _luminance(css: str) -> float:

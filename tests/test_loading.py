@@ -175,7 +175,7 @@ def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_re
     assert plain.status_code == 303 and plain.headers["location"] == THREAD
     shown = client.get(THREAD).text
     assert marker in shown and "http-equiv" not in shown  # no refresh that would lose a reply being typed
-    assert f'<noscript> <a href="{THREAD}">Open the thread again</a> in a minute to see them.</noscript>' in shown
+    assert f'<noscript> <a href="{THREAD}">Open the thread again in a minute to see them.</a></noscript>' in shown
     assert shown.index("hello while loading") < shown.index("me too")
     # A refused reply keeps what was typed, and no marker would load the thread over it.
     refused = client.post(THREAD, data={"user": "bad name", "text": "typed"}, headers={**HTMX, **ORIGIN})

@@ -625,9 +625,9 @@ def test_a_routes_page_title_names_its_pages_that_write_no_heading(tmp_path: Pat
     assert guessed_title(router.locate("/find")) == "Found: "
     for written, words in (
         ('page_title = "Page {title}"', "{title} is not one of the route's parameters or query keys (name)"),
-        ('page_title = "Page {name!r}"', "{name!r} is not one of"),
+        ('page_title = "Page {name!r}"', "{name!r} has a format; a value is written as it is"),
         ('page_title = "Page {"', "Single '{' encountered"),
-        ('page_title = ""', "one line of text"),
+        ('page_title = ""', "empty (the route '/page/{name}'). Fix: write page_title = \"Page: {name}\""),
     ):
         broken = GOOD.replace('pattern = "/page/{name}"', f'pattern = "/page/{{name}}"\n{written}', 1)
         with pytest.raises(SiteConfigError) as caught:
@@ -665,6 +665,8 @@ def test_a_sites_words_say_genuis_own_in_its_language_and_a_wrong_one_is_named(t
         ('version_link = "第{m}版"', "words.version_link", "{m} is not one of its values ({n})"),
         ('skip = "{"', "words.skip", "Single '{' encountered"),
         ('skip = ""', "words.skip", "one line of text"),
+        ('footer = "by {model:>10}"', "words.footer", "{model:>10} is not one of its values ({model})"),
+        ('footer = "by {model!s}"', "words.footer", "{model!s} is not one of its values"),
         ('skip = "ok"\ntitle = "Demo"', "words.title", "title is a top-level key, here in a words table"),
     ):
         toml = GOOD.replace('title = "Demo"\n', "", 1) if key == "words.title" else GOOD

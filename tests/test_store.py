@@ -244,6 +244,10 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
         ("ada.l", "hi"),
         ("\u0301ada", "hi"),  # a combining mark on no letter
         ("太郎\u3000", "hi"),  # an ideographic space
+        ("\u3164", "hi"),  # a Hangul filler: a name no one sees
+        ("ada\u034f", "hi"),  # a combining grapheme joiner: another "ada"
+        ("ada\ufe0f", "hi"),  # a variation selector
+        ("a" + "\u0301" * 6, "hi"),  # marks stacked on one letter (NFC composes the first)
     ],
 )
 def test_bad_posts_are_rejected_and_not_stored(store: Store, user: str, text: str) -> None:
