@@ -131,6 +131,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             ws="websockets-sansio",
             ws_max_size=WS_MESSAGE_LIMIT,
             log_config=log_config,
+            access_log=not args.no_access_log,
         )
         server = _stopping_server(config, app)
         await server.serve()
@@ -353,6 +354,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="visitors only read pages and post replies: no Regenerate, section rewrite or variations (on a public "
         "server, a rewrite's instruction is anyone's to give, and the new version is what every visitor sees next)",
+    )
+    serve.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="log no line for each request (uvicorn's access log, on stdout, records each path and query: a search's "
+        "words, a terminal's commands; a reverse proxy keeps its own); genui's warnings and errors are logged still",
     )
     serve.add_argument(
         "--robots",

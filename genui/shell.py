@@ -36,6 +36,9 @@ class Shell:
             undefined=StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            # read once: genui's own templates change with its code, and a server whose files were updated in place
+            # (git pull) read the new templates beside its old Python, and answered 500 (a soak test)
+            auto_reload=False,
         )
         self.env.globals.update({"nav": navigation_attrs, "htmx_config": htmx_config_meta()})
 

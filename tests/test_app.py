@@ -944,3 +944,16 @@ def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_wai
     (done,) = asked_again
     assert done.status_code == 303 and done.headers["location"] == live.headers["hx-push-url"]
     assert len(engine.variations) == 1 and engine.cancelled == 0  # one set, never dropped
+
+
+def test_genuis_own_templates_are_read_once(tmp_path: Path) -> None:
+    """A server whose files were updated in place (git pull) read the new templates at once beside its old Python,
+    and answered 500 on every page until it was restarted (a soak test): the templates are read as it starts."""
+    from genui.shell import TEMPLATES_DIR, Shell
+
+    copied = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copied)
+    shell = Shell(copied)
+    before = shell.part("inline_posts", [])
+    (copied / "parts.html").write_text("{% macro inline_posts(posts) %}{{ no_such_value }}{% endmacro %}\n")
+    assert shell.part("inline_posts", []) == before

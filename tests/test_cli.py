@@ -468,6 +468,9 @@ def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypat
     db = ":memory:"
     assert main(["serve", "--site", "wiki", "--port", "0", "--db", db], load_engine=fake_loader) == 0
     (config,) = made
+    assert config.access_log  # each request's line, unless --no-access-log
+    assert main(["serve", "--site", "wiki", "--port", "0", "--db", db, "--no-access-log"], load_engine=fake_loader) == 0
+    assert not made[-1].access_log
     monkeypatch.undo()
     loggers = config.log_config["loggers"]  # type: ignore[index]
     assert loggers["genui"]["level"] == "WARNING" and loggers["genui"]["handlers"] == ["default"]
