@@ -862,6 +862,19 @@ def test_a_site_says_its_language_and_one_written_right_to_left_is_laid_out_so(
     assert '<html lang="ja">' in client.get("/wiki/no/such/page").text  # an error page is the site's too
 
 
+def asked_again_as_it_ends(client: TestClient, wait: str, engine: FakeEngine) -> Any:
+    """The answer to ``wait`` asked again while the engine's held run ends (``engine.hold`` set meanwhile)."""
+    answers: list[Any] = []
+    waiting = threading.Thread(target=lambda: answers.append(client.get(wait, follow_redirects=False)))
+    waiting.start()
+    time.sleep(0.1)
+    assert engine.hold is not None
+    engine.hold.set()
+    waiting.join(timeout=10)
+    (answer,) = answers
+    return answer
+
+
 def test_a_wait_that_outlasts_a_proxys_patience_is_answered_and_asked_again_joins_the_same_run(
     client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -881,13 +894,7 @@ def test_a_wait_that_outlasts_a_proxys_patience_is_answered_and_asked_again_join
     assert "The page is still being written. This page asks again in 1 s." in answer.text
     assert f'content="1; url={html.escape(wait)}"' in answer.text  # without scripts too
     time.sleep(0.5)  # a browser's second, within the run's wait for it
-    asked_again: list[Any] = []
-    waiting = threading.Thread(target=lambda: asked_again.append(client.get(wait, follow_redirects=False)))
-    waiting.start()
-    time.sleep(0.1)
-    engine.hold.set()
-    waiting.join(timeout=10)
-    (done,) = asked_again
+    done = asked_again_as_it_ends(client, wait, engine)
     assert done.status_code == 303 and done.headers["location"] == "/wiki/Lisp"
     assert len(engine.calls) == 1 and engine.cancelled == 0  # one run, never dropped
 
@@ -935,13 +942,7 @@ def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_wai
     wait = live.headers["hx-push-url"] + "&wait=1"
     answer = client.get(wait, follow_redirects=False)
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
-    asked_again: list[Any] = []
-    waiting = threading.Thread(target=lambda: asked_again.append(client.get(wait, follow_redirects=False)))
-    waiting.start()
-    time.sleep(0.1)
-    engine.hold.set()
-    waiting.join(timeout=10)
-    (done,) = asked_again
+    done = asked_again_as_it_ends(client, wait, engine)
     assert done.status_code == 303 and done.headers["location"] == live.headers["hx-push-url"]
     assert len(engine.variations) == 1 and engine.cancelled == 0  # one set, never dropped
 

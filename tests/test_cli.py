@@ -14,6 +14,7 @@ import pytest
 from fakes import EXAMPLES, SITES_DIR, FakeEngine
 
 from engine.frames import EngineError
+from genui.app import ROBOTS
 from genui.arguments import sites_in
 from genui.cli import main
 from genui.sites import SiteConfigError, load_site
@@ -202,7 +203,8 @@ def test_an_unknown_site_is_a_one_line_error(capsys: pytest.CaptureFixture[str])
     assert "no site named 'nope'" in one_line_error(capsys)
 
 
-def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def apps_made(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The options genui serve gives create_app, one dict a call, with no app made and no server started."""
     import uvicorn
 
     import genui.cli
@@ -218,6 +220,11 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(genui.cli, "create_app", create_app)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    return made
+
+
+def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = apps_made(monkeypatch)
     wiki = ["serve", "--site", "wiki", "--port", "0"]
     assert main(wiki, load_engine=fake_loader) == 0
     assert main([*wiki, "--read-ahead", "0"], load_engine=fake_loader) == 0
@@ -231,27 +238,13 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
 def test_serve_serves_the_robots_txt_it_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import uvicorn
-
-    import genui.cli
-
-    made: list[dict[str, object]] = []
-
-    def create_app(*args: object, **options: object) -> object:
-        made.append(options)
-        return object()
-
-    async def serve(self: uvicorn.Server) -> None:
-        pass
-
-    monkeypatch.setattr(genui.cli, "create_app", create_app)
-    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    made = apps_made(monkeypatch)
     wiki = ["serve", "--site", "wiki", "--port", "0"]
     policy = tmp_path / "robots.txt"
     policy.write_text("User-agent: *\nDisallow: /_genui/\n", encoding="utf-8")
     assert main([*wiki, "--robots", str(policy)], load_engine=fake_loader) == 0
     assert main(wiki, load_engine=fake_loader) == 0
-    assert [options["robots"] for options in made] == ["User-agent: *\nDisallow: /_genui/\n", genui.cli.ROBOTS]
+    assert [options["robots"] for options in made] == ["User-agent: *\nDisallow: /_genui/\n", ROBOTS]
     policy.write_bytes(b"User-agent: \xff\n")
     with pytest.raises(SystemExit):
         main([*wiki, "--robots", str(policy)], load_engine=fake_loader)
