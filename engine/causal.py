@@ -17,6 +17,7 @@ the clean tokens under uniform-token noise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -147,9 +148,11 @@ class CausalDenoiser:
         self.window = self.windows[1]
 
     def _masks(
-        self, mask: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor
+        self, mask: torch.Tensor, queries: torch.Tensor, keys: Callable[[], torch.Tensor]
     ) -> torch.Tensor | dict[str, torch.Tensor]:
-        return read_masks(self.model, mask, queries, keys, self.windows)
+        """read_masks, the keys' positions found only where a layer slides (a step of a model with none, the
+        shipped one, reads no positions)."""
+        return read_masks(self.model, mask, queries, queries if self.window is None else keys(), self.windows)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return encode_prompt(self.tokenizer, prompt)
@@ -166,7 +169,9 @@ class CausalDenoiser:
         mask = torch.cat([prefix.keys[:, None, :].expand(b, c, -1), own[None].expand(b, c, c)], dim=-1)[:, None]
         kwargs = {
             "input_ids": inputs,
-            "attention_mask": self._masks(mask, positions, torch.cat([_cached_positions(prefix), positions], -1)),
+            "attention_mask": self._masks(
+                mask, positions, lambda: torch.cat([_cached_positions(prefix), positions], -1)
+            ),
             "position_ids": positions,
             "cache": prefix.cache,
         }
@@ -187,7 +192,7 @@ class CausalDenoiser:
             mask |= torch.eye(t - 1, dtype=torch.bool, device=input_ids.device)[None]  # padding rows: no empty row
             self.model.model(
                 input_ids=input_ids[:, :-1],
-                attention_mask=self._masks(mask[:, None], positions[:, :-1], positions[:, :-1]),
+                attention_mask=self._masks(mask[:, None], positions[:, :-1], lambda: positions[:, :-1]),
                 position_ids=positions[:, :-1],
                 cache=cache,
             )
@@ -242,7 +247,9 @@ class CausalDenoiser:
         queries = slots[:, redo]
         fresh = self.model(
             input_ids=inputs[:, redo],
-            attention_mask=self._masks(mask, queries, torch.cat([_cached_positions(prefix), slots, queries], -1)),
+            attention_mask=self._masks(
+                mask, queries, lambda: torch.cat([_cached_positions(prefix), slots, queries], -1)
+            ),
             position_ids=queries,
             cache=cache,
         ).logits.float()

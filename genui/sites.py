@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import string
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from engine.frames import MIN_TEMPERATURE
+from genui.words import WORDS, fields, problem
 
 CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
@@ -407,14 +407,13 @@ def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, quer
         wrong = problem or _wrong(title, "one line of text (100 characters at most)")
         raise SiteConfigError(file, key, wrong, f"write {example}")
     try:
-        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(title)]
+        written_fields = fields(title)
     except ValueError as exc:
         raise SiteConfigError(file, key, f"{title!r}: {exc}", f"write {{{{ and }}}} for a brace; {example}") from None
-    for name, spec, conversion in fields:
-        if name is None:
-            continue
-        written = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
-        if name in names and (spec or conversion):
+    for field_text in written_fields:
+        name = re.split(r"[!:]", field_text, maxsplit=1)[0]
+        written = f"{{{field_text}}}"
+        if name in names and field_text != name:
             raise SiteConfigError(
                 file, key, f"{written} has a format; a value is written as it is", f"write {{{name}}} alone"
             )
@@ -814,7 +813,6 @@ def load_site(root: Path | str) -> Site:
 
 def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The site's ``[words]``: genui's own words on its pages that it says otherwise (genui/words.py)."""
-    from genui.words import WORDS, problem
 
     table = data.get("words", {})
     if not isinstance(table, dict):
