@@ -4,7 +4,9 @@ reads it before the weights load, so that cached pages are served meanwhile (gen
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from engine.frames import EngineError
 
@@ -20,13 +22,22 @@ class ModelLoadError(EngineError):
 
 
 def model_id(model: str | Path | None = None) -> str:
-    """The id ``load_model(model)`` reports, found without loading weights (a few small reads): what a page cache
-    keys on, so that cached pages can be served while the model loads. Raises ModelLoadError as load_model would."""
-    return resolve(model)[1]
+    """The id ``load_model(model)`` reports, found without loading weights (a few small reads, the hub not asked):
+    what a page cache keys on, so that cached pages can be served while the model loads. Raises ModelLoadError as
+    load_model would for a folder that is missing or no folder."""
+    return _named(model)[1]
 
 
 def resolve(model: str | Path | None) -> tuple[str, str]:
     """The string from_pretrained gets and the id the engine reports."""
+    source, named_id = _named(model)
+    if source == named_id:  # a hub id (a folder's id carries its fingerprint)
+        return hub_source(source), named_id
+    return source, named_id
+
+
+def _named(model: str | Path | None) -> tuple[str, str]:
+    """A folder and its id (name@fingerprint), or a hub id twice."""
     if model is None:
         model = DEFAULT_MODEL
         if not model.is_dir():
@@ -42,7 +53,47 @@ def resolve(model: str | Path | None) -> tuple[str, str]:
     name = str(model)
     if isinstance(model, Path) or name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ModelLoadError(f"no model folder at {path}; pass a save_pretrained folder or a hub id like owner/name")
-    return name, name  # a hub id: from_pretrained resolves it (or finds it in the local cache)
+    return name, name
+
+
+HUB_PROBE_S = 3.0  # how long a connection to the model hub may take before it counts as out of reach
+
+
+def hub_source(name: str) -> str:
+    """What from_pretrained gets for hub id ``name``: its copy in the hub's local cache where there is one (read
+    offline, asking the hub nothing), else the id itself, for transformers to fetch. A hub this machine cannot reach
+    is a ModelLoadError at once: huggingface_hub retries a connection five times over 23 s, for each file, before it
+    gives up (a mistyped name waited 26 s, offline, for an error)."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return str(snapshot_download(name, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    except ValueError as exc:  # not a well-formed id: "Repo id must use alphanumeric chars ..."
+        raise ModelLoadError(f"no model folder {name!r} here, and it is no hub id ({exc}); name a folder") from exc
+    out_of_reach = (
+        "it is set offline (HF_HUB_OFFLINE)" if constants.is_offline_mode() else _unreachable(constants.ENDPOINT)
+    )
+    if out_of_reach:
+        raise ModelLoadError(
+            f"no folder {name!r} here, nor a copy of hub id {name!r} in the hub's cache ({constants.HF_HUB_CACHE}),"
+            f" and the model hub cannot be asked: {out_of_reach}. Name an existing folder (./{name} for one here), or"
+            " fetch the model where the hub can be reached"
+        )
+    return name
+
+
+def _unreachable(endpoint: str) -> str:
+    """Why a connection to the hub at ``endpoint`` fails within HUB_PROBE_S, or "" when it opens."""
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=HUB_PROBE_S).close()
+    except OSError as exc:
+        return f"{parts.hostname}:{port} does not answer ({exc})"
+    return ""
 
 
 def fingerprint(folder: Path) -> str:

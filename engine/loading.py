@@ -26,7 +26,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
-from engine.identity import ModelLoadError, resolve
+from engine.identity import ModelLoadError, hub_source, resolve
 
 if TYPE_CHECKING:
     from transformers import DiffusionGemmaForBlockDiffusion
@@ -292,7 +292,7 @@ def _named_base(base: str, folder: object, adapter: Path, genui_file: Path) -> s
             f"{genui_file} names its base {base!r}, which is no folder here: copy the base model to that path, or"
             ' write its folder or hub id as "base" in the file'
         )
-    return base  # a hub id, for from_pretrained
+    return hub_source(base)  # a hub id: its cached copy, or the id for from_pretrained to fetch
 
 
 def _causal(

@@ -238,8 +238,69 @@ def test_a_name_that_is_no_folder_here_nor_a_model_the_hub_gives_says_both(
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
     monkeypatch.setattr(engine.loading.AutoConfig, "from_pretrained", offline)
+    monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "")  # a hub that answers, without the id
     with pytest.raises(ModelLoadError, match=r"no folder 'checkpoints/run1' here, and the model hub did not give"):
         load_model("checkpoints/run1", device="cpu")
+
+
+@pytest.fixture
+def hub_out_of_reach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty hub cache (returned), and a hub whose address refuses connections."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # discard: nobody listens
+    return cache
+
+
+def test_a_hub_id_neither_cached_nor_reachable_fails_at_once_naming_both(
+    hub_out_of_reach: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline, a mistyped name waited 26 s on huggingface_hub's retries (five, each logged) before its error."""
+
+    def asked(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the hub was asked, to retry for 23 s")
+
+    monkeypatch.setattr(engine.loading.AutoConfig, "from_pretrained", asked)
+    with pytest.raises(ModelLoadError) as failed:
+        load_model("someorg/mistyped-model", device="cpu")
+    message = str(failed.value)
+    assert f"nor a copy of hub id 'someorg/mistyped-model' in the hub's cache ({hub_out_of_reach})" in message
+    assert "the model hub cannot be asked: 127.0.0.1:9 does not answer" in message
+    assert "Name an existing folder (./someorg/mistyped-model for one here)" in message
+    # the id is still known without the hub: a server names its cached pages while the model loads (or fails to)
+    assert engine.identity.model_id("someorg/mistyped-model") == "someorg/mistyped-model"
+
+
+def test_a_hub_id_in_the_hub_cache_loads_offline_and_keeps_its_id(
+    hub_out_of_reach: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model fetched once (the hub's cache layout) runs where the hub cannot be reached, and so does an adapter
+    that names it as its base. transformers asked the hub for each file first, each ask retried five times: six
+    minutes to load this tiny model offline."""
+    import huggingface_hub.utils._http
+
+    def asked() -> None:
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(huggingface_hub.utils._http, "get_session", asked)
+    base = build_tiny_llama_base(tmp_path / "made")
+    adapter = build_tiny_adapter(base, tmp_path / "adapter")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = hub_out_of_reach / "models--someorg--tiny-llama"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots").mkdir()
+    base.rename(repo / "snapshots" / commit)
+    loaded = load_model("someorg/tiny-llama", device="cpu")
+    assert loaded.model_id == "someorg/tiny-llama"
+    assert loaded.canvas_length > 0
+    # an adapter whose genui.json names that hub id as its base
+    spec = json.loads((adapter / "genui.json").read_text())
+    (adapter / "genui.json").write_text(json.dumps({**spec, "base": "someorg/tiny-llama"}))
+    assert load_model(adapter, device="cpu").model_id.startswith("adapter@")
 
 
 def test_a_device_name_that_is_not_one_fails_clearly(checkpoint: Path) -> None:
@@ -309,5 +370,6 @@ def test_a_config_transformers_cannot_read_is_not_said_to_be_missing(
         raise ValueError("The checkpoint you are trying to load has model type `newfangled`")
 
     monkeypatch.setattr(engine.loading.AutoConfig, "from_pretrained", unknown)
+    monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "")  # a hub that answers
     with pytest.raises(ModelLoadError, match="cannot read a model config from owner/newfangled: The checkpoint"):
         load_model("owner/newfangled", device="cpu")
