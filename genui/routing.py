@@ -176,7 +176,7 @@ def normalise_path(path: str) -> str:
     if len(path) > MAX_PATH:
         raise BadRequest(f"path longer than {MAX_PATH} characters")
     if FORBIDDEN_IN_PATH.search(path):
-        raise BadRequest("path contains a control character or a backslash")
+        raise BadRequest("path contains a control character, a bidi control (U+202E and its kin) or a backslash")
     if "\ufffd" in path:  # what a request's decoding makes of a byte that is no UTF-8 (%FF), or the character typed
         raise BadRequest("path is not UTF-8 text (a %-escape that decodes to no character)")
     segments = [segment for segment in path.split("/") if segment]

@@ -231,7 +231,7 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
         raise SiteConfigError(
             file,
             key,
-            f"{pattern!r} holds an empty segment, a backslash or a control character",
+            f"{pattern!r} holds an empty segment, a backslash, a control character or a bidi control",
             "no request has one (genui canonicalises paths first): write the path as a browser sends it",
         )
     if any(segment in (".", "..") for segment in sample.split("/")):
@@ -251,7 +251,9 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
 
 # What no canonical path holds, and how long one may be (genui.routing refuses a request's path by these before any
 # route is tried, so a pattern past them would match nothing).
-FORBIDDEN_IN_PATH = re.compile(r"[\x00-\x1f\x7f\\]")
+# C0 and C1 controls (a C1 in a path printed by genui posts set the moderator's terminal's title or cleared it), the
+# bidi controls RFC 3987 keeps out of IRIs (a path that prints right to left), and the backslash.
+FORBIDDEN_IN_PATH = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_PATH = 512  # characters of a decoded path; longer is a malformed request, not a page
 
 

@@ -333,12 +333,12 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
     def report(page: Warmed) -> None:
         nonlocal cached
         if page.problem:
-            print(f"skipped  {page.url}: {page.problem}")
+            print(f"skipped  {shown(page.url)}: {page.problem}")
         elif page.seconds is None:
             cached += 1
-            print(f"cached   {'':>8}  {page.url}")
+            print(f"cached   {'':>8}  {shown(page.url)}")
         else:
-            print(f"wrote    {page.seconds:>6.1f} s  {page.url}", flush=True)
+            print(f"wrote    {page.seconds:>6.1f} s  {shown(page.url)}", flush=True)
 
     db = Path(args.db)
     # made if missing, as genui serve makes it
@@ -385,7 +385,7 @@ def _export(args: argparse.Namespace) -> int:
     finally:
         store.close()
     for url, why in done.skipped:
-        print(f"skipped  {url}: {why}")
+        print(f"skipped  {shown(url)}: {why}")
     start = Path(args.out) / done.files[done.pages[0]] if done.pages else Path(args.out)
     print(f"exported {counted(len(done.pages), 'page')} of {site.name} to {args.out}; open {start}")
     return 0
@@ -398,7 +398,7 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
     _served_here(store, [site])  # another folder's routes could read the URL as another page's
     location = located(site, args.path)
     deleted = store.forget(site.name, location.path, location.query_string)
-    print(f"forgot {counted(deleted, 'version')} of {site.name} {location.url}; its next visit writes it again")
+    print(f"forgot {counted(deleted, 'version')} of {site.name} {shown(location.url)}; its next visit writes it again")
     return 0
 
 
@@ -435,7 +435,7 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
     for placed in placed_posts:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(placed.post.created))
         text = shown(" ".join(placed.post.text.split()))
-        print(f"{placed.post.id:>6}  {when}  {placed.site} {placed.path}  {placed.post.user}: {text[:80]}")
+        print(f"{placed.post.id:>6}  {when}  {placed.site} {shown(placed.path)}  {placed.post.user}: {text[:80]}")
     if not placed_posts:
         print("no posts")
     return 0
@@ -461,7 +461,7 @@ def _delete_posts(store: Store, ids: list[int]) -> int:
             continue
         placed = deleted.placed
         print(
-            f"deleted post {post_id} by {placed.post.user} on {placed.site} {placed.path}, and "
+            f"deleted post {post_id} by {placed.post.user} on {placed.site} {shown(placed.path)}, and "
             f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
         )
     return USAGE_ERROR if missing else 0

@@ -87,6 +87,15 @@ def test_posts_lists_a_posts_control_characters_as_escapes_not_as_terminal_comma
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "eve: hi\\x1b[1A\\x1b[2Kinnocent\\x1b]0;pwned\\x07 \\u202egnp.exe \U0001f600" in out
+    # a thread's path stored before paths with C1 and bidi controls were refused: escaped too, listed and deleted
+    store = Store(db)
+    odd = store.add_post("forum", "/r/linux/Hi\x9d0;pwned\x9c\x9b2J\u202eevil", "mal", "hello")
+    store.close()
+    assert main(["posts", "--db", str(db)]) == 0
+    assert main(["posts", "delete", str(odd.id), "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert not any(char in out for char in "\x9d\x9c\x9b\u202e")
+    assert out.count("/r/linux/Hi\\x9d0;pwned\\x9c\\x9b2J\\u202eevil") == 2
 
 
 def test_posts_names_sites_as_genui_serve_does_and_an_id_given_twice_is_deleted_once(

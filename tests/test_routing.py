@@ -234,6 +234,16 @@ def test_query_value_too_long_is_bad_request(wiki_router: SiteRouter) -> None:
         wiki_router.resolve("/search", [("q", "x" * (MAX_QUERY_VALUE + 1))])
 
 
+def test_a_path_with_a_c1_or_bidi_control_is_refused(wiki_router: SiteRouter) -> None:
+    """A thread's path of C1 controls (a terminal's OSC and CSI) and a right-to-left override was stored, and printed
+    raw by genui posts (a security review). A right-to-left title still routes."""
+    for control in ("\x9b2J", "\x9d0;pwned\x9c", "\u202eevil", "\u2066x\u2069", "a\u200fb"):
+        with pytest.raises(BadRequest, match="control character, a bidi control"):
+            wiki_router.resolve(f"/Hi{control}")
+    arabic = wiki_router.resolve("/\u0628\u064a\u062a")
+    assert arabic is not None and arabic.params == {"title": "\u0628\u064a\u062a"}
+
+
 def test_a_backslash_in_a_query_value_is_text_and_a_control_character_is_refused(
     wiki_router: SiteRouter, os_router: SiteRouter
 ) -> None:
