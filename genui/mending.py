@@ -54,6 +54,10 @@ FORMATTING = frozenset(
     {"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"}
 )
 _BLANK = " \t\n\r\f"  # HTML's whitespace: a no-break space is text
+# Elements nested deeper than this keep only their text. A page of 497 nested list items (4 KB, within a site's
+# token budget) failed with a RecursionError in the serialiser, and 400 took 0.5 s of the event loop a frame; no
+# corpus page nests past 6 (the 44,817 of data/corpus.jsonl, parsed as the sanitiser parses them).
+MAX_DEPTH = 40
 
 # A denoiser writes neighbouring positions in parallel, and two of them sometimes both write the same piece of a tag.
 # `</` just before another tag or a space (`</</p>`, `</\n</div>`, `object</ to a`) is no markup (a browser swallows
@@ -129,12 +133,39 @@ def mend(text: str, tags: frozenset[str]) -> str:
 def tidy(root: ElementTree.Element) -> None:
     """Close the headings and links under ``root`` that hold blocks, put list items written after their list back in
     it, wrap a list's loose text and inline elements in items, drop an item its list holds already, and remove the
-    elements left empty."""
+    elements left empty; below MAX_DEPTH, an element's elements are made its text."""
+    _flatten_below(root, MAX_DEPTH)
     _close_before_blocks(root)
     _gather_items(root)
     _wrap_strays(root)
     _drop_repeated_items(root)
     _drop_empty(root)
+
+
+def _flatten_below(root: ElementTree.Element, depth: int) -> None:
+    """Each element ``depth`` levels under ``root`` left holding its descendants' text, in order, and no element."""
+    levels = [(root, 0)]
+    while levels:
+        element, level = levels.pop()
+        if level < depth:
+            levels += [(child, level + 1) for child in element]
+        elif len(element):
+            element.text, element[:] = _text_of(element), []
+
+
+def _text_of(element: ElementTree.Element) -> str:
+    """The text under ``element``, as itertext gives it, without its recursion."""
+    parts: list[str] = []
+    pending: list[ElementTree.Element | str] = [element]  # elements to read, and tails to write after them
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        parts.append(item.text or "")
+        for child in reversed(item):
+            pending += [child.tail or "", child]
+    return "".join(parts)
 
 
 def _drop_stutters(text: str) -> str:

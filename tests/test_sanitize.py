@@ -393,9 +393,11 @@ def test_the_mended_tree_is_a_fixed_point_at_once(written: str) -> None:
     assert ("href=" in written) == ('href="/wiki/' in once)  # a link is kept, wherever it ends up
 
 
-def test_a_heading_thousands_of_elements_deep_is_closed_too() -> None:
-    output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")
-    assert output == "<div>" * 3000 + "<h1>Title</h1><p>Body</p>" + "</div>" * 3000
+def test_a_heading_deep_in_a_page_is_closed_too_and_thousands_deep_is_text() -> None:
+    output = sanitize_html("<div>" * 30 + "<h1>Title<p>Body</p>")
+    assert output == "<div>" * 30 + "<h1>Title</h1><p>Body</p>" + "</div>" * 30
+    output = sanitize_html("<div>" * 3000 + "<h1>Title<p>Body</p>")  # past mending.MAX_DEPTH (40)
+    assert output == "<div>" * 40 + "TitleBody" + "</div>" * 40
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -720,3 +722,17 @@ def test_bytes_that_decode_to_no_character_are_left_out() -> None:
     `東lt.�i` (a walkthrough of sites in other languages)."""
     assert sanitize_html("<p>東\ufffdlt.\ufffd\ufffdi</p>") == "<p>東lt.i</p>"
     assert sanitize_html("<p>東京\ufffd", draft=True) == "<p>東京</p>"  # a draft cut inside a character
+
+
+def test_a_page_nested_past_max_depth_keeps_its_text_and_no_deeper_element() -> None:
+    """497 nested list items (4 KB) failed with a RecursionError in the serialiser, the page lost (a security
+    review); 40 levels, more than any corpus page, are kept as written."""
+    from genui.mending import MAX_DEPTH
+
+    deep = "<ul><li>" * 2000 + "x<b>bold</b> tail"
+    for draft in (False, True):
+        cleaned = sanitize_html(deep, draft=draft)
+        assert cleaned.endswith("xbold tail" + "</li></ul>" * (MAX_DEPTH // 2))
+        assert cleaned.count("<li>") == MAX_DEPTH // 2 and sanitize_html(cleaned, draft=draft) == cleaned
+    kept = "<div>" * (MAX_DEPTH - 2) + "<p>a <b>b</b></p>" + "</div>" * (MAX_DEPTH - 2)
+    assert sanitize_html(kept) == kept
