@@ -13,7 +13,9 @@ Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html
 it in a folder of its own: ``/search?q=lisp`` is ``search/~%3Fq=lisp/index.html``. Names are percent-encoded but for
 what every common file system takes (``_disk_name``); a name too long for one (over 200 bytes) is cut, with a hash
 of the whole; pages whose names differ only in letter case, one name on macOS and Windows, each have a file of their
-own (``_distinct``).
+own (``_distinct``). A page whose file's path would be longer than 1,024 bytes (29 segments of emoji, percent-encoded:
+5.6 KB) is ``~long/<hash>/index.html``, and a page's first folder named ``_genui``, where genui's own files go, is
+``~_genui``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's 
 NOT_EXPORTED = "not in this copy"  # the title of a link to a page that was not exported
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
+LONGEST_PATH = 1024  # bytes of a file's path in the export (Linux takes 4,096 for a whole path, macOS 1,024)
 REFERRER = "same-origin"  # as genui.security's Referrer-Policy: a link off the site sends no address of the copy
 # frame-ancestors would be ignored in a <meta>, and said so in the console
 CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
@@ -76,9 +79,14 @@ def file_of(location: Location) -> str:
     """The file an exported page is written to, relative to the export's folder (``/`` is ``index.html``): each
     segment of its path a folder, named with what no common file system refuses (``_disk_name``), then its query."""
     names = [_disk_name(segment) for segment in location.path.split("/") if segment]
+    if names and names[0].lower() == "_genui":  # genui's own files' folder (a catch-all route's page could be one)
+        names[0] = "~" + names[0]
     if location.query:  # after "~", which no segment's name starts with but an escaped one
         names.append(_short("~" + quote("?" + location.query_string, safe=_DISK_SAFE)))
-    return "/".join([*names, "index.html"])
+    written = "/".join([*names, "index.html"])
+    if len(written.encode("utf-8")) > LONGEST_PATH:  # in a folder of its own, named by a hash of the whole
+        return f"~long/{hashlib.sha256(written.encode('utf-8')).hexdigest()[:32]}/index.html"
+    return written
 
 
 def _disk_name(segment: str) -> str:

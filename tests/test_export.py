@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.cli import main
-from genui.export import NOT_EXPORTED
+from genui.export import NOT_EXPORTED, file_of
+from genui.routing import Location
 from genui.sites import load_site
 from genui.store import Store
 
@@ -146,6 +147,23 @@ def test_names_no_file_system_refuses_and_no_page_takes_another_pages_file(
     }
     for name in names:
         assert not set('?:*"<>|\\') & set(name)
+
+
+def test_a_path_too_long_for_a_disk_has_a_hashed_file_and_a_page_named_genui_is_no_asset_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of 29 segments of 16 emoji (a legal 499-character path, 5.6 KB percent-encoded) stopped the export
+    with "File name too long" and left it half written; a wiki article `/_genui` would take genui's own files'
+    folder (a security review)."""
+    deep = "/files/" + "/".join(["\U0001f600" * 16] * 29)
+    written(tmp_path / "genui.sqlite3", "os", ["/", deep])
+    out = exported(tmp_path, "os", capsys)
+    (long,) = [path for path in out.rglob("index.html") if path.parent != out]
+    assert long.relative_to(out).parts[0] == "~long" and len(str(long.relative_to(out))) < 60
+    assert "index.html" in {path.name for path in out.iterdir()} and (out / "_genui" / "static" / "genui.css").is_file()
+    route = load_site(SITES_DIR / "wiki").routes[0]  # a catch-all route's page (no example site has one)
+    for path, file in (("/_genui/static/genui.css", "~_genui/static/genui.css"), ("/_GENUI", "~_GENUI")):
+        assert file_of(Location(route, path, {}, {})) == f"{file}/index.html"
 
 
 def test_names_windows_keeps_or_changes_and_names_differing_only_in_case_are_files_of_their_own(
