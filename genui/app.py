@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
 from genui.errors import exception_handlers
+from genui.hosts import HostCheck, host_name
 from genui.pages import UNCLAIMED_S, Pages, too_long
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
@@ -206,6 +207,7 @@ def create_app(
     takes_up: bool = True,
     edits: bool = True,
     robots: str = ROBOTS,
+    hosts: Collection[str] | None = None,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -231,6 +233,8 @@ def create_app(
     version (Regenerate, a section rewritten, variations kept): the toolbar offers none, and their forms are a 403.
     ``robots`` is the text of ``/robots.txt`` (default: ROBOTS, which asks crawlers to keep off); ``/robots.txt`` and
     ``/favicon.ico`` are genui's, not a site's, and so are NO_ICONS: a site served at / would write a page for each.
+    ``hosts``: the names (a Host header's, port aside) the app answers for, any other refused (genui/hosts.py, DNS
+    rebinding); None (default) for every name.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -310,6 +314,8 @@ def create_app(
             Route("/{site}/{path:path}", EveryMethod(views.page)),
         ]
     app = Starlette(routes=routes, exception_handlers=exception_handlers(screens), lifespan=lifespan)
+    if hosts is not None:  # inside SecurityHeaders: its refusals carry them
+        app.add_middleware(HostCheck, hosts=frozenset(host_name(host) for host in hosts))
     app.add_middleware(SecurityHeaders)
     app.state.pages = pages
     return app

@@ -39,6 +39,7 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
+from genui.hosts import allowed_hosts
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import SiteConfigError, check_names, load_site, site_folders, suggested_name, valid_site_name
@@ -104,6 +105,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             reload=args.reload,
             edits=not args.no_edits,
             robots=ROBOTS if args.robots is None else args.robots,
+            hosts=allowed_hosts(args.host, args.allowed_host or []),
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
@@ -323,6 +325,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=port, default=8000, help="port to listen on (default: %(default)s)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a name (a request's Host, port aside) this server answers for, any other refused: a reverse proxy's"
+        " public name (repeatable; '*' for any). Default: on a loopback --host, localhost, 127.0.0.1 and ::1 only"
+        " (a page on another site cannot reach it by DNS rebinding); on any other, every name",
+    )
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(
         "--read-ahead",
