@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -109,6 +109,17 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class Revalidated(StaticFiles):
+    """genui's own static files, which a browser asks again about (a 304 when unchanged) on each page it loads:
+    without a Cache-Control a browser may keep its copy for a tenth of the file's age unasked, so after genui is
+    upgraded in place its new pages could run with the old genui.js for hours."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        return response
 
 
 class OwnedEngine(TextEngine, Protocol):
@@ -288,7 +299,7 @@ def create_app(
         Route("/robots.txt", robots_txt),
         Route("/favicon.ico", favicon),
         *(Route(path, not_found) for path in NO_ICONS),
-        Mount("/_genui/static", StaticFiles(directory=STATIC_DIR)),
+        Mount("/_genui/static", Revalidated(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", views.stylesheet),
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
         Route(REWRITE_PATH, views.rewrite, methods=["POST"]),

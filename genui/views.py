@@ -140,7 +140,8 @@ class Views:
             raise HTTPException(404, "This site has no stylesheet.")
         if not path.is_file():  # read on each request: gone since the site loaded (renamed, a checkout meanwhile)
             raise HTTPException(404, "This site's stylesheet is not there any more.")
-        return FileResponse(path, media_type="text/css")
+        # asked again on each page load: an edit shows on the next reload, where a browser kept its copy for minutes
+        return FileResponse(path, media_type="text/css", headers={"Cache-Control": "no-cache"})
 
     async def page(self, request: Request) -> Response:
         name = request.path_params.get("site")

@@ -344,8 +344,15 @@ def test_pages_load_htmx_config_from_a_meta_tag_and_no_inline_script(
 
 
 def test_site_stylesheet_is_served_as_css(client_factory: ClientFactory, all_sites: list[Site]) -> None:
-    response = client_factory(all_sites).get("/_genui/css/wiki.css")
+    client = client_factory(all_sites)
+    response = client.get("/_genui/css/wiki.css")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/css")
+    # asked again on each page load (tests/test_browser.py: an edit shows on reload), genui's own files with a 304
+    assert response.headers["cache-control"] == "no-cache"
+    script = client.get("/_genui/static/genui.js")
+    assert script.headers["cache-control"] == "no-cache"
+    again = client.get("/_genui/static/genui.js", headers={"if-none-match": script.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
 
 
 def test_a_stylesheet_gone_since_the_site_loaded_is_a_404(client_factory: ClientFactory, tmp_path: Path) -> None:
