@@ -410,6 +410,8 @@ class Pages:
         part = section(page.html, number)
         if part is None:
             raise BadRequest(f"this page has no section {number}")
+        if number in job.runtime.pinned_sections(job.location):
+            raise BadRequest(f"section {number} is the route's opening, which every version of the page keeps")
         slot = self.versions(job) + 1
         if self.running(job, slot) is not None:
             raise HTTPException(409, BUSY)

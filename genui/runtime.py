@@ -13,6 +13,7 @@ from genui.links import LinkRewriter, remount
 from genui.prompts import SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
 from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
+from genui.sections import sections
 from genui.sites import Site, SiteConfigError
 from genui.store import PageKey, StoredPage
 
@@ -23,6 +24,10 @@ from genui.store import PageKey, StoredPage
 # written whole as the model writes one, an href and nothing else, is read: a copy the parser makes of a link left
 # open is no such link.
 BARE_LINK = re.compile(r"""(<a\s+href\s*=\s*(["'])([^"'<>]*)\2\s*>)[ \t\r\n]*(</a>)""", re.IGNORECASE)
+
+
+_WRITTEN = "\ue000"  # what the model writes in an opening's gaps and after it, when its sections are counted
+_TAG = re.compile(r"<[^>]*>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,21 @@ class SiteRuntime:
         route, params, query = location.route, location.params, location.query
         text = self.prompts.opening(route, params, query) if opening else ""
         return self.request(self.prompts.render(route, params, query), seed, text)
+
+    def pinned_sections(self, location: Location) -> frozenset[int]:
+        """The numbers of a page's sections (genui.sections) that hold text its route's opening writes, which every
+        version keeps: a rewrite of one took the opening's heading out of the page, or a settings panel's names with
+        its values. A section the opening only starts (a post's ``<div class="post">``) or fills with gaps alone is
+        the model's, and may be rewritten."""
+        if location.route.opening is None:
+            return frozenset()
+        first, after = split_gaps(self.prompts.opening(location.route, location.params, location.query))
+        filled = sanitize_html(_WRITTEN.join((first, *after, "")), allow_images=False)  # gaps and the rest written
+        return frozenset(
+            part.number
+            for part in sections(filled)
+            if html.unescape(_TAG.sub("", filled[part.start : part.end])).replace(_WRITTEN, "").strip()
+        )
 
     def render(self, text: str, *, draft: bool = False, on: Location | None = None) -> str:
         """Model text -> HTML fit for the page: sanitised, then links rewritten. ``on``: the page it is, whose

@@ -307,7 +307,11 @@ class Screens:
                 (number, None if number is None else versioned(job.url, number))
                 for number in shown_versions(versions, page.version)
             ],
-            "sections": page_sections(page.html) if editable else [],
+            "sections": [
+                part
+                for part in (page_sections(page.html) if editable else [])
+                if part.number not in job.runtime.pinned_sections(job.location)
+            ],
             "variations": VARIANTS if editable else 0,
             "max_instruction": MAX_INSTRUCTION,
         }

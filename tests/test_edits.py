@@ -75,7 +75,7 @@ def test_a_plain_rewrite_waits_and_redirects_to_the_new_version(
 ) -> None:
     client = client_factory(all_sites, follow_redirects=False)
     visit(client, "/wiki/Lisp", follow_redirects=True)
-    response = client.post("/_genui/rewrite", data=rewrite(1, v=1))
+    response = client.post("/_genui/rewrite", data=rewrite(2, v=1))
     assert response.status_code == 303 and response.headers["location"] == "/wiki/Lisp?v=2"
     assert "<p>Rewritten with seed 1.</p>" in client.get("/wiki/Lisp?v=2").text
 
@@ -106,8 +106,9 @@ def test_a_page_offers_its_sections_and_variations_in_its_toolbar(
 ) -> None:
     text = visit(client_factory(all_sites), "/wiki/Lisp").text
     options = re.findall(r'<option value="(\d+)" label="(\1\. [^"]+)" aria-label="\2"></option>', text)
-    assert [number for number, _ in options] == [str(n) for n in range(1, len(sections(page_html(text))) + 1)]
-    assert len(options) == 4
+    # every section but the route's opening's <h1>Lisp</h1>, which every version keeps
+    assert [number for number, _ in options] == [str(n) for n in range(2, len(sections(page_html(text))) + 1)]
+    assert len(options) == 3
     assert 'action="/_genui/rewrite"' in text and 'action="/_genui/variations"' in text
     assert '<input type="hidden" name="v" value="1">' in text
 
@@ -136,7 +137,7 @@ def test_a_malformed_rewrite_is_a_4xx_and_starts_nothing(
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
     visit(client, "/wiki/Lisp")
-    data = {key: value for key, value in {**rewrite(1), **fields}.items() if value is not None}
+    data = {key: value for key, value in {**rewrite(2), **fields}.items() if value is not None}
     for headers in ({}, HTMX):
         response = client.post("/_genui/rewrite", data=data, headers=headers)
         assert response.status_code == status, response.text[:300]
@@ -149,8 +150,8 @@ def test_a_rewrite_from_another_origin_or_with_a_file_is_refused(
     engine = FakeEngine()
     client = client_factory(all_sites, engine)
     visit(client, "/wiki/Lisp")
-    foreign = client.post("/_genui/rewrite", data=rewrite(1), headers={"Origin": "http://evil.example"})
-    with_file = client.post("/_genui/rewrite", data=rewrite(1), files={"f": ("a.txt", b"x")})
+    foreign = client.post("/_genui/rewrite", data=rewrite(2), headers={"Origin": "http://evil.example"})
+    with_file = client.post("/_genui/rewrite", data=rewrite(2), files={"f": ("a.txt", b"x")})
     oversized = client.post("/_genui/rewrite", data=rewrite(1, instruction="x" * 20_000))
     assert (foreign.status_code, with_file.status_code, oversized.status_code) == (403, 400, 413)
     assert engine.infills == []
@@ -164,7 +165,7 @@ def test_a_rewrite_while_the_next_version_is_written_is_a_409(
     visit(client, "/wiki/Lisp")
     engine.delay = 0.05
     client.post("/_genui/regenerate", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
-    assert client.post("/_genui/rewrite", data=rewrite(1), headers=HTMX).status_code == 409
+    assert client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX).status_code == 409
 
 
 def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
@@ -174,9 +175,9 @@ def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
     client = client_factory(all_sites, engine)
     visit(client, "/wiki/Lisp")
     engine.overloaded = 4.5
-    response = client.post("/_genui/rewrite", data=rewrite(1))
+    response = client.post("/_genui/rewrite", data=rewrite(2))
     assert response.status_code == 503 and response.headers["retry-after"] == "5"
-    live = client.post("/_genui/rewrite", data=rewrite(1), headers=HTMX)
+    live = client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX)
     assert "Try again in 5 s" in ws_messages(client, live_url(live.text))[-1]
 
 
@@ -418,7 +419,7 @@ def test_a_new_version_of_a_page_whose_url_is_not_latin_1_is_pushed_percent_enco
     client = client_factory(all_sites, FakeEngine())
     for title, pushed in (("東京", "/wiki/%E6%9D%B1%E4%BA%AC"), ("Café_%3F", "/wiki/Caf%C3%A9_%3F")):
         assert visit(client, f"/wiki/{title}").status_code == 200
-        for action, form in (("regenerate", {}), ("rewrite", {"section": 1})):
+        for action, form in (("regenerate", {}), ("rewrite", {"section": 2})):
             response = client.post(f"/_genui/{action}", data={"site": "wiki", "url": f"/{title}", **form}, headers=HTMX)
             assert response.status_code == 200, (title, action)
             version = 2 if action == "regenerate" else 3
@@ -470,7 +471,7 @@ def test_a_dropped_rewrite_of_a_thread_stays_a_rewrite_when_its_socket_reconnect
     visit(client, thread)
     pages_of(client).store.add_post("forum", "/r/hacking/My_first_lisp", "ada", "hello there")  # waits for replies
     engine.delay = 0.05
-    form = {"site": "forum", "url": "/r/hacking/My_first_lisp", "section": "1"}
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp", "section": "2"}
     url = live_url(client.post("/_genui/rewrite", data=form, headers=HTMX).text)
     with client.websocket_connect(url) as socket:
         socket.receive_text()  # the socket drops: the rewrite is cancelled
@@ -607,3 +608,26 @@ def test_a_variation_kept_while_another_server_stored_that_version_is_a_409_and_
     assert kept.status_code == 303 and kept.headers["location"] == "/wiki/Lisp?v=3"
     assert "(variation 2)" in page_html(client.get("/wiki/Lisp?v=3").text)
     assert "the other server's version 2" in page_html(client.get("/wiki/Lisp?v=2").text)
+
+
+def test_a_section_with_the_routes_opening_text_is_not_offered_and_its_rewrite_is_refused(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Rewrite took a page's <h1> out (the opening's, which every version keeps), and a settings panel's fixed names
+    with its values (a hackathon team's walkthrough). A section the opening only starts stays the model's."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    for url, offered, refused in (
+        ("/wiki/Lisp", ["2", "3", "4"], "1"),  # <h1>Lisp</h1>
+        ("/os/settings/display", [], "2"),  # the title bar, and the body with the panels' names
+    ):
+        text = visit(client, url).text
+        options = re.findall(r'<option value="(\d+)"', text)
+        assert options == offered, url
+        site, _, path = url[1:].partition("/")
+        form = {"site": site, "url": f"/{path}", "section": refused}
+        answer = client.post("/_genui/rewrite", data=form, headers=HTMX)
+        assert answer.status_code == 400 and "is the route&#39;s opening, which every version" in answer.text
+    assert engine.infills == []
+    thread = visit(client, "/forum/r/lisp/Macros").text  # <h1>Macros</h1> pinned; the post the opening starts not
+    assert re.findall(r'<option value="(\d+)"', thread)[:1] == ["2"]
