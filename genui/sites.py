@@ -355,7 +355,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             raise SiteConfigError(
                 file,
                 f"{where}bar",
-                _wrong(bar, "a short label"),
+                _wrong(bar, "a short label (one line, 40 characters at most)"),
                 f"{example} (its form's label), or bar = false for none",
             )
         if len(query) != 1 or _parameters(pattern):
@@ -535,8 +535,11 @@ def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> 
 
 def _wrong(value: Any, number: str) -> str:
     """What is wrong with a value its key does not take: its type (`tokens = "512"`), or its size."""
-    if isinstance(value, str):
-        return f"{value!r} is text, not {number} (write it without quotes)"
+    if isinstance(value, str) and number in ("an integer", "a number"):
+        quoted = re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", value) is not None
+        return f"{value!r} is text, not {number}" + (" (write it without quotes)" if quoted else "")
+    if isinstance(value, str):  # text of the wrong shape: too long, two lines, not a language tag
+        return f"{value!r} is not {number}"
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
@@ -701,7 +704,7 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(
             file,
             "lang",
-            _wrong(lang, "a language tag"),
+            _wrong(lang, "a language tag (en, ja, pt-BR)"),
             'write the language of its pages as HTML names it: lang = "ja"',
         )
     words = _words(file, data)

@@ -444,8 +444,11 @@ def test_a_site_toml_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> No
     [
         ("tokens = 700", 'tokens = "512"', "'512' is text, not an integer (write it without quotes)"),
         ("steps = 12", "steps = 12.5", "12.5 is not an integer"),
-        ("entropy_bound = 8", 'entropy_bound = "8"', "'8' is text, not a number"),
+        ("entropy_bound = 8", 'entropy_bound = "8"', "'8' is text, not a number (write it without quotes)"),
         ("tokens = 700", "tokens = 9000", "9000 is out of range"),
+        ("tokens = 700", 'tokens = "many"', "'many' is text, not an integer"),
+        # text of the wrong shape is not told to lose its quotes, which TOML needs (a hackathon team's walkthrough)
+        ('brief = "', 'lang = "french"\nbrief = "', "'french' is not a language tag (en, ja, pt-BR)"),
         ('stylesheet = "demo.css"', 'stylesheet = "style.css"', "'style.css' is not in"),
         ('stylesheet = "demo.css"', 'stylesheet = "site.toml"', "'site.toml' is not a .css file"),
     ],
@@ -456,6 +459,7 @@ def test_a_value_of_the_wrong_kind_is_said_to_be_so(tmp_path: Path, old: str, ne
     with pytest.raises(SiteConfigError) as caught:
         load_site(tmp_path)
     assert said in caught.value.problem
+    assert ("without quotes" in caught.value.problem) == ("without quotes" in said)
 
 
 def test_an_empty_template_name_or_a_folder_is_said_to_be_so_not_missing(tmp_path: Path) -> None:
