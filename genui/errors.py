@@ -16,6 +16,8 @@ failure message in place of the page).
 | ``PromptError`` (the site's prompt template failed on this page: its file, line and fix, and logged) | 500 |
 | ``sqlite3.OperationalError`` "locked" (another process holding the page cache) | 503 with ``Retry-After`` |
 | ``sqlite3.OperationalError`` "full", "disk I/O error" or "readonly" (``cannot_store``, and logged) | 503 |
+| ``genui.store.FileGone`` (the file deleted or replaced while open; ``cannot_store``, and logged) | 503 |
+| ``sqlite3.DatabaseError`` "malformed" (a damaged file, logged with the fix) | 503 |
 | anything else (a bug) | 500 |
 """
 
@@ -107,6 +109,14 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         log.error("the page cache cannot store anything: %s (%s)", error, error.sqlite_errorname)
         message = "The page cache cannot store anything now (its disk is full, or it cannot be written). Try later."
         return Problem(503, "Not stored", message)
+    if isinstance(error, sqlite3.DatabaseError) and "malformed" in str(error):
+        # a file damaged (a copy restored over it while served, a stale -wal replayed onto a backup): the operator's
+        log.error(
+            "the page cache is damaged (%s): stop genui, then restore a backup, or recover what it holds with sqlite3's"
+            " .recover into a new file",
+            error,
+        )
+        return Problem(503, "Damaged", "The page cache is damaged, and its operator has been told. Try later.")
     if isinstance(error, VersionTaken):
         message = "Another version of this page was stored meanwhile (a second server), so this one was not kept."
         return Problem(409, "Version taken", message + " Open the page again to see it.")
@@ -145,7 +155,7 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         return await server_error(request, error)
 
     return {
-        sqlite3.OperationalError: database,
+        sqlite3.DatabaseError: database,  # OperationalError is one
         BadRequest: known,
         NoSuchVersion: known,
         EngineError: known,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -327,9 +328,17 @@ async def when_free(write: Callable[[], T], within: float = BUSY_TIMEOUT_S, poll
         await asyncio.sleep(poll)
 
 
+class FileGone(sqlite3.OperationalError):
+    """The database file was deleted or replaced while this Store had it open: a write would go to the old file,
+    which nothing opens again (a restart makes a new, empty one there, or opens the file put in its place)."""
+
+    sqlite_errorname = "SQLITE_IOERR_GONE"  # cannot_store: a 503 that says nothing is stored, and is logged
+
+
 class Store:
     """One SQLite database. Safe to share between threads; keep one per process. Another program's database is
-    refused (NotAPageCache) before anything in it is changed."""
+    refused (NotAPageCache) before anything in it is changed. A write to a file deleted or replaced since it was
+    opened is refused (FileGone)."""
 
     def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
@@ -351,7 +360,29 @@ class Store:
         # database for as long as the server runs, unless it is cut back after each checkpoint.
         self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
         self._db.executescript(_SCHEMA)
+        self._file = self._identity()
         self._migrate()
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The file's device and inode (None in memory, or once it is gone)."""
+        if str(self.path) == ":memory:":
+            return None
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def gone(self) -> str | None:
+        """Why the file this Store opened is no longer at its path (deleted, or another put there); None while it
+        is."""
+        if self._file is None or self._identity() == self._file:
+            return None
+        now = "deleted" if self._identity() is None else "replaced by another file"
+        return (
+            f"{self.path} was {now} while genui had it open, so nothing genui stores now would be kept: restart"
+            " genui (to put a backup in place, stop genui first and delete the file's -wal and -shm)"
+        )
 
     def _migrate(self) -> None:
         """Bring a database made by an earlier genui up to this schema, in one transaction (two processes opening
@@ -413,6 +444,9 @@ class Store:
         """One write transaction. ``wait=False``: a cache another process holds is a "locked" error at once, not
         after the busy timeout (a caller that tries again later, without holding up the event loop meanwhile)."""
         with self._lock:
+            gone = self.gone()
+            if gone is not None:
+                raise FileGone(gone)
             if not wait:
                 self._db.execute("PRAGMA busy_timeout = 0")
             try:

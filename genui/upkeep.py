@@ -39,8 +39,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add ``cache`` and ``posts`` to the genui command."""
     cache = commands.add_parser(
         "cache",
-        help="what the page cache holds; prune pages no server looks up again, forget one, warm a site's, or export "
-        "them as static HTML",
+        help="what the page cache holds; prune pages no server looks up again, forget one, warm a site's, export "
+        "them as static HTML, or back it up",
         description="What the page cache holds, by site, route and model, and which of it a server of these sites "
         "on this model looks up. Readers' posts are never deleted.",
     )
@@ -104,8 +104,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     export.add_argument("export_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty")
+    backup = cache_actions.add_parser(
+        "backup",
+        help="copy the page cache, posts included, whole, while a server runs",
+        description="Copy the page cache, readers' posts included, into a new file, whole and consistent as it is "
+        "at one moment, while a server goes on writing (SQLite's online backup; a copy of the file alone with cp "
+        "can lack what its -wal holds, or be damaged). The copy is checked before the command ends. To restore "
+        "one: stop genui, delete the page cache's -wal and -shm files, put the copy in its place, start genui.",
+    )
+    backup.add_argument("backup_out", metavar="FILE", help="the file to write: one that does not exist yet")
     shared(
-        [cache, show, prune, forget, warm_up, export],
+        [cache, show, prune, forget, warm_up, export, backup],
         "--db",
         default=str(DEFAULT_DB),
         help=f"SQLite page cache (default: {DEFAULT_DB})",
@@ -167,6 +176,8 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
         return _warm(args, loader)
     if args.action == "export":
         return _export(args)
+    if args.action == "backup":
+        return _backup(Path(args.db), Path(args.backup_out))
     store = _open_store(Path(args.db))
     try:
         if args.action == "forget":
@@ -174,6 +185,33 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
         return (_prune if args.action == "prune" else _show)(args, store)
     finally:
         store.close()
+
+
+def _backup(db: Path, out: Path) -> int:
+    """``db`` copied whole into ``out`` by SQLite's backup (Store.copy_to), then checked: what a server commits
+    meanwhile is in the copy or not, never in part."""
+    if out.exists():
+        raise UsageError(f"{out} exists: name a new file (a backup never writes over one)")
+    if not out.parent.is_dir():
+        raise UsageError(f"no folder {out.parent} to write {out.name} in")
+    store = _open_store(db)
+    try:
+        store.copy_to(out).close()
+        with contextlib.closing(sqlite3.connect(out)) as copy:
+            (verdict,) = copy.execute("PRAGMA quick_check").fetchone()
+            (posts,) = copy.execute("SELECT COUNT(*) FROM posts").fetchone()
+            (versions,) = copy.execute("SELECT COUNT(*) FROM pages").fetchone()
+    except sqlite3.Error as err:
+        out.unlink(missing_ok=True)
+        raise UsageError(f"cannot copy {db} to {out}: {err}") from None
+    finally:
+        store.close()
+    if verdict != "ok":
+        raise UsageError(f"the copy in {out} does not check out ({verdict}): {db} may be damaged; keep {out} aside")
+    print(
+        f"{db} -> {out}: {size_text(out.stat().st_size)}, {counted(versions, 'page version')}, {counted(posts, 'post')}"
+    )
+    return 0
 
 
 COMMAND_BUSY_TIMEOUT_S = 5.0  # a command waits longer than the server (whose wait holds every visitor's request)

@@ -77,15 +77,18 @@ class Views:
         return response
 
     async def health(self, request: Request) -> Response:
-        """200 once the model is ready; 503 while it loads (with Retry-After), after it failed to load, or once the
-        engine has stopped."""
+        """200 once the model is ready; 503 while it loads (with Retry-After), after it failed to load, once the
+        engine has stopped, or once the page cache's file was deleted or replaced."""
         pages = self.pages
         engine = pages.engine
         # an engine whose worker stopped for good (engine.Scheduler.failure) can write nothing more
         stopped = getattr(engine, "failure", None)
         headers: dict[str, str] = {}
+        gone = pages.store.gone()
         if pages.stopping.is_set():  # a load balancer sends no one new to a server on its way out
             status, code = "stopping", 503
+        elif gone is not None:  # what it would store is lost: a load balancer sends no one, the operator restarts
+            status, code = "failed", 503
         elif engine is not None:
             status, code = ("ready", 200) if stopped is None else ("failed", 503)
         elif pages.loading:
@@ -95,7 +98,7 @@ class Views:
         body = {
             "status": status,
             "model": pages.model_id,  # while it loads: the one being loaded, once known
-            "error": pages.load_error if stopped is None else str(stopped),
+            "error": gone or (pages.load_error if stopped is None else str(stopped)),
             "sites": list(pages.sites),
             "busy": pages.busy(),
             "reading_ahead": pages.reader.reading,

@@ -600,6 +600,51 @@ def test_a_reply_the_page_cache_cannot_store_is_a_503_that_keeps_what_was_typed(
     assert store.posts("forum", "/r/hacking/My_first_lisp") == [] and "SQLITE_FULL" in caplog.text
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_reply_after_the_page_cache_file_was_deleted_or_replaced_is_a_503_and_health_says_why(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`rm genui.sqlite3` (or a backup copied over it) while serving: posts were answered 303 into the deleted file,
+    health stayed 200, and after a restart every post was gone (an operator's review)."""
+    client = client_factory(all_sites, FakeEngine())
+    visit(client, THREAD)
+    store = pages_of(client).store
+    kept = client.post(THREAD, data={"user": "ada", "text": "before"}, follow_redirects=False)
+    assert kept.status_code == 303
+    if how == "deleted":
+        store.path.unlink()
+    else:
+        backup = tmp_path / "backup.sqlite3"
+        store.copy_to(backup).close()
+        backup.replace(store.path)
+    answer = client.post(THREAD, data={"user": "ada", "text": "after"}, follow_redirects=False)
+    assert answer.status_code == 503 and "cannot store anything now" in answer.text
+    assert ">after</textarea>" in answer.text  # what was typed stays in the form
+    health = client.get("/_genui/health")
+    assert health.status_code == 503 and f"was {how}" in health.json()["error"]
+    assert f"{store.path} was {how}" in caplog.text and "restart genui" in caplog.text
+
+
+def test_a_damaged_page_cache_is_a_503_and_the_log_names_the_fix(
+    client_factory: ClientFactory,
+    all_sites: list[Site],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A backup copied over a served file left it "malformed": each page that read the damage was a bare 500,
+    "Something broke", and the log a traceback (an operator's review)."""
+    client = client_factory(all_sites, FakeEngine(), raise_server_exceptions=False)
+    visit(client, THREAD)
+
+    def damaged(*args: object, **kwargs: object) -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(pages_of(client).store, "page", damaged)
+    answer = client.get(THREAD)
+    assert answer.status_code == 503 and "The page cache is damaged" in answer.text
+    assert "restore a backup, or recover what it holds with sqlite3's .recover" in caplog.text
+
+
 def test_a_reply_to_a_page_without_posts_is_405(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     refused = client_factory(all_sites).post("/wiki/Lisp", data={"user": "a", "text": "b"})
     assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"  # HTTP asks a 405 to say what is
