@@ -7,6 +7,7 @@ Malformed input raises ``BadRequest`` (a 400) or Starlette's ``HTTPException``; 
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import parse_qs, unquote, unquote_to_bytes, urlsplit
 
 from starlette.datastructures import FormData
@@ -90,9 +91,20 @@ def served_at(pages: Pages, href: str) -> tuple[SiteRuntime, str] | None:
 
 
 def client_address(connection: HTTPConnection) -> str | None:
-    """Who is asking, for the runs-per-client limit: the client's address. Behind a reverse proxy that uvicorn
-    trusts (FORWARDED_ALLOW_IPS; 127.0.0.1 unless set), the address its X-Forwarded-For names."""
-    return connection.client.host if connection.client is not None else None
+    """Who is asking, for the per-client limits: the client's address, or its IPv6 /64 (one host's, which may
+    take any address in it: five addresses of one /64 had five clients' shares, a security review). Behind a
+    reverse proxy that uvicorn trusts (FORWARDED_ALLOW_IPS; 127.0.0.1 unless set), the address its X-Forwarded-For
+    names."""
+    if connection.client is None:
+        return None
+    host = connection.client.host
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # not an address (a test client's "testclient", a Unix socket's path)
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(getattr(address, "ipv4_mapped", None) or address)
 
 
 def page_at(pages: Pages, runtime: SiteRuntime, connection: HTTPConnection) -> tuple[Job, int | None]:

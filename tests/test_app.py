@@ -837,8 +837,11 @@ def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFacto
     walkthrough): it holds the page's own query, escaped, and the other boxes stay empty."""
     client = client_factory(all_sites)
     page = client.get("/os/terminal?cmd=ls%20-l%20%22x%22").text
-    assert 'name="cmd" aria-label="Terminal" placeholder="Terminal" maxlength="256" value="ls -l &#34;x&#34;"' in page
-    assert 'name="url" aria-label="Browser" placeholder="Browser" maxlength="256">' in page
+    assert (
+        'name="cmd" aria-label="Terminal" placeholder="Terminal" maxlength="256" required value="ls -l &#34;x&#34;"'
+        in page
+    )
+    assert 'name="url" aria-label="Browser" placeholder="Browser" maxlength="256" required>' in page
 
 
 def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_with_many(

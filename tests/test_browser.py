@@ -518,6 +518,18 @@ def test_a_search_whose_page_is_busy_asks_again_by_itself_though_its_query_stays
         assert page.url == url + "/wiki/search?q=lisp"
 
 
+def test_an_empty_search_sends_nothing(server: Server, page: Any) -> None:
+    """Enter in an empty box wrote a "Search results for “”" page, ten seconds of a CPU (a hackathon team's
+    walkthrough)."""
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    written = len(server.engine.calls)
+    page.press("input[name=q]", "Enter")
+    page.wait_for_timeout(500)
+    assert page.url == server.url + "/wiki/" and len(server.engine.calls) == written
+    assert page.evaluate("document.querySelector('input[name=q]').validity.valueMissing")
+
+
 def test_a_search_sent_with_no_server_to_answer_opens_with_its_query(server: Server, page: Any) -> None:
     """A GET that reaches no server is opened the browser's own way (which says why, and retries): a search's with
     the query it was sent with."""

@@ -263,3 +263,24 @@ def test_the_post_limit_counts_the_last_minute_of_each_client() -> None:
     now[0] = 60.5
     rate.check("a")
     PostRate(0).check("a")  # no limit
+
+
+def test_the_addresses_of_one_ipv6_64_are_one_client_and_ipv4_ones_each_their_own(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """One host holds a whole /64 and may take any address in it: five of them had five clients' shares of
+    --posts-per-minute and --runs-per-client (a security review)."""
+    client = client_factory(all_sites, FakeEngine(), app_options={"posts_per_minute": 2})
+    visit(client, THREAD)
+    app = client.app
+
+    def posted_from(host: str, text: str) -> int:
+        other = TestClient(app, client=(host, 50000))  # no lifespan of its own: the app runs in `client`'s
+        return other.post(THREAD, data={"user": "eve", "text": text}, follow_redirects=False).status_code
+
+    answers = [posted_from(f"2001:db8:1:2::{n:x}", f"from {n}") for n in range(1, 5)]
+    assert answers == [303, 303, 429, 429]
+    assert posted_from("2001:db8:1:3::1", "another /64") == 303
+    assert [posted_from(f"192.0.2.{n}", f"v4 {n}") for n in range(1, 4)] == [303, 303, 303]
+    assert posted_from("::ffff:192.0.2.1", "mapped") == 303  # 192.0.2.1's second
+    assert posted_from("::ffff:192.0.2.1", "mapped again") == 429
