@@ -89,6 +89,23 @@ class Location:
         return f"{url_path(self.path)}?{self.query_string}" if self.query else url_path(self.path)
 
 
+def _starts(pieces: list[str], start: str) -> bool:
+    """Whether ``start`` begins some path the pattern split into ``pieces`` (text, then a ``{parameter}``, in turn)
+    matches: each piece of text taken whole or as far as ``start`` goes, each parameter one or more characters (no
+    slash but in a ``{name:path}``)."""
+    if not start:
+        return True
+    if not pieces:
+        return False
+    piece, rest = pieces[0], pieces[1:]
+    if not piece.startswith("{"):
+        if piece.startswith(start):
+            return True
+        return start.startswith(piece) and _starts(rest, start[len(piece) :])
+    taken = start if piece.endswith(":path}") else start.split("/", 1)[0]
+    return any(_starts(rest, start[length:]) for length in range(1, len(taken) + 1))
+
+
 def _said_once(path: str) -> str:
     """``path`` with each segment that repeats the one before it left out (`/r/news/news/A` is `/r/news/A`)."""
     kept: list[str] = []
@@ -488,13 +505,14 @@ class SiteRouter:
 
     def serves_some_path_from(self, start: str) -> bool:
         """Whether some path that starts with ``start`` (an href an opening leaves for the model to finish) is one a
-        route or an alias could serve: judged by the patterns' literal text before their first parameter."""
-        for route in self.site.routes:
-            for pattern in (route.pattern, *route.aliases):
-                literal = pattern.split("{", 1)[0]  # the whole pattern where it has no parameter
-                if literal.startswith(start) or ("{" in pattern and start.startswith(literal)):
-                    return True
-        return False
+        route or an alias could serve: ``start`` read against each pattern's text and parameters, a ``{name}`` one
+        segment (so `/recette/` is no start of `/{title}`'s paths, whose title holds no slash), a ``{name:path}``
+        any."""
+        return any(
+            _starts(re.split(r"(\{[^}]*\})", pattern), start)
+            for route in self.site.routes
+            for pattern in (route.pattern, *route.aliases)
+        )
 
     def link_reading(self, href: str, text: str) -> str:
         """A link's ``text`` as a reader should read it: where it is the page's own parameter as its URL writes it,

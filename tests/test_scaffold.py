@@ -298,6 +298,15 @@ def test_an_opening_whose_link_leads_to_no_route_is_refused_at_load(tmp_path: Pa
     for left_open in ('<ul><li><a href="/', '<a href="/reci', '<a href="/recipe/Pan', '<a data-href="/x" href="/'):
         opening.write_text(f"<h1>Home</h1>\n{left_open}", encoding="utf-8")
         SiteRuntime.build(load_site(root), "")
+    # A scaffold's own /{title}: `/recette/` starts none of its paths, a title holding no slash (it loaded, and the
+    # sanitiser dropped the link from every front page: a hackathon team's walkthrough)
+    create_site("cuisine", None, tmp_path)
+    scaffolded = tmp_path / "cuisine" / "prompts" / "home_opening.j2"
+    scaffolded.write_text('<div class="home">\n<h1>x</h1>\n<h2>Featured: <a href="/recette/', encoding="utf-8")
+    with pytest.raises(SiteConfigError, match=r"links to /recette/…, which no route serves"):
+        SiteRuntime.build(load_site(tmp_path / "cuisine"), "")
+    scaffolded.write_text('<div class="home">\n<h1>x</h1>\n<h2>Featured: <a href="/Cr', encoding="utf-8")
+    SiteRuntime.build(load_site(tmp_path / "cuisine"), "")
 
 
 def test_an_opening_on_a_route_that_follows_links_may_link_anywhere(tmp_path: Path) -> None:
