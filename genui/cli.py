@@ -43,7 +43,7 @@ from genui.hosts import allowed_hosts
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import SiteConfigError, check_names, load_site, site_folders, suggested_name, valid_site_name
-from genui.store import NotAPageCache
+from genui.store import NotAPageCache, fix_for
 from genui.upkeep import add_commands
 
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
@@ -526,9 +526,8 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     except OSError as err:  # a path that is not there, not a folder, not allowed or too long
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
-    except sqlite3.DatabaseError as err:  # a file that is no database, or one another process holds meanwhile
-        held = "; try again, or stop what holds it" if "locked" in str(err) else ""
-        print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}{held}", file=sys.stderr)
+    except sqlite3.DatabaseError as err:  # a file that is no database, held by another process, full, read-only
+        print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}; {fix_for(err)}", file=sys.stderr)
         return USAGE_ERROR
     except UnicodeEncodeError as err:  # an argument of bytes that are not UTF-8 (a site, a path, a URL)
         print(

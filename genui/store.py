@@ -314,6 +314,20 @@ def cannot_store(error: sqlite3.Error) -> bool:
     return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY"))
 
 
+def fix_for(error: sqlite3.Error) -> str:
+    """What to do about an error SQLite gave on opening or writing the page cache, as a command says it."""
+    said, name = str(error), getattr(error, "sqlite_errorname", "") or ""
+    if is_busy(error) or "locked" in said:
+        return "try again, or stop what holds it"
+    if name.startswith("SQLITE_READONLY") or "readonly" in said or "read-only" in said:
+        return "genui writes beside it (SQLite's -wal and -shm files): make its folder writable, or run as its owner"
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk I/O error" in said or "full" in said:
+        return "its disk may be full: free some space (df shows it), or name a --db on another disk"
+    if "malformed" in said:
+        return "it is damaged: restore a backup, or recover what it holds with sqlite3's .recover into a new file"
+    return "check that it is a page cache genui can read and write"
+
+
 async def when_free(write: Callable[[], T], within: float = BUSY_TIMEOUT_S, poll: float = FREE_POLL_S) -> T:
     """``write()``, a write made with ``wait=False``, tried again every ``poll`` seconds while another process holds
     the page cache, for up to ``within`` seconds: the server answers others meanwhile, where SQLite's busy timeout

@@ -31,7 +31,7 @@ from genui.arguments import (
 from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
 from genui.sites import Site
-from genui.store import NotAPageCache, Store, check_page_cache, is_busy
+from genui.store import NotAPageCache, Store, check_page_cache, fix_for, is_busy
 from genui.upgrade import bring_up_to_date, moved_paths, pending
 
 
@@ -224,15 +224,9 @@ def _open_store(db: Path) -> Store:
     try:
         check_page_cache(db, earlier=True)  # checked whole before Store touches the file (WAL, added columns, tables)
     except sqlite3.OperationalError as err:  # locked, or a read-only folder where SQLite cannot make its -shm file
-        if "locked" in str(err):
-            fix = "try again, or stop what holds it"
-        elif "readonly" in str(err) or "read-only" in str(err):
-            fix = "genui writes beside it (SQLite's -wal and -shm files): make its folder writable, or run as its owner"
-        else:
-            fix = "check that it is readable"
-        raise UsageError(f"cannot read {db}: {err}; {fix}") from None
+        raise UsageError(f"cannot read {db}: {err}; {fix_for(err)}") from None
     except NotAPageCache as err:
-        raise UsageError(f"{err} (genui serve --db makes one)") from None
+        raise UsageError(str(err)) from None
     return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
 
 

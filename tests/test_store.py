@@ -762,3 +762,34 @@ def test_readers_post_under_names_in_any_script(store: Store) -> None:
         assert store.add_post("forum", "/r/a/T", user, "hi").user == user
     decomposed = "Zoe\u0308"  # typed with a combining diaeresis: the same name as Zoë
     assert store.add_post("forum", "/r/a/T", decomposed, "again").user == "Zoë"
+
+
+def test_each_error_sqlite_gives_a_command_comes_with_its_fix(tmp_path: Path) -> None:
+    """genui serve said "attempt to write a readonly database" and "disk I/O error" and no more (an operator's
+    review); each is SQLite's own error here, with what to do about it."""
+    from genui.store import fix_for
+
+    db = tmp_path / "x.sqlite3"
+    with closing(sqlite3.connect(db)) as made:
+        made.execute("CREATE TABLE t (x)")
+        made.commit()
+    with (
+        closing(sqlite3.connect(db.as_uri() + "?mode=ro", uri=True)) as read_only,
+        pytest.raises(sqlite3.OperationalError) as caught,
+    ):
+        read_only.execute("INSERT INTO t VALUES (1)")
+    assert "make its folder writable" in fix_for(caught.value)
+    with closing(sqlite3.connect(db)) as small:
+        small.execute(f"PRAGMA max_page_count = {small.execute('PRAGMA page_count').fetchone()[0]}")
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            small.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+    assert "its disk may be full" in fix_for(caught.value)
+    with (
+        closing(sqlite3.connect(db, timeout=0)) as one,
+        closing(sqlite3.connect(db, timeout=0)) as two,
+    ):
+        one.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            two.execute("BEGIN IMMEDIATE")
+    assert fix_for(caught.value) == "try again, or stop what holds it"
+    assert ".recover" in fix_for(sqlite3.DatabaseError("database disk image is malformed"))
