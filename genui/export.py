@@ -34,10 +34,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from markupsafe import Markup
+
 from genui.app import create_app
 from genui.resources import bundled
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
+from genui.screens import words_of
 from genui.sites import Site
 from genui.store import Store
 
@@ -328,7 +331,8 @@ class _Rewriter(HTMLParser):
             self.out.append(f'\n<meta name="referrer" content="{REFERRER}">')
         elif tag == "footer" and "genui-footer" in (named.get("class") or "").split():
             self.in_footer = True
-            self.out.append(f"A static copy of pages written by <code>{html.escape(self.model)}</code> with genui.")
+            model = Markup("<code>{}</code>").format(self.model)
+            self.out.append(str(words_of(self.runtime).say("copy_footer", model=model)))
 
     def handle_endtag(self, tag: str) -> None:
         if self.dropping:

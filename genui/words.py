@@ -19,6 +19,7 @@ WORDS: dict[str, str] = {
     "skip": "Skip to the page",
     "all_sites": "all sites",
     "footer": "Every page here is written on the fly by {model}.",
+    "copy_footer": "A static copy of pages written by {model} with genui.",  # genui cache export's pages
     "ways_on": "Ways on from this page",  # a [[navigation]] section with no heading, as screen readers name it
     # the toolbar
     "page_tools": "Page tools",

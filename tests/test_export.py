@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shutil
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -224,6 +225,26 @@ def test_a_page_written_with_a_footer_of_its_own_keeps_it(tmp_path: Path, capsys
     home = (exported(tmp_path, "wiki", capsys) / "index.html").read_text(encoding="utf-8")
     assert "<footer><p>Written in 1958.</p></footer><p>After it.</p>" in home
     assert home.count("A static copy of pages written by") == 1 and home.count("</footer>") == 2
+
+
+def test_the_copys_footer_is_in_the_sites_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A French site's copy said "A static copy of pages written by … with genui." in English, with no [words] key
+    to say it otherwise (a hackathon team's walkthrough)."""
+    sites = tmp_path / "sites"
+    shutil.copytree(SITES_DIR / "wiki", sites / "wiki")
+    toml = sites / "wiki" / "site.toml"
+    toml.write_text(
+        toml.read_text("utf-8") + '\n[words]\ncopy_footer = "Copie statique de pages écrites par {model}."\n'
+    )
+    db = tmp_path / "genui.sqlite3"
+    with TestClient(create_app([load_site(sites / "wiki")], FakeEngine(model_id="a<b"), db_path=db)) as client:
+        assert visit(client, "/").status_code == 200
+    out = tmp_path / "out"
+    assert (
+        main(["cache", "export", "wiki", str(out), "--db", str(db), "--sites-dir", str(sites), "--model", "a<b"]) == 0
+    )
+    home = (out / "index.html").read_text("utf-8")
+    assert "Copie statique de pages écrites par <code>a&lt;b</code>." in home and "A static copy" not in home
 
 
 def test_a_colon_in_a_pages_name_is_no_scheme_in_its_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

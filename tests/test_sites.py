@@ -677,3 +677,10 @@ def test_a_sites_words_say_genuis_own_in_its_language_and_a_wrong_one_is_named(t
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / key / str(len(said)), f"{toml}\n[words]\n{written}\n"))
         assert caught.value.key == key and said in str(caught.value), str(caught.value)
+
+
+def test_every_one_of_genuis_words_is_in_the_docs_table() -> None:
+    from genui.words import WORDS
+
+    table = (Path(__file__).resolve().parent.parent / "docs" / "sites.md").read_text(encoding="utf-8")
+    assert [key for key in WORDS if f"| `{key}` | {WORDS[key]}" not in table] == []
