@@ -667,9 +667,14 @@ def load_site(root: Path | str) -> Site:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SiteConfigError(
-            file, WHOLE_FILE, f"not valid TOML ({err})", "fix the syntax at the position given"
-        ) from None
+        single = re.search(r"^[ \t]*\[[ \t]*(routes|navigation)[ \t]*\][ \t]*(#.*)?$", text, re.MULTILINE)
+        fix = (
+            f"write each {single[1].removesuffix('s')}'s header [[{single[1]}]], with two brackets (one entry of an"
+            f" array); [{single[1]}] is one table, which a second header declares again"
+            if single is not None
+            else "fix the syntax at the position given"
+        )
+        raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", fix) from None
     except ValueError as err:  # an integer of more digits than Python converts (4,300)
         raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", "write the value shorter") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively

@@ -684,3 +684,13 @@ def test_every_one_of_genuis_words_is_in_the_docs_table() -> None:
 
     table = (Path(__file__).resolve().parent.parent / "docs" / "sites.md").read_text(encoding="utf-8")
     assert [key for key in WORDS if f"| `{key}` | {WORDS[key]}" not in table] == []
+
+
+@pytest.mark.parametrize("first_only", [True, False])
+def test_a_route_header_with_one_bracket_is_said_to_need_two(tmp_path: Path, first_only: bool) -> None:
+    """`[routes]` for `[[routes]]` gave TOML's "Cannot overwrite a value" and "fix the syntax at the position given",
+    where `[[route]]` gets "did you mean" (a hackathon team's walkthrough)."""
+    text = GOOD.replace("[[routes]]", "[routes]", 1 if first_only else -1)
+    write_site(tmp_path, text)
+    with pytest.raises(SiteConfigError, match=r"write each route's header \[\[routes\]\], with two brackets"):
+        load_site(tmp_path)
