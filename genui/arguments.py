@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from genui.routing import BadRequest, Location, untaken_keys
 from genui.runtime import SiteRuntime
@@ -86,9 +87,22 @@ def site_from(name_or_folder: str, directory: Path) -> Site:
 
 
 def located(site: Site, path: str) -> Location:
-    """The page of ``site`` at a site-relative URL, or UsageError."""
+    """The page of ``site`` at a site-relative URL, or UsageError. A page's address as a browser shows it serves
+    too: a whole URL (`http://127.0.0.1:8000/recipes/Pancakes`), and a path under the site's name where the site's
+    own routes match nothing (genui serve puts each site under /NAME where it serves several)."""
     try:
-        location = SiteRuntime.build(site, "").locate(path)
+        parts = urlsplit(path)
+    except ValueError as err:  # "http://[": no URL at all
+        raise UsageError(f"bad path {path!r}: {err}") from None
+    if parts.scheme in ("http", "https"):
+        path = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
+    runtime = SiteRuntime.build(site, "")
+    try:
+        location = runtime.locate(path)
+        mount = f"/{site.name}"
+        if location is None and (path == mount or path.startswith((f"{mount}/", f"{mount}?"))):
+            path = path[len(mount) :] or "/"
+            location = runtime.locate(path if path.startswith("/") else "/" + path)
     except BadRequest as err:
         raise UsageError(f"bad path {path!r}: {err}") from None
     if location is None:

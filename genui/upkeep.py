@@ -76,7 +76,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "next visit would have written it.",
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
-    forget.add_argument("path", metavar="PATH", help="the page's site-relative URL, e.g. /Hash_table")
+    forget.add_argument(
+        "path",
+        metavar="PATH",
+        help="the page's site-relative URL, e.g. /Hash_table, or its address as a browser shows it",
+    )
     warm_up = cache_actions.add_parser(
         "warm",
         help="write a site's pages before anyone asks, following their links",

@@ -132,6 +132,19 @@ def test_forget_deletes_every_version_of_one_page_by_any_url_that_names_it(
 
 
 @pytest.mark.parametrize(
+    "address",
+    ["/forum/r/lisp/Macros", "http://127.0.0.1:8000/forum/r/lisp/Macros", "https://genui.example/r/lisp/Macros"],
+)
+def test_forget_takes_a_pages_address_as_the_browser_shows_it(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str], address: str
+) -> None:
+    """Copied from the address bar of a server of several sites, `/forum/r/lisp/Macros` was "no route matches"
+    (a hackathon team's walkthrough)."""
+    assert cache(db, sites_dir, "forget", "forum", address) == 0
+    assert "forgot 1 version of forum /r/lisp/Macros" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
     ("argv", "words"),
     [
         (["forget", "wiki", "/a/b/c"], "no route of site 'wiki' matches '/a/b/c'"),
