@@ -28,9 +28,9 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
-from genui.cache import EARLIER, OTHER_MODEL, Standing, counted, size_text, standings, table
+from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
-from genui.sites import Site
+from genui.sites import Site, site_folders
 from genui.store import NotAPageCache, Store, check_page_cache, fix_for, is_busy
 from genui.upgrade import bring_up_to_date, moved_paths, pending
 
@@ -325,6 +325,14 @@ def _show(args: argparse.Namespace, store: Store) -> int:
         print(f"genui cache prune would delete {counted(versions, 'version')} ({size} of HTML)")
     if stranded:
         print(f"{_stranded_line(stranded)}: genui cache prune deletes them")
+    here = Path("sites")  # where genui new writes a site, from the folder it is run in
+    unjudged = {s.group.site for s in found if s.state == OTHER_SITE}
+    if here.resolve() != Path(args.sites_dir).resolve() and here.is_dir():
+        mine = sorted(unjudged & {folder.name for folder in site_folders(here)})
+        if mine:  # a hackathon's own site, its pages listed as another's: say where its folder is, as genui sites does
+            print(
+                f"note: ./sites holds {', '.join(mine)}, listed as {OTHER_SITE}: add --sites-dir sites", file=sys.stderr
+            )
     return 0
 
 

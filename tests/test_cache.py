@@ -456,3 +456,23 @@ def test_a_backup_taken_while_a_server_writes_holds_every_post_it_acknowledged_a
     with TestClient(create_app([forum], FakeEngine(), db_path=db)) as client:
         shown = visit(client, thread).text
     assert all(f"post {n}</p>" in shown for n in range(30)) and "after the backup" not in shown
+
+
+def test_cache_show_points_at_the_sites_genui_new_made_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run where `genui new` wrote a site, `genui cache` listed its pages as another site's and said no more, where
+    genui sites says "./sites holds sites too" (a hackathon team's walkthrough)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "club"]) == 0
+    store = Store(tmp_path / "genui.sqlite3")
+    save(store, "club", "/", MODEL, "t1")
+    store.close()
+    capsys.readouterr()
+    assert main(["cache", "--db", "genui.sqlite3", "--model", MODEL]) == 0
+    said = capsys.readouterr()
+    assert (
+        "other site" in said.out and "note: ./sites holds club, listed as other site: add --sites-dir sites" in said.err
+    )
+    assert main(["cache", "--db", "genui.sqlite3", "--model", MODEL, "--sites-dir", "sites"]) == 0
+    assert "note:" not in capsys.readouterr().err
