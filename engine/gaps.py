@@ -34,14 +34,24 @@ GAP_TEMPERATURE = 0.7
 _ENDS = ("<", "\n")  # where the model's text in a hole stops: a tag (the fixed text's own) or a new line
 
 
+def _in_word(character: str) -> bool:
+    return character.isalnum() or character in "-'’"
+
+
 def hole_text(written: str, tokens: int, count: Callable[[str], list[int]], decode: Callable[[list[int]], str]) -> str:
     """What a hole keeps of the text the model wrote after it: up to the first tag or line end, at most ``tokens``
-    tokens, without the spaces at its ends."""
+    tokens, without the spaces at its ends. Text cut at ``tokens`` ends at its last whole word, where it has more
+    than one (`Serves: 1. To make potato-` read as a hole cut short: a hackathon team's walkthrough), and without a
+    comma, colon or dash left hanging."""
     cut = min((i for i in (written.find(end) for end in _ENDS) if i >= 0), default=len(written))
     text = written[:cut]
     ids = count(text)
     if len(ids) > tokens:
-        text = decode(ids[:tokens])
+        kept = decode(ids[:tokens])
+        rest = text[len(kept) :] if text.startswith(kept) else ""  # a decoding that is no prefix: cut as it is
+        if _in_word(rest[:1]) and _in_word(kept[-1:]) and len(kept.split()) > 1:
+            kept = kept.rsplit(None, 1)[0]
+        text = kept.rstrip().rstrip(",;:-–—")
     return text.strip()
 
 

@@ -51,6 +51,11 @@ def test_a_hole_keeps_one_line_of_text_up_to_the_first_tag() -> None:
     assert hole_text("</dd>", 24, words, letters) == ""  # the model may leave a hole empty
     assert hole_text("to the end of the text", 24, words, letters) == "to the end of the text"
     assert hole_text("abcdefgh<", 3, words, letters) == "abc"  # at most `tokens` tokens
+    # cut short, at its last whole word and with nothing hanging (it read `Serves: 1. To make potato-`)
+    long = "1. To make potato-based food, you need to first make potato-based dough"
+    assert hole_text(long, 59, words, letters) == "1. To make potato-based food, you need to first make"
+    assert hole_text(long, 29, words, letters) == "1. To make potato-based food"
+    assert hole_text(long, 40, words, letters) == "1. To make potato-based food, you need"
 
 
 PATTERN = re.escape(OPENING) + "([^<\n]*)" + re.escape(GAPS[0]) + "([^<\n]*)" + re.escape(GAPS[1])
