@@ -119,6 +119,7 @@ class Screens:
         context = self._page_context(job, None)
         query = urlencode({"site": job.runtime.site.name, "id": variations.id})
         context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
+        context["toolbar_later"] = False  # the candidates land with none: one kept is a page of its own
         if not variations.finished:
             context["wait_url"] = f"{candidates_url(job, variations)}&wait=1"
             if claim and request.scope.get("method") != "HEAD":  # a HEAD opens no stream
@@ -283,6 +284,7 @@ class Screens:
                 form["value"] = job.location.query.get(form["key"], "")
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered))
+        context["toolbar_later"] = page is None and job.cached and self.pages.edits  # Regenerate, once it lands
         if (model := self.pages.model_id) is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context
@@ -307,10 +309,10 @@ class Screens:
                 (number, None if number is None else versioned(job.url, number))
                 for number in shown_versions(versions, page.version)
             ],
-            "sections": [
+            "sections": [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
                 part
                 for part in (page_sections(page.html) if editable else [])
-                if part.number not in job.runtime.pinned_sections(job.location)
+                if part.snippet and part.number not in job.runtime.pinned_sections(job.location)
             ],
             "variations": VARIANTS if editable else 0,
             "max_instruction": MAX_INSTRUCTION,

@@ -171,10 +171,11 @@ def test_htmx_request_on_a_miss_gets_a_live_placeholder_and_starts_the_page(
     assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
     assert 'ws-connect="/_genui/ws?site=wiki&amp;url=%2FLisp&amp;v=1"' in response.text
     assert "<html" not in response.text and "<noscript>" not in response.text  # a fragment: htmx runs scripts
-    # the toolbar keeps its place until the page lands, and is no landmark with nothing in it meanwhile
-    assert '<nav id="genui-toolbar" class="genui-toolbar" aria-label="Page tools" aria-hidden="true">' in (
-        response.text
+    # the toolbar keeps its place, and its room, until the page lands, and is no landmark with nothing in it meanwhile
+    toolbar = (
+        '<nav id="genui-toolbar" class="genui-toolbar genui-toolbar-later" aria-label="Page tools" aria-hidden="true">'
     )
+    assert toolbar in response.text
     wait_until(lambda: len(engine.calls) == 1)
 
 

@@ -107,6 +107,23 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     assert len(server.engine.calls) == 1 and problems == []
 
 
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, width: int) -> None:
+    """The toolbar came with the finished page, empty until then, and pushed the page down 56 px as the visitor
+    read it (a visual review, session 64): its room is kept while the page is written."""
+    with browser_page() as page:
+        page.set_viewport_size({"width": width, "height": 800})
+        server.engine.hold = threading.Event()
+        page.goto(server.url + "/wiki/Moving_pages", wait_until="commit")
+        page.wait_for_selector("#genui-draft[data-step]", timeout=5_000)
+        live = page.eval_on_selector("#genui-content", "e => e.getBoundingClientRect().top")
+        server.engine.hold.set()
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        landed = page.eval_on_selector("#genui-content", "e => e.getBoundingClientRect().top")
+        toolbar = page.eval_on_selector("#genui-toolbar", "e => e.getBoundingClientRect().height")
+        assert toolbar > 20 and abs(landed - live) <= 0.15 * toolbar, (live, landed, toolbar)
+
+
 def test_without_javascript_a_typed_url_ends_on_the_finished_page(server: Server) -> None:
     with browser_page(java_script_enabled=False) as page:
         documents: list[tuple[int, str]] = []
@@ -614,7 +631,8 @@ def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sec
     assert page.url == server.url + "/wiki/Lisp"
     tree = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")
     options = [node.get("name", {}).get("value") for node in tree["nodes"] if node["role"].get("value") == "option"]
-    assert len(options) == 4 and options[0] == "1. Lisp" and all(options), options  # Chromium's own names
+    # Chromium's own names; the opening's <h1>Lisp</h1>, which every version keeps, is none of them
+    assert len(options) == 3 and options[0].startswith("1 – Lisp is a topic") and all(options), options
     assert problems == []
 
 
@@ -876,14 +894,14 @@ def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Se
     """A search after a search is another page, not a new version of this one: Back named the first `&v=1`."""
     page.goto(server.url + "/wiki/Lisp")
     page.wait_for_selector(FINISHED, timeout=15_000)
-    for query, shown in (("", "/wiki/search?q="), ("lisp", "/wiki/search?q=lisp")):
+    for query, shown in (("unix", "/wiki/search?q=unix"), ("lisp", "/wiki/search?q=lisp")):
         page.fill(".genui-query input", query)
         page.press(".genui-query input", "Enter")
         page.wait_for_url(lambda at, shown=shown: at.endswith(shown), timeout=15_000)
         page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
     page.go_back()
     page.wait_for_url(lambda at: "q=lisp" not in at, timeout=15_000)
-    assert page.url.endswith("/wiki/search?q=")
+    assert page.url.endswith("/wiki/search?q=unix")
 
 
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:

@@ -105,10 +105,10 @@ def test_a_page_offers_its_sections_and_variations_in_its_toolbar(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     text = visit(client_factory(all_sites), "/wiki/Lisp").text
-    options = re.findall(r'<option value="(\d+)" label="(\1\. [^"]+)" aria-label="\2"></option>', text)
-    # every section but the route's opening's <h1>Lisp</h1>, which every version keeps
+    options = re.findall(r'<option value="(\d+)" label="(\d+ – [^"]+)" aria-label="\2"></option>', text)
+    # every section but the route's opening's <h1>Lisp</h1>, which every version keeps, numbered as listed
     assert [number for number, _ in options] == [str(n) for n in range(2, len(sections(page_html(text))) + 1)]
-    assert len(options) == 3
+    assert [label.split(" – ")[0] for _, label in options] == ["1", "2", "3"]
     assert 'action="/_genui/rewrite"' in text and 'action="/_genui/variations"' in text
     assert '<input type="hidden" name="v" value="1">' in text
 
