@@ -97,7 +97,9 @@ def fill_gaps(
                 f"gap in the page's {budget} tokens; shorten the opening or raise the page's tokens"
             )
         check_length(loaded, len(prompt), before + GAP_TOKENS)
-        hole, spare = _write_hole(loaded, unread, cache, temperature, generator, cancelled)
+        hole, spare, spaced = _write_hole(loaded, unread, cache, temperature, generator, cancelled)
+        if spaced and hole and decided[-1:] not in ("", ">") and not decided[-1:].isspace():
+            hole = " " + hole  # the space the model wrote after a word (`is` + ` a data structure`), kept
         decided += hole + after
         try:
             cache.crop(-spare)  # back to the page so far: the hole keeps less than the model wrote
@@ -118,9 +120,9 @@ def _write_hole(
     temperature: float,
     generator: torch.Generator,
     cancelled: Callable[[], bool],
-) -> tuple[str, int]:
+) -> tuple[str, int, bool]:
     """The text the model writes after the ``cache`` and the ``unread`` tokens, token by token, cut as a hole keeps
-    it, and how many of its tokens the cache holds after the unread ones."""
+    it; how many of its tokens the cache holds after the unread ones; and whether the model began it with a space."""
     denoiser, tokenizer = loaded.denoiser, loaded.tokenizer
     next_input = torch.tensor([unread], dtype=torch.long, device=loaded.device)  # (1, T), then (1, 1)
     written: list[int] = []
@@ -141,4 +143,5 @@ def _write_hole(
                 break
     text: str = tokenizer.decode(written, skip_special_tokens=True)
     kept = hole_text(text, GAP_TOKENS, lambda t: list(tokenizer.encode(t, add_special_tokens=False)), tokenizer.decode)
-    return kept, fed  # every written token the model read; not the last one unless an end of text followed it
+    # every written token the model read (not the last one unless an end of text followed it)
+    return kept, fed, text[:1].isspace()

@@ -12,6 +12,7 @@ import torch
 from engine_fixtures import collect, tiny_model
 from transformers import DynamicCache
 
+import engine.gaps
 from engine import (
     AutoregressiveEngine,
     DoneFrame,
@@ -74,6 +75,35 @@ def test_the_holes_are_written_before_the_page_and_the_fixed_text_kept_word_for_
     assert isinstance(frames[0], StepFrame) and frames[0].text == OPENING + match[1] + GAPS[0]
     assert fill_gaps(loaded, request) == filled  # the request's seed decides the holes
     assert fill_gaps(loaded, dataclasses.replace(request, gaps=())) == dataclasses.replace(request, gaps=())
+
+
+def test_a_hole_after_a_word_keeps_the_space_the_model_wrote(
+    loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`<p>A hash table is` and a hole the model began ` a data structure` read `isa data structure` (an engine
+    user's walkthrough). A hole the model ended at once keeps the page read for the next (transformers' crop(0)
+    crops nothing)."""
+    seen: list[int] = []
+
+    def write(loaded: LoadedModel, unread: list[int], cache: object, *args: object) -> tuple[str, int, bool]:
+        seen.append(cache.get_seq_length())  # type: ignore[attr-defined]
+        loaded.denoiser.next_token_logits(torch.tensor([unread]), cache)  # read, as the real one does
+        return ("a data structure", 0, True) if len(seen) == 1 else ("", 0, False)
+
+    monkeypatch.setattr(engine.gaps, "_write_hole", write)
+    request = GenerationRequest(
+        prompt="Hash table", max_tokens=256, opening="<p>A hash table is", gaps=(" that maps keys: ", "</p>")
+    )
+    filled = fill_gaps(loaded, request)
+    assert filled.opening == "<p>A hash table is a data structure that maps keys: </p>"
+    read = len(loaded.denoiser.encode_prompt(request.prompt)) + len(
+        loaded.tokenizer.encode(request.opening, add_special_tokens=False)
+    )
+    assert seen == [0, read]  # the second hole goes on from the prompt and the page, read once
+    for opening in ("<p>Size: ", "<p>"):  # after a space or a tag, no second space
+        seen.clear()
+        again = fill_gaps(loaded, dataclasses.replace(request, opening=opening))
+        assert again.opening == f"{opening}a data structure that maps keys: </p>"
 
 
 def test_a_cancelled_request_stops_writing_its_holes(loaded: LoadedModel) -> None:
