@@ -52,7 +52,7 @@ def canvases(loaded: LoadedModel, request: GenerationRequest) -> int:
     """The canvases a request may fill: ``max_tokens`` rounded up to whole canvases, else ``max_canvases``."""
     if request.max_tokens is None:
         return request.max_canvases
-    if not isinstance(request.max_tokens, int) or request.max_tokens < 1:
+    if not isinstance(request.max_tokens, int) or isinstance(request.max_tokens, bool) or request.max_tokens < 1:
         raise EngineError(f"max_tokens must be a positive integer, got {request.max_tokens!r}")
     return -(-request.max_tokens // loaded.canvas_length)
 
@@ -60,6 +60,11 @@ def canvases(loaded: LoadedModel, request: GenerationRequest) -> int:
 def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSettings:
     """The request's settings, unset fields taken from the checkpoint's defaults; EngineError names a bad one, so a
     bad request fails on its own, before any batch."""
+    if not isinstance(request.prompt, str) or not isinstance(request.opening, str):
+        wrong = "prompt" if not isinstance(request.prompt, str) else "opening"
+        raise EngineError(f"{wrong} must be text (a str), got {getattr(request, wrong)!r}")
+    if not isinstance(request.gaps, tuple) or not all(isinstance(after, str) for after in request.gaps):
+        raise EngineError(f"gaps must be a tuple of texts (the opening after each hole), got {request.gaps!r}")
     if not isinstance(request.seed, int) or isinstance(request.seed, bool) or not 0 <= request.seed < 2**63:
         raise EngineError(f"seed must be an integer from 0 to 2**63 - 1, got {request.seed!r}")
     if not isinstance(request.stop_at_eos, bool):
@@ -70,11 +75,10 @@ def settings_for(loaded: LoadedModel, request: GenerationRequest) -> DenoiseSett
         if value is not None:
             overrides[name] = value
     for name in ("t_min", "t_max", "entropy_bound", "confidence_threshold"):
-        if name in overrides:
-            try:
-                overrides[name] = float(overrides[name])
-            except (TypeError, ValueError) as exc:
-                raise EngineError(f"{name} must be a number, got {overrides[name]!r}") from exc
+        if name in overrides:  # a number, not text that reads as one, nor True (an int to Python)
+            if not isinstance(overrides[name], int | float) or isinstance(overrides[name], bool):
+                raise EngineError(f"{name} must be a number, got {overrides[name]!r}")
+            overrides[name] = float(overrides[name])
     if ("t_min" in overrides) != ("t_max" in overrides):  # one end given: the other end is the checkpoint's
         low = overrides.get("t_min", loaded.defaults.t_min)
         high = overrides.get("t_max", loaded.defaults.t_max)
@@ -111,11 +115,14 @@ def left_pad(prompts: Sequence[list[int]], pad_id: int, device: torch.device) ->
 
 
 def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
-    """Whether ``request`` passes the length checks of plan_batch (its other settings are not checked here)."""
+    """Whether ``request`` passes the length checks of plan_batch (its other settings are not checked here); False
+    for one whose texts or lengths are of no kind those checks take."""
     tokenizer, length = loaded.tokenizer, loaded.canvas_length
+    if not isinstance(request.prompt, str) or not isinstance(request.opening, str):
+        return False
     try:
         new = canvases(loaded, request) * length
-    except EngineError:
+    except (EngineError, TypeError):
         return False
     if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= new:
         return False

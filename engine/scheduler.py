@@ -53,14 +53,17 @@ class _Job:
         ]
 
 
+MAX_VARIANTS = 16  # variants of one request in one batch: each holds a canvas of logits (64 x 49,152 floats, 12.6 MB)
+
+
 class Scheduler:
     """A TextEngine over one loaded model: queueing, micro-batching, streaming, cancellation."""
 
     def __init__(
         self, loaded: LoadedModel, max_queue: int = 8, max_batch: int = 4, batch_window_s: float = 0.01
     ) -> None:
-        if max_queue < 1 or max_batch < 1 or batch_window_s < 0:
-            raise ValueError("max_queue and max_batch must be >= 1 and batch_window_s >= 0")
+        if max_queue < 1 or max_batch < 1 or not 0 <= batch_window_s < math.inf:  # NaN too: it spun the worker
+            raise ValueError("max_queue and max_batch must be >= 1 and batch_window_s a finite number >= 0")
         self.loaded = loaded
         self.max_queue = max_queue
         self.max_batch = max_batch
@@ -104,8 +107,8 @@ class Scheduler:
 
         Reproducible per (prompt, n, seed); a variant is not the same text as a lone request with that seed.
         """
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_VARIANTS:
+            raise EngineError(f"n must be an integer from 1 to {MAX_VARIANTS}, got {n!r}")
         return self._frames([request] * n, key=None)
 
     def infill(self, request: InfillRequest) -> AsyncIterator[Frame]:
@@ -136,6 +139,8 @@ class Scheduler:
     ) -> AsyncIterator[Frame]:
         settings = requests[0] if infill is None else dataclasses.replace(requests[0], max_canvases=1, max_tokens=None)
         settings_for(self.loaded, settings)  # a bad setting fails here, before it queues
+        if infill is not None and infill.generation.gaps:  # they were written, and their frames sent, for nothing
+            raise EngineError("an in-place edit takes no gaps: its text before and after it are its fixed text")
         job = _Job(requests=requests, key=key, channel=FrameChannel(len(requests)), infill=infill)
         self._submit(job)
         async with aclosing(job.channel.frames()) as frames:

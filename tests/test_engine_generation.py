@@ -10,7 +10,7 @@ from engine_fixtures import tiny_model
 
 from engine import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, LoadedModel, StepFrame
 from engine.denoise import Pins
-from engine.generation import left_pad, plan_batch, run_plan, settings_for
+from engine.generation import fits, left_pad, plan_batch, run_plan, settings_for
 from engine.streaming import FrameStreamer, Row
 
 
@@ -119,6 +119,31 @@ def test_invalid_settings_are_engine_errors(loaded: LoadedModel) -> None:
         settings_for(loaded, GenerationRequest(prompt="x", max_canvases=0))
     with pytest.raises(EngineError, match="t_min must be a number"):
         settings_for(loaded, GenerationRequest(prompt="x", t_min="cold", t_max=0.5))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"prompt": None}, "prompt must be text"),
+        ({"prompt": 123}, "prompt must be text"),
+        ({"opening": 5}, "opening must be text"),
+        ({"gaps": "ab"}, "gaps must be a tuple of texts"),  # two gaps, "a" and "b", it was
+        ({"gaps": (5,)}, "gaps must be a tuple of texts"),
+        ({"max_tokens": True}, "max_tokens must be a positive integer"),  # one token, it was
+        ({"t_max": True}, "t_max must be a number"),
+        ({"t_max": "0.7"}, "t_max must be a number"),
+    ],
+)
+def test_fields_of_the_wrong_kind_are_refused_before_queueing_and_do_not_fit(
+    loaded: LoadedModel, fields: dict[str, object], said: str
+) -> None:
+    """They reached the worker, failed there as an engine bug with a traceback ("text input must be of type str"),
+    or were read as something else (an engine user's walkthrough); fits() raised on them."""
+    request = GenerationRequest(**{"prompt": "x", **fields})  # type: ignore[arg-type]
+    with pytest.raises(EngineError, match=said):
+        settings_for(loaded, request)
+    if "prompt" in fields or "opening" in fields or "max_tokens" in fields:
+        assert not fits(loaded, request)
 
 
 def test_a_prompt_longer_than_the_model_is_an_engine_error(loaded: LoadedModel) -> None:

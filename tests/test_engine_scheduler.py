@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -494,3 +495,26 @@ async def test_a_batch_whose_planning_stops_the_worker_fails_its_callers(
     )
     assert all(isinstance(result, EngineError) and "engine stopped" in str(result) for result in both), both
     await asyncio.wait_for(engine.close(), 30)
+
+
+@pytest.mark.parametrize("window", [math.nan, math.inf, -1.0])
+def test_a_batch_window_that_is_no_finite_time_is_refused(loaded: LoadedModel, window: float) -> None:
+    """NaN spun the worker for ever and inf failed every batched request as "could not batch" (an engine user's
+    walkthrough)."""
+    with pytest.raises(ValueError, match="batch_window_s a finite number"):
+        Scheduler(loaded, batch_window_s=window)
+
+
+@pytest.mark.parametrize("n", [0, 2.5, True, 17])
+async def test_variants_of_no_whole_count_or_past_the_most_are_engine_errors(scheduler: Scheduler, n: object) -> None:
+    """n=2.5 was a TypeError, n=0 a ValueError, and n=1000 would hold 12.6 GB of logits (an engine user's
+    walkthrough)."""
+    with pytest.raises(EngineError, match=r"n must be an integer from 1 to 16"):
+        scheduler.stream_variants(GenerationRequest(prompt="x"), n)  # type: ignore[arg-type]
+
+
+async def test_an_edit_with_gaps_is_refused_before_it_writes_them(scheduler: Scheduler) -> None:
+    """Its gaps were written, their frames sent, and the result thrown away (an engine user's walkthrough)."""
+    edit = InfillRequest(GenerationRequest(prompt="x", gaps=("</b>",)), before="<p>", after="</p>", region_tokens=4)
+    with pytest.raises(EngineError, match="an in-place edit takes no gaps"):
+        await anext(scheduler.infill(edit))
