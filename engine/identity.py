@@ -4,7 +4,9 @@ reads it before the weights load, so that cached pages are served meanwhile (gen
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -60,34 +62,68 @@ HUB_PROBE_S = 3.0  # how long a connection to the model hub may take before it c
 
 
 def hub_source(name: str) -> str:
-    """What from_pretrained gets for hub id ``name``: its copy in the hub's local cache where there is one (read
-    offline, asking the hub nothing), else the id itself, for transformers to fetch. A hub this machine cannot reach
-    is a ModelLoadError at once: huggingface_hub retries a connection five times over 23 s, for each file, before it
-    gives up (a mistyped name waited 26 s, offline, for an error)."""
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    """What from_pretrained gets for hub id ``name``: its copy in the hub's local cache where that copy is whole (read
+    offline, asking the hub nothing), else the id itself, for transformers to fetch or finish fetching. A hub this
+    machine cannot reach is a ModelLoadError at once: huggingface_hub retries a connection five times over 23 s, for
+    each file, before it gives up (a mistyped name waited 26 s, offline, for an error)."""
+    from huggingface_hub import constants
 
-    try:
-        return str(snapshot_download(name, local_files_only=True))
-    except LocalEntryNotFoundError:
-        pass
-    except ValueError as exc:  # not a well-formed id: "Repo id must use alphanumeric chars ..."
-        raise ModelLoadError(f"no model folder {name!r} here, and it is no hub id ({exc}); name a folder") from exc
+    cached = cached_copy(name)
+    if cached is not None and whole(cached):
+        return str(cached)
     out_of_reach = (
         "it is set offline (HF_HUB_OFFLINE)" if constants.is_offline_mode() else _unreachable(constants.ENDPOINT)
     )
     if out_of_reach:
+        held = (
+            f"only part of hub id {name!r} in the hub's cache ({cached}: no weights, config or tokenizer)"
+            if cached is not None
+            else f"no copy of hub id {name!r} in the hub's cache ({constants.HF_HUB_CACHE})"
+        )
         raise ModelLoadError(
-            f"no folder {name!r} here, nor a copy of hub id {name!r} in the hub's cache ({constants.HF_HUB_CACHE}),"
-            f" and the model hub cannot be asked: {out_of_reach}. Name an existing folder (./{name} for one here), or"
-            " fetch the model where the hub can be reached"
+            f"no folder {name!r} here, {held}, and the model hub cannot be asked: {out_of_reach}. Name an existing"
+            f" folder (./{name} for one here), or fetch the model where the hub can be reached"
         )
     return name
 
 
+def cached_copy(name: str) -> Path | None:
+    """The folder of hub id ``name``'s newest copy in the hub's local cache, whole or not; None where there is none.
+    ModelLoadError for a name that is no hub id."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(name, local_files_only=True))
+    except LocalEntryNotFoundError:
+        return None
+    except ValueError as exc:  # not a well-formed id: "Repo id must use alphanumeric chars ..."
+        raise ModelLoadError(f"no model folder {name!r} here, and it is no hub id ({exc}); name a folder") from exc
+
+
+def whole(folder: Path) -> bool:
+    """Whether a cached copy holds a checkpoint to load: its config (or genui.json), a tokenizer, and its weights,
+    every shard an index names. transformers fetches file by file, so a fetch stopped part way leaves a copy with
+    its config and tokenizer and no weights, which from_pretrained given the id would finish."""
+    if not any((folder / config).is_file() for config in ("config.json", "genui.json")):
+        return False
+    if not any((folder / tokenizer).is_file() for tokenizer in ("tokenizer.json", "tokenizer_config.json")):
+        return False
+    for index in [*folder.glob("*.safetensors.index.json"), *folder.glob("*.bin.index.json")]:
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
+        return all((folder / shard).is_file() for shard in shards)
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+
+
 def _unreachable(endpoint: str) -> str:
-    """Why a connection to the hub at ``endpoint`` fails within HUB_PROBE_S, or "" when it opens."""
+    """Why a connection to the hub at ``endpoint`` fails within HUB_PROBE_S, or "" when it opens (or goes through a
+    proxy, HTTPS_PROXY and its kin, which huggingface_hub uses and this probe cannot judge)."""
     parts = urlsplit(endpoint)
+    if parts.scheme in urllib.request.getproxies():
+        return ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         socket.create_connection((parts.hostname or "", port), timeout=HUB_PROBE_S).close()

@@ -26,7 +26,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
-from engine.identity import ModelLoadError, hub_source, resolve
+from engine.identity import ModelLoadError, cached_copy, hub_source, resolve
 
 if TYPE_CHECKING:
     from transformers import DiffusionGemmaForBlockDiffusion
@@ -117,7 +117,7 @@ def load_model(
         return _load_gemma(source, model_id, config, target, dtype)
     if any(name.endswith("ForCausalLM") for name in getattr(config, "architectures", None) or []):
         network, tokenizer = _causal_lm(source, target, dtype or default_dtype(target))
-        defaults = _sampler_defaults(Path(source))
+        defaults = _sampler_defaults(_settings_folder(source))
         return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, quantize=quantize)
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type, "")
     if not getattr(config, "architectures", None) and causal.endswith("ForCausalLM"):
@@ -253,6 +253,8 @@ def _load_adapted(
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
         base = _named_base(str(spec.get("base", PINNED_BASE)), spec.get("base_folder"), Path(source), genui_file)
+    elif str(base) != PINNED_BASE and not Path(base).expanduser().is_dir():
+        base = hub_source(str(base))  # a hub id given: its cached copy, or an error at once where none can be had
     if base == PINNED_BASE:
         from engine.base import ensure_base
 
@@ -362,6 +364,15 @@ _SAMPLER_KEYS = {
 
 # DenoiseSettings' names where generation_config.json spells them otherwise: a file that used one would be ignored.
 _INNER_NAMES = {inner: key for key, inner in _SAMPLER_KEYS.items() if inner != key}
+
+
+def _settings_folder(source: str) -> Path:
+    """Where a checkpoint's generation_config.json is: its folder, or for a hub id the copy from_pretrained has just
+    fetched (read as a cached copy is read, so a model's first run samples as its later ones do)."""
+    folder = Path(source)
+    if folder.is_dir():
+        return folder
+    return cached_copy(source) or folder
 
 
 def _sampler_defaults(folder: Path) -> DenoiseSettings:

@@ -267,7 +267,7 @@ def test_a_hub_id_neither_cached_nor_reachable_fails_at_once_naming_both(
     with pytest.raises(ModelLoadError) as failed:
         load_model("someorg/mistyped-model", device="cpu")
     message = str(failed.value)
-    assert f"nor a copy of hub id 'someorg/mistyped-model' in the hub's cache ({hub_out_of_reach})" in message
+    assert f"no copy of hub id 'someorg/mistyped-model' in the hub's cache ({hub_out_of_reach})" in message
     assert "the model hub cannot be asked: 127.0.0.1:9 does not answer" in message
     assert "Name an existing folder (./someorg/mistyped-model for one here)" in message
     # the id is still known without the hub: a server names its cached pages while the model loads (or fails to)
@@ -301,6 +301,36 @@ def test_a_hub_id_in_the_hub_cache_loads_offline_and_keeps_its_id(
     spec = json.loads((adapter / "genui.json").read_text())
     (adapter / "genui.json").write_text(json.dumps({**spec, "base": "someorg/tiny-llama"}))
     assert load_model(adapter, device="cpu").model_id.startswith("adapter@")
+
+
+def test_a_hub_copy_fetched_part_way_is_fetched_again_or_said_to_be_part_and_a_proxy_is_no_dead_hub(
+    hub_out_of_reach: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch stopped part way leaves a copy with its config and tokenizer and no weights (transformers fetches
+    file by file): it was loaded as whole on every start, and failed with "no file named model.safetensors" where
+    from_pretrained would have finished it (a review of session 64's change)."""
+    base = build_tiny_llama_base(tmp_path / "made")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = hub_out_of_reach / "models--someorg--part"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots").mkdir()
+    base.rename(repo / "snapshots" / commit)
+    folder = repo / "snapshots" / commit
+    assert engine.identity.hub_source("someorg/part") == str(folder)  # whole: loaded from the cache
+    assert engine.loading._settings_folder("someorg/part") == folder  # its generation_config.json, as a folder's
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    with pytest.raises(ModelLoadError, match=r"only part of hub id 'someorg/part' in the hub's cache"):
+        engine.identity.hub_source("someorg/part")
+    monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "")  # a hub that answers
+    assert engine.identity.hub_source("someorg/part") == "someorg/part"  # for from_pretrained to finish it
+    monkeypatch.undo()
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")  # the hub through a proxy: not probed directly
+    assert engine.identity._unreachable("http://127.0.0.1:9") == ""
 
 
 def test_a_device_name_that_is_not_one_fails_clearly(checkpoint: Path) -> None:
