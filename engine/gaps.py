@@ -143,5 +143,7 @@ def _write_hole(
                 break
     text: str = tokenizer.decode(written, skip_special_tokens=True)
     kept = hole_text(text, GAP_TOKENS, lambda t: list(tokenizer.encode(t, add_special_tokens=False)), tokenizer.decode)
-    # every written token the model read (not the last one unless an end of text followed it)
-    return kept, fed, text[:1].isspace()
+    # every written token the model read (not the last one unless an end of text followed it); a space first, as
+    # decoded or as the token's own mark (a SentencePiece tokenizer's decode drops the ▁ a text starts with)
+    first = str(tokenizer.convert_ids_to_tokens(written[0])) if written else ""
+    return kept, fed, text[:1].isspace() or first.startswith(("▁", "Ġ"))

@@ -88,29 +88,37 @@ def site_from(name_or_folder: str, directory: Path) -> Site:
 
 def located(site: Site, path: str) -> Location:
     """The page of ``site`` at a site-relative URL, or UsageError. A page's address as a browser shows it serves
-    too: a whole URL (`http://127.0.0.1:8000/recipes/Pancakes`), and a path under the site's name where the site's
-    own routes match nothing (genui serve puts each site under /NAME where it serves several)."""
+    too: a whole URL (`http://127.0.0.1:8000/recipes/Pancakes`), its path under the site's name read first as the
+    site's own (genui serve puts each site under /NAME where it serves several: `http://…/wiki/` is the wiki's front
+    page, not an article "Wiki"), and a bare path under the site's name where the site's routes match nothing."""
     try:
         parts = urlsplit(path)
     except ValueError as err:  # "http://[": no URL at all
         raise UsageError(f"bad path {path!r}: {err}") from None
-    if parts.scheme in ("http", "https"):
+    whole = parts.scheme in ("http", "https")
+    if whole:
         path = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
     runtime = SiteRuntime.build(site, "")
-    try:
-        location = runtime.locate(path)
-        mount = f"/{site.name}"
-        if location is None and (path == mount or path.startswith((f"{mount}/", f"{mount}?"))):
-            path = path[len(mount) :] or "/"
-            location = runtime.locate(path if path.startswith("/") else "/" + path)
-    except BadRequest as err:
-        raise UsageError(f"bad path {path!r}: {err}") from None
-    if location is None:
-        patterns = ", ".join(route.pattern for route in site.routes)
-        raise UsageError(f"no route of site {site.name!r} matches {path!r} (routes: {patterns})")
-    if untaken := untaken_keys(path, location):  # as a navigation link's: the page would be another than asked for
-        raise UsageError(untaken)
-    return location
+    mount = f"/{site.name}"
+    under = path[len(mount) :] if path == mount or path.startswith((f"{mount}/", f"{mount}?")) else None
+    if under is not None:
+        under = under if under.startswith("/") else "/" + under
+    readings = [reading for reading in ([path, under] if not whole else [under, path]) if reading is not None]
+    problems = []
+    for reading in readings:  # the first that names a page, with every query key its route takes
+        try:
+            location = runtime.locate(reading)
+        except BadRequest as err:
+            problems.append(f"bad path {reading!r}: {err}")
+            continue
+        if location is None:
+            patterns = ", ".join(route.pattern for route in site.routes)
+            problems.append(f"no route of site {site.name!r} matches {reading!r} (routes: {patterns})")
+        elif untaken := untaken_keys(reading, location):  # as a navigation link's: another page than asked for
+            problems.append(untaken)
+        else:
+            return location
+    raise UsageError(problems[0])
 
 
 MOST = 2**63 - 1  # the largest whole number SQLite stores: a count or an id past it is no row's

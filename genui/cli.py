@@ -331,7 +331,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a name (a request's Host, port aside) this server answers for, any other refused: a reverse proxy's"
         " public name (repeatable; '*' for any). Default: on a loopback --host, localhost, 127.0.0.1 and ::1 only"
-        " (a page on another site cannot reach it by DNS rebinding); on any other, every name",
+        " (a page on another site cannot reach it by DNS rebinding); on any other, every name, or those named, the"
+        " loopback names and its own address",
     )
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(
@@ -347,16 +348,17 @@ def _parser() -> argparse.ArgumentParser:
         type=count,
         default=RUNS_PER_CLIENT,
         metavar="N",
-        help="pages, replies and rewrites one client (an IP address) may have written at once; one more is a 429 "
-        "with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another host must be "
-        "named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: %(default)s)",
+        help="pages, replies and rewrites one client (an IP address, an IPv6 one's /64) may have written at once; one "
+        "more is a 429 with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another "
+        "host must be named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: "
+        "%(default)s)",
     )
     serve.add_argument(
         "--posts-per-minute",
         type=count,
         default=POSTS_PER_MINUTE,
         metavar="N",
-        help="readers' posts one client (an IP address, as for --runs-per-client) may store in any 60 s; one more is "
+        help="readers' posts one client (an address, as for --runs-per-client) may store in any 60 s; one more is "
         "a 429 with Retry-After that keeps what was typed. 0: no limit (default: %(default)s)",
     )
     serve.add_argument(

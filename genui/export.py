@@ -48,7 +48,9 @@ STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's 
 NOT_EXPORTED = "not in this copy"  # the title of a link to a page that was not exported
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
-LONGEST_PATH = 1024  # bytes of a file's path in the export (Linux takes 4,096 for a whole path, macOS 1,024)
+# bytes of a file's path inside the export; the export's own folder comes on top (Linux takes 4,096 bytes for a whole
+# path, macOS 1,024: there a copy's folder with a long path can still pass it)
+LONGEST_PATH = 1024
 REFERRER = "same-origin"  # as genui.security's Referrer-Policy: a link off the site sends no address of the copy
 # frame-ancestors would be ignored in a <meta>, and said so in the console
 CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"

@@ -38,20 +38,32 @@ def is_loopback(address: str) -> bool:
 
 
 def allowed_hosts(bound: str, named: Collection[str]) -> frozenset[str] | None:
-    """The names a server bound to ``bound`` answers for, given those ``--allowed-host`` named; None for any."""
+    """The names a server bound to ``bound`` answers for, given those ``--allowed-host`` named; None for any. The
+    loopback names are always among them (no page on another site can send them as its Host: its name is its own),
+    and so is the address it is bound to (`--host 127.0.0.2` answers for http://127.0.0.2:8000)."""
     if ANY in named or (not named and not is_loopback(bound)):
         return None
-    return frozenset(host_name(name) for name in [*named, *(LOOPBACK_NAMES if is_loopback(bound) else ())])
+    own = [_address(bound)] if bound and _address(bound) not in ("0.0.0.0", "::") else []
+    return frozenset(host_name(name) for name in [*named, *LOOPBACK_NAMES, *own])
+
+
+def _address(host: str) -> str:
+    """An address as a Host header names it (``0:0:0:0:0:0:0:1`` is ``::1``); a name as it is, in lower case."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return host.lower()
 
 
 def host_name(host: str) -> str:
-    """A Host header's name, without its port or an IPv6 address's brackets, in lower case."""
+    """A Host header's name, without its port or an IPv6 address's brackets, in lower case, an address in its
+    shortest form."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:].partition("]")[0]
-    if host.count(":") == 1:  # name:port (an IPv6 address unbracketed has several)
-        return host.partition(":")[0]
-    return host
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:  # name:port (an IPv6 address unbracketed has several)
+        host = host.partition(":")[0]
+    return _address(host) if host else host
 
 
 class HostCheck:
@@ -68,7 +80,7 @@ class HostCheck:
             return
         asked = Headers(scope=scope).get("host", "")
         name = host_name(asked)
-        if name in self.hosts:
+        if name in self.hosts or not asked:  # no Host (HTTP/1.0, a proxy's health check): no browser's request
             await self.app(scope, receive, send)
             return
         if len(self.logged) < _LOGGED_MOST and name not in self.logged:

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 
 from engine.frames import GenerationRequest
 from genui.links import LinkRewriter, remount
-from genui.prompts import SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
+from genui.prompts import GAP, SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
 from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sections import sections
@@ -26,7 +26,6 @@ from genui.store import PageKey, StoredPage
 BARE_LINK = re.compile(r"""(<a\s+href\s*=\s*(["'])([^"'<>]*)\2\s*>)[ \t\r\n]*(</a>)""", re.IGNORECASE)
 
 
-_WRITTEN = "\ue000"  # what the model writes in an opening's gaps and after it, when its sections are counted
 _TAG = re.compile(r"<[^>]*>")
 
 
@@ -111,11 +110,11 @@ class SiteRuntime:
         if location.route.opening is None:
             return frozenset()
         first, after = split_gaps(self.prompts.opening(location.route, location.params, location.query))
-        filled = sanitize_html(_WRITTEN.join((first, *after, "")), allow_images=False)  # gaps and the rest written
+        filled = sanitize_html(GAP.join((first, *after, "")), allow_images=False)  # the model's text marked
         return frozenset(
             part.number
             for part in sections(filled)
-            if html.unescape(_TAG.sub("", filled[part.start : part.end])).replace(_WRITTEN, "").strip()
+            if html.unescape(_TAG.sub("", filled[part.start : part.end])).replace(GAP, "").strip()
         )
 
     def render(self, text: str, *, draft: bool = False, on: Location | None = None) -> str:

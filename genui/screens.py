@@ -299,6 +299,7 @@ class Screens:
         # While the model loads, the controls it will answer are there already (genui's engine edits); a click before
         # it is ready is told when to try again, as Regenerate's is.
         editable = self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
+        pinned = job.runtime.pinned_sections(job.location) if editable else frozenset()
         return {
             "say": words_of(job.runtime).say,
             "regenerate": self.pages.edits,
@@ -312,7 +313,7 @@ class Screens:
             "sections": [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
                 part
                 for part in (page_sections(page.html) if editable else [])
-                if part.snippet and part.number not in job.runtime.pinned_sections(job.location)
+                if part.snippet and part.number not in pinned
             ],
             "variations": VARIANTS if editable else 0,
             "max_instruction": MAX_INSTRUCTION,

@@ -374,6 +374,7 @@ class Store:
         # database for as long as the server runs, unless it is cut back after each checkpoint.
         self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
         self._db.executescript(_SCHEMA)
+        self._at = self.path.resolve()  # the file opened, whatever folder the process is in later
         self._file = self._identity()
         self._migrate()
 
@@ -382,7 +383,7 @@ class Store:
         if str(self.path) == ":memory:":
             return None
         try:
-            found = os.stat(self.path)
+            found = os.stat(self._at)
         except FileNotFoundError:
             return None
         return found.st_dev, found.st_ino

@@ -292,10 +292,9 @@ def _judged(
 
 
 def _stranded_line(stranded: list[tuple[str, str, str]]) -> str:
-    return (
-        f"{counted(len(stranded), 'page')} stored under a URL that now leads to another copy of it"
-        f" ({', '.join(f'{site} {path}' for site, path, _ in stranded[:3])}{', ...' if len(stranded) > 3 else ''})"
-    )
+    named = ", ".join(f"{site} {shown(path)}" for site, path, _ in stranded[:3])
+    more = ", ..." if len(stranded) > 3 else ""
+    return f"{counted(len(stranded), 'page')} stored under a URL that now leads to another copy of it ({named}{more})"
 
 
 def _show(args: argparse.Namespace, store: Store) -> int:

@@ -18,13 +18,22 @@ from genui.store import Store
 
 
 def test_a_loopback_server_answers_for_its_own_names_and_those_named_and_another_for_any() -> None:
-    assert allowed_hosts("127.0.0.1", []) == {"localhost", "127.0.0.1", "::1"}
-    assert allowed_hosts("::1", ["Genui.Example"]) == {"localhost", "127.0.0.1", "::1", "genui.example"}
+    loopback = {"localhost", "127.0.0.1", "::1"}
+    assert allowed_hosts("127.0.0.1", []) == loopback
+    assert allowed_hosts("::1", ["Genui.Example"]) == {*loopback, "genui.example"}
     assert allowed_hosts("localhost", ["*"]) is None
     assert allowed_hosts("0.0.0.0", []) is None  # a public server's names are its operator's to say
-    assert allowed_hosts("0.0.0.0", ["genui.example"]) == {"genui.example"}
-    assert allowed_hosts("192.168.1.5", ["192.168.1.5"]) == {"192.168.1.5"}
-    for header, name in (("localhost:8000", "localhost"), ("[::1]:8000", "::1"), ("EXAMPLE.org", "example.org")):
+    # a container's health check (curl localhost) still answered: no other site's page can send a loopback name
+    assert allowed_hosts("0.0.0.0", ["genui.example"]) == {*loopback, "genui.example"}
+    assert allowed_hosts("192.168.1.5", ["genui.example"]) == {*loopback, "genui.example", "192.168.1.5"}
+    assert allowed_hosts("127.0.0.2", []) == {*loopback, "127.0.0.2"}  # its own address (a review)
+    assert allowed_hosts("0:0:0:0:0:0:0:1", []) == loopback
+    for header, name in (
+        ("localhost:8000", "localhost"),
+        ("[::1]:8000", "::1"),
+        ("[0:0:0:0:0:0:0:1]:8000", "::1"),
+        ("EXAMPLE.org", "example.org"),
+    ):
         assert host_name(header) == name
 
 
@@ -88,6 +97,9 @@ def test_genui_serve_on_loopback_refuses_another_name_through_uvicorn(monkeypatc
                     answers.append(client.recv(1024).split(b"\r\n")[0])
             assert answers[0].startswith(b"HTTP/1.1 400" if refused else b"HTTP/1.1 200"), answers
             assert answers[1].startswith(b"HTTP/1.1 200"), answers
+            with socket.create_connection((host, int(port)), timeout=10) as client:  # HTTP/1.0 names no host
+                client.sendall(b"GET /_genui/health HTTP/1.0\r\n\r\n")
+                assert client.recv(1024).startswith(b"HTTP/1.1 200")
             with socket.create_connection((host, int(port)), timeout=10) as client:
                 client.sendall(
                     b"GET " + WS_PATH.encode() + b"?url=/ HTTP/1.1\r\nHost: evil.example\r\nUpgrade: websocket\r\n"
