@@ -397,7 +397,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Write one page of a site and print its final sanitised HTML (no cache, no server).",
     )
     render.add_argument("site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
-    render.add_argument("path", metavar="PATH", help="site-relative URL, e.g. /wiki/Hash_table or '/search?q=lisp'")
+    render.add_argument(
+        "path",
+        metavar="PATH",
+        help="site-relative URL, e.g. /wiki/Hash_table or '/search?q=lisp', or a page's address as a browser shows it",
+    )
     render.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     render.add_argument(
         "--json", action="store_true", help='print {"html", "canvases": [{steps, tokens, seconds}], "seconds"}'

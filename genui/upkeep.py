@@ -91,7 +91,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "meanwhile.",
     )
     warm_up.add_argument("warm_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
-    warm_up.add_argument("paths", nargs="*", metavar="PATH", help="site-relative URLs to start from (default: /)")
+    warm_up.add_argument(
+        "paths", nargs="*", metavar="PATH", help="site-relative URLs (or addresses) to start from (default: /)"
+    )
     warm_up.add_argument(
         "--pages", type=count, default=10, metavar="N", help="write at most N new pages (default: %(default)s)"
     )
@@ -163,7 +165,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         [posts, listed],
         "--thread",
         metavar="PATH",
-        help="only this thread's, e.g. /r/lisp/Macros (with --site: any URL of it)",
+        help="only this thread's, e.g. /r/lisp/Macros (with --site: any URL of it, its address in a browser too)",
     )
     shared(
         [posts, listed],
