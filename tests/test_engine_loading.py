@@ -255,6 +255,16 @@ def hub_out_of_reach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
+def in_hub_cache(cache: Path, hub_id: str, checkpoint: Path) -> Path:
+    """``checkpoint`` moved into ``cache`` as the hub's cache keeps a fetched ``hub_id``; its snapshot folder."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = cache / f"models--{hub_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots").mkdir()
+    return Path(checkpoint.rename(repo / "snapshots" / commit))
+
+
 def test_a_hub_id_neither_cached_nor_reachable_fails_at_once_naming_both(
     hub_out_of_reach: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,12 +298,7 @@ def test_a_hub_id_in_the_hub_cache_loads_offline_and_keeps_its_id(
     monkeypatch.setattr(huggingface_hub.utils._http, "get_session", asked)
     base = build_tiny_llama_base(tmp_path / "made")
     adapter = build_tiny_adapter(base, tmp_path / "adapter")
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = hub_out_of_reach / "models--someorg--tiny-llama"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    (repo / "snapshots").mkdir()
-    base.rename(repo / "snapshots" / commit)
+    in_hub_cache(hub_out_of_reach, "someorg/tiny-llama", base)
     loaded = load_model("someorg/tiny-llama", device="cpu")
     assert loaded.model_id == "someorg/tiny-llama"
     assert loaded.canvas_length > 0
@@ -310,13 +315,7 @@ def test_a_hub_copy_fetched_part_way_is_fetched_again_or_said_to_be_part_and_a_p
     file by file): it was loaded as whole on every start, and failed with "no file named model.safetensors" where
     from_pretrained would have finished it (a review of session 64's change)."""
     base = build_tiny_llama_base(tmp_path / "made")
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = hub_out_of_reach / "models--someorg--part"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    (repo / "snapshots").mkdir()
-    base.rename(repo / "snapshots" / commit)
-    folder = repo / "snapshots" / commit
+    folder = in_hub_cache(hub_out_of_reach, "someorg/part", base)
     assert engine.identity.hub_source("someorg/part") == str(folder)  # whole: loaded from the cache
     assert engine.loading._settings_folder("someorg/part") == folder  # its generation_config.json, as a folder's
     for weights in folder.glob("*.safetensors"):
