@@ -40,9 +40,10 @@ from genui.generation import PageNotKept
 from genui.pages import EngineLoading, NoSuchVersion, RouteTooLong, ServerStopping, StillWriting
 from genui.prompts import PromptError
 from genui.routing import BadRequest
-from genui.screens import Screens
+from genui.screens import Screens, words_of
 from genui.security import security_headers
 from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, cannot_store, is_busy
+from genui.words import WORDS, Words
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
@@ -57,6 +58,26 @@ class Problem:
     heading: str
     message: str
     headers: dict[str, str] = field(default_factory=dict)
+    # the heading's and the message's keys among genui's words (genui/words.py), and the message's values: a site
+    # says them in its own words (``said``); None: English only
+    words: tuple[str, str, dict[str, object]] | None = None
+
+    def said(self, words: Words) -> tuple[str, str]:
+        """The heading and message in a site's words, where it has them for this problem."""
+        if self.words is None:
+            return self.heading, self.message
+        heading, message, values = self.words
+        return words.text(heading), words.text(message, **values)
+
+
+def _worded(
+    status: int, heading: str, message: str, headers: dict[str, str] | None = None, **values: object
+) -> Problem:
+    """A problem whose heading and message are genui's words ``heading`` and ``message`` (their English here)."""
+    english = Words()
+    return Problem(
+        status, english.text(heading), english.text(message, **values), headers or {}, (heading, message, values)
+    )
 
 
 def problem(error: Exception, asks_again: bool = True) -> Problem | None:
@@ -71,13 +92,11 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         return Problem(404, "No such version", str(error))
     if isinstance(error, EngineLoading):
         seconds = math.ceil(error.retry_after)
-        then = f"This page tries again in {seconds} s." if asks_again else f"Try again in {seconds} s."
-        message = f"genui is loading its model. {then}"
-        return Problem(503, "Loading the model", message, {"Retry-After": str(seconds)})
+        said = "loading" if asks_again else "loading_later"
+        return _worded(503, "loading_heading", said, {"Retry-After": str(seconds)}, seconds=seconds)
     if isinstance(error, EngineOverloaded):
         seconds = math.ceil(error.retry_after)
-        message = f"The model is busy. Try again in {seconds} s."
-        return Problem(503, "Busy", message, {"Retry-After": str(seconds)})
+        return _worded(503, "busy_heading", "busy", {"Retry-After": str(seconds)}, seconds=seconds)
     if isinstance(error, PageNotKept):
         then = f"This page tries again in {CACHE_BUSY_RETRY_S} s." if asks_again else "Try again in a moment."
         message = f"The page was written, but {error}, so it was not kept. {then}"
@@ -87,8 +106,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         message = f"genui is stopping, most likely to start again. {then}"
         return Problem(503, "Restarting", message, {"Retry-After": str(STOPPING_RETRY_S)})
     if isinstance(error, StillWriting):  # the same run goes on, and the request asked again joins it
-        message = f"The page is still being written. This page asks again in {STILL_WRITING_RETRY_S} s."
-        return Problem(503, "Still writing", message, {"Retry-After": str(STILL_WRITING_RETRY_S)})
+        retry = {"Retry-After": str(STILL_WRITING_RETRY_S)}
+        return _worded(503, "writing_heading", "still_writing", retry, seconds=STILL_WRITING_RETRY_S)
     if isinstance(error, RouteTooLong):  # the site's config, not a busy server: no use trying again
         log.error("%s", error)
         return Problem(500, "Site error", f"This page cannot be written: {error}")
@@ -124,6 +143,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         message = "This page's earlier versions were deleted while it was being written, so it was not kept."
         return Problem(409, "Versions deleted", message + " Open the page again.")
     if isinstance(error, HTTPException):
+        if error.status_code == 404 and error.detail == WORDS["no_page"]:
+            return _worded(404, "not_found_heading", "no_page", dict(error.headers or {}))
         heading = http.HTTPStatus(error.status_code).phrase.capitalize()
         return Problem(error.status_code, heading, error.detail, dict(error.headers or {}))
     return None
@@ -137,7 +158,8 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         answer = problem(error, asks_again=request.scope.get("method") == "GET")  # as Screens.error asks again
         assert answer is not None
         runtime = getattr(request.state, "runtime", None)
-        return screens.error(request, runtime, answer.status_code, answer.heading, answer.message, answer.headers)
+        heading, message = answer.said(words_of(runtime)) if runtime is not None else (answer.heading, answer.message)
+        return screens.error(request, runtime, answer.status_code, heading, message, answer.headers)
 
     async def server_error(request: Request, error: Exception) -> Response:
         # Runs outside the middleware stack, so it adds the security headers itself.

@@ -201,11 +201,13 @@ class Screens:
             + self.shell.part("content", page, context["document_title"])
         )
 
-    def failed(self, message: str, retry_url: str | None, retry_after: str | None = None) -> str:
+    def failed(
+        self, message: str, retry_url: str | None, retry_after: str | None = None, words: Words | None = None
+    ) -> str:
         """A run that failed, in place of the page; with ``retry_after`` (seconds) it goes to ``retry_url`` by itself
-        after that long (static/genui.js)."""
+        after that long (static/genui.js). ``words``: the site's (genui's English when None)."""
         refresh = {"seconds": retry_after, "url": retry_url} if retry_after and retry_url else None
-        return self.shell.part("failed", message, retry_url, refresh)
+        return self.shell.part("failed", message, retry_url, refresh, (words or Words()).say)
 
     # -- contexts -----------------------------------------------------------------------------------------------
 

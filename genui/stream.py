@@ -37,8 +37,9 @@ from genui.generation import Generation
 from genui.inputs import client_address, page_at, same_origin, site_named
 from genui.pages import Job, NoSuchVersion, Pages, RouteTooLong, TooManyRuns
 from genui.routing import versioned
-from genui.screens import Screens
+from genui.screens import Screens, words_of
 from genui.store import StoredPage
+from genui.words import Words
 
 POLICY_VIOLATION = 1008  # WebSocket close code: another site's page (the ws extension does not reconnect on it)
 FOREIGN_SOCKET = (
@@ -108,8 +109,10 @@ class Stream:
         job: Job | None = None
         url: str | None = None  # the page's own URL, once known
         whole = 0  # the later version a whole-page run was asked to write (a Regenerate's), once known
+        words = Words()  # the site's, once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
+            words = words_of(runtime)
             location = runtime.locate(websocket.query_params.get("url", "/"))
             url = runtime.url(location.url) if location is not None else None
             job, version = page_at(self.pages, runtime, websocket)  # EngineLoading before the model is named
@@ -129,7 +132,8 @@ class Stream:
             later = job is not None and whole > 1 and self.pages.written_whole(job, whole)  # not a rewrite's
             again = versioned(url, whole) if url is not None and later and not isinstance(err, NoSuchVersion) else url
             retry = again if worth else None
-            await websocket.send_text(self.screens.failed(answer.message, retry, answer.headers.get("Retry-After")))
+            message = answer.said(words)[1]
+            await websocket.send_text(self.screens.failed(message, retry, answer.headers.get("Retry-After"), words))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
         if page is not None:
@@ -152,7 +156,8 @@ class Stream:
                     again = generation.splice.whole and generation.version > 1 and job.cached
                     again = again and (isinstance(snapshot.error, EngineError) or "Retry-After" in answer.headers)
                     retry = versioned(job.url, generation.version) if again else job.url
-                    await websocket.send_text(self.screens.failed(answer.message, retry, retry_after))
+                    words = words_of(job.runtime)
+                    await websocket.send_text(self.screens.failed(answer.said(words)[1], retry, retry_after, words))
                     return None
                 if snapshot.step or snapshot.html:
                     try:
@@ -163,15 +168,17 @@ class Stream:
         return None  # pragma: no cover - watch() always ends with a page or an error
 
     async def _pump_variations(self, websocket: WebSocket) -> None:
+        words = Words()  # the site's, once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
+            words = words_of(runtime)
             set_id = websocket.query_params.get("id", "")
             job, variations = self.pages.candidates(runtime, set_id, client_address(websocket))
         except Exception as err:
             answer = problem(err, asks_again=False)  # nothing asks for a set of variations again by itself
             if answer is None:
                 raise
-            await websocket.send_text(self.screens.failed(answer.message, None))
+            await websocket.send_text(self.screens.failed(answer.said(words)[1], None, words=words))
             return
         setattr(websocket.state, WATCHED, variations)
         async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
@@ -179,7 +186,7 @@ class Stream:
                 if state.error is not None:
                     answer = problem(state.error, asks_again=False)
                     assert answer is not None
-                    await websocket.send_text(self.screens.failed(answer.message, job.url))
+                    await websocket.send_text(self.screens.failed(answer.said(words)[1], job.url, words=words))
                     return
                 if state.pages is not None:
                     await websocket.send_text(self.screens.candidates_final(job, variations))

@@ -3,7 +3,9 @@ notices, what a screen reader is told as a page lands), in English unless a site
 
 A site in another language says them in its own (``site.toml``: ``[words]``, docs/sites.md); each is one line of text,
 and a ``{name}`` in it is a value genui fills in (``{n}``, ``{title}``), which a site's words may leave out but not add.
-What the server says of a failure (an error page's message, a refused post's reason) stays English.
+What the server says of a page it cannot give now (the model loading or busy, a page still being written, no page at
+an address) is among them; the rest of what it says of a failure (a malformed request, a refused post's reason)
+stays English.
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ WORDS: dict[str, str] = {
     "connection_closed": "Connection closed: reload the page to see it written.",
     "refused": "That was refused ({status}). Try again.",
     "unreachable": "This could not reach the server. Check the connection, then send it again.",
+    # what the server says of a page it cannot give now (a 503 or a 404, its error page or a stream's end)
+    "back_to": "Back to {title}",
+    "try_again": "Try again",
+    "loading_heading": "Loading the model",
+    "loading": "genui is loading its model. This page tries again in {seconds} s.",
+    "loading_later": "genui is loading its model. Try again in {seconds} s.",  # a form posted: not sent again
+    "busy_heading": "Busy",
+    "busy": "The model is busy. Try again in {seconds} s.",
+    "writing_heading": "Still writing",
+    "still_writing": "The page is still being written. This page asks again in {seconds} s.",
+    "not_found_heading": "Not found",
+    "no_page": "No page lives at this address.",
 }
 # The words static/genui.js says, handed to it on the page's <body> (data-genui-words).
 SCRIPT_WORDS = (
@@ -113,6 +127,10 @@ class Words:
     def say(self, key: str, **values: object) -> Markup:
         """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup)."""
         return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+
+    def text(self, key: str, **values: object) -> str:
+        """The words for ``key`` as plain text, ``values`` filled in."""
+        return self.own.get(key, WORDS[key]).format(**values)
 
     def for_script(self) -> dict[str, str]:
         """The words static/genui.js says, as text: it fills in their values itself."""

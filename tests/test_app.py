@@ -982,6 +982,38 @@ def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, 
     assert ">Regenerate</button>" in visit(client, "/wiki/Lisp").text  # another site's own words
 
 
+def test_a_page_a_site_cannot_give_now_is_said_in_its_own_words(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A Japanese site's busy and not-found pages, and a stream that ended on a busy model, were English: the rest of
+    its chrome was its own (a note of session 63)."""
+    words = {
+        "busy_heading": "混雑中",
+        "busy": "モデルが混んでいます。{seconds}秒後にもう一度。",
+        "not_found_heading": "見つかりません",
+        "no_page": "このアドレスにページはありません。",
+        "back_to": "{title}に戻る",
+        "try_again": "もう一度",
+    }
+    sites = [replace(site, lang="ja", words=tuple(words.items())) if site.name == "os" else site for site in all_sites]
+    engine = FakeEngine(overloaded=3)
+    client = client_factory(sites, engine)
+    busy = client.get("/os/files/home", headers={"Accept": "text/html"})
+    live = live_url(busy.text)
+    ended = ws_messages(client, live)[-1]
+    assert "モデルが混んでいます。3秒後にもう一度。" in ended and ">もう一度</a>" in ended
+    waited = client.get(live.replace("/_genui/ws?", "/_genui/wait?"))
+    assert waited.status_code == 503 and "<h1>混雑中</h1>" in waited.text
+    assert "<p>モデルが混んでいます。3秒後にもう一度。</p>" in waited.text and ">GenOSに戻る</a>" in waited.text
+    missing = client.get("/os/no/such/place")
+    assert missing.status_code == 404 and "<h1>見つかりません</h1>" in missing.text
+    assert "<p>このアドレスにページはありません。</p>" in missing.text
+    english = client.get("/wiki/Lisp/x/y")  # another site's: genui's English
+    assert (
+        english.status_code == 404 and "<h1>Not found</h1>" in english.text and ">Back to Genpedia</a>" in english.text
+    )
+
+
 def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_waits(
     client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
 ) -> None:
