@@ -42,7 +42,15 @@ from genui.arguments import (
 from genui.hosts import allowed_hosts
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
-from genui.sites import SiteConfigError, check_names, load_site, site_folders, suggested_name, valid_site_name
+from genui.sites import (
+    SiteConfigError,
+    check_names,
+    load_site,
+    site_folders,
+    suggested_name,
+    valid_lang,
+    valid_site_name,
+)
 from genui.store import NotAPageCache, fix_for
 from genui.upkeep import add_commands
 
@@ -187,8 +195,12 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
         )
     if args.description is not None and not args.description.strip():
         raise UsageError("--description is empty: give one line about the site, or leave the option out")
+    if args.title is not None and (not args.title.strip() or not args.title.isprintable() or len(args.title) > 100):
+        raise UsageError("--title takes one line of text, 100 characters at most, or leave the option out")
+    if args.lang is not None and not valid_lang(args.lang):
+        raise UsageError(f"--lang {args.lang!r} is no language tag: write it as HTML names it (fr, ja, pt-BR)")
     try:
-        site = create_site(args.name, args.description, args.dir, args.example)
+        site = create_site(args.name, args.description, args.dir, args.example, args.title, args.lang)
     except FileExistsError as err:
         raise UsageError(str(err)) from None
     except OSError as err:  # a --dir that cannot be made or written (/proc/x, a read-only disk)
@@ -435,6 +447,13 @@ def _parser() -> argparse.ArgumentParser:
         help="start from an example site by its name (forum, os, wiki) or a site folder by its path (./wiki is "
         "yours, wiki is genui's; a name that is no example is also looked for in --dir): its routes, prompts, "
         "openings, navigation and stylesheet under the new name (default: a blank wiki-like site)",
+    )
+    new.add_argument("--title", help="the title visitors see (default: made from NAME: my-shop is 'My Shop')")
+    new.add_argument(
+        "--lang",
+        metavar="TAG",
+        help="the pages' language as HTML names it (fr, ja, pt-BR): site.toml's lang, genui's own words then given "
+        "in its [words] (docs/sites.md); default: English, or the example's",
     )
     new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
     new.set_defaults(run=_new)

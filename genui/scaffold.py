@@ -29,7 +29,7 @@ name = {name}
 title = {title_toml}
 brief = {brief}
 stylesheet = {stylesheet}
-
+{lang}
 [model]
 tokens = 512   # the most tokens a page may take; most stop earlier (end of text)
 # steps = 24   # the most denoising steps a canvas may take (default: the model's); most stop earlier
@@ -161,7 +161,7 @@ def _set_key(toml: str, key: str, value: str) -> str:
     return head + tables
 
 
-def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str | None) -> None:
+def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str | None, lang: str | None) -> None:
     """The example's files in ``draft``, renamed: site.toml's name and title (and brief, if given), and the
     stylesheet's selectors for the example's body class (``.site-forum``) and its title. A shipped example whose front
     page has no opening gets one (FRONT_OPENINGS)."""
@@ -169,6 +169,7 @@ def _copy_example(source: Site, draft: Path, name: str, title: str, brief: str |
     shutil.copytree(source.root, draft, dirs_exist_ok=True, ignore=ignored, ignore_dangling_symlinks=True)
     toml = (draft / "site.toml").read_text(encoding="utf-8")
     wanted = {"name": name, "title": title} | ({"brief": brief} if brief is not None else {})
+    wanted |= {"lang": lang} if lang is not None else {}
     for key, value in wanted.items():
         toml = _set_key(toml, key, json.dumps(value, ensure_ascii=False))
         try:
@@ -207,11 +208,17 @@ def _retitle_comments(css: str, old: str, new: str) -> str:
 
 
 def create_site(
-    name: str, description: str | None = None, directory: Path | str = "sites", example: str | None = None
+    name: str,
+    description: str | None = None,
+    directory: Path | str = "sites",
+    example: str | None = None,
+    title: str | None = None,
+    lang: str | None = None,
 ) -> Site:
     """Write ``directory/name`` (site.toml, prompts/, name.css; or ``example``'s files, renamed) and return it
-    loaded. The description is the prompts' brief (an example keeps its own unless given). Nothing is left on
-    failure."""
+    loaded. The description is the prompts' brief (an example keeps its own unless given); ``title`` is what
+    visitors see (default: made from the name), ``lang`` the pages' language (site.toml's ``lang``; an example keeps
+    its own unless given). Nothing is left on failure."""
     directory = Path(directory)
     target = directory / name
     check_site_name(target / "site.toml", name)
@@ -225,7 +232,7 @@ def create_site(
         _check_servable(source, source.root)
     given = " ".join("".join(ch if ch.isprintable() else " " for ch in description or "").split()) or None
     brief = given or DEFAULT_DESCRIPTION
-    title = title_from_name(name)
+    title = " ".join((title or "").split()) or title_from_name(name)
     made = [folder for folder in (directory, *directory.parents) if not folder.exists()]
     directory.mkdir(parents=True, exist_ok=True)
     draft = directory / f".{name}-{secrets.token_hex(4)}"  # hidden: load_sites skips it while it is written
@@ -233,7 +240,7 @@ def create_site(
         draft.mkdir()  # under the umask, as the site's folder should be (mkdtemp's would be 0700)
         mode = draft.stat().st_mode
         if source is not None:
-            _copy_example(source, draft, name, title, given)
+            _copy_example(source, draft, name, title, given, lang)
             draft.chmod(mode)  # copytree gave it the example's
             _check(draft, target)
             draft.rename(target)
@@ -241,7 +248,8 @@ def create_site(
         (draft / "prompts").mkdir()
         for file, text in _PROMPTS.items():
             (draft / "prompts" / file).write_text(text, encoding="utf-8")
-        (draft / f"{name}.css").write_text(_CSS.format(title=title), encoding="utf-8")
+        # (a title's "*/" would end the stylesheet's first comment)
+        (draft / f"{name}.css").write_text(_CSS.format(title=title.replace("*/", "* /")), encoding="utf-8")
         # json.dumps writes a valid TOML basic string for printable text (the brief has no control characters left).
         toml = _SITE_TOML.format(
             name=json.dumps(name),
@@ -249,6 +257,9 @@ def create_site(
             title_toml=json.dumps(title, ensure_ascii=False),
             brief=json.dumps(brief, ensure_ascii=False),
             stylesheet=json.dumps(f"{name}.css"),
+            lang=f"lang = {json.dumps(lang)}   # the pages' language; genui's words in it: [words] (docs/sites.md)\n"
+            if lang
+            else "",
         )
         (draft / "site.toml").write_text(toml, encoding="utf-8")
         _check(draft, target)

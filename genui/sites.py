@@ -48,6 +48,13 @@ REPLY_FORM = {"heading": "Replies from readers", "name": "Name", "text": "Reply"
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
 TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation", "words")
 _LANG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # a BCP 47 tag as HTML's lang takes it: en, ja, pt-BR, zh-Hant
+
+
+def valid_lang(tag: str) -> bool:
+    """Whether ``tag`` is a language tag site.toml's ``lang`` takes (en, ja, pt-BR, zh-Hant)."""
+    return _LANG.fullmatch(tag) is not None
+
+
 # Languages written right to left (their BCP 47 primary subtags): a site in one is laid out so (<html dir="rtl">).
 RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ks", "ku", "ps", "sd", "ug", "ur", "yi"})
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise

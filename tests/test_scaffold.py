@@ -12,6 +12,7 @@ import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
 
 from engine.identity import DEFAULT_MODEL
+from genui.cli import main
 from genui.prompts import PromptRenderer
 from genui.routing import SiteRouter
 from genui.runtime import SiteRuntime
@@ -319,3 +320,25 @@ def test_an_opening_on_a_route_that_follows_links_may_link_anywhere(tmp_path: Pa
     opening = root / "prompts" / browser.opening
     opening.write_text('<div class="window"><p><a href="/wiki/Unix">Unix</a></p>\n', encoding="utf-8")
     SiteRuntime.build(load_site(root), "")
+
+
+def test_a_new_site_takes_its_title_and_language_from_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A French team's site was "Cuisine" and English until site.toml was edited by hand; genui new had no way to say
+    either (a note of session 63)."""
+    folder = tmp_path / "sites"
+    argv = ["new", "cuisine", "--title", "La Cuisine */ x", "--lang", "fr", "--dir", str(folder)]
+    assert main(argv) == 0
+    site = load_site(folder / "cuisine")
+    assert (site.title, site.lang) == ("La Cuisine */ x", "fr")
+    css = (folder / "cuisine" / "cuisine.css").read_text(encoding="utf-8")
+    assert css.startswith("/* La Cuisine * / x:")  # the title cannot end the stylesheet's comment
+    assert main(["new", "salon", "--from", "forum", "--lang", "fr", "--title", "Le Salon", "--dir", str(folder)]) == 0
+    copied = load_site(folder / "salon")
+    forum = [route.pattern for route in load_site(SITES_DIR / "forum").routes]
+    assert (copied.title, copied.lang, [route.pattern for route in copied.routes]) == ("Le Salon", "fr", forum)
+    capsys.readouterr()
+    for wrong, said in ((["--lang", "french"], "no language tag"), (["--title", " "], "--title takes one line")):
+        assert main(["new", "other", *wrong, "--dir", str(folder)]) == 2
+        assert said in capsys.readouterr().err and not (folder / "other").exists()
