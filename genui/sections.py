@@ -10,6 +10,7 @@ class ``genui-*``, which the sanitiser never lets model markup carry) is never a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -38,12 +39,19 @@ class Section:
 
 def sections(html: str) -> list[Section]:
     """The sections of a sanitised page (html5lib's serialisation: every non-void element has its end tag)."""
+    return list(_sections_of(html))
+
+
+@functools.lru_cache(maxsize=128)
+def _sections_of(html: str) -> tuple[Section, ...]:
+    """``sections``, kept for the pages asked for most: the toolbar of every view of a page lists them, and a thread
+    of 3,000 replies took 27 ms of the event loop to parse for it at each view (a load test)."""
     tree = _Tree(html)
     tree.feed(html)
     tree.close()
     found: list[Section] = []
     _pick(tree.root, found)
-    return found
+    return tuple(found)
 
 
 def section(html: str, number: int) -> Section | None:
