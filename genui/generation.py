@@ -39,9 +39,11 @@ class PageNotKept(EngineError):
 
 
 def first_heading(html: str) -> str:
-    """The text of the first ``<h1>`` in ``html`` ("" when there is none): the page's title."""
+    """The text of the first ``<h1>`` in ``html`` ("" when there is none): the page's title. Read up to the first
+    ``</h1>`` only (a thread of 3,000 replies was parsed whole, 13.8 ms, at each of its replies runs: a load test)."""
     finder = _HeadingFinder()
-    finder.feed(html)
+    end = html.lower().find("</h1>")
+    finder.feed(html if end < 0 else html[: end + len("</h1>")])
     finder.close()
     return " ".join("".join(finder.text).split())
 
