@@ -58,6 +58,7 @@ def _named(model: str | Path | None) -> tuple[str, str]:
     return name, name
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one will do
 HUB_PROBE_S = 3.0  # how long a connection to the model hub may take before it counts as out of reach
 
 
@@ -107,7 +108,7 @@ def whole(folder: Path) -> bool:
     its config and tokenizer and no weights, which from_pretrained given the id would finish."""
     if not any((folder / config).is_file() for config in ("config.json", "genui.json")):
         return False
-    if not any((folder / tokenizer).is_file() for tokenizer in ("tokenizer.json", "tokenizer_config.json")):
+    if not any((folder / tokenizer).is_file() for tokenizer in TOKENIZER_FILES):
         return False
     for index in [*folder.glob("*.safetensors.index.json"), *folder.glob("*.bin.index.json")]:
         try:
@@ -115,14 +116,16 @@ def whole(folder: Path) -> bool:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
         return all((folder / shard).is_file() for shard in shards)
-    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+    weights = ("model*.safetensors", "pytorch_model*.bin", "adapter_model.safetensors", "adapter_model.bin")
+    return any(any(folder.glob(pattern)) for pattern in weights)  # not training_args.bin
 
 
 def _unreachable(endpoint: str) -> str:
     """Why a connection to the hub at ``endpoint`` fails within HUB_PROBE_S, or "" when it opens (or goes through a
     proxy, HTTPS_PROXY and its kin, which huggingface_hub uses and this probe cannot judge)."""
     parts = urlsplit(endpoint)
-    if parts.scheme in urllib.request.getproxies():
+    proxies = urllib.request.getproxies()
+    if (parts.scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(parts.hostname or ""):
         return ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:

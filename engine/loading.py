@@ -26,7 +26,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
-from engine.identity import ModelLoadError, cached_copy, hub_source, resolve
+from engine.identity import TOKENIZER_FILES, ModelLoadError, cached_copy, hub_source, resolve
 
 if TYPE_CHECKING:
     from transformers import DiffusionGemmaForBlockDiffusion
@@ -40,7 +40,6 @@ LLAMA_SHAPED = (
     " Gemma, Phi-3 and most others)"
 )
 # What a folder's tokenizer is saved as (any one): a fast tokenizer, its config, or a slow one's vocabulary
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 @dataclass(frozen=True, slots=True)

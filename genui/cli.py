@@ -19,6 +19,7 @@ import shlex
 import socket
 import sqlite3
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,8 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
         )
     if args.description is not None and not args.description.strip():
         raise UsageError("--description is empty: give one line about the site, or leave the option out")
-    if args.title is not None and (not args.title.strip() or not args.title.isprintable() or len(args.title) > 100):
+    control = args.title is not None and any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in args.title)
+    if args.title is not None and (not args.title.strip() or control or len(args.title) > 100):
         raise UsageError("--title takes one line of text, 100 characters at most, or leave the option out")
     if args.lang is not None and not valid_lang(args.lang):
         raise UsageError(f"--lang {args.lang!r} is no language tag: write it as HTML names it (fr, ja, pt-BR)")

@@ -20,6 +20,7 @@ from genui.runtime import SiteRuntime
 from genui.screens import VARIATIONS_PATH
 from genui.sites import MAX_PATH
 from genui.store import MAX_POST, MAX_USER
+from genui.words import WORDS
 
 # A reply is at most MAX_POST characters, and its name MAX_USER, as a textarea's maxlength counts them (UTF-16 units,
 # a line break one): sent url-encoded, one such unit takes at most 9 bytes (`東` is `%E6%9D%B1`; an emoji's two, 12).
@@ -112,7 +113,7 @@ def page_at(pages: Pages, runtime: SiteRuntime, connection: HTTPConnection) -> t
     params = connection.query_params
     location = runtime.locate(params.get("url", "/"))
     if location is None:
-        raise HTTPException(404, "No page lives at this address.")
+        raise HTTPException(404, WORDS["no_page"])
     job = pages.job(runtime, location, params.get("from"), client_address(connection))
     return job, version(params.get(VERSION_KEY))
 

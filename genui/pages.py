@@ -40,6 +40,7 @@ from genui.sections import section
 from genui.sites import Route
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
+from genui.words import WORDS
 
 # SiteRuntime is re-exported: lab/ imports it from here.
 __all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime", "TooManyRuns"]
@@ -471,7 +472,7 @@ class Pages:
             raise HTTPException(404, "Those variations are gone; ask for new ones.")
         location = runtime.locate(variations.url)
         if location is None:  # pragma: no cover - the set was started for a page the router serves
-            raise HTTPException(404, "No page lives at this address.")
+            raise HTTPException(404, WORDS["no_page"])
         return self.job(runtime, location, client=client), variations
 
     async def keep(self, job: Job, set_id: str, index: int) -> StoredPage:

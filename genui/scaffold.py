@@ -204,7 +204,16 @@ def _retitle_comments(css: str, old: str, new: str) -> str:
     "Code") stay as they are."""
     word = re.compile(rf"(?<![\w-]){re.escape(old)}(?![\w-])")
     shown = r"/\*.*?\*/|\bcontent\s*:\s*(?:\"[^\"]*\"|'[^']*')"
-    return re.sub(shown, lambda part: word.sub(lambda _: new, part[0]), css, flags=re.S)
+
+    def said(part: re.Match[str]) -> str:  # the new title as the comment or the string it goes in can hold it
+        if part[0].startswith("/*"):
+            fitted = new.replace("*/", "* /")
+        else:
+            quote = part[0].rstrip()[-1]
+            fitted = new.replace("\\", "\\\\").replace(quote, "\\" + quote)
+        return word.sub(lambda _: fitted, part[0])
+
+    return re.sub(shown, said, css, flags=re.S)
 
 
 def create_site(
@@ -232,7 +241,7 @@ def create_site(
         _check_servable(source, source.root)
     given = " ".join("".join(ch if ch.isprintable() else " " for ch in description or "").split()) or None
     brief = given or DEFAULT_DESCRIPTION
-    title = " ".join((title or "").split()) or title_from_name(name)
+    title = (title or "").strip() or title_from_name(name)
     made = [folder for folder in (directory, *directory.parents) if not folder.exists()]
     directory.mkdir(parents=True, exist_ok=True)
     draft = directory / f".{name}-{secrets.token_hex(4)}"  # hidden: load_sites skips it while it is written

@@ -42,7 +42,7 @@ def sections(html: str) -> list[Section]:
     return list(_sections_of(html))
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=32)
 def _sections_of(html: str) -> tuple[Section, ...]:
     """``sections``, kept for the pages asked for most: the toolbar of every view of a page lists them, and a thread
     of 3,000 replies took 27 ms of the event loop to parse for it at each view (a load test)."""

@@ -46,8 +46,9 @@ from genui.screens import Screens, candidates_url
 from genui.shell import is_htmx
 from genui.store import StoredPage, when_free
 from genui.variations import Variations
+from genui.words import WORDS
 
-NOWHERE = "No page lives at this address."
+NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
 FOREIGN_FORM = "That form belongs to another site."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
 # A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a

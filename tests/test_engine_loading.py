@@ -320,6 +320,7 @@ def test_a_hub_copy_fetched_part_way_is_fetched_again_or_said_to_be_part_and_a_p
     assert engine.loading._settings_folder("someorg/part") == folder  # its generation_config.json, as a folder's
     for weights in folder.glob("*.safetensors"):
         weights.unlink()
+    (folder / "training_args.bin").write_bytes(b"no weights")  # a .bin that holds none (a review)
     with pytest.raises(ModelLoadError, match=r"only part of hub id 'someorg/part' in the hub's cache"):
         engine.identity.hub_source("someorg/part")
     monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "")  # a hub that answers
@@ -330,6 +331,11 @@ def test_a_hub_copy_fetched_part_way_is_fetched_again_or_said_to_be_part_and_a_p
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")  # the hub through a proxy: not probed directly
     assert engine.identity._unreachable("http://127.0.0.1:9") == ""
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.setenv("ALL_PROXY", "http://proxy.example:3128")  # huggingface_hub takes ALL_PROXY too
+    assert engine.identity._unreachable("http://127.0.0.1:9") == ""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # but not for a host the proxy is bypassed for: probed
+    assert "does not answer" in engine.identity._unreachable("http://127.0.0.1:9")
 
 
 def test_a_device_name_that_is_not_one_fails_clearly(checkpoint: Path) -> None:

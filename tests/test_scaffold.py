@@ -338,6 +338,13 @@ def test_a_new_site_takes_its_title_and_language_from_the_command(
     copied = load_site(folder / "salon")
     forum = [route.pattern for route in load_site(SITES_DIR / "forum").routes]
     assert (copied.title, copied.lang, [route.pattern for route in copied.routes]) == ("Le Salon", "fr", forum)
+    # a copy's stylesheet shows the title in comments and in content: strings, each as it can hold it (a review)
+    assert main(["new", "quote", "--from", "wiki", "--title", 'Say "hi" */ C:\\x', "--dir", str(folder)]) == 0
+    wiki_css = (folder / "quote" / "wiki.css").read_text(encoding="utf-8")
+    assert 'Say \\"hi\\" */ C:\\\\x' in wiki_css and 'Say "hi" * / C:\\x' in wiki_css
+    # French and Japanese titles keep their no-break and full-width spaces
+    assert main(["new", "nbsp", "--title", "La Cuisine\u202f: recettes", "--dir", str(folder)]) == 0
+    assert load_site(folder / "nbsp").title == "La Cuisine\u202f: recettes"
     capsys.readouterr()
     for wrong, said in ((["--lang", "french"], "no language tag"), (["--title", " "], "--title takes one line")):
         assert main(["new", "other", *wrong, "--dir", str(folder)]) == 2
