@@ -212,7 +212,7 @@ class Screens:
     # -- contexts -----------------------------------------------------------------------------------------------
 
     def thread(
-        self, job: Job, answered: int = 0, error: str = "", user: str = "", text: str = ""
+        self, job: Job, answered: int = 0, error: str = "", user: str = "", text: str = "", invalid: str = ""
     ) -> dict[str, Any] | None:
         """The readers' posts below a page that it does not show in place yet (those after ``answered``), and the
         reply form (with what was typed, after a refused reply)."""
@@ -232,6 +232,7 @@ class Screens:
             "answered": answered,
             "action": job.url,
             "error": error,
+            "invalid": invalid,  # the field a refused reply's reason is about ("user", "text"; "" for the form)
             "user": user,
             "text": text,
             "words": job.location.route.reply_words,

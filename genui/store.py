@@ -127,7 +127,12 @@ class EarlierVersionsDeleted(PageWithdrawn):
 
 
 class PostRejected(ValueError):
-    """A post breaks the rules (name, length); ``str(error)`` says which, in words fit for the user."""
+    """A post breaks the rules (name, length); ``str(error)`` says which, in words fit for the user, and ``field``
+    names the form's field it is about (``user`` or ``text``)."""
+
+    def __init__(self, reason: str, field: str = "") -> None:
+        super().__init__(reason)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,12 +213,12 @@ def check_post(user: str, text: str) -> tuple[str, str]:
     textarea's line breaks as `\r\n` and counts them as one character for its maxlength, as this does."""
     user = unicodedata.normalize("NFC", user)  # Zoë typed with a combining diaeresis is the Zoë typed without
     if not valid_user(user):
-        raise PostRejected(USER_RULE)
+        raise PostRejected(USER_RULE, "user")
     text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
-        raise PostRejected("the post is empty")
+        raise PostRejected("the post is empty", "text")
     if len(text) > MAX_POST:
-        raise PostRejected(f"the post is longer than {MAX_POST} characters")
+        raise PostRejected(f"the post is longer than {MAX_POST} characters", "text")
     return user, text
 
 

@@ -44,7 +44,7 @@ from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, v
 from genui.runtime import SiteRuntime
 from genui.screens import Screens, candidates_url
 from genui.shell import is_htmx
-from genui.store import StoredPage, when_free
+from genui.store import PostRejected, StoredPage, when_free
 from genui.variations import Variations
 from genui.words import WORDS
 
@@ -350,7 +350,10 @@ class Views:
                 return self.screens.error(
                     request, runtime, answer.status_code, "Reply saved", reason, answer.headers, thread=posts
                 )
-            return self._not_posted(request, thread, answer.status_code, answer.message, user, text, answer.headers)
+            invalid = err.field if isinstance(err, PostRejected) else ""  # the field the reason is about
+            return self._not_posted(
+                request, thread, answer.status_code, answer.message, user, text, answer.headers, invalid
+            )
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location, client=client)
@@ -388,23 +391,25 @@ class Views:
         user: str,
         text: str,
         headers: Mapping[str, str] | None = None,
+        invalid: str = "",
     ) -> Response:
-        """A refused reply: the thread with the reason above its form, which keeps what was typed; a thread not
-        written yet (or whose page cannot be read), an error page with the posts and the form."""
+        """A refused reply: the thread with the reason above its form, which keeps what was typed (``invalid``: the
+        field the reason is about, marked for screen readers and given the focus); a thread not written yet (or
+        whose page cannot be read), an error page with the posts and the form."""
         error = f"Your reply was not posted: {reason[0].lower()}{reason[1:]}"
         try:
             page = self.pages.page(job) if job.key.model else None  # before the model is named: no cached page
         except sqlite3.Error:  # a cache that cannot be read either: the error page says what was refused
             page = None
         if page is not None:  # the thread stays on screen, the form where the visitor left it
-            thread = self.screens.thread(job, page.answered, error=error, user=user, text=text)
+            thread = self.screens.thread(job, page.answered, error=error, user=user, text=text, invalid=invalid)
             # its newest version, which a post goes below, whichever version the form was on: the address bar says
             # so, as for a reply posted (a reload of an older ?v= would show other text)
             shown = dict(headers or {})
             if is_htmx(request):
                 shown["HX-Replace-Url"] = _pushed(job.url)["HX-Push-Url"]
             return self.screens.page(request, job, page, shown, status_code=status, thread=thread)
-        thread = self.screens.thread(job, error=error, user=user, text=text)
+        thread = self.screens.thread(job, error=error, user=user, text=text, invalid=invalid)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
         return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)
 

@@ -392,10 +392,11 @@
     var lost = !focused || focused === document.body || !focused.isConnected;
     var refused = document.getElementById("genui-form-error"); // the reason a reply was not posted (views.py)
     if (refused && main.contains(refused)) {
-      // said once, here; where the focus went with the form's button, it goes to the form's first field, which the
-      // reason describes (aria-describedby)
+      // said once, here; where the focus went with the form's button, it goes to the field the reason is about
+      // (aria-invalid), else the form's first, each of which the reason describes (aria-describedby)
       announce.textContent = say("not_posted", { reason: refused.textContent }, "Not posted: {reason}");
-      var field = refused.parentElement.querySelector("input:not([type=hidden]), textarea");
+      var form = refused.parentElement;
+      var field = form.querySelector("[aria-invalid=true]") || form.querySelector("input:not([type=hidden]), textarea");
       if (field && lost) {
         field.focus({ preventScroll: true });
       }
