@@ -67,7 +67,11 @@ def host_name(host: str) -> str:
 
 
 class HostCheck:
-    """Refuses HTTP requests and WebSockets whose Host header names none of ``hosts`` (lower case, no port)."""
+    """Refuses HTTP requests and WebSockets whose Host header names none of ``hosts`` (lower case, no port).
+
+    Starlette's TrustedHostMiddleware does the same check, but answers a bare "Invalid host header" that names no
+    fix and logs nothing; behind a proxy an operator who left out --allowed-host would see only that on every page.
+    """
 
     def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
         self.app = app
