@@ -46,13 +46,22 @@ def __getattr__(name: str) -> Any:
 
 
 def load_engine(
-    model: str | Path | None = None, device: str | None = None, quantize: str | None = None, **scheduler_kwargs: Any
+    model: str | Path | None = None,
+    device: str | None = None,
+    quantize: str | None = None,
+    dtype: Any = None,
+    base: str | Path | None = None,
+    **scheduler_kwargs: Any,
 ) -> Scheduler:
-    """Load a checkpoint (default: the shipped model) and serve it: ``Scheduler(load_model(model, device), ...)``."""
+    """Load a checkpoint (default: the shipped model) and serve it: ``Scheduler(load_model(...), ...)``.
+
+    ``model``, ``device``, ``quantize``, ``dtype`` and ``base`` are load_model's; the rest are the Scheduler's.
+    """
     from engine.loading import load_model
     from engine.scheduler import Scheduler
 
-    return Scheduler(load_model(model, device=device, quantize=quantize), **scheduler_kwargs)
+    loaded = load_model(model, device=device, dtype=dtype, base=base, quantize=quantize)
+    return Scheduler(loaded, **scheduler_kwargs)
 
 
 __all__ = [

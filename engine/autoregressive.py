@@ -14,13 +14,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
+from types import TracebackType
 
 import torch
 
 from engine.channel import FrameChannel
 from engine.denoise import distribution, token_entropy
 from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, GenerationRequest, StepFrame
-from engine.gaps import fill_gaps, fits_with_gaps
+from engine.gaps import check_fits_with_gaps, fill_gaps, fits_with_gaps
 from engine.generation import canvases as canvas_count
 from engine.generation import check_length, encode_opening, settings_for
 from engine.loading import LoadedModel
@@ -164,10 +165,19 @@ class AutoregressiveEngine:
             channel.cancel()
         await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
 
+    async def __aenter__(self) -> AutoregressiveEngine:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
     async def _frames(self, request: GenerationRequest) -> AsyncIterator[Frame]:
         if self._closed:
             raise EngineError("the engine has closed")
         settings_for(self.loaded, request)
+        check_fits_with_gaps(self.loaded, request)  # before it takes the worker
         channel = FrameChannel()
         started = time.perf_counter()
         asyncio.get_running_loop().run_in_executor(self._executor, self._run, request, channel, started)

@@ -80,6 +80,11 @@ def cache_rows(cache: Cache, rows: torch.Tensor) -> Cache:
     return narrowed
 
 
+# The most denoising steps a canvas may take: the shipped model takes 12 at most, DiffusionGemma's default is 48.
+# More holds the worker, and every request queued behind it, for minutes to no purpose.
+MAX_STEPS = 1024
+
+
 @dataclass(frozen=True, slots=True)
 class DenoiseSettings:
     """How one batch is denoised; engine.loading fills unset request fields from the checkpoint's defaults."""
@@ -115,8 +120,8 @@ class DenoiseSettings:
         _check_types(self)
         if not isinstance(self.max_canvases, int) or self.max_canvases < 1:
             raise EngineError(f"max_canvases must be a positive integer, got {self.max_canvases!r}")
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise EngineError(f"max_steps must be a positive integer, got {self.max_steps!r}")
+        if not isinstance(self.max_steps, int) or not 1 <= self.max_steps <= MAX_STEPS:
+            raise EngineError(f"max_steps must be an integer from 1 to {MAX_STEPS}, got {self.max_steps!r}")
         if not self.entropy_bound > 0:
             raise EngineError(f"entropy_bound must be above 0, got {self.entropy_bound!r}")
         if (self.t_min is None) != (self.t_max is None):

@@ -22,7 +22,7 @@ import torch
 from transformers import Cache
 
 from engine.frames import EngineError, Frame, GenerationRequest, StepFrame
-from engine.generation import canvases, check_length, fits
+from engine.generation import canvases, check_fits, check_length
 from engine.loading import LoadedModel
 from engine.streaming import GenerationCancelled
 
@@ -57,16 +57,26 @@ def hole_text(written: str, tokens: int, count: Callable[[str], list[int]], deco
 
 def fits_with_gaps(loaded: LoadedModel, request: GenerationRequest) -> bool:
     """Whether the request fits the model with every hole at its longest."""
-    if not request.gaps:
-        return fits(loaded, request)
-    whole = request.opening + "".join(request.gaps)
-    ids = loaded.tokenizer.encode(whole, add_special_tokens=False)
     try:
-        budget = canvases(loaded, request) * loaded.canvas_length
-    except EngineError:
+        check_fits_with_gaps(loaded, request)
+    except (EngineError, TypeError):
         return False
-    room = len(ids) + GAP_TOKENS * len(request.gaps)
-    return room < budget and fits(loaded, dataclasses.replace(request, opening=whole, gaps=()))
+    return True
+
+
+def check_fits_with_gaps(loaded: LoadedModel, request: GenerationRequest) -> None:
+    """Raise EngineError saying why the request, every hole at its longest, is too long for the model."""
+    if not request.gaps:
+        return check_fits(loaded, request)
+    whole = request.opening + "".join(request.gaps)
+    budget = canvases(loaded, request) * loaded.canvas_length
+    room = len(loaded.tokenizer.encode(whole, add_special_tokens=False)) + GAP_TOKENS * len(request.gaps)
+    if room >= budget:
+        raise EngineError(
+            f"the opening and its {len(request.gaps)} gaps take up to {room} tokens ({GAP_TOKENS} a gap), which"
+            f" leaves no room in the page's {budget} tokens; shorten the opening or raise max_tokens"
+        )
+    return check_fits(loaded, dataclasses.replace(request, opening=whole, gaps=()))
 
 
 def fill_gaps(

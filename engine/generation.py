@@ -117,17 +117,21 @@ def left_pad(prompts: Sequence[list[int]], pad_id: int, device: torch.device) ->
 def fits(loaded: LoadedModel, request: GenerationRequest) -> bool:
     """Whether ``request`` passes the length checks of plan_batch (its other settings are not checked here); False
     for one whose texts or lengths are of no kind those checks take."""
-    tokenizer, length = loaded.tokenizer, loaded.canvas_length
-    if not isinstance(request.prompt, str) or not isinstance(request.opening, str):
-        return False
     try:
-        new = canvases(loaded, request) * length
+        check_fits(loaded, request)
     except (EngineError, TypeError):
         return False
-    if request.opening and len(tokenizer.encode(request.opening, add_special_tokens=False)) >= new:
-        return False
-    prompt = len(loaded.denoiser.encode_prompt(request.prompt))
-    return bool(prompt + new <= loaded.denoiser.max_positions)
+    return True
+
+
+def check_fits(loaded: LoadedModel, request: GenerationRequest) -> None:
+    """Raise EngineError saying why ``request`` is too long for the model: plan_batch's length checks, made before a
+    request queues, so one that cannot run takes no place in the queue."""
+    if not isinstance(request.prompt, str) or not isinstance(request.opening, str):
+        raise EngineError("the prompt and the opening must be text (a str)")
+    budget = canvases(loaded, request) * loaded.canvas_length
+    encode_opening(loaded, request.opening, budget)
+    check_length(loaded, len(loaded.denoiser.encode_prompt(request.prompt)), budget)
 
 
 def check_length(loaded: LoadedModel, prompt_tokens: int, new_tokens: int) -> None:

@@ -69,16 +69,18 @@ class LoadedModel:
 def load_model(
     model: str | Path | None = None,
     device: str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     base: str | Path | None = None,
     quantize: str | None = None,
 ) -> LoadedModel:
     """Load a checkpoint of either family (default: the shipped ``models/genui-smollm`` adapter).
 
-    ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` defaults to ``default_dtype(device)``, except
-    a DiffusionGemma on the CPU, which runs in float32. ``base`` replaces the base an adapter names (a folder or hub
-    id). ``quantize="int8"`` runs a causal LM's linear layers in int8 on the CPU (engine.quantize), from float32.
+    ``device`` defaults to CUDA when there is one, else CPU. ``dtype`` (a torch dtype or its name, ``"bfloat16"``)
+    defaults to ``default_dtype(device)``, except a DiffusionGemma on the CPU, which runs in float32. ``base``
+    replaces the base an adapter names (a folder or hub id). ``quantize="int8"`` runs a causal LM's linear layers in
+    int8 on the CPU (engine.quantize), from float32.
     """
+    dtype = _dtype(dtype)
     source, model_id = resolve(model)
     target = _device(device)
     if quantize not in (None, "int8"):
@@ -93,6 +95,10 @@ def load_model(
     genui_file = Path(source) / "genui.json"
     if genui_file.is_file():
         return _load_adapted(source, model_id, genui_file, target, dtype or default_dtype(target), base, quantize)
+    if base is not None:
+        raise ModelLoadError(
+            f"base= is the base of a genui adapter, and {source} is none (no genui.json): leave it out"
+        )
     if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
         raise ModelLoadError(
             f"{source} holds no config.json (nor genui.json): it is no checkpoint; name a folder that save_pretrained"
@@ -127,6 +133,18 @@ def load_model(
     raise ModelLoadError(
         f"{source} holds a {config.model_type!r} checkpoint, which genui cannot run; it runs DiffusionGemma"
         f" checkpoints, {LLAMA_SHAPED}, and genui adapters (a folder with genui.json)"
+    )
+
+
+def _dtype(value: torch.dtype | str | None) -> torch.dtype | None:
+    """A floating-point torch dtype, given as one or by name (``"bfloat16"``, ``"torch.float16"``)."""
+    if isinstance(value, str):
+        value = getattr(torch, value.removeprefix("torch."), value)
+    if value is None or (isinstance(value, torch.dtype) and value.is_floating_point):
+        return value
+    raise ModelLoadError(
+        f"dtype={value!r} is no floating-point torch dtype: use bfloat16, float16 or float32 (a name or torch's own),"
+        " or leave it out for the device's default"
     )
 
 

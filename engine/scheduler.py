@@ -26,7 +26,7 @@ import torch
 
 from engine.channel import FrameChannel
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
-from engine.gaps import fill_gaps, fits_with_gaps
+from engine.gaps import check_fits_with_gaps, fill_gaps, fits_with_gaps
 from engine.generation import Plan, batch_key, plan_batch, run_plan, settings_for
 from engine.infill import InfillRequest, plan_infill
 from engine.loading import LoadedModel
@@ -141,6 +141,8 @@ class Scheduler:
         settings_for(self.loaded, settings)  # a bad setting fails here, before it queues
         if infill is not None and infill.generation.gaps:  # they were written, and their frames sent, for nothing
             raise EngineError("an in-place edit takes no gaps: its text before and after it are its fixed text")
+        if infill is None:
+            check_fits_with_gaps(self.loaded, settings)  # as does one too long for the model
         job = _Job(requests=requests, key=key, channel=FrameChannel(len(requests)), infill=infill)
         self._submit(job)
         async with aclosing(job.channel.frames()) as frames:

@@ -95,6 +95,18 @@ async def test_closing_the_autoregressive_engine_fails_open_streams(loaded: Load
         await anext(engine.stream(GenerationRequest(prompt="x")))
 
 
+async def test_the_autoregressive_engine_closes_with_async_with_and_refuses_a_request_too_long_at_once(
+    loaded: LoadedModel,
+) -> None:
+    """It had no ``async with`` (an engine user's walkthrough), and a request too long for the model waited for the
+    worker before it failed."""
+    async with AutoregressiveEngine(loaded) as engine:
+        with pytest.raises(EngineError, match="positions"):
+            await anext(engine.stream(GenerationRequest(prompt="hash " * 600)))
+    with pytest.raises(EngineError, match="closed"):
+        await anext(engine.stream(GenerationRequest(prompt="x")))
+
+
 def test_an_opening_is_read_as_given_and_continued(loaded: LoadedModel) -> None:
     opening = "<h1>Hash table</h1>"
     request = GenerationRequest(prompt="Hash table", t_min=0.0, stop_at_eos=False, opening=opening)

@@ -30,6 +30,19 @@ def test_loading_a_folder_gives_model_tokenizer_and_canvas_length(checkpoint: Pa
     assert loaded.tokenizer.convert_tokens_to_ids("<response>") == 6
 
 
+def test_a_dtype_is_taken_by_name_and_one_that_is_none_is_a_load_error(checkpoint: Path) -> None:
+    """``dtype="bogus"`` was a raw AttributeError from deep in the load (an engine user's walkthrough)."""
+    assert next(load_model(checkpoint, device="cpu", dtype="bfloat16").model.parameters()).dtype == torch.bfloat16
+    for wrong in ("bogus", "int8", torch.int64, 3):
+        with pytest.raises(ModelLoadError, match=r"no floating-point torch dtype: use bfloat16"):
+            load_model(checkpoint, device="cpu", dtype=wrong)  # type: ignore[arg-type]
+
+
+def test_a_base_given_for_a_checkpoint_that_is_no_adapter_is_a_load_error(checkpoint: Path) -> None:
+    with pytest.raises(ModelLoadError, match="base= is the base of a genui adapter"):
+        load_model(checkpoint, device="cpu", base="elsewhere")
+
+
 def test_the_model_id_follows_the_weights(checkpoint: Path, tmp_path: Path) -> None:
     other = build_tiny_checkpoint(tmp_path / checkpoint.name, seed=1)
     assert load_model(checkpoint, device="cpu").model_id == load_model(checkpoint, device="cpu").model_id

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from engine_fixtures import build_tiny_checkpoint
 
 import engine
@@ -31,5 +32,8 @@ async def test_load_engine_serves_a_checkpoint(tmp_path: Path) -> None:
     try:
         assert scheduler.max_queue == 2 and scheduler.canvas_length == 32
         assert scheduler.model_id.startswith("tiny@")
+        assert next(scheduler.loaded.model.parameters()).dtype == torch.float32
     finally:
         await scheduler.close()
+    async with engine.load_engine(build_tiny_checkpoint(tmp_path / "tiny"), "cpu", dtype="bfloat16") as scheduler:
+        assert next(scheduler.loaded.model.parameters()).dtype == torch.bfloat16  # load_model's dtype, passed on

@@ -153,6 +153,33 @@ async def test_a_full_queue_refuses_at_once(loaded: LoadedModel) -> None:
     await engine.close()
 
 
+@pytest.mark.parametrize(
+    "too_long",
+    [
+        GenerationRequest(prompt="hash " * 600),
+        GenerationRequest(prompt="x", max_tokens=32, opening="<p>" + "word " * 40),
+        GenerationRequest(prompt="x", max_tokens=64, opening="<p>", gaps=("</p>", "</p>", "</p>")),
+    ],
+)
+async def test_a_request_too_long_for_the_model_is_refused_before_it_queues(
+    loaded: LoadedModel, too_long: GenerationRequest
+) -> None:
+    """It took a place in the queue, and behind a full one was told to come back, only to fail in the worker later
+    (an engine user's walkthrough)."""
+    engine = Scheduler(loaded, max_queue=1, max_batch=1)
+    running = engine.stream(LONG)
+    await anext(running)
+    queued = asyncio.ensure_future(anext(engine.stream(LONG)))
+    await asyncio.sleep(0)  # the queue is full
+    assert not engine.fits(too_long)
+    with pytest.raises(EngineError, match="positions|no room") as refused:
+        await anext(engine.stream(too_long))
+    assert not isinstance(refused.value, EngineOverloaded)
+    queued.cancel()
+    await running.aclose()
+    await engine.close()
+
+
 async def test_cancelling_a_stream_stops_denoising_within_a_step(
     scheduler: Scheduler, decoder_passes: list[int]
 ) -> None:
@@ -276,6 +303,7 @@ async def test_a_bad_request_in_a_batch_does_not_fail_its_neighbours(scheduler: 
         ({"stability_threshold": 1.5, "confidence_threshold": 0.5}, "stability_threshold"),
         ({"stability_threshold": "3", "confidence_threshold": 0.5}, "stability_threshold"),
         ({"stability_threshold": 2, "confidence_threshold": float("nan")}, "confidence_threshold"),
+        ({"max_steps": 1025}, "max_steps"),  # held the worker, and the queue behind it, for as long as it asked
     ],
 )
 async def test_invalid_settings_fail_before_queueing(
