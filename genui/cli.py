@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import errno
 import importlib
 import json
@@ -93,6 +92,8 @@ WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genu
 def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     import uvicorn
 
+    from genui.logs import server_log_config
+
     sites = sites_in(Path(args.sites_dir), args.site)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
 
@@ -120,15 +121,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
-        log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-        for formatter in log_config["formatters"].values():  # each line with its time, as a server's log has it
-            formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
-        info = {"handlers": ["default"], "level": "INFO", "propagate": False}
-        log_config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
-        # genui's warnings and errors (a template that fails, a cache that cannot store) always, with their level
-        # and time (they went to Python's last resort, bare); a developer at work (--reload) is also told what genui
-        # does (reloads, pages read ahead)
-        log_config["loggers"]["genui"] = {**info, "level": "INFO" if args.reload else "WARNING"}
+        log_config = server_log_config(developing=args.reload)
         # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
         # h11, not httptools: it refuses a request whose line and headers pass HEADERS_LIMIT (httptools read a 100 MB
         # header, and held the memory of ten unfinished ones, 1 GB, as long as their clients stayed).

@@ -52,6 +52,7 @@ WATCHED = "genui_watched"  # the run a stream watches (a Generation, or a set of
 NO_STATUS = 1005  # a close frame without a code: what a page's `socket.close()` sends (htmx's ws extension)
 # the close codes of a visitor who left: a normal close, a page going away (a reload, a tab closed), no code given
 LEFT = frozenset({1000, 1001, NO_STATUS})
+INVALID_DATA = 1007  # the close code of a socket whose client sent a text message that is no UTF-8
 log = logging.getLogger("genui")
 
 
@@ -133,11 +134,11 @@ class Stream:
             again = versioned(url, whole) if url is not None and later and not isinstance(err, NoSuchVersion) else url
             retry = again if worth else None
             message = answer.said(words)[1]
-            await websocket.send_text(self.screens.failed(message, retry, answer.headers.get("Retry-After"), words))
+            await _send(websocket, self.screens.failed(message, retry, answer.headers.get("Retry-After"), words))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
         if page is not None:
-            await websocket.send_text(self.screens.final(job, page))
+            await _send(websocket, self.screens.final(job, page))
 
     async def _watch(self, websocket: WebSocket, job: Job, generation: Generation) -> StoredPage | None:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
@@ -157,11 +158,11 @@ class Stream:
                     again = again and (isinstance(snapshot.error, EngineError) or "Retry-After" in answer.headers)
                     retry = versioned(job.url, generation.version) if again else job.url
                     words = words_of(job.runtime)
-                    await websocket.send_text(self.screens.failed(answer.said(words)[1], retry, retry_after, words))
+                    await _send(websocket, self.screens.failed(answer.said(words)[1], retry, retry_after, words))
                     return None
                 if snapshot.step or snapshot.html:
                     try:
-                        await websocket.send_text(self.screens.frame(job, snapshot, not generation.splice.whole))
+                        await _send(websocket, self.screens.frame(job, snapshot, not generation.splice.whole))
                     except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
                         generation.claim()  # came: the run waits for the reconnect, as in _serve
                         raise
@@ -178,7 +179,7 @@ class Stream:
             answer = problem(err, asks_again=False)  # nothing asks for a set of variations again by itself
             if answer is None:
                 raise
-            await websocket.send_text(self.screens.failed(answer.said(words)[1], None, words=words))
+            await _send(websocket, self.screens.failed(answer.said(words)[1], None, words=words))
             return
         setattr(websocket.state, WATCHED, variations)
         async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
@@ -186,16 +187,25 @@ class Stream:
                 if state.error is not None:
                     answer = problem(state.error, asks_again=False)
                     assert answer is not None
-                    await websocket.send_text(self.screens.failed(answer.said(words)[1], job.url, words=words))
+                    await _send(websocket, self.screens.failed(answer.said(words)[1], job.url, words=words))
                     return
                 if state.pages is not None:
-                    await websocket.send_text(self.screens.candidates_final(job, variations))
+                    await _send(websocket, self.screens.candidates_final(job, variations))
                     return
                 try:
-                    await websocket.send_text(self.screens.candidates_frame(job, state))
+                    await _send(websocket, self.screens.candidates_frame(job, state))
                 except (WebSocketDisconnect, OSError):  # as in _watch
                     variations.claim()
                     raise
+
+
+async def _send(websocket: WebSocket, text: str) -> None:
+    """Send a message of the stream; a socket the server closed under it (uvicorn does, with 1007, on a message that
+    is no UTF-8, and then refuses every send with a RuntimeError) is a disconnect, not a bug in the stream."""
+    try:
+        await websocket.send_text(text)
+    except RuntimeError as closed:
+        raise WebSocketDisconnect(INVALID_DATA) from closed
 
 
 async def _closed(websocket: WebSocket) -> int:

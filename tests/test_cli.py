@@ -479,6 +479,55 @@ def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypat
             assert client.recv(1024).startswith(b"HTTP/1.1 ")  # a header of a proxy's size is read
 
 
+def _text_frame(payload: bytes) -> bytes:
+    """A client's WebSocket text frame (masked, as a client's must be), of under 126 bytes."""
+    mask = os.urandom(4)
+    return bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_websocket_messages_that_are_no_utf8_are_logged_once_a_while_without_tracebacks(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each such message logged uvicorn's traceback, and genui's own for the frame it then could not send: fifteen
+    lines a message, which any client could send as fast as it liked (a security review)."""
+    import base64
+    import time
+
+    import uvicorn
+    from chromium import served
+
+    made: list[uvicorn.Config] = []
+
+    async def serve(self: uvicorn.Server) -> None:
+        made.append(self.config)
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    slow = lambda model, device, int8: FakeEngine(delay=0.05, steps=40)  # noqa: E731 - frames while it is sent
+    assert main(["serve", "--site", "wiki", "--port", "0", "--db", ":memory:"], load_engine=slow) == 0
+    monkeypatch.undo()
+    (config,) = made
+    capfd.readouterr()
+    with served(config.app, config=config) as url:  # type: ignore[arg-type]
+        host, port = url.removeprefix("http://").split(":")
+        for _ in range(3):
+            with socket.create_connection((host, int(port)), timeout=10) as client:
+                key = base64.b64encode(os.urandom(16)).decode()
+                client.sendall(
+                    f"GET /_genui/ws?site=wiki&url=/Hash_table HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                    f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    f"Sec-WebSocket-Version: 13\r\nOrigin: {url}\r\n\r\n".encode()
+                )
+                assert client.recv(4096).startswith(b"HTTP/1.1 101")
+                client.sendall(_text_frame(b"\xff\xfe no text"))
+                answer = b""
+                while b"\x88\x02\x03\xef" not in answer:  # uvicorn closes with 1007, after the frames sent so far
+                    answer += client.recv(65536) or pytest.fail(f"no close frame: {answer[-80:]!r}")
+                time.sleep(0.3)  # answering no close: the stream's next frames go to a socket closed on its side
+    logged = capfd.readouterr().err
+    assert logged.count("Invalid UTF-8 sequence received from client.") == 1, logged
+    assert "Traceback" not in logged and "failed" not in logged, logged
+
+
 def test_genui_sites_points_at_the_sites_genui_new_made_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,56 @@
+"""How ``genui serve`` logs: uvicorn's configuration, each line with its time, genui's own loggers, and a client's
+malformed WebSocket messages said in one line a minute (uvicorn logs each with a traceback)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from typing import Any
+
+import uvicorn
+
+# uvicorn's words when a WebSocket text message is not UTF-8; it closes the socket with 1007, and logs a traceback
+BAD_UTF8 = "Invalid UTF-8 sequence received from client."
+QUIET_S = 60.0  # a message a client can send at will is logged once in this many seconds
+
+
+class OncePerWhile(logging.Filter):
+    """Lets a record whose message is ``message`` through once every ``seconds``, without its traceback, saying how
+    many it held back since; others pass as they are. Any client can send uvicorn's invalid-UTF-8 message as fast
+    as it likes, and each was seven lines of traceback in the log."""
+
+    def __init__(self, message: str = BAD_UTF8, seconds: float = QUIET_S) -> None:
+        super().__init__()
+        self.message, self.seconds = message, seconds
+        self.held = 0
+        self.last = -float("inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != self.message:
+            return True
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            self.held += 1
+            return False
+        record.exc_info, record.exc_text = None, None  # a client's bad message, not a fault of the server
+        if self.held:
+            record.msg = f"{self.message} ({self.held} more in the last {now - self.last:.0f} s, not logged)"
+        self.last, self.held = now, 0
+        return True
+
+
+def server_log_config(developing: bool) -> dict[str, Any]:
+    """uvicorn's logging configuration for ``genui serve``; ``developing`` (``--reload``) also logs what genui does."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    for formatter in config["formatters"].values():  # each line with its time, as a server's log has it
+        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    info = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
+    # genui's warnings and errors (a template that fails, a cache that cannot store) always, with their level and
+    # time (they went to Python's last resort, bare); a developer at work (--reload) is also told what genui does
+    # (reloads, pages read ahead)
+    config["loggers"]["genui"] = {**info, "level": "INFO" if developing else "WARNING"}
+    config.setdefault("filters", {})["genui_quiet"] = {"()": OncePerWhile}
+    config["loggers"]["uvicorn.error"] = {**config["loggers"]["uvicorn.error"], "filters": ["genui_quiet"]}
+    return config
