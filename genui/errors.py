@@ -96,7 +96,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         return _worded(503, "loading_heading", said, {"Retry-After": str(seconds)}, seconds=seconds)
     if isinstance(error, EngineOverloaded):
         seconds = math.ceil(error.retry_after)
-        return _worded(503, "busy_heading", "busy", {"Retry-After": str(seconds)}, seconds=seconds)
+        said = "busy" if asks_again else "busy_later"
+        return _worded(503, "busy_heading", said, {"Retry-After": str(seconds)}, seconds=seconds)
     if isinstance(error, PageNotKept):
         then = f"This page tries again in {CACHE_BUSY_RETRY_S} s." if asks_again else "Try again in a moment."
         message = f"The page was written, but {error}, so it was not kept. {then}"

@@ -202,12 +202,20 @@ class Screens:
         )
 
     def failed(
-        self, message: str, retry_url: str | None, retry_after: str | None = None, words: Words | None = None
+        self,
+        message: str,
+        retry_url: str | None,
+        retry_after: str | None = None,
+        words: Words | None = None,
+        heading: str = "",
+        site: str = "",
     ) -> str:
         """A run that failed, in place of the page; with ``retry_after`` (seconds) it goes to ``retry_url`` by itself
-        after that long (static/genui.js). ``words``: the site's (genui's English when None)."""
+        after that long (static/genui.js). ``words``: the site's (genui's English when None). ``heading`` heads it,
+        and names the browser's tab with the site's title (``site``), as an error page does."""
         refresh = {"seconds": retry_after, "url": retry_url} if retry_after and retry_url else None
-        return self.shell.part("failed", message, retry_url, refresh, (words or Words()).say)
+        title = f"{heading} — {site}" if heading and site else heading or site
+        return self.shell.part("failed", message, retry_url, refresh, (words or Words()).say, heading, title)
 
     # -- contexts -----------------------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from engine.frames import EngineError
-from genui.errors import problem
+from genui.errors import Problem, problem
 from genui.generation import Generation
 from genui.inputs import client_address, page_at, same_origin, site_named
 from genui.pages import Job, NoSuchVersion, Pages, RouteTooLong, TooManyRuns
@@ -110,10 +110,10 @@ class Stream:
         job: Job | None = None
         url: str | None = None  # the page's own URL, once known
         whole = 0  # the later version a whole-page run was asked to write (a Regenerate's), once known
-        words = Words()  # the site's, once known
+        words, site = Words(), ""  # the site's words and title, once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
-            words = words_of(runtime)
+            words, site = words_of(runtime), runtime.site.title
             location = runtime.locate(websocket.query_params.get("url", "/"))
             url = runtime.url(location.url) if location is not None else None
             job, version = page_at(self.pages, runtime, websocket)  # EngineLoading before the model is named
@@ -133,8 +133,7 @@ class Stream:
             later = job is not None and whole > 1 and self.pages.written_whole(job, whole)  # not a rewrite's
             again = versioned(url, whole) if url is not None and later and not isinstance(err, NoSuchVersion) else url
             retry = again if worth else None
-            message = answer.said(words)[1]
-            await _send(websocket, self.screens.failed(message, retry, answer.headers.get("Retry-After"), words))
+            await _send(websocket, self._failed(answer, words, site, retry, answer.headers.get("Retry-After")))
             return
         page = shown if isinstance(shown, StoredPage) else await self._watch(websocket, job, shown)
         if page is not None:
@@ -157,8 +156,8 @@ class Stream:
                     again = generation.splice.whole and generation.version > 1 and job.cached
                     again = again and (isinstance(snapshot.error, EngineError) or "Retry-After" in answer.headers)
                     retry = versioned(job.url, generation.version) if again else job.url
-                    words = words_of(job.runtime)
-                    await _send(websocket, self.screens.failed(answer.said(words)[1], retry, retry_after, words))
+                    failed = self._failed(answer, words_of(job.runtime), job.runtime.site.title, retry, retry_after)
+                    await _send(websocket, failed)
                     return None
                 if snapshot.step or snapshot.html:
                     try:
@@ -168,18 +167,25 @@ class Stream:
                         raise
         return None  # pragma: no cover - watch() always ends with a page or an error
 
+    def _failed(
+        self, answer: Problem, words: Words, site: str, retry: str | None, retry_after: str | None = None
+    ) -> str:
+        """A run that could not be written, said in the site's words with its heading, in place of the page."""
+        heading, message = answer.said(words)
+        return self.screens.failed(message, retry, retry_after, words, heading=heading, site=site)
+
     async def _pump_variations(self, websocket: WebSocket) -> None:
-        words = Words()  # the site's, once known
+        words, site = Words(), ""  # the site's words and title, once known
         try:
             runtime = site_named(self.pages, websocket.query_params.get("site"))
-            words = words_of(runtime)
+            words, site = words_of(runtime), runtime.site.title
             set_id = websocket.query_params.get("id", "")
             job, variations = self.pages.candidates(runtime, set_id, client_address(websocket))
         except Exception as err:
             answer = problem(err, asks_again=False)  # nothing asks for a set of variations again by itself
             if answer is None:
                 raise
-            await _send(websocket, self.screens.failed(answer.said(words)[1], None, words=words))
+            await _send(websocket, self._failed(answer, words, site, None))
             return
         setattr(websocket.state, WATCHED, variations)
         async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
@@ -187,7 +193,7 @@ class Stream:
                 if state.error is not None:
                     answer = problem(state.error, asks_again=False)
                     assert answer is not None
-                    await _send(websocket, self.screens.failed(answer.said(words)[1], job.url, words=words))
+                    await _send(websocket, self._failed(answer, words, site, job.url))
                     return
                 if state.pages is not None:
                     await _send(websocket, self.screens.candidates_final(job, variations))

@@ -42,7 +42,7 @@ from genui.inputs import (
 from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, StillWriting, TooManyRuns
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
-from genui.screens import Screens, candidates_url
+from genui.screens import Screens, candidates_url, words_of
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage, when_free
 from genui.variations import Variations
@@ -351,9 +351,8 @@ class Views:
                     request, runtime, answer.status_code, "Reply saved", reason, answer.headers, thread=posts
                 )
             invalid = err.field if isinstance(err, PostRejected) else ""  # the field the reason is about
-            return self._not_posted(
-                request, thread, answer.status_code, answer.message, user, text, answer.headers, invalid
-            )
+            reason = answer.said(words_of(runtime))[1]  # a busy or loading model in the site's words
+            return self._not_posted(request, thread, answer.status_code, reason, user, text, answer.headers, invalid)
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location, client=client)
@@ -396,7 +395,7 @@ class Views:
         """A refused reply: the thread with the reason above its form, which keeps what was typed (``invalid``: the
         field the reason is about, marked for screen readers and given the focus); a thread not written yet (or
         whose page cannot be read), an error page with the posts and the form."""
-        error = f"Your reply was not posted: {reason[0].lower()}{reason[1:]}"
+        error = words_of(job.runtime).text("not_posted", reason=f"{reason[0].lower()}{reason[1:]}")
         try:
             page = self.pages.page(job) if job.key.model else None  # before the model is named: no cached page
         except sqlite3.Error:  # a cache that cannot be read either: the error page says what was refused

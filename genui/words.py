@@ -50,13 +50,14 @@ WORDS: dict[str, str] = {
     "replies_above": "Readers' replies are in the thread above.",
     "replies_later": "genui is loading its model: replies to new posts are written once it is ready.",
     "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
-    # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed
+    # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed (but
+    # not_posted, which the server writes above the reply form, and the script says as it is written)
     "loaded": "Loaded: {title}",
     "loaded_version": "Loaded: {title}, version {n}",
     "writing_page": "Writing: {title}",
     "writing_variations": "Writing {n} variations",
     "variations_written": "{n} variations written: keep one of them",
-    "not_posted": "Not posted: {reason}",
+    "not_posted": "Your reply was not posted: {reason}",  # above the reply form
     "connection_lost": "Connection lost: connecting again…",
     "connection_closed": "Connection closed: reload the page to see it written.",
     "refused": "That was refused ({status}). Try again.",
@@ -68,7 +69,8 @@ WORDS: dict[str, str] = {
     "loading": "genui is loading its model. This page tries again in {seconds} s.",
     "loading_later": "genui is loading its model. Try again in {seconds} s.",  # a form posted: not sent again
     "busy_heading": "Busy",
-    "busy": "The model is busy. Try again in {seconds} s.",
+    "busy": "The model is busy. This page tries again in {seconds} s.",
+    "busy_later": "The model is busy. Try again in {seconds} s.",  # a form posted: not sent again
     "writing_heading": "Still writing",
     "still_writing": "The page is still being written. This page asks again in {seconds} s.",
     "not_found_heading": "Not found",
@@ -81,7 +83,6 @@ SCRIPT_WORDS = (
     "writing_page",
     "writing_variations",
     "variations_written",
-    "not_posted",
     "connection_lost",
     "connection_closed",
     "refused",

@@ -112,7 +112,8 @@
   // data-genui-retry seconds it goes to data-genui-retry-url. htmx drops the <head> of a page it swaps in, and with
   // it any refresh there; and a click elsewhere meanwhile cancels this one. A thread whose new posts wait for the
   // model (data-genui-when-ready, the health URL) is loaded again only once the model is ready; neither is loaded
-  // again while a form field holds text that a reload would lose.
+  // again while a form field holds text that a reload would lose, nor while the focus is on one of the page's
+  // controls (engaged, below).
   // Text that a reload would lose: what a field holds that was not sent. The header's search box keeps the query a
   // search was made with, which the page asked again for holds already.
   function typing() {
@@ -132,6 +133,19 @@
     },
     true
   );
+
+  // A visitor at a control of the page itself (a link reached by Tab, a screen reader's focus): a reload would take
+  // the focus back to the page's top and start the screen reader over, every Retry-After, for as long as the model
+  // is busy or loading. The page asks again once the focus has left its controls (or with its link). The site bar's
+  // fields are not the page's: a search sent from there waits in its box for the page it asked for.
+  function engaged() {
+    var focused = document.activeElement;
+    var main = document.getElementById("genui-main");
+    if (!focused || !main || !main.contains(focused) || focused.id === "genui-content") {
+      return false;
+    }
+    return document.hasFocus() && focused.matches("a[href], button, input, select, textarea, summary, [tabindex]");
+  }
 
   // Any request htmx starts (a click, a form) is the visitor's say: a page's asking again yields to it.
   var requests = 0;
@@ -154,8 +168,8 @@
         return;
       }
       if (!health) {
-        if (typing()) {
-          window.setTimeout(again, wait); // a reply being written meanwhile would be lost
+        if (typing() || engaged()) {
+          window.setTimeout(again, wait); // a reply being written meanwhile would be lost, the focus moved
         } else {
           window.location.assign(url);
         }
@@ -163,7 +177,7 @@
       }
       fetch(health, { cache: "no-store" }).then(
         function (answer) {
-          if (answer.ok && !typing()) {
+          if (answer.ok && !typing() && !engaged()) {
             if (marker.isConnected && requests === before) {
               window.location.assign(url);
             }
@@ -394,7 +408,7 @@
     if (refused && main.contains(refused)) {
       // said once, here; where the focus went with the form's button, it goes to the field the reason is about
       // (aria-invalid), else the form's first, each of which the reason describes (aria-describedby)
-      announce.textContent = say("not_posted", { reason: refused.textContent }, "Not posted: {reason}");
+      announce.textContent = refused.textContent; // "Your reply was not posted: …", in the site's words
       var form = refused.parentElement;
       var field = form.querySelector("[aria-invalid=true]") || form.querySelector("input:not([type=hidden]), textarea");
       if (field && lost) {

@@ -396,6 +396,7 @@ def test_while_the_model_loads_cached_pages_open_a_reply_is_kept_and_both_land_b
         time.sleep(6)  # the model is ready, but the thread waits while its form holds text
         assert page.evaluate("window.stayed") and page.input_value(".genui-reply textarea[name=text]") == "Half typed"
         page.fill(".genui-reply textarea[name=text]", "")
+        page.evaluate("() => document.activeElement.blur()")  # nor while the visitor is at one of its fields
         # Then it loads itself again, which writes the replies to ada's post in place.
         page.wait_for_selector(".genui-page .reply:has-text('Welcome, ada!')", timeout=20_000)
         assert page.url == url + thread and page.query_selector("#genui-posts [role=status]") is None
@@ -494,6 +495,24 @@ def test_a_busy_page_asks_again_by_itself_but_not_while_the_visitor_is_typing(tm
         page.wait_for_timeout(2_500)  # past the retry: it waits, and the text stays
         assert page.input_value("input[name=q]") == "half a search" and len(engine.calls) == asked
         page.fill("input[name=q]", "")
+        page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=10_000)  # then it asks again
+
+
+def test_a_busy_page_does_not_ask_again_while_the_focus_is_on_one_of_its_controls(tmp_path: Path) -> None:
+    """It reloaded every Retry-After, taking a keyboard's focus back to the page's top and starting a screen reader
+    over, for as long as the model was busy (an accessibility review)."""
+    engine = FakeEngine(wiki_writer, overloaded=1)  # busy, try again in 1 s
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/Lisp")
+        page.wait_for_selector("[data-genui-retry]", timeout=10_000)
+        assert page.text_content("#genui-content h1") == "Busy"
+        assert "This page tries again in 1 s." in (page.text_content("#genui-content") or "")
+        page.focus("#genui-content a")  # its way back, reached by Tab
+        engine.overloaded, asked = None, len(engine.calls)
+        page.wait_for_timeout(2_500)  # past the retry: it waits, the focus where it was
+        assert len(engine.calls) == asked and page.evaluate("() => document.activeElement.matches('#genui-content a')")
+        page.evaluate("() => document.activeElement.blur()")
         page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=10_000)  # then it asks again
 
 
@@ -937,13 +956,23 @@ def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page
         assert page.evaluate("scrollY") == 0
 
 
-def test_a_visitor_who_asks_for_less_motion_sees_the_indicators_stand_still(server: Server, page: Any) -> None:
+def test_a_visitor_who_asks_for_less_motion_sees_the_indicators_stand_still_and_no_draft(
+    server: Server, page: Any
+) -> None:
+    """The draft's text, changing ten times a second for as long as a page is written, went on under reduced motion
+    (an accessibility review; WCAG 2.2.2): it is left out, and the progress line says how far the model is."""
     pulse = "() => getComputedStyle(document.querySelector('.genui-live .genui-progress'), '::before').animationName"
-    for motion, name in (("no-preference", "genui-pulse"), ("reduce", "none")):
+    draft = "() => [getComputedStyle(document.getElementById('genui-draft')).visibility, getComputedStyle(document.getElementById('genui-draft')).opacity]"  # noqa: E501
+    for motion, name, shown in (("no-preference", "genui-pulse", "visible"), ("reduce", "none", "hidden")):
         page.emulate_media(reduced_motion=motion)
         page.goto(server.url + f"/wiki/Motion_{motion.replace('-', '_')}")
         page.wait_for_selector(".genui-live .genui-progress", timeout=5_000)
         assert page.evaluate(pulse) == name
+        page.wait_for_selector("#genui-draft[data-step]", state="attached", timeout=10_000)
+        # not faded either: faded, the wiki's grey text was 4.3:1 on white, under 4.5 (the same review)
+        assert page.evaluate(draft) == [shown, "1"]
+        assert page.get_attribute("#genui-draft", "aria-hidden") == "true"  # noise to a screen reader until it lands
+        page.wait_for_selector(FINISHED, timeout=15_000)
 
 
 def test_a_browser_that_blocks_the_sites_storage_still_runs_genuis_script(server: Server) -> None:

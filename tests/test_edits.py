@@ -58,7 +58,7 @@ def test_rewriting_a_section_keeps_every_other_byte_and_makes_a_new_version(
     part = sections(first)[1]
     response = client.post("/_genui/rewrite", data=rewrite(2, instruction="  much   shorter "), headers=HTMX)
     assert response.status_code == 200 and response.headers["hx-push-url"] == "/wiki/Lisp?v=2"
-    draft = '<div id="genui-draft" class="genui-draft genui-in-place" aria-busy="true"></div>'
+    draft = '<div id="genui-draft" class="genui-draft genui-in-place" aria-busy="true" aria-hidden="true"></div>'
     assert first[: part.start] + draft in response.text
     ws_messages(client, live_url(response.text))
     second = page_html(client.get("/wiki/Lisp?v=2").text)
@@ -178,7 +178,8 @@ def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
     response = client.post("/_genui/rewrite", data=rewrite(2))
     assert response.status_code == 503 and response.headers["retry-after"] == "5"
     live = client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX)
-    assert "Try again in 5 s" in ws_messages(client, live_url(live.text))[-1]
+    failed = ws_messages(client, live_url(live.text))[-1]
+    assert "<h1>Busy</h1>" in failed and "This page tries again in 5 s" in failed and 'data-genui-retry="5"' in failed
 
 
 # -- variations -------------------------------------------------------------------------------------------------
