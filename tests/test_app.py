@@ -842,10 +842,10 @@ def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFacto
     client = client_factory(all_sites)
     page = client.get("/os/terminal?cmd=ls%20-l%20%22x%22").text
     assert (
-        'name="cmd" aria-label="Run a command" placeholder="Run a command" maxlength="256" required'
+        'name="cmd" aria-label="Command" placeholder="Command" maxlength="256" required'
         ' value="ls -l &#34;x&#34;"' in page
     )
-    assert 'name="url" aria-label="Open an address" placeholder="Open an address" maxlength="256" required>' in page
+    assert 'name="url" aria-label="Address" placeholder="Address" maxlength="256" required>' in page
 
 
 def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_with_many(
