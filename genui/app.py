@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engine.frames import TextEngine
 from genui.errors import exception_handlers
 from genui.hosts import HostCheck, host_name
-from genui.pages import UNCLAIMED_S, Pages, too_long
+from genui.pages import UNCLAIMED_S, Pages
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
 from genui.runtime import SiteRuntime
@@ -196,8 +196,8 @@ async def _load(
     model_log.info("model %s loaded in %.0f s; serving pages", engine.model_id, time.monotonic() - started)
     for runtime in pages.sites.values():  # a route no page of which the model can read: said once, at start
         for route in runtime.site.routes:
-            if not pages.fits_somewhere(runtime, route):
-                model_log.error("%s", too_long(runtime, route))
+            if (wrong := pages.misfit(runtime, route)) is not None:
+                model_log.error("%s", wrong)
     return engine
 
 

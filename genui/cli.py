@@ -40,6 +40,7 @@ from genui.arguments import (
     sites_in,
 )
 from genui.hosts import allowed_hosts
+from genui.pages import how_to_fit
 from genui.runtime import SiteRuntime
 from genui.scaffold import DEFAULT_DESCRIPTION, create_site
 from genui.sites import (
@@ -156,11 +157,8 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
         engine = loader(args.model, args.device, args.int8)
         try:
             if not engine.fits(request):  # said as genui serve says it: the engine's own words name no site.toml
-                raise UsageError(
-                    f"the prompt and opening of {site.name} {location.url} are longer than the model reads "
-                    f"({engine.model_id}); shorten the route's templates or the site's brief, or lower model.tokens"
-                    " (site.toml)"
-                )
+                fix = how_to_fit(engine, request)
+                raise UsageError(f"the prompt and opening of {site.name} {location.url} ({engine.model_id}): {fix}")
             async for frame in engine.stream(request):
                 if isinstance(frame, DoneFrame):
                     return frame

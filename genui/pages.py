@@ -18,7 +18,7 @@ from typing import Literal, TypeVar
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from engine.frames import EngineError, EngineOverloaded, Frame, TextEngine
+from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest, TextEngine
 from genui.edits import (
     VARIANTS,
     EditingEngine,
@@ -86,10 +86,21 @@ class RouteTooLong(EngineError):
     loads), where another route's pages are written."""
 
 
-def too_long(runtime: SiteRuntime, route: Route) -> str:
+def too_long(runtime: SiteRuntime, route: Route, fix: str) -> str:
+    return f"site {runtime.site.name}: the prompt and opening for {route.pattern} are too long at any address: {fix}"
+
+
+def how_to_fit(engine: TextEngine, request: GenerationRequest) -> str:
+    """What a site's developer changes so that ``request``, which the engine does not fit, fits: an opening that
+    fills the page's tokens by itself wants more of them; a prompt and page longer than the model reads, fewer."""
+    if (request.opening or request.gaps) and not engine.fits(replace(request, prompt="")):
+        return (
+            f"the opening leaves the model no room in the page's {request.max_tokens} tokens; raise model.tokens, or"
+            " shorten the route's opening (site.toml)"
+        )
     return (
-        f"site {runtime.site.name}: the prompt and opening for {route.pattern} are longer than the model can read at "
-        "any address; shorten the route's templates or the site's brief, or lower model.tokens (site.toml)"
+        "they are longer than the model can read; shorten the route's templates or the site's brief, or lower"
+        " model.tokens (site.toml)"
     )
 
 
@@ -614,17 +625,19 @@ class Pages:
             await wait_cancelled(task)
         await self.variations.close()
 
-    def fits_somewhere(self, runtime: SiteRuntime, route: Route) -> bool:
-        """Whether ``route``'s own prompt and opening, at its shortest address (each parameter one letter, no query,
-        parent or posts), fit what the model reads; a route whose templates fail so is left to its pages to say."""
+    def misfit(self, runtime: SiteRuntime, route: Route) -> str | None:
+        """None where ``route``'s own prompt and opening, at its shortest address (each parameter one letter, no
+        query, parent or posts), fit what the model reads, else what is wrong and its fix; a route whose templates
+        fail so is left to its pages to say."""
         engine = self.ready()
         shortest = {name: "x" for name in compile_path(route.pattern)[2]}
         try:
             prompt = runtime.prompts.render(route, shortest, {}, parent=None, posts=[])
             opening = runtime.prompts.opening(route, shortest, {}, parent=None, posts=[])
         except PromptError:
-            return True
-        return engine.fits(runtime.request(prompt, 0, opening))
+            return None
+        request = runtime.request(prompt, 0, opening)
+        return None if engine.fits(request) else too_long(runtime, route, how_to_fit(engine, request))
 
     def prompt(self, job: Job) -> Prompt:
         """The prompt with as many of the newest posts (at most POSTS_IN_PROMPT) as the model can read.
@@ -649,8 +662,8 @@ class Pages:
             return whole
         if texts(0, parent) is None:
             if parent is None or texts(0, None) is None:
-                if not self.fits_somewhere(runtime, route):  # the site's own text is too long: not the URL's
-                    raise RouteTooLong(too_long(runtime, route))
+                if (wrong := self.misfit(runtime, route)) is not None:  # the site's own text: not the URL's
+                    raise RouteTooLong(wrong)
                 raise BadRequest("this address asks for a page longer than the model can read; shorten it")
             parent = None  # it goes before the newest posts: a post left out is marked read, and never answered
             if (whole := texts(most, None)) is not None:

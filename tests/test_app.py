@@ -712,11 +712,22 @@ def test_a_site_whose_own_prompt_is_too_long_for_the_model_says_so_not_blaming_t
     client = client_factory(all_sites, FakeEngine(max_prompt_chars=20))  # shorter than the wiki's brief
     response = client.get("/wiki/Lisp")
     # The site's config, not a busy server: a 500 (a 503 asked the visitor to try again), and said in the log.
-    assert response.status_code == 500 and "longer than the model can read at any address" in response.text
+    assert response.status_code == 500 and "are too long at any address" in response.text
     assert "shorten it" not in response.text and "Retry-After" not in response.headers
-    assert "site wiki: the prompt and opening for /{title} are longer" in caplog.text
+    assert "site wiki: the prompt and opening for /{title} are too long at any address: they are longer" in caplog.text
+    assert "or lower model.tokens (site.toml)" in response.text
     (failed,) = ws_messages(client, f"{WS_PATH}?site=wiki&url=/Lisp")  # the stream says the same, with no retry
-    assert "longer than the model can read at any address" in failed and "Try again" not in failed
+    assert "are too long at any address" in failed and "Try again" not in failed
+
+
+def test_a_route_whose_opening_fills_the_page_says_to_raise_its_tokens(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """It was told to "lower model.tokens", which made it worse (a reader of the docs)."""
+    client = client_factory(all_sites, FakeEngine(max_opening_chars=5))  # the wiki's opening is longer
+    response = client.get("/wiki/Lisp")
+    assert response.status_code == 500 and "lower model.tokens" not in response.text
+    assert "the opening leaves the model no room in the page&#39;s 384 tokens; raise model.tokens" in response.text
 
 
 def test_a_route_no_page_of_which_the_model_can_read_is_logged_once_the_model_loads(
@@ -730,7 +741,7 @@ def test_a_route_no_page_of_which_the_model_can_read_is_logged_once_the_model_lo
     with TestClient(app) as client:
         wait_until(lambda: client.get("/_genui/health").status_code == 200)
     said = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-    assert "site wiki: the prompt and opening for /{title} are longer than the model can read at any address" in (
+    assert "site wiki: the prompt and opening for /{title} are too long at any address: they are longer" in (
         "\n".join(said)
     )
     assert len([line for line in said if line.startswith("site forum: ")]) == len(load_site(SITES_DIR / "forum").routes)

@@ -114,8 +114,14 @@ def test_render_of_a_page_too_long_for_the_model_says_what_to_shorten_in_the_sit
     engine = FakeEngine(max_prompt_chars=10)
     assert main(["render", "wiki", "/Hash_table"], load_engine=lambda *args: engine) == 2
     err = one_line_error(capsys)
-    assert "the prompt and opening of wiki /Hash_table are longer than the model reads" in err
+    assert "the prompt and opening of wiki /Hash_table (fake-model): they are longer than the model can read" in err
     assert "lower model.tokens (site.toml)" in err and engine.calls == []
+
+
+def test_render_of_a_page_whose_opening_fills_it_says_to_raise_its_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "wiki", "/Lisp"], load_engine=lambda *args: FakeEngine(max_opening_chars=5)) == 2
+    err = one_line_error(capsys)
+    assert "the opening leaves the model no room in the page's 384 tokens; raise model.tokens" in err, err
 
 
 def test_render_prints_the_sanitised_html(capsys: pytest.CaptureFixture[str]) -> None:
