@@ -42,7 +42,7 @@ from genui.arguments import (
 from genui.hosts import allowed_hosts
 from genui.pages import how_to_fit
 from genui.runtime import SiteRuntime
-from genui.scaffold import DEFAULT_DESCRIPTION, create_site
+from genui.scaffold import DEFAULT_DESCRIPTION, NoExample, create_site
 from genui.sites import (
     SiteConfigError,
     check_names,
@@ -194,7 +194,7 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise UsageError(f"--lang {args.lang!r} is no language tag: write it as HTML names it (fr, ja, pt-BR)")
     try:
         site = create_site(args.name, args.description, args.dir, args.example, args.title, args.lang)
-    except FileExistsError as err:
+    except (FileExistsError, NoExample) as err:
         raise UsageError(str(err)) from None
     except OSError as err:  # a --dir that cannot be made or written (/proc/x, a read-only disk)
         where = err.filename or Path(args.dir) / args.name
@@ -335,7 +335,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME",
         help="a name (a request's Host, port aside) this server answers for, any other refused: a reverse proxy's"
-        " public name (repeatable; '*' for any). Default: on a loopback --host, localhost, 127.0.0.1 and ::1 only"
+        " public name (repeatable; '*' for any). Default: on a loopback --host, localhost, 127.0.0.1, ::1 and --host"
         " (a page on another site cannot reach it by DNS rebinding); on any other, every name, or those named, the"
         " loopback names and its own address",
     )
@@ -405,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument(
         "path",
         metavar="PATH",
-        help="site-relative URL, e.g. /wiki/Hash_table or '/search?q=lisp', or a page's address as a browser shows it",
+        help="site-relative URL, e.g. /Hash_table or '/search?q=lisp', or a page's address as a browser shows it",
     )
     render.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     render.add_argument(

@@ -131,6 +131,10 @@ def add_front_opening(folder: Path, example: Site) -> None:
     (folder / "site.toml").write_text(toml.replace(line, f'{line}opening = "{FRONT_OPENING}"   {note}\n', 1), "utf-8")
 
 
+class NoExample(ValueError):
+    """``--from`` names no site: neither an example nor a site folder (a message naming what it may name)."""
+
+
 def example_folder(example: str, directory: Path | None = None) -> Path:
     """The site folder ``--from`` names: an example site shipped with genui (``genui sites``) by its bare name, or a
     site folder by its path (``./wiki``, ``sites/wiki``: a folder of one's own, even one named like an example); a
@@ -147,9 +151,8 @@ def example_folder(example: str, directory: Path | None = None) -> Path:
     names = ", ".join(sorted(p.parent.name for p in shipped.glob("*/site.toml")))
     path = example if Path(example).is_absolute() or example.startswith(".") else f"./{example}"
     problem = "a folder with no site.toml" if Path(example).is_dir() else "no example site or site folder of that name"
-    raise SiteConfigError(
-        Path(example) / "site.toml", "--from", problem, f"name one of {names}, or a site folder by its path ({path})"
-    )
+    beside = f", or a site in {directory}" if bare and directory is not None else ""
+    raise NoExample(f"--from {example}: {problem}; name one of {names}, a site folder by its path ({path}){beside}")
 
 
 def _set_key(toml: str, key: str, value: str) -> str:

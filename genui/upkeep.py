@@ -18,6 +18,7 @@ from pathlib import Path
 
 from genui.app import DEFAULT_DB, SITES_DIR
 from genui.arguments import (
+    MOST,
     USAGE_ERROR,
     EngineLoader,
     UsageError,
@@ -173,7 +174,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=str(SITES_DIR),
         help=f"folder of site folders, for --thread (default: {SITES_DIR})",
     )
-    shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N (default: 50)")
+    shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
 
 
@@ -461,14 +462,15 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
             site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
         if site is not None:
             _served_here(store, [site])
-        placed_posts = store.recent_posts(site_name, thread, args.limit)
+        limit = args.limit or MOST  # 0: all of them, as 0 turns off the other commands' counts
+        placed_posts = store.recent_posts(site_name, thread, limit)
         if site is not None and thread is not None:
             # posts stored under a URL the thread's route now moves: listed under the thread a server moves them to
             # (by their own ids: listing moves nothing)
             moved_from = [old for old, new in moved_paths(store, SiteRuntime.build(site, "")).items() if new == thread]
             for old in moved_from:
-                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, args.limit)]
-            placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)[: args.limit]
+                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, limit)]
+            placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)[:limit]
     finally:
         store.close()
     if args.json:

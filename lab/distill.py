@@ -165,7 +165,9 @@ def drop_unfinished_row(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genui distill", description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="genui distill", description=__doc__.split("\n\n")[0].replace("``", ""), allow_abbrev=False
+    )
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="from genui corpus")
     parser.add_argument("--out", type=Path, default=Path("data/distilled.jsonl"), help="JSONL to append pages to")
     parser.add_argument("--pages", type=int, default=100, help="training pages to try this run (default 100)")

@@ -211,7 +211,7 @@ def record(loaded: Any, requests: list[Any]) -> list[tuple[str, np.ndarray, np.n
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="genui trajectories", description=__doc__.split("\n\n")[0], allow_abbrev=False
+        prog="genui trajectories", description=__doc__.split("\n\n")[0].replace("``", ""), allow_abbrev=False
     )
     parser.add_argument("--corpus", type=Path, default=Path("data/corpus.jsonl"), help="from genui corpus")
     parser.add_argument("--out", type=Path, default=Path("data/trajectories.npz"), help=".npz to add pages to")

@@ -64,6 +64,9 @@ def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
     assert main(["posts", "--db", str(db), "--thread", "/r/lisp/Macros"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.lstrip().startswith(str(first.id)) and line.endswith("forum /r/lisp/Macros  ada: How do macros expand?")
+    for limit, listed in (("1", 1), ("0", 2)):  # 0: all, as 0 turns off the other counts ("no posts", it said)
+        assert main(["posts", "--db", str(db), "--limit", limit]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == listed
     assert main(["posts", "delete", "999", str(first.id), "--db", str(db)]) == 2
     captured = capsys.readouterr()
     assert "no post 999" in captured.err and f"deleted post {first.id}" in captured.out  # the others still go
