@@ -55,6 +55,7 @@ WORDS: dict[str, str] = {
     "loaded": "Loaded: {title}",
     "loaded_version": "Loaded: {title}, version {n}",
     "writing_page": "Writing: {title}",
+    "reply_posted": "Your reply is posted; the replies to it are being written.",
     "writing_variations": "Writing {n} variations",
     "variations_written": "{n} variations written: keep one of them",
     "not_posted": "Your reply was not posted: {reason}",  # above the reply form
@@ -81,6 +82,7 @@ SCRIPT_WORDS = (
     "loaded",
     "loaded_version",
     "writing_page",
+    "reply_posted",
     "writing_variations",
     "variations_written",
     "connection_lost",

@@ -123,9 +123,13 @@
     });
   }
 
+  // A reply sent: the page that lands next (its replies being written, or the reason it was refused) says so first.
+  var replySent = false;
+
   document.addEventListener(
     "submit",
     function (event) {
+      replySent = Boolean(event.target.matches && event.target.matches(".genui-reply"));
       var fields = event.target.querySelectorAll ? event.target.querySelectorAll("textarea, input") : [];
       Array.prototype.forEach.call(fields, function (field) {
         field.dataset.genuiSent = field.value;
@@ -405,6 +409,19 @@
     var focused = document.activeElement;
     var lost = !focused || focused === document.body || !focused.isConnected;
     var refused = document.getElementById("genui-form-error"); // the reason a reply was not posted (views.py)
+    var posted = replySent;
+    replySent = false;
+    if (posted && !refused && content.classList.contains("genui-live")) {
+      // "Writing: …" said nothing of the reply, and the focus went to the thread's top, far from it: it goes to the
+      // post, just above the replies being written to it (and the form)
+      announce.textContent = say("reply_posted", {}, "Your reply is posted; the replies to it are being written.");
+      var post = content.querySelector(".genui-inline .genui-post:last-child");
+      if (post && lost) {
+        post.setAttribute("tabindex", "-1");
+        post.focus({ preventScroll: true });
+        return;
+      }
+    }
     if (refused && main.contains(refused)) {
       // said once, here; where the focus went with the form's button, it goes to the field the reason is about
       // (aria-invalid), else the form's first, each of which the reason describes (aria-describedby)

@@ -64,6 +64,9 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
 
     shown = page.wait_for_selector(".genui-inline .genui-post-text", timeout=3_000)
     assert shown is not None and shown.text_content() == "Hello <b>there</b>"  # escaped: text, not markup
+    # said, and the focus on the post (it was "Writing: …", the focus at the thread's top: an accessibility review)
+    page.wait_for_function("() => document.activeElement.matches('.genui-inline .genui-post')", timeout=3_000)
+    assert page.text_content("#genui-announce") == "Your reply is posted; the replies to it are being written."
     # htmx settles a swapped element that keeps its id: for defaultSettleDelay (20 ms) #genui-content keeps the
     # finished page's class, then takes .genui-live. Wait for that, not for a query that can land inside the 20 ms.
     page.wait_for_selector("#genui-content.genui-live #genui-draft.genui-in-place", timeout=1_000)
