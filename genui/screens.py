@@ -351,4 +351,4 @@ class Screens:
 
 def words_of(runtime: SiteRuntime) -> Words:
     """The words of genui's own parts of the site's pages: its [words], else genui's English."""
-    return Words(dict(runtime.site.words))
+    return Words(dict(runtime.site.words), runtime.site.lang)

@@ -126,10 +126,16 @@ class Words:
     """A site's words: its own where it has them, else genui's English."""
 
     own: Mapping[str, str] = field(default_factory=dict)
+    lang: str = "en"  # the site's language (site.toml's lang)
 
     def say(self, key: str, **values: object) -> Markup:
-        """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup)."""
-        return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+        """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup). genui's English on a
+        site in another language, which has no words of its own for ``key``, is marked as English (``lang="en"``),
+        or a screen reader reads it in the site's voice; in an attribute, ``|striptags`` leaves the text."""
+        said = Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+        if key in self.own or self.lang.split("-")[0].lower() == "en":
+            return said
+        return Markup('<span lang="en">{}</span>').format(said)
 
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""

@@ -986,9 +986,14 @@ def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, 
     client = client_factory(sites)
     page = visit(client, "/forum/r/hacking/My_first_lisp").text
     assert '<a class="genui-skip" href="#genui-content">本文へ</a>' in page
+    # the rest, English, and marked so: a screen reader read "Rewrite" in its Japanese voice (an accessibility
+    # review); in an attribute, the text alone
     assert (
-        ">再生成</button>" in page and ">3つの案</button>" in page and ">Rewrite</button>" in page
-    )  # the rest, English
+        ">再生成</button>" in page
+        and ">3つの案</button>" in page
+        and '><span lang="en">Rewrite</span></button>' in page
+    )
+    assert 'aria-label="Page tools"' in page and 'title="Write this section again; the rest of the page' in page
     assert '<footer class="genui-footer">各ページは<code>fake-model</code>が書きます。</footer>' in page
     assert '<p class="genui-quiet">まだ返信はありません。</p>' in page
     said = json.loads(html.unescape(re.search(r'data-genui-words="([^"]*)"', page)[1]))  # type: ignore[index]
