@@ -38,10 +38,11 @@ WORDS: dict[str, str] = {
     "rewrite_hint": "Write this section again; the rest of the page stays as it is",
     # a page being written
     "waiting": "Waiting for the model…",
-    "progress": "Writing: canvas {canvas} of {canvases}, step {step}",
-    "progress_open": "Writing: canvas {canvas}, step {step}",  # an engine that does not say how many canvases
+    # a page may end before its last canvas: "of at most" (a page that ended at 3 read "canvas 3 of 6")
+    "progress": "Writing: part {canvas} of at most {canvases}, step {step}",
+    "progress_open": "Writing: part {canvas}, step {step}",  # an engine that does not say how many canvases
     "writing_variations_of": "Writing {n} variations of {page}…",
-    "variations_step": " canvas {canvas}, step {step}",
+    "variations_step": " part {canvas}, step {step}",
     "variations_of": "{n} variations of {page}: keep one as its next version.",
     "keep": "Keep variation {n}",
     "variation_label": "Variation {n}",  # a candidate's region, as screen readers name it

@@ -201,7 +201,7 @@ def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next
     assert all(f'id="genui-variant-{n}"' in messages[0] for n in (1, 2, 3))
     # where they are, as a page's frames say it: "Writing 3 variations of Lisp…" sat still for a minute
     assert '<span id="genui-variations-step">' in response.text
-    assert re.search(r'<span id="genui-variations-step"> canvas 1, step [1-9]\d*</span>', messages[0])
+    assert re.search(r'<span id="genui-variations-step"> part 1, step [1-9]\d*</span>', messages[0])
     final = messages[-1]
     candidates = re.findall(r'<section class="genui-candidate".*?"genui-page">(.*?)</div>\n<form', final, re.S)
     assert len(candidates) == 3 and len(set(candidates)) == 3 and first not in candidates

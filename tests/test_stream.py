@@ -40,8 +40,8 @@ def test_drafts_arrive_before_the_final_page(client_factory: ClientFactory, wiki
     assert len(frames) >= 6  # two canvases of three draft steps each, plus each canvas's final text
     assert all('<div id="genui-draft"' in frame and '<p id="genui-progress"' in frame for frame in frames)
     # a frame's progress line is no live region: a screen reader would hear it at every step
-    assert all('<p id="genui-progress" class="genui-progress">Writing: canvas' in frame for frame in frames)
-    assert "canvas 1 of 2, step 1" in frames[0] and "canvas 2 of 2" in frames[-1]
+    assert all('<p id="genui-progress" class="genui-progress">Writing: part' in frame for frame in frames)
+    assert "part 1 of at most 2, step 1" in frames[0] and "part 2 of at most 2" in frames[-1]
     assert final.startswith('<nav id="genui-toolbar"') and '<div id="genui-content"' in final
     assert "<h1>Lisp</h1>" in final and 'hx-get="/Lisp_tree"' in final
     assert "ws-connect" not in final  # the placeholder holding the socket is replaced
@@ -56,7 +56,7 @@ def test_a_fast_engine_sends_a_draft_at_most_every_interval_and_the_page_at_once
     *frames, final = ws_messages(client, LISP)
     seconds = time.monotonic() - started
     assert 2 <= len(frames) <= seconds / 0.1 + 1
-    assert "canvas 1 of 2, step 1" in frames[0]  # the first draft is not held back
+    assert "part 1 of at most 2, step 1" in frames[0]  # the first draft is not held back
     assert "<h1>Lisp</h1>" in final
     # an interval far longer than the run: the first draft, then the page as soon as it is written, not held back
     # until the interval ends
@@ -120,7 +120,7 @@ def test_a_reload_of_a_page_being_written_watches_the_same_run_go_on(client_fact
     with client.websocket_connect(LISP) as socket:
         first = socket.receive_text()
         assert engine.cancelled == 0
-    assert "canvas 1 of 2, step 1<" not in first and len(engine.calls) == 1, first
+    assert "part 1 of at most 2, step 1<" not in first and len(engine.calls) == 1, first
     # Left for good, it is cancelled once the placeholder's wait is over (here at once: nobody holds one).
     wait_until(lambda: engine.cancelled == 1)
 
@@ -208,7 +208,7 @@ def test_a_run_waits_for_the_reconnect_of_a_stream_whose_connection_broke(
     time.sleep(0.3)
     assert engine.cancelled == 0
     first = ws_messages(client, LISP)[0]
-    assert "canvas 1 of 2, step 1<" not in first and len(engine.calls) == 1, first
+    assert "part 1 of at most 2, step 1<" not in first and len(engine.calls) == 1, first
 
 
 def test_a_regenerate_that_fails_asks_again_for_the_version_it_was_writing(
