@@ -415,7 +415,8 @@
       // "Writing: …" said nothing of the reply, and the focus went to the thread's top, far from it: it goes to the
       // post, just above the replies being written to it (and the form)
       announce.textContent = say("reply_posted", {}, "Your reply is posted; the replies to it are being written.");
-      var post = content.querySelector(".genui-inline .genui-post:last-child");
+      var posts = content.querySelectorAll(".genui-inline .genui-post"); // the thread's earlier ones come first
+      var post = posts.length ? posts[posts.length - 1] : null;
       if (post && lost) {
         post.setAttribute("tabindex", "-1");
         post.focus({ preventScroll: true });

@@ -88,6 +88,24 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
     assert problems == []
 
 
+def test_a_second_reply_takes_the_focus_not_the_first_one_answered(server: Server, page: Any) -> None:
+    """The focus went to the first post of the thread's earlier replies, above the screen (a forum user's review)."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    server.engine.delay = 0.2  # the replies take a second or so: the post lands before them
+    for text in ("first reply", "second reply"):
+        page.fill(".genui-reply input[name=user]", "ada")
+        page.fill(".genui-reply textarea[name=text]", text)
+        page.click(".genui-reply button[type=submit]")
+        page.wait_for_function(
+            "text => document.activeElement.matches('.genui-inline .genui-post')"
+            " && document.activeElement.querySelector('.genui-post-text').textContent === text",
+            arg=text,
+            timeout=5_000,
+        )
+        page.wait_for_selector(FINISHED + " .reply", timeout=15_000)
+
+
 def test_a_refused_reply_is_said_and_the_field_it_is_about_takes_the_focus(server: Server, page: Any) -> None:
     """A reply refused for its name (the browser's own check passed by) left the focus at the page's top, said
     "Loaded: …" as for a page that posted, and nothing tied the reason to the fields (an accessibility audit)."""
