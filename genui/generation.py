@@ -87,6 +87,9 @@ class Splice:
     whole: bool = False  # a run writing a whole page (``WHOLE``), not a part of one
     base: tuple[int, float] | None = None  # the stored version (its number and created) whose HTML it keeps
     exact: bool = False  # a visitor's own rewrite: stored as written, or not at all (store.VersionTaken)
+    # a thread's replies to its readers' posts: written though every watcher leaves (a poster who went on to another
+    # page left the post unanswered until someone opened the thread again, and waited for its replies)
+    replies: bool = False
 
     def written(self, text: str) -> str:
         """The written part of the engine's final text."""
@@ -237,8 +240,9 @@ class Generation:
 
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for
-        its watcher."""
-        if self._watchers == 0 and not self._claims and not self._snapshot.finished and not self._keeping:
+        its watcher; not a thread's replies (``Splice.replies``), nor a page written whole waiting to be kept."""
+        kept = self._keeping or self.splice.replies
+        if self._watchers == 0 and not self._claims and not self._snapshot.finished and not kept:
             self.cancel()  # leaves the registry at once: a visitor arriving now must start a fresh run
 
     def _publish(self, snapshot: Snapshot) -> None:

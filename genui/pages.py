@@ -373,7 +373,8 @@ class Pages:
         infill = Infill(generation, before=before, after="", region_tokens=room)
         kept = before[: max(0, len(before) - len(opening))]  # what the model read of the stored thread
         base = (newest.version, newest.created)
-        splice = Splice(newest.html + shown(posts), "", posts[-1].id, posts[-1].id, text_before=kept, base=base)
+        thread = newest.html + shown(posts)
+        splice = Splice(thread, "", posts[-1].id, posts[-1].id, text_before=kept, base=base, replies=True)
         canvases = -(-room // engine.canvas_length)
         return self._start(job, version, lambda: engine.infill(infill), prompt.parent, canvases, "replies", splice)
 

@@ -215,6 +215,22 @@ def test_the_next_versions_url_answers_no_post_the_newest_version_already_read(
     assert engine.infills == [] and len(engine.calls) == 1 and client.get(f"{other}?v=2").status_code == 404
 
 
+def test_the_replies_to_a_post_are_written_though_the_poster_leaves_before_they_land(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A poster who went on to another page cancelled the replies: the post waited unanswered until someone opened
+    the thread again, who then waited for them (a forum user's review)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine, app_options={"unclaimed_s": 0.1})
+    visit(client, THREAD)
+    engine.delay = 0.05
+    live = live_url(client.post(THREAD, data={"user": "ada", "text": "bye"}, headers=HTMX).text)
+    with client.websocket_connect(live) as socket:
+        socket.receive_text()  # a frame, then the visitor leaves (a normal close)
+    time.sleep(1.0)  # past unclaimed_s: nobody watches the run any more
+    assert engine.cancelled == 0 and "Welcome, ada!" in page_html(client.get(f"{THREAD}?v=2").text)
+
+
 def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
