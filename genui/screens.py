@@ -37,6 +37,7 @@ KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
 INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 LIVE_PATH = "/_genui/live"  # whether the server answers at all (cached pages while the model loads), as JSON
+REPLIES_AGAIN_S = 3  # seconds before a thread whose newest posts wait for replies is loaded again, which writes them
 
 
 def candidates_url(job: Job, variations: Variations) -> str:
@@ -195,10 +196,11 @@ class Screens:
     def final(self, job: Job, page: StoredPage) -> str:
         """The finished page with its toolbar; it replaces the placeholder, which ends the stream client-side."""
         context = self._page_context(job, page)
+        following = context["thread"]["next"] if context["thread"] else None
         return (
             self.shell.part("toolbar", context["toolbar"])
             + "\n"
-            + self.shell.part("content", page, context["document_title"])
+            + self.shell.part("content", page, context["document_title"], following, context["say"])
         )
 
     def failed(
@@ -220,23 +222,39 @@ class Screens:
     # -- contexts -----------------------------------------------------------------------------------------------
 
     def thread(
-        self, job: Job, answered: int = 0, error: str = "", user: str = "", text: str = "", invalid: str = ""
+        self,
+        job: Job,
+        answered: int = 0,
+        error: str = "",
+        user: str = "",
+        text: str = "",
+        invalid: str = "",
+        shown: StoredPage | None = None,
     ) -> dict[str, Any] | None:
         """The readers' posts below a page that it does not show in place yet (those after ``answered``), and the
-        reply form (with what was typed, after a refused reply)."""
+        reply form (with what was typed, after a refused reply). ``shown``: the version on screen, if stored."""
         if not job.location.route.posts:
             return None
         below = [post for post in job.posts if post.id > answered]
-        # Posts stored while the model loads get their replies once it is ready: the thread is loaded again then
-        # (static/genui.js asks /_genui/health), which starts them. Not on a refused reply's page: what was typed stays.
-        newest = self.pages.page(job) if below and self.pages.loading and not error else None
+        newest = self.pages.page(job) if below and not error else None
         waiting = newest is not None and self.pages.waiting(job, newest)
-        seconds = math.ceil(LOADING_RETRY_S)
-        refresh = {"seconds": seconds, "url": job.url, "when_ready": HEALTH_PATH} if waiting else None
+        refresh: dict[str, Any] | None = None  # the posts' note: they are answered once the model has loaded
+        following: dict[str, Any] | None = None  # the page's: they are answered next
+        if waiting and self.pages.loading:
+            # Posts stored while the model loads get their replies once it is ready: the thread is loaded again then
+            # (static/genui.js asks /_genui/health), which starts them. Not on a refused reply's page: what was typed
+            # stays.
+            refresh = {"seconds": math.ceil(LOADING_RETRY_S), "url": job.url, "when_ready": HEALTH_PATH}
+        elif waiting and shown is not None and newest is not None and shown.version == newest.version:
+            # Posted while another's replies were written (they joined that run), or while the engine was busy: the
+            # newest version is loaded again, which writes their replies once no run is under way (a second poster's
+            # post was left unanswered, with no word of it: a forum user's review).
+            following = {"seconds": REPLIES_AGAIN_S, "url": job.url} if editing(self.pages.engine) else None
         return {
             "say": words_of(job.runtime).say,
             "posts": below,
             "refresh": refresh,
+            "next": following,
             "answered": answered,
             "action": job.url,
             "error": error,
@@ -294,7 +312,7 @@ class Screens:
             if form["route"] is job.location.route:
                 form["value"] = job.location.query.get(form["key"], "")
         answered = page.answered if page is not None else answered
-        context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered))
+        context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
         context["toolbar_later"] = page is None and job.cached and self.pages.edits  # Regenerate, once it lands
         if (model := self.pages.model_id) is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)

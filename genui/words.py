@@ -50,6 +50,7 @@ WORDS: dict[str, str] = {
     "no_replies": "No replies from readers yet.",
     "replies_above": "Readers' replies are in the thread above.",
     "replies_later": "genui is loading its model: replies to new posts are written once it is ready.",
+    "replies_next": "The newest posts are answered next: this page asks again in a moment.",
     "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
     # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed (but
     # not_posted, which the server writes above the reply form, and the script says as it is written)

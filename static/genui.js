@@ -148,7 +148,9 @@
     if (!focused || !main || !main.contains(focused) || focused.id === "genui-content") {
       return false;
     }
-    return document.hasFocus() && focused.matches("a[href], button, input, select, textarea, summary, [tabindex]");
+    // not an element genui.js gave the focus (a post just sent, the page itself: tabindex -1)
+    var controls = "a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex='-1'])";
+    return document.hasFocus() && focused.matches(controls);
   }
 
   // Any request htmx starts (a click, a form) is the visitor's say: a page's asking again yields to it.

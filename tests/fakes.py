@@ -226,7 +226,8 @@ def visit(client: TestClient, url: str, **kwargs: object) -> Response:
     return client.get(target, **kwargs)  # type: ignore[arg-type]
 
 
-PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n</div>', re.S)  # a stored page's own HTML, as served
+# a stored page's own HTML, as served (and a thread's note that its newest posts are answered next)
+PAGE = re.compile(r'<div class="genui-page">(.*?)</div>\n(?:<p class="genui-quiet" role="status"[^\n]*\n)?</div>', re.S)
 
 
 def page_html(text: str) -> str:

@@ -231,6 +231,31 @@ def test_the_replies_to_a_post_are_written_though_the_poster_leaves_before_they_
     assert engine.cancelled == 0 and "Welcome, ada!" in page_html(client.get(f"{THREAD}?v=2").text)
 
 
+def test_a_post_made_while_anothers_replies_are_written_is_answered_next(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """The second poster watched the first's replies land, and their own post stayed unanswered, with no word of it,
+    until someone opened the thread again (a forum user's review): its page says so, and asks again by itself."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    engine.delay = 0.05
+    first = live_url(client.post(THREAD, data={"user": "ada", "text": "first"}, headers=HTMX).text)
+    second = live_url(client.post(THREAD, data={"user": "bob", "text": "second"}, headers=HTMX).text)
+    assert first == second  # bob joins ada's run
+    landed = ws_messages(client, second)[-1]
+    assert "Welcome, ada!" in landed and "Welcome, bob!" not in landed
+    assert (
+        "The newest posts are answered next" in landed
+        and f'data-genui-retry="3" data-genui-retry-url="{THREAD}"' in landed
+    )
+    again = client.get(THREAD).text  # what the page asks for again: bob's replies, being written
+    assert "genui-in-place" in again and "Welcome, bob!" in ws_messages(client, live_url(again))[-1]
+    final = client.get(THREAD)
+    assert final.status_code == 200, final.text[-600:]
+    assert "answered next" not in page_html(final.text)  # none waits any more
+
+
 def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
