@@ -211,13 +211,16 @@ class Screens:
         words: Words | None = None,
         heading: str = "",
         site: str = "",
+        kept: str = "",
     ) -> str:
         """A run that failed, in place of the page; with ``retry_after`` (seconds) it goes to ``retry_url`` by itself
         after that long (static/genui.js). ``words``: the site's (genui's English when None). ``heading`` heads it,
-        and names the browser's tab with the site's title (``site``), as an error page does."""
+        and names the browser's tab with the site's title (``site``), as an error page does. ``kept``: stored HTML
+        shown below it (a thread whose replies could not be written, with the post)."""
         refresh = {"seconds": retry_after, "url": retry_url} if retry_after and retry_url else None
-        title = f"{heading} — {site}" if heading and site else heading or site
-        return self.shell.part("failed", message, retry_url, refresh, (words or Words()).say, heading, title)
+        title = "" if kept else f"{heading} — {site}" if heading and site else heading or site  # kept: the page's
+        say = (words or Words()).say
+        return self.shell.part("failed", message, retry_url, refresh, say, heading, title, kept)
 
     # -- contexts -----------------------------------------------------------------------------------------------
 

@@ -156,8 +156,10 @@ class Stream:
                     again = generation.splice.whole and generation.version > 1 and job.cached
                     again = again and (isinstance(snapshot.error, EngineError) or "Retry-After" in answer.headers)
                     retry = versioned(job.url, generation.version) if again else job.url
-                    failed = self._failed(answer, words_of(job.runtime), job.runtime.site.title, retry, retry_after)
-                    await _send(websocket, failed)
+                    # a thread's replies that could not be written: the thread stays on screen, the post with it
+                    kept = generation.splice.before if generation.splice.replies else ""
+                    site = job.runtime.site.title
+                    await _send(websocket, self._failed(answer, words_of(job.runtime), site, retry, retry_after, kept))
                     return None
                 if snapshot.step or snapshot.html:
                     try:
@@ -168,11 +170,18 @@ class Stream:
         return None  # pragma: no cover - watch() always ends with a page or an error
 
     def _failed(
-        self, answer: Problem, words: Words, site: str, retry: str | None, retry_after: str | None = None
+        self,
+        answer: Problem,
+        words: Words,
+        site: str,
+        retry: str | None,
+        retry_after: str | None = None,
+        kept: str = "",
     ) -> str:
-        """A run that could not be written, said in the site's words with its heading, in place of the page."""
+        """A run that could not be written, said in the site's words with its heading, in place of the page (and
+        above ``kept``, the stored HTML shown below it)."""
         heading, message = answer.said(words)
-        return self.screens.failed(message, retry, retry_after, words, heading=heading, site=site)
+        return self.screens.failed(message, retry, retry_after, words, heading=heading, site=site, kept=kept)
 
     async def _pump_variations(self, websocket: WebSocket) -> None:
         words, site = Words(), ""  # the site's words and title, once known

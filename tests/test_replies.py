@@ -256,6 +256,24 @@ def test_a_post_made_while_anothers_replies_are_written_is_answered_next(
     assert "answered next" not in page_html(final.text)  # none waits any more
 
 
+def test_replies_the_busy_engine_could_not_write_leave_the_thread_and_the_post_on_screen(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """The failure replaced the whole thread, the post with it, with "The model is busy" (a forum user's review)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    thread = page_html(visit(client, THREAD).text)
+    engine.overloaded = 2.0
+    live = live_url(client.post(THREAD, data={"user": "ada", "text": "while busy"}, headers=HTMX).text)
+    failed = ws_messages(client, live)[-1]
+    assert "The model is busy. This page tries again in 2 s." in failed and 'data-genui-retry="2"' in failed
+    assert thread in failed and '<p class="genui-post-text" dir="auto">while busy</p>' in failed
+    assert "<h1>Busy</h1>" not in failed and "data-document-title" not in failed  # the thread's heading and title
+    engine.overloaded = None
+    again = client.get(THREAD).text  # where it asks again: the replies, written in place
+    assert "Welcome, ada!" in ws_messages(client, live_url(again))[-1]
+
+
 def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
