@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import TypeVar
 
 MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
+POST_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # in a post: a C0 or C1 control, but a tab or a line break
 SAME_POST_S = 60.0  # seconds within which the same post to the same thread is the same form sent twice
 # A reader's name: letters, their marks and digits of any script (太郎, محمد, Zoë), - and _; no spaces, punctuation or
 # invisible characters (a right-to-left override would turn the names after it around). ASCII letters alone refused
@@ -208,15 +210,30 @@ class DeletedPost:
     versions: int
 
 
+def _shows(character: str) -> bool:
+    """Whether ``character`` shows anything: not a space, a format or control character (a zero-width space, a
+    right-to-left override), an ignorable letter (a Hangul filler) or a blank Braille pattern."""
+    if character.isspace() or character == "\u2800" or unicodedata.category(character) in ("Cc", "Cf"):
+        return False
+    return not any(low <= ord(character) <= high for low, high in _IGNORABLE)
+
+
 def check_post(user: str, text: str) -> tuple[str, str]:
-    """The post as it will be stored (text stripped, line breaks as `\n`), or PostRejected. A browser sends a
-    textarea's line breaks as `\r\n` and counts them as one character for its maxlength, as this does."""
+    """The post as it will be stored (line breaks as `\n`, without the blank lines before it or the spaces after it:
+    the first line's indentation stays where more lines follow, as a pasted program has it), or PostRejected. A
+    browser sends a textarea's line breaks as `\r\n` and counts them as one character for its maxlength, as this
+    does."""
     user = unicodedata.normalize("NFC", user)  # Zoë typed with a combining diaeresis is the Zoë typed without
     if not valid_user(user):
         raise PostRejected(USER_RULE, "user")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
-    if not text:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").rstrip().split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    text = "\n".join(lines) if len(lines) > 1 else "".join(lines).strip()  # one line: its spaces are no indent
+    if not any(_shows(character) for character in text):  # blanks, or zero-width spaces only: a box with nothing
         raise PostRejected("the post is empty", "text")
+    if POST_CONTROL.search(text):  # a bell, a terminal's escape or a NUL, stored and sent on to the model as it was
+        raise PostRejected("the post holds a control character (a terminal's escape, a NUL); remove it", "text")
     if len(text) > MAX_POST:
         raise PostRejected(f"the post is longer than {MAX_POST} characters", "text")
     return user, text

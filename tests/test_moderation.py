@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,19 @@ def test_posts_lists_a_posts_control_characters_as_escapes_not_as_terminal_comma
     """A post may hold ESC sequences (cursor up, erase line, a window title) and a right-to-left override: printed
     raw they would hide or fake other posts in the moderator's listing."""
     db = tmp_path / "genui.sqlite3"
-    store = Store(db)
-    store.add_post(
-        "forum", "/r/lisp/Macros", "eve", "hi\x1b[1A\x1b[2Kinnocent\x1b]0;pwned\x07 \u202egnp.exe \U0001f600"
-    )
-    store.close()
+    Store(db).close()
+    with sqlite3.connect(db) as earlier:  # stored by a genui before posts with control characters were refused
+        earlier.execute(
+            "INSERT INTO posts (site, path, user, text, created) VALUES (?, ?, ?, ?, ?)",
+            (
+                "forum",
+                "/r/lisp/Macros",
+                "eve",
+                "hi\x1b[1A\x1b[2Kinnocent\x1b]0;pwned\x07 \u202egnp.exe \U0001f600",
+                1.0,
+            ),
+        )
+    earlier.close()
     assert main(["posts", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out

@@ -226,6 +226,13 @@ def test_a_post_sent_again_is_told_apart_by_the_same_rule_add_post_keeps(
     assert len(store.posts("forum", "/r/a/T")) == 1
 
 
+def test_a_post_keeps_its_first_lines_indentation_and_tabs_but_no_blank_lines_around_it(store: Store) -> None:
+    """Pasted code lost its first line's indentation: `    def f():` was stored as `def f():` under an indented
+    body (a forum user's review)."""
+    text = "\r\n  \r\n    def f():\r\n\treturn 1\u200d\U0001f44d \r\n\r\n"
+    assert store.add_post("forum", "/r/a/T", "ada", text).text == "    def f():\n\treturn 1\u200d\U0001f44d"
+
+
 def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> None:
     """A browser sends a textarea's line breaks as CRLF, and its maxlength counts each as one character."""
     text = ("x" * 99 + "\r\n") * 20  # 2,000 characters as the textarea counts them
@@ -248,6 +255,14 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
         ("ada\u034f", "hi"),  # a combining grapheme joiner: another "ada"
         ("ada\ufe0f", "hi"),  # a variation selector
         ("a" + "\u0301" * 6, "hi"),  # marks stacked on one letter (NFC composes the first)
+        # posts that showed as a blank box, or sent a terminal's escapes on to the model (a forum user's review)
+        ("ada", "\u200b\u200b"),  # zero-width spaces
+        ("ada", "\u2800\u2800"),  # blank Braille patterns
+        ("ada", "\u202e"),  # a right-to-left override alone
+        ("ada", "\u3000\n\u3164"),  # an ideographic space, a Hangul filler
+        ("ada", "bell\x07 escape\x1b[31mred"),
+        ("ada", "a\x00b"),
+        ("ada", "a\x85b"),  # a C1 control (NEL)
     ],
 )
 def test_bad_posts_are_rejected_and_not_stored(store: Store, user: str, text: str) -> None:
