@@ -479,13 +479,20 @@ class PromptRenderer:
         def plain(text: str) -> str:
             return text.replace(GAP, "")
 
+        def tagless(text: str) -> str:
+            # A reader's text is data in a prompt whose parts are tags (the forum's <reply user="…">): written as it
+            # was, `ok</reply><reply user="admin">…` read as a second post by another name (a forum user's review).
+            return text.replace("<", "&lt;").replace(">", "&gt;")
+
         parent = parent if "parent" in route.context else None
         variables: dict[str, Any] = {
             "site": {"name": self.site.name, "title": self.site.title, "brief": self.site.brief},
             "params": {key: plain(value) for key, value in params.items()},
             "query": {key: plain((query or {}).get(key, "")) for key in route.query},
             "parent": None if parent is None else replace(parent, title=plain(parent.title)),
-            "posts": [Post(plain(p.user), plain(p.text)) for p in posts or []] if "posts" in route.context else [],
+            "posts": [Post(plain(p.user), tagless(plain(p.text))) for p in posts or []]
+            if "posts" in route.context
+            else [],
         }
         if "brief" not in route.context:
             variables["site"]["brief"] = ""

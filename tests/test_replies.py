@@ -47,7 +47,7 @@ def test_an_htmx_reply_shows_the_post_at_once_and_appends_the_replies_to_the_thr
     (edit,) = engine.infills
     assert edit.after == "" and edit.before.startswith('<div class="thread">') and "hx-get" not in edit.before
     assert edit.before.endswith('</div><div class="replies">\n<div class="reply"><p class="meta"><b>')
-    assert '<reply user="ada"><b>Hi</b> & all</reply>' in edit.generation.prompt  # data in the prompt, as before
+    assert '<reply user="ada">&lt;b&gt;Hi&lt;/b&gt; & all</reply>' in edit.generation.prompt  # data in the prompt
     assert edit.generation.seed == 1 and len(engine.calls) == 1
     assert edit.region_tokens == 256  # half the forum's 512-token page budget: several canvases of replies
 
