@@ -26,6 +26,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
@@ -38,6 +39,7 @@ from genui.store import PageKey, PageWithdrawn, Store, StoredPage
 if TYPE_CHECKING:
     from genui.generation import Generation
     from genui.pages import Job, Pages
+    from genui.runtime import SiteRuntime
 
 log = logging.getLogger("genui")
 
@@ -108,6 +110,7 @@ class ReadAhead:
         self._lists = 0  # how many times a page shown has replaced the queue
         self._wake = asyncio.Event()
         self._current: Generation | None = None  # the run this reader started and watches
+        self._reading: Job | None = None  # and its page
         self._hinted = False  # the current run was started for a hint: a newer hint waits for it, not cancels it
         self._opened: float | None = None  # when a visitor opened the page being read ahead: it is theirs
         self._adopted = False  # a visitor opened it, and has been shown nothing newer since: its links come next
@@ -221,17 +224,23 @@ class ReadAhead:
         self._yielded = True
         run.cancel()  # the engine's loop stops within one step; the reader's watch ends with an error
 
-    def site_reloaded(self, name: str) -> None:
-        """Site ``name`` was loaded again (genui serve --reload): what was listed of it, and its run read ahead that
-        no visitor watches, came from the old config: where the edit changed their route's version, pages nobody
-        will look up again."""
-        self._queue = deque(job for job in self._queue if job.key.site != name)
-        if self._hint is not None and self._hint.key.site == name:
-            self._hint = None
-        run = self._current
+    def site_reloaded(self, name: str, runtime: SiteRuntime) -> None:
+        """Site ``name`` was loaded again (genui serve --reload) as ``runtime``: what was listed of it goes on under
+        the new config where the edit left its page the same (its route's version), and is dropped where not, a page
+        nobody will look up again; so is its run read ahead that no visitor watches. (Every reload dropped all of
+        them: a stylesheet saved, and nothing was read ahead any more, with nothing in the log.)"""
+        kept = [again for job in self._queue if (again := _again(job, name, runtime)) is not None]
+        dropped = len(self._queue) - len(kept)
+        self._queue = deque(kept)
+        if self._hint is not None:
+            self._hint = _again(self._hint, name, runtime)
+        run, reading = self._current, self._reading
         unwatched = run is not None and not run.finished and run.watchers <= 1 and self._opened is None
-        if run is not None and unwatched and run.key.site == name:
+        if run is not None and reading is not None and unwatched and _again(reading, name, runtime) is None:
             run.cancel()  # not given way: the page is not listed again
+            dropped += 1
+        if dropped:
+            log.info("reading ahead: %d page(s) of site %s dropped, which the edit changed", dropped, name)
 
     def ended(self) -> None:
         """A visitor's run ended: the engine may be free."""
@@ -281,6 +290,7 @@ class ReadAhead:
             return  # stored or being written meanwhile
         run, lists = self.pages.generation(job, 1, ahead=True), self._lists
         self._current, self._last, self._yielded, self._hinted = run, run, False, hinted
+        self._reading = job
         self._opened, self._adopted = None, False
         self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
         try:
@@ -295,7 +305,7 @@ class ReadAhead:
                     self._queue.appendleft(job)
             return
         finally:
-            self._current, self._hinted = None, False
+            self._current, self._reading, self._hinted = None, None, False
             if self._check is not None:
                 self._check.cancel()
         log.info("read ahead %s (%.1f s)", job.url, page.seconds)
@@ -309,3 +319,17 @@ class ReadAhead:
             self.give_way()
         if self._current is not None and not self._closed:
             self._check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._look)
+
+
+def _again(job: Job, name: str, runtime: SiteRuntime) -> Job | None:
+    """``job`` under site ``name``'s new config (``runtime``) where its page is the same one, its route's version
+    unchanged; None where it is not (or no route takes its URL now). A job of another site is as it was."""
+    if job.key.site != name:
+        return job
+    try:
+        location = runtime.locate(job.location.url)
+    except BadRequest:
+        return None
+    if location is None or replace(runtime.page_key(location, job.key.model), posts=job.key.posts) != job.key:
+        return None
+    return replace(job, runtime=runtime, location=location)

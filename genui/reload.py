@@ -84,7 +84,7 @@ class SiteReloader:
             return False
         self.pages.sites[name] = runtime
         self.pages.config_errors.pop(name, None)
-        self.pages.reader.site_reloaded(name)
+        self.pages.reader.site_reloaded(name, runtime)
         log.info("site %s reloaded", name)
         # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages
         # (posts under a URL a route now moves are moved at the next start, not by an edit perhaps undone); a page

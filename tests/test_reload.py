@@ -154,6 +154,24 @@ def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_th
     assert "[new]" in visit(client, "/Lisp_tree").text  # so the click writes it, from the new config
 
 
+def test_an_edit_that_changes_no_page_leaves_the_pages_read_ahead_to_go_on(
+    client_factory: ClientFactory, site_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stylesheet saved stopped reading ahead for good, its run cancelled and its list dropped, though no page
+    changed, and nothing said so (a site developer's review)."""
+    engine = FakeEngine(wiki_writer, delay=0.3)
+    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=3)
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    visit(client, "/Lisp")
+    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
+    (site_dir / "wiki.css").write_text((site_dir / "wiki.css").read_text() + "\n/* tweak */\n")
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    assert eventually(lambda: len(engine.calls) == 3 and pages.reader.reading is None and not pages._running, 20)
+    assert engine.cancelled == 0  # the page being read ahead went on, then the other one listed was read
+    assert "dropped" not in caplog.text
+
+
 @pytest.mark.parametrize("pause_s", [0.0, 1.5])
 def test_a_site_folder_removed_and_made_again_is_watched_again(
     client_factory: ClientFactory, site_dir: Path, pause_s: float
