@@ -837,12 +837,13 @@ def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     for key, text in table.items():
         wrong = problem(key, text)
         if wrong is not None:
-            known = key in WORDS
-            fix = (
-                f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
-                if known
-                else f"use one of genui's words: {', '.join(WORDS)}"
-            )
+            near = difflib.get_close_matches(key, list(WORDS), n=1, cutoff=0.75) if key not in WORDS else []
+            if key in WORDS:
+                fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
+            elif near:  # (a misspelt key was told every one of genui's fifty-odd words: a site developer's review)
+                wrong, fix = f"{wrong} (did you mean {near[0]!r}?)", f"write {near[0]}"
+            else:
+                fix = f"use one of genui's words: {', '.join(WORDS)}"
             raise SiteConfigError(file, f"words.{key}", wrong, fix)
     return tuple((key, text) for key, text in table.items())
 

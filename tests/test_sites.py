@@ -666,6 +666,7 @@ def test_a_sites_words_say_genuis_own_in_its_language_and_a_wrong_one_is_named(t
     }
     for written, key, said in (
         ('nosuch = "x"', "words.nosuch", "'nosuch' is none of genui's words"),
+        ('regenrate = "x"', "words.regenrate", "(did you mean 'regenerate'?). Fix: write regenerate"),
         ('version_link = "第{m}版"', "words.version_link", "{m} is not one of its values ({n})"),
         ('skip = "{"', "words.skip", "Single '{' encountered"),
         ('skip = ""', "words.skip", "one line of text"),
