@@ -71,11 +71,20 @@ class SiteReloader:
         try:
             site = load_site(old.site.root)  # the folder as the developer named it, so errors name it so too
             if site.name != name:
+                # (a name another site has: a restart refused both, which the fix said would serve it)
+                taken = site.name in self.pages.sites
                 raise SiteConfigError(
                     self._roots[name] / "site.toml",
                     "name",
-                    f"changed from {name!r} to {site.name!r} while serving",
-                    "restart genui serve to serve the site under its new name, or put the name back",
+                    f"changed from {name!r} to {site.name!r} while serving"
+                    + (
+                        f", the name of another site served here ({self.pages.sites[site.name].site.root})"
+                        if taken
+                        else ""
+                    ),
+                    "put the name back, or give it one no other site has and restart genui serve"
+                    if taken
+                    else "restart genui serve to serve the site under its new name, or put the name back",
                 )
             runtime = SiteRuntime.build(site, old.mount)
         except (SiteConfigError, OSError, RecursionError) as err:  # OSError: a file removed or unreadable mid-save

@@ -119,6 +119,20 @@ def test_a_site_renamed_while_serving_keeps_its_name_until_a_restart(
     assert list(pages.sites) == ["wiki"]
 
 
+def test_a_site_renamed_to_the_name_of_another_served_is_told_to_take_another(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    """It was told to restart to serve the site under its new name, and the restart refused both sites (a site
+    developer's review)."""
+    client = client_factory([load_site(site_dir), load_site(SITES_DIR / "forum")], FakeEngine(), reload=True)
+    pages = pages_of(client)
+    edit(site_dir / "site.toml", 'name = "wiki"', 'name = "forum"')
+    assert eventually(lambda: "wiki" in pages.config_errors)
+    said = pages.config_errors["wiki"]
+    assert "the name of another site served here" in said and "give it one no other site has" in said, said
+    assert list(pages.sites) == ["wiki", "forum"]
+
+
 def test_without_reload_an_edited_template_changes_nothing_served(
     client_factory: ClientFactory, site_dir: Path
 ) -> None:
