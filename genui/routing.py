@@ -253,6 +253,8 @@ class SiteRouter:
                 self._loose.append(_Compiled(route, loose, loose_convertors, path_format))
         for index in range(len(site.routes)):
             self._check_reached(index)
+            for number in range(len(site.routes[index].aliases)):
+                self._check_alias_reached(index, number)
         for index, section in enumerate(site.navigation):
             for number, link in enumerate(section.links):
                 self._check_link(link.url, f"navigation[{index}].links[{number}].url")
@@ -290,6 +292,32 @@ class SiteRouter:
             f"routes[{index}].pattern",
             f"no request reaches {pattern!r}: {taker} is tried first and matches every URL it would",
             f"declare it before routes[{earlier}], or make the patterns differ by a literal segment",
+        )
+
+    def _check_alias_reached(self, index: int, number: int) -> None:
+        """An alias every URL of which a route takes first (aliases are tried last) leads nowhere: `/{a}/{b}` added
+        after the wiki's articles took `/wiki/Hash_table`, the form its pages link each other by, which was served as
+        another page with no word of it (a site developer's review). Judged as _check_reached judges a route."""
+        route = self.site.routes[index]
+        alias = route.aliases[number]
+        _, path_format, convertors = compile_path(alias)
+        takers = set()
+        for sample in _SAMPLES:
+            values = {name: sample[type(convertor)] for name, convertor in convertors.items()}
+            try:
+                location = self.resolve(replace_params(path_format, convertors, values)[0])
+            except BadRequest:
+                return
+            if location is None or (location.route is route and location.aliased):
+                return
+            takers.add(location.route.pattern)
+        taker = next(n for n, r in enumerate(self.site.routes) if r.pattern in takers)
+        raise SiteConfigError(
+            self.site.root / "site.toml",
+            f"routes[{index}].aliases[{number}]",
+            f"no request reaches {alias!r}: routes[{taker}] ({self.site.routes[taker].pattern!r}) takes every URL of"
+            " it, and aliases are tried after every route's pattern",
+            f"make routes[{taker}]'s pattern differ from it by a literal segment, or remove the alias",
         )
 
     def _served(self, url: str) -> bool:

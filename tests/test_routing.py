@@ -329,6 +329,19 @@ def test_a_route_an_earlier_one_takes_every_url_of_is_a_config_error(
     assert f"declare it before routes[{by}]" in caught.value.fix
 
 
+def test_an_alias_a_route_takes_every_url_of_is_a_config_error() -> None:
+    """`/{a}/{b}` added after the wiki's articles took `/wiki/Hash_table`, the form the model links them by, with no
+    word of it (a site developer's review)."""
+    site = load_site(SITES / "wiki")
+    added = Route(pattern="/{a}/{b}", template="article.j2")
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRouter(replace(site, routes=(*site.routes, added)))
+    (articles,) = [n for n, route in enumerate(site.routes) if route.aliases == ("/wiki/{title}",)]
+    assert caught.value.key == f"routes[{articles}].aliases[0]"
+    assert f"routes[{len(site.routes)}] ('/{{a}}/{{b}}') takes every URL of it" in caught.value.problem
+    SiteRouter(replace(site, routes=(*site.routes, Route(pattern="/x/{a}/{b}", template="article.j2"))))
+
+
 @pytest.mark.parametrize(
     "patterns",
     [
