@@ -6,7 +6,7 @@ import hashlib
 import html
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ class PromptError(SiteConfigError):
         problem = f"rendering it failed at {where}{type(err).__name__}: {err}"
         super().__init__(file, "template", problem, fix)
         self.public = f"{shown}: {problem}. Fix: {fix}"
+        self.line = line
 
     def tried_for(self, route: Route) -> PromptError:
         """The error of rendering it for ``route`` at load: a template may serve several routes, each with its own
@@ -267,6 +268,14 @@ class PromptRenderer:
                 except PromptError as err:
                     if _whatever_the_values(err.__cause__):
                         raise
+            if failed[1] is not None and not isinstance(failed[1].__cause__, UndefinedError):
+                # every visit fails: whatever the values too where other values, a number among them, fail the same
+                # way at the same line (`{{ params.title + 1 }}`, `{{ 1 // 0 }}`: it loaded, and every page of the
+                # route was a 500: a site developer's review); not where one passes (`{{ 10 / (params.n | int) }}`),
+                # nor a lookup by a value (`{{ panels[params.panel] }}`), which the site's own values pass
+                said = (failed[1].file, failed[1].line, type(failed[1].__cause__))
+                if all(self._fails_so(render, route, value, later, said) for value in (OTHER_SAMPLE, "12")):
+                    raise failed[1] from None
             if failed[0] is not None and failed[1] is None:
                 # the first visit's doing, unless other values pass it (`params.thread.split("_")[1]` in a branch
                 # only a first visit takes fails on "Sample" alone)
@@ -275,6 +284,22 @@ class PromptRenderer:
                     render(route, *others, *first)
                 except PromptError:
                     raise failed[0] from None
+
+    @staticmethod
+    def _fails_so(
+        render: Callable[..., str],
+        route: Route,
+        value: str,
+        visit: tuple[Parent | None, list[Post]],
+        said: tuple[str, int | None, type],
+    ) -> bool:
+        """Whether rendering ``route`` with ``value`` in every parameter and query key fails as ``said`` (the file,
+        the line and the kind of error)."""
+        try:
+            render(route, dict.fromkeys(route.params, value), dict.fromkeys(route.query, value), *visit)
+        except PromptError as err:
+            return (err.file, err.line, type(err.__cause__)) == said
+        return False
 
     def _version_of(self, route: Route) -> str:
         """A hash of everything in the site's folder that shapes a page of ``route``: its prompt and opening

@@ -181,6 +181,32 @@ def test_a_lookup_by_a_urls_value_loads_and_an_import_of_a_name_not_there_does_n
 
 
 @pytest.mark.parametrize(
+    ("line", "fails"),
+    [
+        ("{{ params.title + 1 }}", "TypeError"),
+        ("{{ 1 // 0 }}", "ZeroDivisionError"),
+        ("{{ params.title() }}", "TypeError"),
+    ],
+)
+def test_a_template_line_that_fails_whatever_the_values_is_a_config_error_at_load(
+    tmp_path: Path, line: str, fails: str
+) -> None:
+    """It loaded, and every page of the route was a 500 "Template error"; under --reload the edit was taken up in
+    place of the last good config (a site developer's review)."""
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article.j2").write_text(f"<page>\n{line}", encoding="utf-8")
+    with pytest.raises(SiteConfigError, match=rf"line 2: {fails}"):
+        PromptRenderer(load_site(root))
+
+
+@pytest.mark.parametrize("line", ["{{ 10 // (params.title | int) }}", '{{ params.title.split("-")[1] }}'])
+def test_a_template_line_that_some_values_pass_loads(tmp_path: Path, line: str) -> None:
+    root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "article.j2").write_text(line, encoding="utf-8")
+    PromptRenderer(load_site(root))  # a number passes the first, a value with a dash the second
+
+
+@pytest.mark.parametrize(
     ("site", "file", "key"),
     [
         ("wiki", "article_opening.j2", "opening"),
