@@ -46,6 +46,8 @@ def same_origin(connection: HTTPConnection) -> bool:
 def site_named(pages: Pages, name: str | None) -> SiteRuntime:
     runtime = pages.sites.get(name or "")
     if runtime is None:
+        if name and (error := pages.config_errors.get(name)) is not None:  # a new site that does not load (--reload)
+            raise HTTPException(404, f"This site does not load yet: {error}")
         raise HTTPException(404, "This site does not exist.")
     return runtime
 

@@ -140,8 +140,12 @@ class SiteReloader:
             except Exception as err:  # noqa: BLE001 - SiteConfigError, OSError (a file gone mid-copy), or a bug
                 self._tried[root] = state
                 log.error("new site in %s not served: %s", folder, err)
+                # and said where the developer looks: at /{folder}/ and in /_genui/health (it was in the log alone)
+                if folder.name not in self.pages.sites:
+                    self.pages.config_errors[folder.name] = str(err)
                 continue
             self._tried.pop(root, None)
+            self.pages.config_errors.pop(folder.name, None)
             self.pages.sites[site.name] = runtime
             self._roots[site.name] = root
             # listed among the others as at start-up (genui.sites.site_folders: by folder), not last

@@ -240,9 +240,12 @@ def test_a_site_made_in_the_sites_folder_while_serving_is_served_at_its_name_onc
     moved = broken / "prompts"
     moved.rename(sites / "later")
     assert eventually(lambda: "new site in" in caplog.text and "orchard" in caplog.text)
-    assert client.get("/orchard/").status_code == 404 and "orchard" not in pages.sites
+    refused = client.get("/orchard/")  # said where the developer looks, not in the log alone (a developer's review)
+    assert refused.status_code == 404 and "orchard" not in pages.sites
+    assert "This site does not load yet: " in refused.text and "orchard" in pages.config_errors
     (sites / "later").rename(moved)
     assert eventually(lambda: "orchard" in pages.sites)
+    assert "orchard" not in pages.config_errors
     assert visit(client, "/orchard/").status_code == 200
 
     twin = Path(shutil.copytree(site_dir, sites / "wiki-copy"))  # another site of a name served: not served
