@@ -61,7 +61,7 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     page.click("text=Genpedia tree")
     draft = page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
     assert draft is not None
-    assert "canvas" in (page.text_content("#genui-progress") or "")
+    assert "Writing: part" in (page.text_content("#genui-progress") or "")
     assert page.query_selector("#genui-content:not(.genui-live)") is None  # a draft is on screen, not the final
     assert page.query_selector("#genui-content.genui-live[aria-busy=true]") is not None  # busy for screen readers
     server.engine.hold.set()
@@ -95,7 +95,7 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     # At once: a frame of the page while it is still being written (the fake engine takes seconds over it), not a
     # fixed number of seconds, which a loaded machine misses (1.09 s once, with a second job on the two cores).
     assert page.query_selector("#genui-content.genui-live") is not None, first_frame
-    assert "canvas" in (page.text_content("#genui-progress") or "")
+    assert "Writing: part" in (page.text_content("#genui-progress") or "")
     server.engine.hold.set()
     page.wait_for_selector(FINISHED, timeout=15_000)
     assert page.text_content(FINISHED) == "Lambda calculus"
