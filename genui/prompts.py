@@ -71,6 +71,9 @@ class PromptError(SiteConfigError):
         return self
 
 
+# Failures that come of a template's own code, which other values fail the same way (a text added to a number, a
+# division by zero, a text called): not a lookup, an index or an include, which the site's own values may pass.
+_ANY_VALUES = (TypeError, ZeroDivisionError)
 SAMPLE_VALUES = ("Sample", "sample")  # what the trial render puts in a route's parameters, and in its query keys
 OTHER_SAMPLE = "Other_sample-value x.y/z"  # and then, to tell a first visit's failure from the values' (_try)
 
@@ -268,13 +271,14 @@ class PromptRenderer:
                 except PromptError as err:
                     if _whatever_the_values(err.__cause__):
                         raise
-            if failed[1] is not None and not isinstance(failed[1].__cause__, UndefinedError):
-                # every visit fails: whatever the values too where other values, a number among them, fail the same
+            if failed[0] is not None and failed[1] is not None and isinstance(failed[1].__cause__, _ANY_VALUES):
+                # both visits fail: whatever the values too where other values, a number among them, fail the same
                 # way at the same line (`{{ params.title + 1 }}`, `{{ 1 // 0 }}`: it loaded, and every page of the
                 # route was a 500: a site developer's review); not where one passes (`{{ 10 / (params.n | int) }}`),
-                # nor a lookup by a value (`{{ panels[params.panel] }}`), which the site's own values pass
+                # nor a lookup, an index or an include by a value, which the site's own values may pass
                 said = (failed[1].file, failed[1].line, type(failed[1].__cause__))
-                if all(self._fails_so(render, route, value, later, said) for value in (OTHER_SAMPLE, "12")):
+                same = (failed[0].file, failed[0].line, type(failed[0].__cause__)) == said  # not the sample parent's
+                if same and all(self._fails_so(render, route, value, later, said) for value in (OTHER_SAMPLE, "12")):
                     raise failed[1] from None
             if failed[0] is not None and failed[1] is None:
                 # the first visit's doing, unless other values pass it (`params.thread.split("_")[1]` in a branch

@@ -199,11 +199,21 @@ def test_a_template_line_that_fails_whatever_the_values_is_a_config_error_at_loa
         PromptRenderer(load_site(root))
 
 
-@pytest.mark.parametrize("line", ["{{ 10 // (params.title | int) }}", '{{ params.title.split("-")[1] }}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{{ 10 // (params.title | int) }}",  # a number passes
+        '{{ params.title.split("-")[1] }}',  # a value with a dash
+        '{% include "topics/" ~ params.title ~ ".j2" %}',  # a title that names a file (a review of this change)
+        '{% if parent %}{{ "{} {}".format(*parent.path.split("/")[1:3]) }}{% endif %}',  # a parent deeper than the sample's
+    ],
+)
 def test_a_template_line_that_some_values_pass_loads(tmp_path: Path, line: str) -> None:
     root = copy_site(tmp_path, "wiki")
+    (root / "prompts" / "topics").mkdir()
+    (root / "prompts" / "topics" / "Lisp.j2").write_text("a language", encoding="utf-8")
     (root / "prompts" / "article.j2").write_text(line, encoding="utf-8")
-    PromptRenderer(load_site(root))  # a number passes the first, a value with a dash the second
+    PromptRenderer(load_site(root))
 
 
 @pytest.mark.parametrize(
