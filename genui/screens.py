@@ -249,9 +249,10 @@ class Screens:
             # stays.
             refresh = {"seconds": math.ceil(LOADING_RETRY_S), "url": job.url, "when_ready": HEALTH_PATH}
         elif waiting and shown is not None and newest is not None and shown.version == newest.version:
-            # Posted while another's replies were written (they joined that run), or while the engine was busy: the
-            # newest version is loaded again, which writes their replies once no run is under way (a second poster's
-            # post was left unanswered, with no word of it: a forum user's review).
+            # Posted while another's replies were written (they joined that run): the stream's last message (final,
+            # alone: a GET shows none, or every reader would reload the thread every few seconds while the engine is
+            # busy) loads the newest version again, which writes their replies (a second poster's post was left
+            # unanswered, with no word of it: a forum user's review).
             following = {"seconds": REPLIES_AGAIN_S, "url": job.url} if editing(self.pages.engine) else None
         return {
             "say": words_of(job.runtime).say,

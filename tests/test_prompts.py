@@ -205,7 +205,8 @@ def test_a_template_line_that_fails_whatever_the_values_is_a_config_error_at_loa
         "{{ 10 // (params.title | int) }}",  # a number passes
         '{{ params.title.split("-")[1] }}',  # a value with a dash
         '{% include "topics/" ~ params.title ~ ".j2" %}',  # a title that names a file (a review of this change)
-        '{% if parent %}{{ "{} {}".format(*parent.path.split("/")[1:3]) }}{% endif %}',  # a parent deeper than the sample's
+        # a parent deeper than the sample's
+        '{% if parent %}{{ "{} {}".format(*parent.path.split("/")[1:3]) }}{% endif %}',
     ],
 )
 def test_a_template_line_that_some_values_pass_loads(tmp_path: Path, line: str) -> None:

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, page_html, pages_of, region_writer, visit, ws_messages
+from fakes import (
+    SITES_DIR,
+    ClientFactory,
+    FakeEngine,
+    eventually,
+    page_html,
+    pages_of,
+    region_writer,
+    visit,
+    ws_messages,
+)
 from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError
@@ -249,6 +260,12 @@ def test_a_post_made_while_anothers_replies_are_written_is_answered_next(
         "The newest posts are answered next" in landed
         and f'data-genui-retry="3" data-genui-retry-url="{THREAD}"' in landed
     )
+    engine.hold = threading.Event()  # a visitor's page being written elsewhere: the engine is theirs first
+    assert "ws-connect" in client.get("/wiki/Unwritten_page").text
+    shown = client.get(THREAD).text  # shown as stored, and with no asking again: every reader would, every 3 s
+    assert "genui-in-place" not in shown and "answered next" not in shown and "data-genui-retry" not in shown
+    engine.hold.set()
+    assert eventually(lambda: not pages_of(client).busy())
     again = client.get(THREAD).text  # what the page asks for again: bob's replies, being written
     assert "genui-in-place" in again and "Welcome, bob!" in ws_messages(client, live_url(again))[-1]
     final = client.get(THREAD)
