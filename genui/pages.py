@@ -92,8 +92,10 @@ def too_long(runtime: SiteRuntime, route: Route, fix: str) -> str:
 
 def how_to_fit(engine: TextEngine, request: GenerationRequest) -> str:
     """What a site's developer changes so that ``request``, which the engine does not fit, fits: an opening that
-    fills the page's tokens by itself wants more of them; a prompt and page longer than the model reads, fewer."""
-    if (request.opening or request.gaps) and not engine.fits(replace(request, prompt="")):
+    fills the page's tokens by itself wants more of them; a prompt and page longer than the model reads, fewer (and
+    a page longer than the model reads even with no prompt, with an opening or not)."""
+    bare = replace(request, prompt="", opening="", gaps=())
+    if (request.opening or request.gaps) and engine.fits(bare) and not engine.fits(replace(request, prompt="")):
         return (
             f"the opening leaves the model no room in the page's {request.max_tokens} tokens; raise model.tokens, or"
             " shorten the route's opening (site.toml)"

@@ -84,12 +84,14 @@ class FakeEngine:
         draft_extra: str = "",
         max_prompt_chars: int | None = None,
         max_opening_chars: int | None = None,
+        max_tokens: int | None = None,
         region: InfillWriter = region_writer,
     ) -> None:
         self.region = region
         self.writer, self.canvas_chars, self.steps, self.delay = writer, canvas_chars, steps, delay
         self.max_prompt_chars = max_prompt_chars  # fits() refuses longer prompts, as a model's positions would
         self.max_opening_chars = max_opening_chars  # and longer openings, as a page's tokens would
+        self.max_tokens = max_tokens  # and pages of more tokens, as a model's positions would
         self.overloaded, self.draft_extra = overloaded, draft_extra
         self._model_id = model_id
         self.canvas_length = 256  # tokens a canvas, as the real engine says it (the progress line counts canvases)
@@ -116,6 +118,8 @@ class FakeEngine:
     def fits(self, request: GenerationRequest) -> bool:
         opening = len(request.opening) + sum(len(after) for after in request.gaps)
         if self.max_opening_chars is not None and opening > self.max_opening_chars:
+            return False
+        if self.max_tokens is not None and (request.max_tokens or 0) > self.max_tokens:
             return False
         return self.max_prompt_chars is None or len(request.prompt) <= self.max_prompt_chars
 

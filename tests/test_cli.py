@@ -124,6 +124,16 @@ def test_render_of_a_page_whose_opening_fills_it_says_to_raise_its_tokens(capsys
     assert "the opening leaves the model no room in the page's 384 tokens; raise model.tokens" in err, err
 
 
+def test_render_of_a_page_longer_than_the_model_reads_says_to_lower_its_tokens_opening_or_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With an opening, it was told to raise them (a review of this session's change)."""
+    engine = FakeEngine(max_opening_chars=5, max_tokens=100)  # the wiki's 384 tokens are more than it reads
+    assert main(["render", "wiki", "/Lisp"], load_engine=lambda *args: engine) == 2
+    err = one_line_error(capsys)
+    assert "or lower model.tokens (site.toml)" in err and "raise model.tokens" not in err, err
+
+
 def test_render_prints_the_sanitised_html(capsys: pytest.CaptureFixture[str]) -> None:
     def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
         return FakeEngine(lambda prompt, seed: '<h1 onclick="x()">Hi</h1><script>alert(1)</script>')
