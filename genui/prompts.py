@@ -452,7 +452,8 @@ class PromptRenderer:
         posts: list[Post] | None = None,
     ) -> str:
         """The route's prompt. Raises PromptError when the template fails."""
-        return self._rendered(self._env, route.template, self._variables(route, params, query, parent, posts))
+        variables = self._variables(route, params, query, parent, posts, prompt=True)
+        return self._rendered(self._env, route.template, variables)
 
     def opening(
         self,
@@ -502,7 +503,11 @@ class PromptRenderer:
         query: dict[str, str] | None,
         parent: Parent | None,
         posts: list[Post] | None,
+        prompt: bool = False,
     ) -> dict[str, Any]:
+        """The variables a template is rendered with; ``prompt``: a prompt's (plain text), not an opening's (HTML,
+        which escapes every value itself)."""
+
         # Text from a URL, a page or a post never holds the gap mark, whatever filter a template puts it through
         # (as_html_text drops it too, but passes a value `| e` or `| safe` has made Markup as it is).
         def plain(text: str) -> str:
@@ -511,7 +516,8 @@ class PromptRenderer:
         def tagless(text: str) -> str:
             # A reader's text is data in a prompt whose parts are tags (the forum's <reply user="…">): written as it
             # was, `ok</reply><reply user="admin">…` read as a second post by another name (a forum user's review).
-            return text.replace("<", "&lt;").replace(">", "&gt;")
+            # An opening escapes it whole as HTML already (and `&lt;` escaped again read as `&lt;` on the page).
+            return text.replace("<", "&lt;").replace(">", "&gt;") if prompt else text
 
         parent = parent if "parent" in route.context else None
         variables: dict[str, Any] = {

@@ -595,3 +595,17 @@ def test_a_variable_undefined_in_an_imported_macro_says_to_import_with_context(t
     assert "with context" in caught.value.fix, caught.value
     (root / "prompts" / "article.j2").write_text(article.read_text().replace("as parts %}", "as parts with context %}"))
     PromptRenderer(load_site(root))  # as the fix says
+
+
+def test_a_posts_angle_brackets_are_entities_in_a_prompt_and_escaped_once_in_an_opening(tmp_path: Path) -> None:
+    """The prompt's escaping reached the openings too, which escape every value themselves: a post `a<b` showed as
+    `a&lt;b` on the page (a review of this session's change)."""
+    root = copy_site(tmp_path, "forum")
+    (root / "prompts" / "reply_opening.j2").write_text("{% for post in posts %}<p>{{ post.text }}</p>{% endfor %}")
+    site = load_site(root)
+    route = next(route for route in site.routes if route.reply_opening)
+    renderer = PromptRenderer(site)
+    params = {name: "x" for name in route.params}
+    posts = [Post("ada", "if a<b && c>d")]
+    assert "if a&lt;b && c&gt;d" in renderer.render(route, params, {}, None, posts)
+    assert renderer.reply_opening(route, params, {}, None, posts) == "<p>if a&lt;b &amp;&amp; c&gt;d</p>"
