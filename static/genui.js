@@ -155,8 +155,18 @@
 
   // Any request htmx starts (a click, a form) is the visitor's say: a page's asking again yields to it.
   var requests = 0;
-  document.addEventListener("htmx:beforeRequest", function () {
+  document.addEventListener("htmx:beforeRequest", function (event) {
     requests += 1;
+    var from = event.detail.elt;
+    if (!(from && from.closest && from.closest(".genui-reply"))) {
+      replySent = false; // another request since: what lands next is its answer, not the reply's
+    }
+  });
+  // a reply that got no answer (the network, a server error) lands nothing: the next page is not said to be it
+  ["htmx:sendError", "htmx:responseError"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      replySent = false;
+    });
   });
 
   document.addEventListener("htmx:load", function () {

@@ -106,6 +106,23 @@ def test_a_second_reply_takes_the_focus_not_the_first_one_answered(server: Serve
         page.wait_for_selector(FINISHED + " .reply", timeout=15_000)
 
 
+def test_a_reply_that_got_no_answer_leaves_the_next_page_said_as_itself(server: Server, page: Any) -> None:
+    """Sent offline, the reply landed nothing, and the next page being written was said as "Your reply is posted"
+    (a review of this session's change)."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    server.engine.delay = 0.2
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea[name=text]", "lost")
+    page.context.set_offline(True)
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector(".genui-form-error, .genui-request-error, [role=alert]", timeout=5_000)
+    page.context.set_offline(False)
+    page.click("a.genui-brand")  # the forum's front page, being written
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent !== ''", timeout=10_000)
+    assert "reply" not in (page.text_content("#genui-announce") or "")
+
+
 def test_a_refused_reply_is_said_and_the_field_it_is_about_takes_the_focus(server: Server, page: Any) -> None:
     """A reply refused for its name (the browser's own check passed by) left the focus at the page's top, said
     "Loaded: …" as for a page that posted, and nothing tied the reason to the fields (an accessibility audit)."""
