@@ -236,9 +236,12 @@ class ReadAhead:
             self._hint = _again(self._hint, name, runtime)
         run, reading = self._current, self._reading
         unwatched = run is not None and not run.finished and run.watchers <= 1 and self._opened is None
-        if run is not None and reading is not None and unwatched and _again(reading, name, runtime) is None:
+        again = _again(reading, name, runtime) if reading is not None else None
+        if run is not None and reading is not None and unwatched and again is None:
             run.cancel()  # not given way: the page is not listed again
             dropped += 1
+        elif again is not None:
+            self._reading = again  # listed again under the new config, should it give way
         if dropped:
             log.info("reading ahead: %d page(s) of site %s dropped, which the edit changed", dropped, name)
 
@@ -298,6 +301,7 @@ class ReadAhead:
         except EngineError:
             if not self._yielded:
                 raise
+            job = self._reading or job  # under its site's config of now, where a reload kept it
             if self._lists == lists:  # unless a newer page shown says what to read now, again when the engine is free
                 if hinted and self._hint is None:
                     self._hint = job  # still the newest hint

@@ -186,6 +186,28 @@ def test_an_edit_that_changes_no_page_leaves_the_pages_read_ahead_to_go_on(
     assert "dropped" not in caplog.text
 
 
+def test_a_page_read_ahead_through_a_reload_that_gives_way_is_read_again_after(
+    client_factory: ClientFactory, site_dir: Path
+) -> None:
+    """Kept through a stylesheet's reload, the page being read ahead gave way to a visitor and went back on the list
+    under the old config, which the reader then skipped: it was never written (a review of this session's change)."""
+    engine = FakeEngine(wiki_writer, delay=0.3)
+    options = {"unclaimed_s": 0.5}
+    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=1, app_options=options)
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    visit(client, "/Lisp")
+    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
+    (site_dir / "wiki.css").write_text((site_dir / "wiki.css").read_text() + "\n/* tweak */\n")
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    # a visitor's page, which they leave before it is written: the page read ahead gives way, back on its list
+    assert "ws-connect" in client.get("/Unix", headers={"HX-Request": "true"}).text
+    assert eventually(lambda: engine.cancelled == 2, 10)
+    # /Lisp, /Lisp_tree given way, /Unix left, then /Lisp_tree again
+    assert eventually(lambda: len(engine.calls) == 4 and pages.reader.reading is None and not pages._running, 20)
+    assert pages.store.title("wiki", "/Lisp_tree") == "Lisp tree"  # read ahead after all, and stored
+
+
 @pytest.mark.parametrize("pause_s", [0.0, 1.5])
 def test_a_site_folder_removed_and_made_again_is_watched_again(
     client_factory: ClientFactory, site_dir: Path, pause_s: float
