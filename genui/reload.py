@@ -50,6 +50,7 @@ class SiteReloader:
         self._roots = {name: runtime.site.root.resolve() for name, runtime in pages.sites.items()}
         self._new_in = new_in
         self._tried: dict[Path, tuple[tuple[str, float, int], ...]] = {}  # new folders that did not load, as they were
+        self._unloaded: set[str] = set()  # the folder names of those, as config_errors has them
         # sites added and not watched yet, as their files were then: loaded again once their watch runs if they
         # changed meanwhile (a copy that was still arriving)
         self._fresh: dict[str, tuple[tuple[str, float, int], ...]] = {}
@@ -113,7 +114,11 @@ class SiteReloader:
             return []
         served = set(self._roots.values())
         added = []
-        for folder in site_folders(self._new_in):
+        folders = site_folders(self._new_in)
+        for gone in self._unloaded - {folder.name for folder in folders}:  # removed or renamed: said no more
+            self._unloaded.discard(gone)
+            self.pages.config_errors.pop(gone, None)
+        for folder in folders:
             root = folder.resolve()
             if root in served or self._tried.get(root) == (state := _state(root)):
                 continue
@@ -143,9 +148,12 @@ class SiteReloader:
                 # and said where the developer looks: at /{folder}/ and in /_genui/health (it was in the log alone)
                 if folder.name not in self.pages.sites:
                     self.pages.config_errors[folder.name] = str(err)
+                    self._unloaded.add(folder.name)
                 continue
             self._tried.pop(root, None)
-            self.pages.config_errors.pop(folder.name, None)
+            if folder.name in self._unloaded:  # (not a served site's own error, of the same name)
+                self._unloaded.discard(folder.name)
+                self.pages.config_errors.pop(folder.name, None)
             self.pages.sites[site.name] = runtime
             self._roots[site.name] = root
             # listed among the others as at start-up (genui.sites.site_folders: by folder), not last

@@ -278,6 +278,13 @@ def test_a_site_made_in_the_sites_folder_while_serving_is_served_at_its_name_onc
     edit(sites / "garden" / "site.toml", 'title = "Garden"', 'title = "Greenhouse"')  # and so does a new one
     assert eventually(lambda: "Greenhouse" in client.get("/garden/").text)
 
+    plum = Path(shutil.copytree(sites / "garden", sites / "plum"))  # a new site that does not load, then removed:
+    edit(plum / "site.toml", 'name = "garden"', 'name = "plum"')  # not said for ever (a review of this change)
+    shutil.rmtree(plum / "prompts")
+    assert eventually(lambda: "plum" in pages.config_errors)
+    shutil.rmtree(plum)
+    assert eventually(lambda: "plum" not in pages.config_errors)
+
 
 def test_one_site_served_alone_takes_no_other_site_made_beside_it_and_says_so(
     client_factory: ClientFactory, site_dir: Path, caplog: pytest.LogCaptureFixture
