@@ -95,6 +95,11 @@ SCRIPT_WORDS = (
 MOST = 200  # characters of one of a site's words
 
 
+def _in(lang: str, text: str) -> Markup:
+    """``text`` (escaped unless Markup) marked as written in ``lang``."""
+    return Markup('<span lang="{}">{}</span>').format(lang, text)
+
+
 def fields(text: str) -> list[str]:
     """The ``{name}`` fields of ``text``, in order, each as written between its braces (``n``; ``n:>3`` or ``n!r``
     with a format spec or a conversion); ValueError for a brace that opens none ("{" alone)."""
@@ -134,10 +139,11 @@ class Words:
         """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup). genui's English on a
         site in another language, which has no words of its own for ``key``, is marked as English (``lang="en"``),
         or a screen reader reads it in the site's voice; in an attribute, ``|striptags`` leaves the text."""
-        said = Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
         if key in self.own or self.lang.split("-")[0].lower() == "en":
-            return said
-        return Markup('<span lang="en">{}</span>').format(said)
+            return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+        # the values filled in (a page's title, its link) are the site's, in its own language
+        own = {name: _in(self.lang, value) if isinstance(value, str) else value for name, value in values.items()}
+        return _in("en", Markup(escape(WORDS[key])).format(**own))
 
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""

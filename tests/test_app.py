@@ -33,6 +33,7 @@ from genui.screens import WS_PATH
 from genui.security import security_headers
 from genui.sites import Site, load_site
 from genui.store import MAX_POST
+from genui.words import Words
 
 HTMX = {"HX-Request": "true"}
 LIVE = re.compile(r'ws-connect="([^"]+)"')
@@ -994,6 +995,10 @@ def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, 
         and '><span lang="en">Rewrite</span></button>' in page
     )
     assert 'aria-label="Page tools"' in page and 'title="Write this section again; the rest of the page' in page
+    # a value filled in is the site's, in its language (a review of this change)
+    said = Words({}, "ja").say("back_to", title="広場")
+    assert said == '<span lang="en">Back to <span lang="ja">広場</span></span>'
+    assert Words({}, "ja").say("keep", n=2) == '<span lang="en">Keep variation 2</span>'  # a number is none
     assert '<footer class="genui-footer">各ページは<code>fake-model</code>が書きます。</footer>' in page
     assert '<p class="genui-quiet">まだ返信はありません。</p>' in page
     said = json.loads(html.unescape(re.search(r'data-genui-words="([^"]*)"', page)[1]))  # type: ignore[index]
