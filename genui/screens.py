@@ -240,6 +240,11 @@ class Screens:
             return None
         below = [post for post in job.posts if post.id > answered]
         newest = self.pages.page(job) if below and not error else None
+        later = False  # posts an older version on screen is followed by, which the newest shows with their replies
+        if shown is not None and newest is not None and shown.version < newest.version:
+            # listed below it, they read as never answered (a forum user's review): the newest version has them
+            later = any(post.id <= newest.answered for post in below)
+            below = [post for post in below if post.id > newest.answered]
         waiting = newest is not None and self.pages.waiting(job, newest)
         refresh: dict[str, Any] | None = None  # the posts' note: they are answered once the model has loaded
         following: dict[str, Any] | None = None  # the page's: they are answered next
@@ -259,6 +264,7 @@ class Screens:
             "posts": below,
             "refresh": refresh,
             "next": following,
+            "later": later,
             "answered": answered,
             "action": job.url,
             "error": error,

@@ -50,6 +50,7 @@ WORDS: dict[str, str] = {
     "no_replies": "No replies from readers yet.",
     "replies_above": "Readers' replies are in the thread above.",
     "replies_later": "genui is loading its model: replies to new posts are written once it is ready.",
+    "posts_later": "Posts made after this version, with the replies to them, are in the newest one.",
     "replies_next": "The newest posts are answered next: this page asks again in a moment.",
     "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
     # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed (but

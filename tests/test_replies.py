@@ -291,6 +291,25 @@ def test_replies_the_busy_engine_could_not_write_leave_the_thread_and_the_post_o
     assert "Welcome, ada!" in ws_messages(client, live_url(again))[-1]
 
 
+def test_an_older_version_does_not_list_the_posts_a_later_one_answered(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """?v=2 of a thread listed every later post below it, with no replies and no word that they came later: they
+    read as never answered (a forum user's review)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    for user in ("ada", "bob"):
+        ws_messages(
+            client, live_url(client.post(THREAD, data={"user": user, "text": f"hi from {user}"}, headers=HTMX).text)
+        )
+    older = client.get(f"{THREAD}?v=2").text
+    assert "hi from ada" in older and "hi from bob" not in older
+    assert f'<a href="{THREAD}"' in older and "Posts made after this version, with the replies to them" in older
+    newest = client.get(THREAD).text
+    assert "Welcome, bob!" in newest and "Posts made after this version" not in newest
+
+
 def test_a_post_that_joins_replies_under_way_holds_their_run_for_its_own_stream(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
