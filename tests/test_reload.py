@@ -6,11 +6,14 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, pages_of, visit, wiki_writer
+from starlette.testclient import TestClient
 
 from genui.pages import Pages
 from genui.reload import SiteReloader
@@ -147,6 +150,26 @@ def test_without_reload_an_edited_template_changes_nothing_served(
     assert all("<page>article</page>" in call.prompt for call in engine.calls) and len(engine.calls) == 2
 
 
+def _reading_ahead_through(
+    client_factory: ClientFactory, site_dir: Path, engine: FakeEngine, edited: Callable[[], object], **options: Any
+) -> tuple[TestClient, Pages]:
+    """/Lisp shown, /Lisp_tree being read ahead, then ``edited()`` and the wiki loaded again."""
+    client = client_factory([load_site(site_dir)], engine, reload=True, **options)
+    pages = pages_of(client)
+    before = pages.sites["wiki"]
+    visit(client, "/Lisp")
+    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
+    edited()
+    assert eventually(lambda: pages.sites["wiki"] is not before)
+    return client, pages
+
+
+def _restyled(site_dir: Path) -> Callable[[], object]:
+    """An edit that changes no page: a rule added to the stylesheet."""
+    css = site_dir / "wiki.css"
+    return lambda: css.write_text(css.read_text() + "\n/* tweak */\n")
+
+
 def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_the_old_config(
     client_factory: ClientFactory, site_dir: Path
 ) -> None:
@@ -156,13 +179,8 @@ def test_a_page_being_read_ahead_when_its_site_is_reloaded_is_not_stored_from_th
         return wiki_writer(prompt, seed).replace("</h1>", " [new]</h1>" if "A NEW encyclopedia" in prompt else "</h1>")
 
     engine = FakeEngine(writer, delay=0.3)
-    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=3)
-    pages = pages_of(client)
-    before = pages.sites["wiki"]
-    visit(client, "/Lisp")
-    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
-    edit(site_dir / "site.toml", "A free encyclopedia", "A NEW encyclopedia")
-    assert eventually(lambda: pages.sites["wiki"] is not before)
+    rebriefed = lambda: edit(site_dir / "site.toml", "A free encyclopedia", "A NEW encyclopedia")  # noqa: E731
+    client, pages = _reading_ahead_through(client_factory, site_dir, engine, rebriefed, read_ahead=3)
     assert eventually(lambda: pages.reader.reading is None and not pages._running)
     assert engine.cancelled == 1 and len(engine.calls) == 2  # the run read ahead stopped; nothing more listed
     assert "[new]" in visit(client, "/Lisp_tree").text  # so the click writes it, from the new config
@@ -174,13 +192,7 @@ def test_an_edit_that_changes_no_page_leaves_the_pages_read_ahead_to_go_on(
     """A stylesheet saved stopped reading ahead for good, its run cancelled and its list dropped, though no page
     changed, and nothing said so (a site developer's review)."""
     engine = FakeEngine(wiki_writer, delay=0.3)
-    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=3)
-    pages = pages_of(client)
-    before = pages.sites["wiki"]
-    visit(client, "/Lisp")
-    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
-    (site_dir / "wiki.css").write_text((site_dir / "wiki.css").read_text() + "\n/* tweak */\n")
-    assert eventually(lambda: pages.sites["wiki"] is not before)
+    _, pages = _reading_ahead_through(client_factory, site_dir, engine, _restyled(site_dir), read_ahead=3)
     assert eventually(lambda: len(engine.calls) == 3 and pages.reader.reading is None and not pages._running, 20)
     assert engine.cancelled == 0  # the page being read ahead went on, then the other one listed was read
     assert "dropped" not in caplog.text
@@ -193,13 +205,9 @@ def test_a_page_read_ahead_through_a_reload_that_gives_way_is_read_again_after(
     under the old config, which the reader then skipped: it was never written (a review of this session's change)."""
     engine = FakeEngine(wiki_writer, delay=0.3)
     options = {"unclaimed_s": 0.5}
-    client = client_factory([load_site(site_dir)], engine, reload=True, read_ahead=1, app_options=options)
-    pages = pages_of(client)
-    before = pages.sites["wiki"]
-    visit(client, "/Lisp")
-    assert eventually(lambda: pages.reader.reading == "/Lisp_tree")
-    (site_dir / "wiki.css").write_text((site_dir / "wiki.css").read_text() + "\n/* tweak */\n")
-    assert eventually(lambda: pages.sites["wiki"] is not before)
+    client, pages = _reading_ahead_through(
+        client_factory, site_dir, engine, _restyled(site_dir), read_ahead=1, app_options=options
+    )
     # a visitor's page, which they leave before it is written: the page read ahead gives way, back on its list
     assert "ws-connect" in client.get("/Unix", headers={"HX-Request": "true"}).text
     assert eventually(lambda: engine.cancelled == 2, 10)
