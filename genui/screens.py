@@ -121,6 +121,10 @@ class Screens:
         query = urlencode({"site": job.runtime.site.name, "id": variations.id})
         context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
         context["toolbar_later"] = False  # the candidates land with none: one kept is a page of its own
+        # the tab says what is on screen, not the page varied, whose title it had (an accessibility review)
+        of = context["variations"]["of"]["title"]
+        said = words_of(job.runtime).text("variations_title", n=variations.n, page=of)
+        context["document_title"] = f"{said} — {job.runtime.site.title}"
         if not variations.finished:
             context["wait_url"] = f"{candidates_url(job, variations)}&wait=1"
             if claim and request.scope.get("method") != "HEAD":  # a HEAD opens no stream

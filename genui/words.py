@@ -42,6 +42,7 @@ WORDS: dict[str, str] = {
     "progress": "Writing: part {canvas} of at most {canvases}, step {step}",
     "progress_open": "Writing: part {canvas}, step {step}",  # an engine that does not say how many canvases
     "writing_variations_of": "Writing {n} variations of {page}…",
+    "variations_title": "{n} variations of {page}",  # the browser's tab, on a set of variations
     "variations_step": " part {canvas}, step {step}",
     "variations_of": "{n} variations of {page}: keep one as its next version.",
     "keep": "Keep variation {n}",

@@ -197,6 +197,7 @@ def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next
     assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
     match = VARIATIONS_LIVE.search(response.text)
     assert match is not None and response.text.count('class="genui-page genui-draft genui-candidate"') == 3
+    assert "<title>3 variations of Lisp — Genpedia</title>" in response.text  # it was the page's own title
     messages = ws_messages(client, html.unescape(match.group(1)))
     assert all(f'id="genui-variant-{n}"' in messages[0] for n in (1, 2, 3))
     # where they are, as a page's frames say it: "Writing 3 variations of Lisp…" sat still for a minute
