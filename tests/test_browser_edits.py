@@ -137,6 +137,8 @@ def test_a_refused_reply_is_said_and_the_field_it_is_about_takes_the_focus(serve
     page.fill(".genui-reply textarea[name=text]", "Hello")
     page.click(".genui-reply button[type=submit]")
     page.wait_for_selector(".genui-form-error", timeout=5_000)
+    # said once the swap settles, a moment after the reason is on the page
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent.startsWith('Your reply')")
     said = page.text_content("#genui-announce") or ""
     # said once: "Not posted: Your reply was not posted: …" said it twice (an accessibility review)
     assert said.startswith("Your reply was not posted: ") and said == page.text_content(".genui-form-error")
