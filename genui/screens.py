@@ -243,7 +243,10 @@ class Screens:
         if not job.location.route.posts:
             return None
         below = [post for post in job.posts if post.id > answered]
-        newest = self.pages.page(job) if below and not error else None
+        newest: StoredPage | None = None  # read only where it is needed, and not again where it is on screen
+        if below and not error and (shown is not None or self.pages.loading):
+            current = shown is not None and shown.version == self.pages.versions(job)
+            newest = shown if current else self.pages.page(job)
         later = False  # posts an older version on screen is followed by, which the newest shows with their replies
         if shown is not None and newest is not None and shown.version < newest.version:
             # listed below it, they read as never answered (a forum user's review): the newest version has them
