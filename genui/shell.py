@@ -7,6 +7,7 @@ rendered alone, anything else the whole document, and both carry ``Vary: HX-Requ
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,13 @@ from genui.security import htmx_config_meta
 
 TEMPLATES_DIR = bundled("templates")
 FRAGMENT_BLOCK = "main"
+
+
+def posted_at(created: float) -> dict[str, str]:
+    """When a reader's post was made, as a ``<time>`` holds it: ``iso`` for its datetime attribute, ``text`` in UTC
+    for whoever reads the HTML as it is (a page exported, no scripts); static/genui.js shows it in the reader's time."""
+    moment = datetime.fromtimestamp(created, UTC)
+    return {"iso": moment.strftime("%Y-%m-%dT%H:%M:%SZ"), "text": moment.strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def is_htmx(request: HTTPConnection) -> bool:
@@ -40,7 +48,7 @@ class Shell:
             # (git pull) read the new templates beside its old Python, and answered 500 (a soak test)
             auto_reload=False,
         )
-        self.env.globals.update({"nav": navigation_attrs, "htmx_config": htmx_config_meta()})
+        self.env.globals.update({"nav": navigation_attrs, "htmx_config": htmx_config_meta(), "posted_at": posted_at})
 
     def response(
         self,

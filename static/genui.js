@@ -169,6 +169,27 @@
     });
   });
 
+  // A reader's post says when it was made in UTC (the page's HTML is the same for everyone, and cached); here it
+  // says it in the reader's own time and their browser's way of writing dates, the UTC kept as its tooltip.
+  var postTime = null;
+  try {
+    postTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  } catch (error) {
+    postTime = null; // a browser without the options: the UTC text stays
+  }
+
+  document.addEventListener("htmx:load", function (event) {
+    var root = event.target && event.target.querySelectorAll ? event.target : document;
+    var times = root.querySelectorAll(".genui-post-time time[datetime]");
+    for (var i = 0; postTime && i < times.length; i++) {
+      var when = new Date(times[i].getAttribute("datetime"));
+      if (!times[i].title && !isNaN(when.getTime())) {
+        times[i].title = times[i].textContent;
+        times[i].textContent = postTime.format(when);
+      }
+    }
+  });
+
   document.addEventListener("htmx:load", function () {
     var marker = document.querySelector("[data-genui-retry]");
     if (!marker || marker.dataset.genuiRetrying) {

@@ -10,6 +10,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,35 @@ def test_a_second_reply_takes_the_focus_not_the_first_one_answered(server: Serve
             timeout=5_000,
         )
         page.wait_for_selector(FINISHED + " .reply", timeout=15_000)
+
+
+def test_a_post_says_when_it_was_made_in_the_readers_own_time_and_its_time_is_its_link(server: Server) -> None:
+    """A post's time is stored in UTC in the page, the same for every reader; genui.js shows it in the reader's own
+    zone, and the time is the post's address: opened, the page goes to the post (a forum user's review)."""
+    with browser_page(timezone_id="Asia/Kolkata", locale="en-GB") as page:  # UTC+5:30: the minutes move too
+        problems = collect_problems(page)
+        page.goto(server.url + THREAD)
+        page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+        page.fill(".genui-reply input[name=user]", "ada")
+        page.fill(".genui-reply textarea[name=text]", "what time is it?")
+        page.click(".genui-reply button[type=submit]")
+        page.wait_for_selector(FINISHED + " .reply", timeout=15_000)
+        stamped = page.query_selector(".genui-inline .genui-post-time time")
+        assert stamped is not None
+        stamp, utc, shown = stamped.get_attribute("datetime"), stamped.get_attribute("title"), stamped.text_content()
+        moment = datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        assert utc == moment.strftime("%Y-%m-%d %H:%M UTC")  # as the page has it, kept as the tooltip
+        local = moment + timedelta(hours=5, minutes=30)
+        assert shown == f"{local.day} {local:%b %Y}, {local:%H:%M}"  # en-GB's medium date, short time, in Kolkata
+        link = page.get_attribute(".genui-inline .genui-post-time", "href") or ""
+        post = page.get_attribute(".genui-inline .genui-post", "id")
+        assert link == f"#{post}" and post is not None and post.startswith("post-")
+        page.set_viewport_size({"width": 800, "height": 300})  # short: the post is below the screen's fold
+        page.goto(server.url + THREAD + link)
+        page.wait_for_selector(FINISHED + " .reply", timeout=15_000)
+        assert page.evaluate(f"document.getElementById('{post}').getBoundingClientRect().top") < 300
+        assert page.evaluate("window.scrollY") > 0 and page.evaluate("document.querySelector(':target').id") == post
+        assert problems == []
 
 
 def test_a_reply_that_got_no_answer_leaves_the_next_page_said_as_itself(server: Server, page: Any) -> None:

@@ -7,6 +7,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -384,3 +385,34 @@ def test_a_routes_reply_form_says_its_own_words(client_factory: ClientFactory, t
     form = page[page.index('<section id="genui-posts"') :]
     assert "<h2>Recipes from readers</h2>" in form and "<label>Your recipe <textarea" in form
     assert '<button type="submit">Send it</button>' in form and "<label>Name <input" in form  # the rest as they were
+
+
+POSTED = re.compile(
+    r'<li class="genui-post" id="post-(\d+)"><p class="genui-post-meta"><b>([^<]*)</b> · '
+    r'<a class="genui-post-time" href="#post-(\d+)"><time datetime="([^"]+)">([^<]+)</time></a></p>'
+)
+
+
+def test_a_readers_post_says_when_it_was_made_and_links_to_itself(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Posts had no time and no address of their own (a forum user's review): listed below the thread while they wait,
+    and in place with their replies, each has its id as a place on the page, and a time in UTC that links to it."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    engine.hold = threading.Event()  # its replies are under way: the first version lists it below the thread
+    sent = time.time()
+    assert client.post(THREAD, data={"user": "ada", "text": "when?"}, follow_redirects=False).status_code == 303
+    waiting = client.get(THREAD + "?v=1").text
+    ((number, user, link, stamp, shown),) = POSTED.findall(waiting)
+    assert user == "ada" and link == number and '<ol class="genui-postlist">' in waiting  # the list below
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs(when.timestamp() - sent) < 5 and shown == when.strftime("%Y-%m-%d %H:%M UTC")
+    engine.hold.set()
+    assert eventually(lambda: not pages_of(client).busy())
+    thread = client.get(THREAD).text
+    assert "Welcome, ada!" in thread and POSTED.findall(thread) == [
+        (number, user, link, stamp, shown)
+    ]  # in place now, once, the same
+    assert '<ol class="genui-postlist genui-inline">' in thread and thread.count(f'id="post-{number}"') == 1
