@@ -223,13 +223,25 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
     if not folders:
         raise no_sites(args.sites_dir)
     failed = False
-    sites = []
+    sites, broken = [], []
     for folder in folders:  # each on its own: a slip in one site.toml says nothing of the others
         try:
             sites.append(load_site(folder))
-        except SiteConfigError as err:
-            print(f"{folder.name}  ({folder})\n  does not load: {err}")
-            failed = True
+        except SiteConfigError as error:
+            broken.append((folder, error))
+    if args.site:  # only these; a folder that does not load may be one of them, unless every one is found
+        missing = [name for name in args.site if name not in {site.name for site in sites}]
+        if missing and not broken:
+            have = ", ".join(sorted(site.name for site in sites))
+            raise UsageError(f"no site named {missing[0]!r} under {args.sites_dir} (have: {have})")
+        sites = [site for site in sites if site.name in args.site]
+        if not missing:
+            for _, unasked in broken:
+                print(f"note: left out, not asked for and not loading: {unasked}", file=sys.stderr)
+            broken = []
+    for folder, reason in broken:
+        print(f"{folder.name}  ({folder})\n  does not load: {reason}")
+        failed = True
     try:
         check_names(sites)
     except SiteConfigError as err:
@@ -457,6 +469,12 @@ def _parser() -> argparse.ArgumentParser:
         description="List sites, their model settings and their routes.",
     )
     listing.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
+    listing.add_argument(
+        "--site",
+        action="append",
+        metavar="NAME",
+        help="only this site (repeatable); the others are not checked, and one that does not load is only noted",
+    )
     listing.set_defaults(run=_list)
 
     add_commands(commands)

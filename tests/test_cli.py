@@ -62,6 +62,9 @@ def test_sites_lists_each_site_and_its_routes(tmp_path: Path, capsys: pytest.Cap
     assert "wiki  Genpedia" in out and " /{title} " in out and "/search?q" in out and "readers may post" in out
     assert "model: up to 512 tokens (the rest from" in out
     assert "follows links (url)" in out  # the desktop's browser
+    assert main(["sites", "--sites-dir", str(tmp_path), "--site", "wikki"]) == 2
+    said = one_line_error(capsys)
+    assert "no site named 'wikki' under" in said and "(have: forum, os, wiki)" in said
 
 
 def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -289,10 +292,10 @@ def test_a_port_in_use_is_a_one_line_error_before_the_model_loads(capsys: pytest
 
 
 def test_an_option_is_never_taken_from_its_first_letters(capsys: pytest.CaptureFixture[str]) -> None:
-    """`genui sites --site wiki` was read as `--sites-dir wiki`: "no sites under wiki"."""
+    """`genui sites --site wiki` was read as `--sites-dir wiki`: "no sites under wiki" (it has a --site now)."""
     with pytest.raises(SystemExit) as exited:
-        main(["sites", "--site", "wiki"])
-    assert exited.value.code == 2 and "unrecognized arguments: --site wiki" in capsys.readouterr().err
+        main(["sites", "--sit", "wiki"])
+    assert exited.value.code == 2 and "unrecognized arguments: --sit wiki" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["cache", "show", "--sites-d", "x"])
     assert "--sites-d" in capsys.readouterr().err
@@ -398,6 +401,11 @@ def test_sites_says_which_site_does_not_load_and_serving_another_leaves_it_out(
     assert main(["sites", "--sites-dir", str(tmp_path)]) == 2  # each site on its own: garden is listed all the same
     out = capsys.readouterr().out
     assert f"club  ({tmp_path / 'club'})\n  does not load: " in out and "site.toml" in out and "garden  " in out
+    assert main(["sites", "--sites-dir", str(tmp_path), "--site", "garden"]) == 0  # one site checked, on its own
+    out, err = capsys.readouterr()
+    assert "garden  " in out and "club" not in out and "left out, not asked for and not loading" in err
+    assert main(["sites", "--sites-dir", str(tmp_path), "--site", "club"]) == 2  # it may be the broken one: said
+    assert "does not load: " in capsys.readouterr().out
     assert [site.name for site in sites_in(tmp_path, ["garden"])] == ["garden"]
     assert "left out, not asked for and not loading" in capsys.readouterr().err
     with pytest.raises(SiteConfigError):
