@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -22,10 +22,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_response
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
+from genui.assets import ASSETS_PATH, Revalidated
 from genui.errors import exception_handlers
 from genui.hosts import HostCheck, host_name
 from genui.pages import UNCLAIMED_S, Pages
@@ -109,17 +109,6 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-
-class Revalidated(StaticFiles):
-    """genui's own static files, which a browser asks again about (a 304 when unchanged) on each page it loads:
-    without a Cache-Control a browser may keep its copy for a tenth of the file's age unasked, so after genui is
-    upgraded in place its new pages could run with the old genui.js for hours."""
-
-    def file_response(self, *args: Any, **kwargs: Any) -> Response:
-        response = super().file_response(*args, **kwargs)
-        response.headers.setdefault("Cache-Control", "no-cache")
-        return response
 
 
 class OwnedEngine(TextEngine, Protocol):
@@ -301,6 +290,7 @@ def create_app(
         *(Route(path, not_found) for path in NO_ICONS),
         Mount("/_genui/static", Revalidated(directory=STATIC_DIR)),
         Route("/_genui/css/{site}.css", views.stylesheet),
+        Route(ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # a 405 but for GET and HEAD
         Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
         Route(REWRITE_PATH, views.rewrite, methods=["POST"]),
         Route(VARIATIONS_PATH, views.variations, methods=["POST"]),

@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from markupsafe import Markup
 
 from genui.app import create_app
+from genui.assets import ASSETS_PATH
 from genui.resources import bundled
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
@@ -193,6 +194,10 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
     if stylesheet is not None and stylesheet.is_file():
         (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
+    assets = site.assets_dir()
+    if assets.is_dir():  # its stylesheet reads them too, as ../assets/NAME/…: the copy keeps that place
+        hidden = shutil.ignore_patterns(".*")  # as the server, which serves no hidden file
+        shutil.copytree(assets, out / ASSETS_PATH.strip("/") / site.name, ignore=hidden, dirs_exist_ok=True)
     return exported
 
 
@@ -324,6 +329,9 @@ class _Rewriter(HTMLParser):
                 file, fragment = target
                 href = link(self.own, file) + (f"#{fragment}" if fragment else "")
                 kept = [(name, href if name == "href" else value) for name, value in kept]
+        elif tag == "img" and (named.get("src") or "").startswith(ASSETS_PATH):  # a file of the site's assets
+            src = link(self.own, unquote(urlsplit(named.get("src") or "").path).lstrip("/"))
+            kept = [(name, src if name == "src" else value) for name, value in kept]
         elif tag == "link" and (named.get("href") or "").startswith("/_genui/"):
             href = link(self.own, (named.get("href") or "").lstrip("/").partition("?")[0])
             kept = [(name, href if name == "href" else value) for name, value in kept]

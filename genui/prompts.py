@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -16,6 +17,7 @@ from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateRun
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
+from genui.assets import asset_url
 from genui.sites import Route, Site, SiteConfigError
 
 GAP = "\ue000"  # where an opening's gap() stands in its rendered text: a private-use character no value keeps
@@ -175,6 +177,7 @@ def _sandbox(site: Site, autoescape: bool) -> ImmutableSandboxedEnvironment:
     )
     if autoescape:  # openings
         env.globals["gap"] = gap
+        env.globals["asset"] = functools.partial(asset_url, site.name)  # {{ asset("logo.png") }}: genui.assets
     return env
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from engine.frames import GenerationRequest
+from genui.assets import is_image
 from genui.links import LinkRewriter, remount
 from genui.prompts import GAP, SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
 from genui.routing import BadRequest, Location, SiteRouter
@@ -127,8 +128,9 @@ class SiteRuntime:
     def render(self, text: str, *, draft: bool = False, on: Location | None = None) -> str:
         """Model text -> HTML fit for the page: sanitised, then links rewritten. ``on``: the page it is, whose
         route may follow its links (``Route.follow_links``: a web page in the desktop's browser)."""
-        # No images from the model: a same-site <img src> is a GET the browser sends by itself, and every GET of a
-        # site route may start a generation; nothing in the example sites needs one.
+        # Images of the site's own files only (genui.assets): any other same-site <img src> is a GET the browser
+        # sends by itself, and every GET of a site route may start a generation. A draft shows none: its URLs are
+        # still noise.
         if draft:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
         links = self.links
@@ -137,7 +139,11 @@ class SiteRuntime:
                 self.mount, functools.partial(self.router.link_target, on=on), self.router.link_reading
             )
         titled = functools.partial(self._titled, on=on)
-        return links(sanitize_html(BARE_LINK.sub(titled, text), allow_images=False))
+        return links(sanitize_html(BARE_LINK.sub(titled, text), image=self.shows_image))
+
+    def shows_image(self, url: str) -> bool:
+        """Whether an ``<img src>`` of this site's pages may be ``url``: an image of its assets folder."""
+        return is_image(self.site.assets_dir(), self.site.name, url)
 
     def _titled(self, bare: re.Match[str], on: Location | None = None) -> str:
         """A link written with no text, given the title of the page it leads to (or left to the sanitiser to drop)."""
@@ -148,6 +154,7 @@ class SiteRuntime:
 
 # A link's href in an opening, and one the opening leaves open at its end for the model to finish (`<a href="/wiki/`).
 _OPENING_HREF = re.compile(r"""<a\s[^>]*?(?<![\w-])href\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
+_OPENING_SRC = re.compile(r"""<img\s[^>]*?(?<![\w-])src\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
 _OPENING_HREF_LEFT_OPEN = re.compile(r"""<a\s[^>]*?(?<![\w-])href\s*=\s*(["'])([^"'<>]*)$""", re.IGNORECASE)
 
 
@@ -167,6 +174,7 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
         except PromptError:  # the trial render said what it had to; a failure of these values' own is the page's
             continue
         text = first + "".join(after)
+        _check_opening_images(site, index, route.opening, text)
         hrefs = [(match[2], False) for match in _OPENING_HREF.finditer(text)]
         if (left_open := _OPENING_HREF_LEFT_OPEN.search(text)) is not None:
             hrefs.append((left_open[2], True))
@@ -184,3 +192,20 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
                 f"{route.opening} links to {shown}, which no route serves (routes: {patterns})",
                 "link to one of the routes, or give the route it means that path as an alias",
             )
+
+
+def _check_opening_images(site: Site, index: int, opening: str, text: str) -> None:
+    """Refuse an opening's image that is no image of the site's assets folder (genui.assets), rendered with the trial
+    render's values: the sanitiser would leave its alt text in its place on every page. One whose src holds those
+    values (a cover named by the page's title) is the page's own: a title with no cover shows its alt text."""
+    for match in _OPENING_SRC.finditer(text):
+        src = html.unescape(match[2]).strip()
+        if any(value in src for value in SAMPLE_VALUES) or is_image(site.assets_dir(), site.name, src):
+            continue
+        folder = site.assets_dir()
+        raise SiteConfigError(
+            site.root / "site.toml",
+            f"routes[{index}].opening",
+            f"{opening} shows the image {src}, which is no image of {folder} (a page shows only those)",
+            f'put the image in {folder} and write its src as {{{{ asset("NAME.png") }}}}',
+        )

@@ -25,7 +25,7 @@ import html
 import html.entities
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bleach.html5lib_shim import BleachHTMLParser, Filter
@@ -101,10 +101,15 @@ _BARE_NAME = re.compile(r"&([A-Za-z][A-Za-z0-9]*)(?![A-Za-z0-9;])")
 _HTML_SPACE = re.compile(r"[ \t\n\f\r]+")  # what separates classes in a class attribute (not U+00A0)
 
 
-def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = False) -> str:
+def sanitize_html(
+    html_text: str, *, allow_images: bool = True, draft: bool = False, image: Callable[[str], bool] | None = None
+) -> str:
     """Return `html_text` reduced to genui's allowlist: safe to put in a page as is.
 
-    allow_images: keep `<img>` (same-site `src` only). Off for sites that have no images to serve.
+    allow_images: keep `<img>` (same-site `src` only). An `<img>` whose `src` is refused, or that has none, is its
+        `alt` text.
+    image: with allow_images, which same-site `src` an image may have, as a browser reads the URL (genui.assets'
+        files of the site); None for any.
     draft: the text is a denoising intermediate, not the final page. Images and link targets are dropped, because
         a draft's URLs are still noise and each one would otherwise fire (or invite) a request per step.
 
@@ -115,15 +120,19 @@ def sanitize_html(html_text: str, *, allow_images: bool = True, draft: bool = Fa
     if not html_text:
         return ""
     cleaner = _cleaner(allow_images and not draft, draft)
-    cleaned = cleaner.clean(mend(html_text, ALLOWED_TAGS))
-    # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
-    # inside an <h1> by the adoption agency algorithm), and parsing can bring the pieces of a broken tag together
-    # (a NUL between them dropped), so mend and clean until the output is its own fixed point.
-    for _ in range(_MAX_PASSES):
-        again = cleaner.clean(mend(cleaned, ALLOWED_TAGS))
-        if again == cleaned:
-            break
-        cleaned = again
+    cleaner.attributes.image = image  # the cleaner is this thread's alone
+    try:
+        cleaned = cleaner.clean(mend(html_text, ALLOWED_TAGS))
+        # A tree the parser had to repair can serialise to markup that parses into a different tree (an <h6> left
+        # inside an <h1> by the adoption agency algorithm), and parsing can bring the pieces of a broken tag together
+        # (a NUL between them dropped), so mend and clean until the output is its own fixed point.
+        for _ in range(_MAX_PASSES):
+            again = cleaner.clean(mend(cleaned, ALLOWED_TAGS))
+            if again == cleaned:
+                break
+            cleaned = again
+    finally:
+        cleaner.attributes.image = None
     return cleaned
 
 
@@ -149,11 +158,14 @@ class _Policy:
 
     def __init__(self, *, links: bool) -> None:
         self.links = links
+        self.image: Callable[[str], bool] | None = None  # which same-site src an <img> may have (sanitize_html's)
 
     def __call__(self, tag: str, name: str, value: str) -> bool:
         if name not in GLOBAL_ATTRIBUTES and name not in TAG_ATTRIBUTES.get(tag, ()):
             return False
         if name in _URL_ATTRIBUTES:
+            if tag == "img" and self.image is not None and not self.image(_as_read(value)):
+                return False
             return (self.links or tag != "a") and _is_same_site(value)
         if name == "id":
             return bool(value.strip())
@@ -187,6 +199,11 @@ class _Namespace(Filter):  # type: ignore[misc]
         for token in super().__iter__():
             if token["type"] in ("StartTag", "EmptyTag"):
                 attrs: dict[tuple[str | None, str], str] = token["data"]
+                if token["name"] == "img" and (None, "src") not in attrs:
+                    # an image that shows nothing (its src refused, or none) is what it says it shows
+                    if alt := _as_read(attrs.get((None, "alt"), "")).strip():
+                        yield {"type": "Characters", "data": alt}
+                    continue
                 _rewrite(token["name"], attrs)
             yield token
 

@@ -17,6 +17,8 @@ from urllib.parse import unquote
 from engine.frames import MIN_TEMPERATURE
 from genui.words import WORDS, fields, problem
 
+ASSETS_DIR = "assets"  # a site's own files, served as they are (genui.assets)
+
 CONTEXT_KINDS = ("brief", "parent", "posts")
 CACHE_POLICIES = ("forever", "none")
 NAV_LOOKS = ("list", "icons")
@@ -189,6 +191,10 @@ class Site:
 
     def stylesheet_path(self) -> Path | None:
         return self.root / self.stylesheet if self.stylesheet else None
+
+    def assets_dir(self) -> Path:
+        """The site's own files, served as they are (genui.assets): there or not, it is where they go."""
+        return self.root / ASSETS_DIR
 
 
 def _expect(file: Path, data: dict[str, Any], key: str, kind: type, fix: str, *, where: str = "") -> Any:

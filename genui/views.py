@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from engine.frames import EngineError
+from genui.assets import Revalidated, asset_name
 from genui.edits import MAX_INSTRUCTION
 from genui.errors import problem
 from genui.generation import Generation
@@ -50,6 +51,7 @@ from genui.words import WORDS
 
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
 FOREIGN_FORM = "That form belongs to another site."
+NO_ASSET = "This site has no such file."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
 # A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a
 # reverse proxy cuts a request it has heard nothing of (nginx after 60 s, with its bare 504, and the run was dropped).
@@ -146,6 +148,14 @@ class Views:
             raise HTTPException(404, "This site's stylesheet is not there any more.")
         # asked again on each page load: an edit shows on the next reload, where a browser kept its copy for minutes
         return FileResponse(path, media_type="text/css", headers={"Cache-Control": "no-cache"})
+
+    async def asset(self, request: Request) -> Response:
+        """A file of a site's assets folder (genui.assets), which a browser asks again about on each page."""
+        site = site_named(self.pages, request.path_params["site"]).site
+        name = asset_name(request.path_params["path"])
+        if name is None:
+            raise HTTPException(404, NO_ASSET)
+        return await Revalidated(directory=site.assets_dir(), check_dir=False).get_response(name, request.scope)
 
     async def page(self, request: Request) -> Response:
         name = request.path_params.get("site")

@@ -173,10 +173,25 @@ def test_same_site_links_are_kept(href: str) -> None:
     assert sanitize_html(f'<a href="{href}">text</a>') == f'<a href="{href}">text</a>'
 
 
-def test_images_keep_same_site_sources_only() -> None:
+def test_images_keep_same_site_sources_only_and_one_refused_is_its_alt_text() -> None:
     assert sanitize_html('<img src="/static/a.png" alt="a">') == '<img src="/static/a.png" alt="a">'
-    assert sanitize_html('<img src="https://example.com/a.png" alt="a">') == '<img alt="a">'
-    assert sanitize_html('<img src="data:image/png;base64,AAAA">') == "<img>"
+    assert sanitize_html('<p>A <img src="https://example.com/a.png" alt="cover &amp; <b>"></p>') == (
+        "<p>A cover &amp; &lt;b&gt;</p>"  # text, escaped as text
+    )
+    assert sanitize_html('<p>a<img src="data:image/png;base64,AAAA">b</p>') == "<p>ab</p>"
+    assert sanitize_html('<p><img alt="no source"></p>') == "<p>no source</p>"
+
+
+def test_an_image_is_shown_only_where_the_site_says_so() -> None:
+    """genui.assets: a site's pages show the images of its own assets folder, and any other as its alt text."""
+    theirs = "/_genui/assets/shop/logo.png"
+    shows = theirs.__eq__
+    assert (
+        sanitize_html(f'<p><img src="{theirs}" alt="Shop"></p>', image=shows)
+        == f'<p><img src="{theirs}" alt="Shop"></p>'
+    )
+    assert sanitize_html('<p><img src="/wiki/Page" alt="Shop"></p>', image=shows) == "<p>Shop</p>"
+    assert sanitize_html(f'<p>a<img src="{theirs}" alt="Shop"></p>', image=shows, draft=True) == "<p>a</p>"  # noise yet
 
 
 def test_images_can_be_turned_off() -> None:
