@@ -253,6 +253,15 @@ def _wal(db: sqlite3.Connection, within: float) -> None:
             time.sleep(0.02)
 
 
+class SiteRenameRefused(Exception):
+    """Store.rename_site would splice two sites' histories together, or has nothing to move; ``fix`` says what to
+    do."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(f"{reason}: {fix}")
+        self.fix = fix
+
+
 class NotAPageCache(Exception):
     """A database file that is not genui's page cache (another program's, or a newer genui's), which genui leaves
     untouched."""
@@ -751,6 +760,56 @@ class Store:
                             )
                     versions += db.execute(f"UPDATE pages SET path = ? WHERE {_KEY_WHERE}", (new, *was)).rowcount
         return posts, versions, sorted(set(stayed))
+
+    def rename_site(self, old: str, new: str, *, replace: bool = False) -> tuple[int, int, int]:
+        """Store what is stored for site ``old`` (its pages' versions, readers' posts, the folder it was served
+        from) under site ``new``, in one transaction: a site whose ``name`` changed. How many page versions and
+        posts moved, and how many versions of ``new``'s were deleted first (``replace``: pages written under the new
+        name since, before its old name's were moved). SiteRenameRefused where ``old`` holds nothing, or ``new``
+        holds posts, or pages and not ``replace``: two sites' histories are never spliced into one."""
+        with self._transaction() as db:
+
+            def count(table: str, site: str) -> int:
+                (rows,) = db.execute(f"SELECT COUNT(*) FROM {table} WHERE site = ?", (site,)).fetchone()
+                return int(rows)
+
+            if not count("pages", old) and not count("posts", old):
+                raise SiteRenameRefused(
+                    f"the page cache holds nothing of a site named {old!r}", "name the site's old name, then its new"
+                )
+            if taken := count("posts", new):
+                raise SiteRenameRefused(
+                    f"{new!r} holds {taken} readers' post(s) already, which are never deleted",
+                    f"genui posts --site {new} lists them; delete them (genui posts delete ID) to rename onto {new}",
+                )
+            replaced = count("pages", new)
+            if replaced and not replace:
+                raise SiteRenameRefused(
+                    f"{new!r} holds {replaced} page version(s) already (written since the rename)",
+                    "add --replace to delete them first",
+                )
+            db.execute("DELETE FROM pages WHERE site = ?", (new,))
+            pages = db.execute("UPDATE pages SET site = ? WHERE site = ?", (new, old)).rowcount
+            posts = db.execute("UPDATE posts SET site = ? WHERE site = ?", (new, old)).rowcount
+            # the folder it was served from, which genui cache judges its pages by (the new name's own, if noted)
+            db.execute("UPDATE OR IGNORE served SET site = ? WHERE site = ?", (new, old))
+            db.execute("DELETE FROM served WHERE site = ?", (old,))
+        return pages, posts, replaced
+
+    def holds(self, site: str) -> tuple[int, int]:
+        """How many page versions and readers' posts are stored for ``site``."""
+        with self._lock:
+            (pages,) = self._db.execute("SELECT COUNT(*) FROM pages WHERE site = ?", (site,)).fetchone()
+            (posts,) = self._db.execute("SELECT COUNT(*) FROM posts WHERE site = ?", (site,)).fetchone()
+        return int(pages), int(posts)
+
+    def names_served_from(self, folder: Path) -> list[str]:
+        """The site names servers have served ``folder`` under, as noted (record_served), the newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT site FROM served WHERE folder = ? ORDER BY at DESC", (str(folder.resolve()),)
+            ).fetchall()
+        return [name for (name,) in rows]
 
     def forget(self, site: str, path: str, query: str = "") -> int:
         """Delete every version of the page at this URL, whatever model or template wrote it (its posts stay);

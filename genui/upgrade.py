@@ -52,7 +52,29 @@ def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:
             runtime.site.name,
             ", ".join(waiting[:3]) + (f", and {len(waiting) - 3} more" if len(waiting) > 3 else ""),
         )
+    _renamed_from(store, runtime.site)
     store.record_served(runtime.site.name, runtime.site.root)
+
+
+def _renamed_from(store: Store, site: Site) -> None:
+    """Say in the log where the site's folder was served under another name whose pages or posts are still stored
+    under it: a site renamed (its ``name``) is served from nothing, its readers' posts left behind unsaid."""
+    for old in store.names_served_from(site.root):
+        pages, posts = store.holds(old) if old != site.name else (0, 0)
+        if pages or posts:
+            log.warning(
+                "site %s: its folder %s was served as %r before, whose %d page version(s) and %d readers' post(s) are"
+                " stored under that name: to serve them as %s, stop the server, run genui cache rename %s %s on this"
+                " page cache (--db), and start it again",
+                site.name,
+                site.root,
+                old,
+                pages,
+                posts,
+                site.name,
+                old,
+                site.name,
+            )
 
 
 def pending(store: Store, runtime: SiteRuntime) -> bool:

@@ -32,7 +32,7 @@ from genui.arguments import (
 from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
 from genui.sites import Site, site_folders
-from genui.store import NotAPageCache, Store, check_page_cache, fix_for, is_busy
+from genui.store import NotAPageCache, SiteRenameRefused, Store, check_page_cache, fix_for, is_busy
 from genui.upgrade import bring_up_to_date, moved_paths, pending
 
 
@@ -120,8 +120,24 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "one: stop genui, delete the page cache's -wal and -shm files, put the copy in its place, start genui.",
     )
     backup.add_argument("backup_out", metavar="FILE", help="the file to write: one that does not exist yet")
+    rename = cache_actions.add_parser(
+        "rename",
+        help="move a site's pages and readers' posts to its new name",
+        description="Move what the page cache holds for a site, its pages with their versions and its readers' "
+        "posts, from its old name to its new one, after its site.toml's name changed: a server looks up a site's "
+        "pages and posts by its name, and left the old name's behind (genui serve's log says so). Stop the server "
+        "first (one still serving the old name goes on writing under it), then start it again. Refused where the "
+        "new name holds readers' posts, or pages unless --replace.",
+    )
+    rename.add_argument("old_name", metavar="OLD", help="the name the pages and posts are stored under")
+    rename.add_argument("new_name", metavar="NEW", help="the site's name now")
+    rename.add_argument(
+        "--replace",
+        action="store_true",
+        help="first delete the pages written under the new name since the rename (never a reader's post)",
+    )
     shared(
-        [cache, show, prune, forget, warm_up, export, backup],
+        [cache, show, prune, forget, warm_up, export, backup, rename],
         "--db",
         default=str(DEFAULT_DB),
         help=f"SQLite page cache (default: {DEFAULT_DB})",
@@ -185,6 +201,8 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
         return _export(args)
     if args.action == "backup":
         return _backup(Path(args.db), Path(args.backup_out))
+    if args.action == "rename":
+        return _rename(Path(args.db), args.old_name, args.new_name, args.replace)
     store = _open_store(Path(args.db))
     try:
         if args.action == "forget":
@@ -192,6 +210,22 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
         return (_prune if args.action == "prune" else _show)(args, store)
     finally:
         store.close()
+
+
+def _rename(db: Path, old: str, new: str, replace: bool) -> int:
+    """``genui cache rename``: a site's pages and posts stored under its new name."""
+    if old == new:
+        raise UsageError(f"{old!r} is already the name: name the site's old name, then its new one")
+    store = _open_store(db)
+    try:
+        pages, posts, replaced = store.rename_site(old, new, replace=replace)
+    except SiteRenameRefused as refused:
+        raise UsageError(str(refused)) from None
+    finally:
+        store.close()
+    deleted = f", after deleting {counted(replaced, 'page version')} of {new}'s" if replaced else ""
+    print(f"{old} is {new} now: {counted(pages, 'page version')} and {counted(posts, 'reader post')} moved{deleted}")
+    return 0
 
 
 def _backup(db: Path, out: Path) -> int:

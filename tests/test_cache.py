@@ -3,6 +3,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import logging
 import shutil
 import sqlite3
 import time
@@ -10,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, visit, ws_messages
+from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, visit, ws_messages
+from starlette.testclient import TestClient
 from test_app import HTMX, live_url
 
+from genui.app import create_app
 from genui.cache import CURRENT, EARLIER, OTHER_MODEL, OTHER_SITE, route_versions, size_text
 from genui.cli import main
 from genui.runtime import SiteRuntime
@@ -479,3 +482,39 @@ def test_cache_show_points_at_the_sites_genui_new_made_here(
     )
     assert main(["cache", "--db", "genui.sqlite3", "--model", MODEL, "--sites-dir", "sites"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_site_renamed_is_said_in_the_log_and_its_pages_and_posts_follow_it_by_cache_rename(
+    sites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A site whose name changed was served from nothing, its readers' posts left under the old name with no word
+    of them (a hackathon team's review)."""
+    db, thread = tmp_path / "genui.sqlite3", "/r/hacking/My_first_lisp"
+    engine = FakeEngine(model_id=MODEL)
+    with TestClient(create_app([load_site(sites_dir / "forum")], engine, db_path=db)) as client:
+        assert visit(client, thread).status_code == 200
+        assert client.post(thread, data={"user": "ada", "text": "kept"}, follow_redirects=False).status_code == 303
+        assert eventually(lambda: "Welcome, ada!" in visit(client, thread).text)
+    toml = sites_dir / "forum" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('name = "forum"', 'name = "board"'), encoding="utf-8")
+    renamed = load_site(sites_dir / "forum")
+    with caplog.at_level(logging.WARNING, "genui"), TestClient(create_app([renamed], engine, db_path=db)) as client:
+        assert "kept" not in visit(client, thread).text  # served from nothing: written again
+    said = [record.getMessage() for record in caplog.records if "was served as 'forum' before" in record.getMessage()]
+    assert len(said) == 1 and "run genui cache rename forum board" in said[0] and "1 readers' post(s)" in said[0]
+    capsys.readouterr()
+    assert main(["cache", "rename", "forum", "board", "--db", str(db)]) == 2  # the page written since is the new name's
+    assert (
+        "'board' holds 1 page version(s) already (written since the rename): add --replace" in capsys.readouterr().err
+    )
+    assert main(["cache", "rename", "forum", "board", "--db", str(db), "--replace"]) == 0
+    assert capsys.readouterr().out == (
+        "forum is board now: 2 page versions and 1 reader post moved, after deleting 1 page version of board's\n"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "genui"), TestClient(create_app([renamed], engine, db_path=db)) as client:
+        page = visit(client, thread).text
+        assert "kept" in page and "Welcome, ada!" in page and 'aria-current="page">2</a>' in page
+    assert not [record for record in caplog.records if "served as" in record.getMessage()]  # said no more
+    assert main(["cache", "rename", "forum", "board", "--db", str(db)]) == 2
+    assert "holds nothing of a site named 'forum'" in capsys.readouterr().err
