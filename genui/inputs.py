@@ -43,6 +43,18 @@ def same_origin(connection: HTTPConnection) -> bool:
         return False
 
 
+def embedded_elsewhere(connection: HTTPConnection) -> bool:
+    """Whether another site's page asks for this URL as a part of itself (an ``<img>``, an ``<iframe>``, a script's
+    fetch), as the browser says it (Sec-Fetch-Site, -Mode and -Dest): such a request reads stored pages and starts no
+    run, or any page on the web could have a visitor's genui write pages for it and spend the visitor's own runs
+    (a security review). A visitor who follows another site's link (the whole tab navigates) is no such request, and
+    a browser that sends no Sec-Fetch-Site is believed, as an Origin left out is."""
+    if connection.headers.get("sec-fetch-site") not in ("cross-site", "same-site"):
+        return False
+    navigates = connection.headers.get("sec-fetch-mode") == "navigate"
+    return not (navigates and connection.headers.get("sec-fetch-dest", "document") == "document")
+
+
 def site_named(pages: Pages, name: str | None) -> SiteRuntime:
     runtime = pages.sites.get(name or "")
     if runtime is None:

@@ -30,6 +30,7 @@ from genui.errors import problem
 from genui.generation import Generation
 from genui.inputs import (
     client_address,
+    embedded_elsewhere,
     form_number,
     form_text,
     form_url,
@@ -52,6 +53,7 @@ from genui.words import WORDS
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
 FOREIGN_FORM = "That form belongs to another site."
 NO_ASSET = "This site has no such file."
+EMBEDDED = "This page is written when a visitor opens it, not when another site's page asks for it."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
 # A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a
 # reverse proxy cuts a request it has heard nothing of (nginx after 60 s, with its bare 504, and the run was dropped).
@@ -181,9 +183,18 @@ class Views:
         job = self.pages.job(runtime, location, parent_url(request, runtime), client_address(request))
         if request.method == "HEAD":
             return self._head(request, job, asked)
+        if embedded_elsewhere(request):
+            return self._stored(request, job, asked)
         if asked is None and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
             return self.screens.live(request, job, replies)
         return self._show(request, job, asked, write_next=False)
+
+    def _stored(self, request: Request, job: Job, asked: int | None) -> Response:
+        """A stored page as it is, with nothing started (inputs.embedded_elsewhere); a 403 where none is stored."""
+        page = self.pages.page(job, asked)
+        if page is None:
+            raise HTTPException(403, EMBEDDED)
+        return self.screens.page(request, job, page)
 
     def _head(self, request: Request, job: Job, asked: int | None) -> Response:
         """What a GET would answer, without its body, and nothing started: a HEAD is a crawler's or a link
@@ -280,10 +291,12 @@ class Views:
         page itself (a route that is never cached, so its URL would only write another)."""
         runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
         job, asked = page_at(self.pages, runtime, request)
-        if request.method == "HEAD":  # what a GET would answer of a stored page; nothing started for one not
+        if request.method == "HEAD" or embedded_elsewhere(request):  # what is stored; nothing started for one not
             page = self.pages.page(job, asked)
             if page is None:
-                return self._head(request, job, asked)
+                return (
+                    self._head(request, job, asked) if request.method == "HEAD" else self._stored(request, job, asked)
+                )
         else:
             shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
             page = shown if isinstance(shown, StoredPage) else await _finished(request, shown, WAIT_ANSWER_S)

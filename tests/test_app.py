@@ -120,6 +120,36 @@ def test_the_wait_writes_no_version_that_was_not_asked_for(client_factory: Clien
     assert client.get("/_genui/wait?site=wiki&url=/Lisp&v=4").status_code == 404 and len(engine.calls) == 3
 
 
+EMBEDDING = {  # what a browser sends for another site's <img> and <iframe> of this one, and for its link
+    "image": {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors", "sec-fetch-dest": "image"},
+    "frame": {"sec-fetch-site": "same-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe"},
+    "fetch": {"sec-fetch-site": "cross-site", "sec-fetch-mode": "cors", "sec-fetch-dest": "empty"},
+}
+FOLLOWED = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"}
+
+
+@pytest.mark.parametrize("kind", sorted(EMBEDDING))
+def test_another_sites_page_embedding_one_starts_no_run_and_reads_only_what_is_stored(
+    client_factory: ClientFactory, wiki: Site, kind: str
+) -> None:
+    """Any page on the web could have a visitor's own genui write pages for it, with an <img> of a wait URL or a
+    page, and spend the visitor's runs until their own clicks got 429 (a security review)."""
+    engine = FakeEngine()
+    client = client_factory([wiki], engine, follow_redirects=False)
+    headers = EMBEDDING[kind]
+    for url in ("/Planted", "/_genui/wait?site=wiki&url=/Planted&from=/Lisp"):
+        refused = client.get(url, headers=headers)
+        assert refused.status_code == 403 and "another site" in refused.text and not engine.calls, url
+    assert client.get("/Planted").status_code == 200 and len(engine.calls) == 1  # a visitor's own visit writes it
+    visit(client, "/Lisp")
+    calls = len(engine.calls)
+    stored = client.get("/Lisp", headers=headers)  # a stored page is only read
+    assert stored.status_code == 200 and "<h1>Lisp</h1>" in stored.text and len(engine.calls) == calls
+    assert client.get("/_genui/wait?site=wiki&url=/Lisp", headers=headers).status_code == 303
+    followed = client.get("/Followed_here", headers=FOLLOWED)  # a link from another site: the visitor's own click
+    assert followed.status_code == 200 and "ws-connect" in followed.text
+
+
 def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: ClientFactory, wiki: Site) -> None:
     uncached = replace(wiki, routes=tuple(replace(route, cache="none") for route in wiki.routes))
     client = client_factory([uncached], follow_redirects=False)

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 from chromium import browser_page, collect_problems, served
 from fakes import SITES_DIR, FakeEngine, example_sites, wiki_writer
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 
 from genui.app import create_app
 from genui.sites import load_site
@@ -1022,3 +1025,25 @@ def test_a_new_version_of_a_page_typed_with_a_stray_space_keeps_the_old_one_behi
     page.go_back()
     page.wait_for_url(lambda at: "v=2" not in at, timeout=15_000)
     assert page.url.endswith("&v=1")
+
+
+def test_another_sites_page_has_a_visitors_genui_write_nothing_by_its_images_and_frames(tmp_path: Path) -> None:
+    """A page on another port (same-site, by the browser's rules) embedding a genui's pages and wait URL, as any page
+    on the web could: Chromium's requests start no run and store no page (a security review)."""
+    engine = FakeEngine()
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as genui:
+        planted = (
+            f'<img src="{genui}/_genui/wait?site=wiki&amp;url=/Planted_by_an_image&amp;from=/Lisp" alt="">'
+            f'<iframe src="{genui}/wiki/Planted_by_a_frame"></iframe><p id="done">embedded</p>'
+        )
+        other = Starlette(routes=[Route("/", lambda request: HTMLResponse(planted))])
+        with served(other) as elsewhere, browser_page() as page:
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
+            page.goto(elsewhere)
+            page.wait_for_load_state("load")
+            assert any("Planted_by_an_image" in url for url in requested)  # the browser asked, as it would
+            assert any("Planted_by_a_frame" in url for url in requested)
+            page.goto(genui + "/wiki/Lisp")  # the visitor's own visit writes its page as ever
+            page.wait_for_selector("#genui-content:not(.genui-live) h1", timeout=15_000)
+    assert [call.prompt.count("Planted") for call in engine.calls] == [0]
