@@ -116,10 +116,14 @@
   // controls (engaged, below).
   // Text that a reload would lose: what a field holds that was not sent. The header's search box keeps the query a
   // search was made with, which the page asked again for holds already.
+  // A field holds what a visitor typed and has not sent: not empty, not what they sent, and, for a one-line field,
+  // not the value it came with (a site bar's command from the page's address, `ls`: the page it asked for waited
+  // behind it for ever). A textarea's own text is the visitor's (a refused reply's, given back), sent or not.
   function typing() {
     var fields = document.querySelectorAll("textarea, input:not([type=hidden])");
     return Array.prototype.some.call(fields, function (field) {
-      return field.value !== "" && field.value !== field.dataset.genuiSent;
+      var served = field.tagName === "INPUT" && field.value === field.defaultValue;
+      return field.value !== "" && field.value !== field.dataset.genuiSent && !served;
     });
   }
 

@@ -557,6 +557,26 @@ def test_a_search_whose_page_is_busy_asks_again_by_itself_though_its_query_stays
         assert page.url == url + "/wiki/search?q=lisp"
 
 
+def test_a_busy_page_asks_again_by_itself_though_the_bar_holds_the_query_an_earlier_page_came_with(
+    tmp_path: Path,
+) -> None:
+    """The search box filled by the page it came with (`?q=lisp`) read as text a visitor was typing: the busy page
+    clicked next never asked again (a desktop user's review: the Command field's `ls`, for ever)."""
+    engine = FakeEngine(wiki_writer)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/search?q=lisp")
+        page.wait_for_selector(FINISHED, timeout=10_000)
+        assert page.input_value("input[name=q]") == "lisp"  # as the page came
+        engine.overloaded = 1  # busy, try again in 1 s
+        link = page.locator("#genui-content .genui-page a[hx-get]").first
+        title = (link.text_content() or "").strip()
+        link.click()
+        page.wait_for_selector("[data-genui-retry]", timeout=10_000)
+        engine.overloaded = None
+        page.wait_for_selector(FINISHED + f":text-is('{title}')", timeout=10_000)  # asked again by itself
+
+
 def test_an_empty_search_sends_nothing(server: Server, page: Any) -> None:
     """Enter in an empty box wrote a "Search results for “”" page, ten seconds of a CPU (a hackathon team's
     walkthrough)."""
