@@ -893,6 +893,13 @@ def test_text_on_the_desktops_own_background_can_be_read(server: Server, page: A
     page.goto(server.url + "/os/")
     page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
     assert contrast("a.genui-icon") >= 4.5
+    # the line over a set of variations, and its link back to the page varied: genui's blue, 1.2:1 (a desktop
+    # user's review)
+    page.evaluate(
+        """() => document.getElementById('genui-content').insertAdjacentHTML('afterbegin',
+        '<p class="genui-progress" id="varied">3 variations of <a href="/os/">Desktop</a>: keep one.</p>')"""
+    )
+    assert contrast("#varied") >= 4.5 and contrast("#varied a") >= 4.5
 
 
 # A text's colour, and the background it is drawn on: the nearest element's, itself or an ancestor, that has one.
