@@ -237,11 +237,14 @@
   // A new version of this very page (Regenerate, a rewrite, a kept variation) is pushed as ?v=N, and a set of
   // variations at its own address. The entry it leaves names the version that was on screen, so Back shows that one:
   // the page's plain URL means its newest version, which may by then be a new one.
+  // A link (or a site bar's command) to the very address on screen takes its entry's place, as a browser does: the
+  // desktop's Home icon clicked three times left three entries, and Back seemed to do nothing (a desktop user's
+  // review).
   document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
     var history = event.detail.history;
     var content = document.getElementById("genui-content");
     var shown = content && !content.classList.contains("genui-live") ? content.dataset.version : null;
-    if (!history || history.type !== "push" || !shown || !document.querySelector("#genui-toolbar form")) {
+    if (!history || history.type !== "push") {
       return;
     }
     var config = event.detail.requestConfig;
@@ -249,6 +252,13 @@
     var here = new URL(window.location.href);
     var next = new URL(history.path, window.location.href);
     var again = next.pathname === here.pathname && sameQuery(next, here);
+    if (again && !control && next.searchParams.get("v") === here.searchParams.get("v")) {
+      history.type = "replace";
+      return;
+    }
+    if (!shown || !document.querySelector("#genui-toolbar form")) {
+      return;
+    }
     if ((control || again) && !here.searchParams.has("v")) {
       here.searchParams.set("v", shown);
       window.history.replaceState(window.history.state, "", here.pathname + here.search + here.hash);

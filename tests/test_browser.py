@@ -953,6 +953,22 @@ def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Se
     assert page.url.endswith("/wiki/search?q=unix")
 
 
+def test_a_link_to_the_address_on_screen_takes_its_entrys_place(server: Server, page: Any) -> None:
+    """The desktop's Home icon clicked three times on Home left three entries, each earlier one relabelled ?v=1, and
+    Back seemed to do nothing (a desktop user's review); a browser replaces the entry of a link to its own URL."""
+    page.goto(server.url + "/os/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    entries = page.evaluate("history.length")
+    for _ in range(3):
+        page.click("a.genui-icon:text-is('Home')")
+        page.wait_for_url(server.url + "/os/files/home/user", timeout=15_000)
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        page.wait_for_timeout(200)
+    assert page.evaluate("history.length") == entries + 1
+    page.go_back()
+    page.wait_for_url(server.url + "/os/", timeout=15_000)
+
+
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
     """htmx loads the page again on Back; it opened at its top, the place the browser kept for it after the next
     page had scrolled to its own top."""
