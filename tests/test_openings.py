@@ -105,7 +105,13 @@ def test_a_listing_s_opening_pins_its_way_up_and_a_text_file_s_its_pre(builder: 
 
 def test_the_browser_opening_names_the_page_of_any_address(builder: Builder) -> None:
     runtime = SiteRuntime.build(builder.sites["os"], mount="")
-    for url, title in (("/browser?url=example.org/docs/", "docs"), ("/browser?url=gopher.example", "gopher.example")):
+    for url, title in (
+        ("/browser?url=example.org/docs/", "docs"),
+        ("/browser?url=gopher.example", "gopher.example"),
+        # the heading and the tab read "a?b=1#c" (a desktop user's review): an address's query and place are not it
+        ("/browser?url=example.org/a%3Fb%3D1", "a"),
+        ("/browser?url=genpedia.org/wiki/Lisp%3Faction%3Dedit%23History", "Lisp"),
+    ):
         location = runtime.locate(url)
         assert location is not None
         opening = runtime.prompts.opening(location.route, location.params, location.query)
