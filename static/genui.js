@@ -398,6 +398,27 @@
     });
   });
 
+  // The site bar's boxes say what the page on screen asked, as the server fills them on a full load: the box of the
+  // page's own route its query (`ls`), the others nothing. A page loaded in place left them as they were: the
+  // desktop's Address showed the last web page over Settings (a desktop user's review). A box being typed in keeps
+  // its text.
+  function barFollows() {
+    var here = new URL(window.location.href);
+    Array.prototype.forEach.call(document.querySelectorAll("form.genui-query"), function (form) {
+      var field = form.querySelector("input[name]");
+      var typed = field && field.value !== field.defaultValue && field.value !== field.dataset.genuiSent;
+      if (!field || (typed && field === document.activeElement)) {
+        return;
+      }
+      var own = new URL(form.getAttribute("action"), here).pathname === here.pathname;
+      field.value = own ? here.searchParams.get(field.name) || "" : "";
+      field.defaultValue = field.value; // as served: no text of the visitor's (typing)
+    });
+  }
+  ["htmx:pushedIntoHistory", "htmx:replacedInHistory", "htmx:historyRestore"].forEach(function (name) {
+    document.addEventListener(name, barFollows);
+  });
+
   // A streamed page ends by swapping in #genui-content, and the finished page knows its own title. (The ws
   // extension's own events fire on the placeholder, which that very swap has removed from the document.)
   // A stream may end in a failure or a set of variations too, which are said as well.

@@ -969,6 +969,37 @@ def test_a_link_to_the_address_on_screen_takes_its_entrys_place(server: Server, 
     page.wait_for_url(server.url + "/os/", timeout=15_000)
 
 
+def test_the_site_bars_boxes_follow_the_page_on_screen(server: Server, page: Any) -> None:
+    """Loaded in place, a page left the bar as it was: the desktop's Address showed the last web page over Settings,
+    and Command a command run two screens before (a desktop user's review); a full load fills them from the URL."""
+    command, address = "form.genui-query input[name=cmd]", "form.genui-query input[name=url]"
+    landed = "#genui-content:not(.genui-live) .genui-page"
+    page.goto(server.url + "/os/terminal?cmd=ls")
+    page.wait_for_selector(landed, timeout=15_000)
+    assert page.input_value(command) == "ls" and page.input_value(address) == ""
+    page.click("a.genui-icon:text-is('Browser')")
+    page.wait_for_url(lambda at: "/os/browser" in at, timeout=15_000)
+    page.wait_for_selector(landed, timeout=15_000)
+    assert page.input_value(command) == "" and page.input_value(address) == "genpedia.org/wiki/Unix"
+    page.click("a.genui-icon:text-is('Settings')")
+    page.wait_for_url("**/os/settings/display", timeout=15_000)
+    page.wait_for_selector(landed, timeout=15_000)
+    assert page.input_value(command) == "" and page.input_value(address) == ""
+    page.go_back()
+    page.wait_for_url(lambda at: "/os/browser" in at, timeout=15_000)
+    page.wait_for_function(f"() => document.querySelector('{address}').value === 'genpedia.org/wiki/Unix'")
+    page.go_back()
+    page.wait_for_url(lambda at: at.endswith("/os/terminal?cmd=ls"), timeout=15_000)
+    page.wait_for_function(f"() => document.querySelector('{command}').value === 'ls'")
+    assert page.input_value(address) == ""
+    server.engine.delay = 0.3  # a page being written while the visitor types the next command
+    page.click("a.genui-icon:text-is('Notes')")
+    page.wait_for_selector("#genui-content.genui-live", timeout=5_000)
+    page.fill(command, "pwd")
+    page.wait_for_selector(landed, timeout=15_000)
+    assert page.input_value(command) == "pwd"  # kept as typed
+
+
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
     """htmx loads the page again on Back; it opened at its top, the place the browser kept for it after the next
     page had scrolled to its own top."""
