@@ -62,6 +62,8 @@ RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ks", "ku", "ps
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _TYPED = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*):([^{}]*)\}")
+_FLASK_PARAM = re.compile(r"<(?:[a-z]+:)?([A-Za-z_]\w*)>")  # /book/<title>, /book/<int:id>
+_EXPRESS_PARAM = re.compile(r"/:([A-Za-z_]\w*)")  # /shelf/:genre
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the whole name: fullmatch
 
@@ -81,6 +83,22 @@ class SiteConfigError(ValueError):
 MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
 
 
+# Keys other tools (or genui's own options) name so, for the key a site.toml calls it: `genui new --description`
+# fills in `brief` (a hackathon team wrote `description = ...` and got "unknown key" alone).
+ALSO_CALLED = {
+    "description": ("brief",),
+    "summary": ("brief",),
+    "css": ("stylesheet",),
+    "style": ("stylesheet",),
+    "path": ("pattern",),
+    "url": ("pattern",),
+    "route": ("pattern",),
+    "prompt": ("template",),
+    "language": ("lang",),
+    "max_tokens": ("tokens",),
+}
+
+
 def unknown_key(file: Path, where: str, key: str, known: tuple[str, ...], table: str) -> SiteConfigError:
     """The error for ``key`` in a table whose keys are ``known``: a key of a route's at the top level, a near miss
     of a known key, or one to remove. (A top-level key written after a [table] header, which TOML puts in that
@@ -89,7 +107,9 @@ def unknown_key(file: Path, where: str, key: str, known: tuple[str, ...], table:
         return SiteConfigError(
             file, where, f"{key} is a route's key", "put it in a [[routes]] table, after the header of the route"
         )
-    near = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.75) or [
+        meant for meant in ALSO_CALLED.get(key, ()) if meant in known
+    ]
     if near:
         return SiteConfigError(file, where, f"unknown key (did you mean {near[0]!r}?)", f"write {near[0]}")
     return SiteConfigError(file, where, "unknown key", f"remove it; {table} keys are {list(known)}")
@@ -230,6 +250,14 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
             f"{typed[0]!r} in {pattern!r}: genui's parameters take no type but path",
             f"write {{{typed[1]}}} (one segment of text) or {{{typed[1]}:path}} (several)",
         )
+    for other in (_FLASK_PARAM.search(leftover), _EXPRESS_PARAM.search(leftover)):
+        if other:  # another framework's way (Flask's <title>, Express's :title): a page for that literal text only
+            raise SiteConfigError(
+                file,
+                key,
+                f"{other[0].lstrip('/')!r} in {pattern!r} is another framework's parameter, here a literal text",
+                f"write {{{other[1]}}} (one segment) or {{{other[1]}:path}} (several)",
+            )
     if "{" in leftover or "}" in leftover:
         raise SiteConfigError(file, key, f"bad parameter in {pattern!r}", "write parameters as {name} or {name:path}")
     sample = _PARAM.sub("x", pattern)  # the path a request for it has, a value in each parameter

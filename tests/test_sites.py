@@ -526,6 +526,19 @@ def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typ
             "did you mean 'template'",
             "write template",
         ),
+        # what other tools call it, and genui new's own --description (a hackathon team's review)
+        (
+            lambda toml: toml.replace("brief =", "description =", 1),
+            "description",
+            "did you mean 'brief'",
+            "write brief",
+        ),
+        (
+            lambda toml: toml.replace('template = "page.j2"\nposts', 'path = "/x"\ntemplate = "page.j2"\nposts', 1),
+            "routes[2].path",
+            "did you mean 'pattern'",
+            "write pattern",
+        ),
         (lambda toml: 'pattern = "/x"\n' + toml, "pattern", "pattern is a route's key", "put it in a [[routes]] table"),
         (
             lambda toml: toml.split("[[routes]]")[0] + '[routes]\npattern = "/"\ntemplate = "home.j2"\n',
@@ -695,3 +708,14 @@ def test_a_route_header_with_one_bracket_is_said_to_need_two(tmp_path: Path, fir
     write_site(tmp_path, text)
     with pytest.raises(SiteConfigError, match=r"write each route's header \[\[routes\]\], with two brackets"):
         load_site(tmp_path)
+
+
+@pytest.mark.parametrize(("written", "shown"), [("<name>", "<name>"), ("<int:name>", "<int:name>"), (":name", ":name")])
+def test_another_frameworks_parameter_says_how_genui_writes_one(tmp_path: Path, written: str, shown: str) -> None:
+    """`/book/<title>` and `/shelf/:genre` loaded as literal paths, and the errors that followed spoke of a `case`
+    key, a template's variable or a navigation link (a hackathon team's review)."""
+    write_site(tmp_path, GOOD.replace('pattern = "/page/{name}"', f'pattern = "/page/{written}"', 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert repr(shown) in caught.value.problem and "another framework's parameter" in caught.value.problem
+    assert caught.value.fix.startswith("write {name} (one segment)")
