@@ -542,6 +542,12 @@ def _load_navigation(file: Path, index: int, data: Any, patterns: list[str]) -> 
     on = _string_list(file, data, "on", f"{where}.", ())
     if not on:
         raise SiteConfigError(file, f"{where}.on", "missing or empty", 'name the pages that show it, e.g. on = ["/"]')
+    if "*" in on:  # every route's pages, those added later too
+        if len(on) > 1:
+            raise SiteConfigError(
+                file, f"{where}.on", '"*" is every route already', 'write on = ["*"] alone, or name the patterns'
+            )
+        on = tuple(patterns)
     for pattern in on:
         if pattern not in patterns:
             raise SiteConfigError(

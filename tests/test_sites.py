@@ -329,6 +329,9 @@ def test_navigation_sections_load_with_their_links_and_listings(tmp_path: Path) 
     )
     SiteRouter(site)  # every link leads to a page
     assert load_site(write_site(tmp_path / "bare", GOOD)).navigation == ()  # navigation is optional
+    # every route's pages, with no list to keep up with the routes (a hackathon team's review)
+    every = load_site(write_site(tmp_path / "every", GOOD + NAVIGATION.replace('on = ["/"]', 'on = ["*"]')))
+    assert every.navigation[1].on == tuple(route.pattern for route in every.routes)
 
 
 @pytest.mark.parametrize(
@@ -337,6 +340,7 @@ def test_navigation_sections_load_with_their_links_and_listings(tmp_path: Path) 
         ('on = ["/", "/page/{name}"]', 'on = ["/nowhere"]', "navigation[0].on"),
         ('on = ["/", "/page/{name}"]', "on = []", "navigation[0].on"),
         ('on = ["/", "/page/{name}"]', 'on = "/"', "navigation[0].on"),
+        ('on = ["/", "/page/{name}"]', 'on = ["*", "/"]', "navigation[0].on"),
         ('heading = "Pages"', "heading = 3", "navigation[0].heading"),
         ('pages = "/page/{name}"', 'pages = "/page"', "navigation[0].pages"),
         ('heading = "Pages"\npages = "/page/{name}"', 'heading = "Pages"', "navigation[0]"),
