@@ -208,6 +208,7 @@ def create_app(
     edits: bool = True,
     robots: str = ROBOTS,
     hosts: Collection[str] | None = None,
+    mounted: bool = False,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -234,12 +235,13 @@ def create_app(
     ``robots`` is the text of ``/robots.txt`` (default: ROBOTS, which asks crawlers to keep off); ``/robots.txt`` and
     ``/favicon.ico`` are genui's, not a site's, and so are NO_ICONS: a site served at / would write a page for each.
     ``hosts``: the names (a Host header's, port aside) the app answers for, any other refused (genui/hosts.py, DNS
-    rebinding); None (default) for every name.
+    rebinding); None (default) for every name. ``mounted``: each site at ``/{name}`` behind the index though only
+    one is served (others under ``sites_dir`` join it once they load, with ``reload``).
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
         raise ValueError("no sites to serve")
-    single = len(sites) == 1
+    single = len(sites) == 1 and not mounted
     runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
     store = Store(db_path)
     for runtime in runtimes:

@@ -44,6 +44,28 @@ def no_sites(directory: Path | str) -> UsageError:
     return UsageError(f"no sites under {directory} (a site is a folder with site.toml; genui new NAME writes one)")
 
 
+def loading_sites(directory: Path) -> tuple[list[Site], list[SiteConfigError]]:
+    """Every site under ``directory`` that loads (its config and templates, as genui serve builds them), and the
+    errors of those that do not: ``genui serve --reload`` serves the first and the others once they load (a team's
+    half-written site stopped everyone's restart). None loading is the first one's error; none at all, UsageError."""
+    folders = site_folders(directory)
+    if not folders:
+        raise no_sites(directory)
+    sites, broken = [], []
+    for folder in folders:
+        try:
+            site = load_site(folder)
+            SiteRuntime.build(site, "")  # its templates tried with sample values, as a server's start tries them
+        except SiteConfigError as err:
+            broken.append(err)
+            continue
+        sites.append(site)
+    if not sites:
+        raise broken[0]
+    check_names(sites)
+    return sites, broken
+
+
 def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     """The sites under ``directory``: those named, or all; UsageError when there are none or a name is unknown.
     With names, a folder that does not load is no matter once every site named is found (a half-written new site

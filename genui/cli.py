@@ -30,6 +30,7 @@ from genui.arguments import (
     UsageError,
     count,
     joined,
+    loading_sites,
     located,
     misplaced,
     model_id_of,
@@ -95,7 +96,13 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
 
     from genui.logs import server_log_config
 
-    sites = sites_in(Path(args.sites_dir), args.site)
+    broken: list[SiteConfigError] = []
+    if args.reload and not args.site:  # a site that does not load is served once it does, at its name
+        sites, broken = loading_sites(Path(args.sites_dir))
+        for err in broken:
+            print(f"note: not served until it loads (edit it; --reload tries it again): {err}", file=sys.stderr)
+    else:
+        sites = sites_in(Path(args.sites_dir), args.site)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
 
     async def serve() -> None:
@@ -118,6 +125,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             robots=ROBOTS if args.robots is None else args.robots,
             hosts=allowed_hosts(args.host, args.allowed_host or []),
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
+            mounted=bool(broken),  # each at /NAME, as once the others load (one served alone is at /)
             load_engine=lambda: loader(args.model, args.device, args.int8),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,

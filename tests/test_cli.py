@@ -254,6 +254,26 @@ def test_serve_reads_ahead_as_many_links_as_asked(monkeypatch: pytest.MonkeyPatc
     assert [options["runs_per_client"] for options in made] == [3, 3, 3, 0]
 
 
+def test_serve_with_reload_starts_though_a_site_beside_the_others_does_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It exited with the broken site's error, --reload or not (a hackathon team's review); without --reload it
+    still does: a server for visitors starts with every site or none."""
+    for name in ("garden", "club"):
+        assert main(["new", name, "--dir", str(tmp_path)]) == 0
+    toml = tmp_path / "club" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("title =", "titel =", 1), encoding="utf-8")
+    capsys.readouterr()
+    made = apps_made(monkeypatch)
+    argv = ["serve", "--sites-dir", str(tmp_path), "--port", "0", "--db", ":memory:"]
+    assert main([*argv, "--reload"], load_engine=fake_loader) == 0
+    err = capsys.readouterr().err
+    assert "note: not served until it loads" in err and "key 'titel'" in err and "club" in err
+    assert made[0]["mounted"] is True and made[0]["sites_dir"] == tmp_path
+    assert main(argv, load_engine=fake_loader) == 2 and "key 'titel'" in one_line_error(capsys)
+    assert len(made) == 1
+
+
 def test_serve_serves_the_robots_txt_it_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

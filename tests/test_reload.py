@@ -15,6 +15,7 @@ import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, pages_of, visit, wiki_writer
 from starlette.testclient import TestClient
 
+from genui.arguments import loading_sites
 from genui.pages import Pages
 from genui.reload import SiteReloader
 from genui.runtime import SiteRuntime
@@ -305,6 +306,28 @@ def test_one_site_served_alone_takes_no_other_site_made_beside_it_and_says_so(
     time.sleep(2.5)  # two more looks for new sites: said once
     assert caplog.text.count("new site in") == 1 and str(site_dir.parent / "garden") in caplog.text
     assert list(pages.sites) == ["wiki"]  # (/garden/ is the wiki's article "garden" there)
+
+
+def test_a_site_that_does_not_load_at_start_is_served_beside_the_others_once_it_does(
+    client_factory: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`genui serve --reload` of a folder with one site half written: it did not start at all (a hackathon team's
+    review: two developers sharing a sites folder blocked each other's restarts)."""
+    sites = tmp_path / "sites"
+    create_site("garden", "Plants and how to keep them.", sites)
+    create_site("club", "A book club.", sites)
+    edit(sites / "club" / "site.toml", 'title = "Club"', 'titel = "Club"')
+    served, broken = loading_sites(sites)
+    assert [site.name for site in served] == ["garden"] and "key 'titel'" in str(broken[0])
+    client = client_factory(served, FakeEngine(), reload=True, sites_dir=sites, app_options={"mounted": True})
+    pages = pages_of(client)
+    assert visit(client, "/garden/").status_code == 200  # at its name, as beside the others
+    assert eventually(lambda: "club" in pages.config_errors)
+    refused = client.get("/club/")
+    assert refused.status_code == 404 and "This site does not load yet: " in refused.text and "titel" in refused.text
+    edit(sites / "club" / "site.toml", 'titel = "Club"', 'title = "Club"')
+    assert eventually(lambda: "club" in pages.sites)
+    assert visit(client, "/club/").status_code == 200 and "club" not in pages.config_errors
 
 
 async def test_a_folder_gone_as_its_watch_starts_leaves_reload_on(tmp_path: Path) -> None:
