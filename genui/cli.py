@@ -212,6 +212,13 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"created {site.root}: {', '.join(files)}")
     folder = shlex.quote(str(Path(args.dir)))
     print(f"serve it with: genui serve --site {site.name} --sites-dir {folder}")
+    if site.lang.split("-")[0].lower() != "en":
+        print(
+            f"its pages are {site.lang}, but its own text is English until you translate it: the headings of its"
+            " openings (prompts/*_opening.j2), its [[navigation]] headings and labels, and genui's words (the"
+            " toolbar, the reply form: a [words] table in site.toml, docs/sites.md); the shipped model writes"
+            " English"
+        )
     print(
         "(add --reload while you edit it: each change is served from the next request on, with no restart; a genui"
         " serve --reload serving several sites of this folder, none named with --site, serves it too, at its name;"
@@ -465,8 +472,9 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument(
         "--lang",
         metavar="TAG",
-        help="the pages' language as HTML names it (fr, ja, pt-BR): site.toml's lang, genui's own words then given "
-        "in its [words] (docs/sites.md); default: English, or the example's",
+        help="the pages' language as HTML names it (fr, ja, pt-BR): site.toml's lang. The site's own text (its "
+        "openings' headings, its navigation) and genui's words (the toolbar: [words], docs/sites.md) stay English "
+        "until you translate them; default: English, or the example's",
     )
     new.add_argument("--dir", default="sites", help="folder to create the site in (default: %(default)s)")
     new.set_defaults(run=_new)

@@ -333,6 +333,9 @@ def test_a_new_site_takes_its_title_and_language_from_the_command(
     folder = tmp_path / "sites"
     argv = ["new", "cuisine", "--title", "La Cuisine */ x", "--lang", "fr", "--dir", str(folder)]
     assert main(argv) == 0
+    # its own text stays English, which a team took --help to say it would not (a hackathon team's review)
+    said = capsys.readouterr().out
+    assert "its pages are fr, but its own text is English until you translate it" in said and "[words]" in said
     site = load_site(folder / "cuisine")
     assert (site.title, site.lang) == ("La Cuisine */ x", "fr")
     css = (folder / "cuisine" / "cuisine.css").read_text(encoding="utf-8")
@@ -346,9 +349,10 @@ def test_a_new_site_takes_its_title_and_language_from_the_command(
     wiki_css = (folder / "quote" / "wiki.css").read_text(encoding="utf-8")
     assert 'Say \\"hi\\" */ C:\\\\x' in wiki_css and 'Say "hi" * / C:\\x' in wiki_css
     # French and Japanese titles keep their no-break and full-width spaces
+    capsys.readouterr()
     assert main(["new", "nbsp", "--title", "La Cuisine\u202f: recettes", "--dir", str(folder)]) == 0
     assert load_site(folder / "nbsp").title == "La Cuisine\u202f: recettes"
-    capsys.readouterr()
+    assert "translate" not in capsys.readouterr().out  # English: nothing to say
     for wrong, said in ((["--lang", "french"], "no language tag"), (["--title", " "], "--title takes one line")):
         assert main(["new", "other", *wrong, "--dir", str(folder)]) == 2
         assert said in capsys.readouterr().err and not (folder / "other").exists()
