@@ -291,6 +291,12 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
             if route.follow_links:
                 flags.append(f"follows links ({route.follow_links})")
             print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
+            if len(route.query) > 1 and not route.params and route.bar is None:
+                print(
+                    f"    note: no form in the site bar (it asks one query key, and this route has {len(route.query)}):"
+                    " its pages are reached by links only; give it one query key for the form, or bar = false to"
+                    " say so"
+                )
             for name in runtime.prompts.left_out(route) if runtime is not None else ():
                 shown = {"brief": "site.brief", "parent": "parent", "posts": "posts"}[name]
                 print(

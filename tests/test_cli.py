@@ -67,6 +67,23 @@ def test_sites_lists_each_site_and_its_routes(tmp_path: Path, capsys: pytest.Cap
     assert "no site named 'wikki' under" in said and "(have: forum, os, wiki)" in said
 
 
+def test_sites_notes_a_route_whose_second_query_key_took_its_bar_form_away(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`query = ["q", "page"]` loaded, and the search box was gone with no word (a hackathon team's review)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('query = ["q"]', 'query = ["q", "page"]', 1), "utf-8")
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: no form in the site bar (it asks one query key, and this route has 2)" in out
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace('query = ["q", "page"]', 'query = ["q", "page"]\nbar = false'), "utf-8"
+    )
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    assert "no form in the site bar" not in capsys.readouterr().out  # said so: nothing to note
+
+
 def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new", "garden", "--dir", str(tmp_path)]) == 0
     toml = tmp_path / "garden" / "site.toml"
