@@ -244,16 +244,17 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
             sites.append(load_site(folder))
         except SiteConfigError as error:
             broken.append((folder, error))
-    if args.site:  # only these; a folder that does not load may be one of them, unless every one is found
+    if args.site:  # only these; a folder of a name asked for that does not load is said as one of them
         missing = [name for name in args.site if name not in {site.name for site in sites}]
-        if missing and not broken:
-            have = ", ".join(sorted(site.name for site in sites))
-            raise UsageError(f"no site named {missing[0]!r} under {args.sites_dir} (have: {have})")
-        sites = [site for site in sites if site.name in args.site]
-        if not missing:
-            for _, unasked in broken:
+        asked = [(folder, err) for folder, err in broken if folder.name in missing]
+        for folder, unasked in broken:
+            if (folder, unasked) not in asked:
                 print(f"note: left out, not asked for and not loading: {unasked}", file=sys.stderr)
-            broken = []
+        if len(asked) < len(missing):  # a name no folder has (a slip: wikki), whatever else does not load
+            unfound = next(name for name in missing if name not in {folder.name for folder, _ in asked})
+            have = ", ".join(sorted(site.name for site in sites))
+            raise UsageError(f"no site named {unfound!r} under {args.sites_dir} (have: {have})")
+        sites, broken = [site for site in sites if site.name in args.site], asked
     for folder, reason in broken:
         print(f"{folder.name}  ({folder})\n  does not load: {reason}")
         failed = True

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import hashlib
 import html
+import os
 import posixpath
 import shutil
 import threading
@@ -37,7 +38,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from markupsafe import Markup
 
 from genui.app import create_app
-from genui.assets import ASSETS_PATH
+from genui.assets import ASSETS_PATH, asset_file, asset_url
 from genui.resources import bundled
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
@@ -54,7 +55,7 @@ LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
 LONGEST_PATH = 1024
 REFERRER = "same-origin"  # as genui.security's Referrer-Policy: a link off the site sends no address of the copy
 # frame-ancestors would be ignored in a <meta>, and said so in the console
-CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
+CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'none'"
 _DROPPED = {"script", "noscript", "form"}  # what needs genui's server, or a script
 _DROPPED_IDS = {"genui-toolbar", "genui-indicator", "genui-announce"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -194,11 +195,22 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
     if stylesheet is not None and stylesheet.is_file():
         (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
-    assets = site.assets_dir()
-    if assets.is_dir():  # its stylesheet reads them too, as ../assets/NAME/…: the copy keeps that place
-        hidden = shutil.ignore_patterns(".*")  # as the server, which serves no hidden file
-        shutil.copytree(assets, out / ASSETS_PATH.strip("/") / site.name, ignore=hidden, dirs_exist_ok=True)
+    _copy_assets(site, out / ASSETS_PATH.strip("/") / site.name)  # its stylesheet reads them as ../assets/NAME/…
     return exported
+
+
+def _copy_assets(site: Site, into: Path) -> None:
+    """The files of the site's assets folder the server serves (genui.assets.asset_file): no hidden one, and none a
+    link leads to out of the folder (the server refuses both; a copy is published)."""
+    folder = site.assets_dir()
+    for top, folders, names in os.walk(folder):  # links to folders are not followed
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in names:
+            relative = (Path(top) / name).relative_to(folder).as_posix()
+            found = asset_file(folder, site.name, asset_url(site.name, relative))
+            if found is not None:
+                (into / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(found, into / relative)
 
 
 async def _fetched(site: Site, db: Path, model: str, urls: list[str]) -> dict[str, tuple[int, bytes]]:
@@ -329,8 +341,8 @@ class _Rewriter(HTMLParser):
                 file, fragment = target
                 href = link(self.own, file) + (f"#{fragment}" if fragment else "")
                 kept = [(name, href if name == "href" else value) for name, value in kept]
-        elif tag == "img" and (named.get("src") or "").startswith(ASSETS_PATH):  # a file of the site's assets
-            src = link(self.own, unquote(urlsplit(named.get("src") or "").path).lstrip("/"))
+        elif tag == "img" and (path := unquote(urlsplit(named.get("src") or "").path)).startswith(ASSETS_PATH):
+            src = link(self.own, path.lstrip("/"))  # a file of the site's assets, copied (_copy_assets)
             kept = [(name, src if name == "src" else value) for name, value in kept]
         elif tag == "link" and (named.get("href") or "").startswith("/_genui/"):
             href = link(self.own, (named.get("href") or "").lstrip("/").partition("?")[0])

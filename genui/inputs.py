@@ -51,7 +51,9 @@ def embedded_elsewhere(connection: HTTPConnection) -> bool:
     a browser that sends no Sec-Fetch-Site is believed, as an Origin left out is."""
     if connection.headers.get("sec-fetch-site") not in ("cross-site", "same-site"):
         return False
-    navigates = connection.headers.get("sec-fetch-mode") == "navigate"
+    # a prefetch or prerender another site's page lists is sent as a navigation, and is none (a review)
+    purpose = (connection.headers.get("sec-purpose") or connection.headers.get("purpose") or "").lower()
+    navigates = connection.headers.get("sec-fetch-mode") == "navigate" and "prefetch" not in purpose
     return not (navigates and connection.headers.get("sec-fetch-dest", "document") == "document")
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import watchfiles
 
 from genui.runtime import SiteRuntime
-from genui.sites import SiteConfigError, load_site, site_folders
+from genui.sites import ASSETS_DIR, SiteConfigError, load_site, site_folders
 from genui.upgrade import take_up
 
 if TYPE_CHECKING:
@@ -270,10 +270,10 @@ class SiteReloader:
 
 def _state(folder: Path) -> tuple[tuple[str, float, int], ...]:
     """What a site folder's files are as of now, cheaply: each entry of the folder, and every file under its
-    prompts/, with the time it last changed and its size (a copy still arriving, an edit, a file put in place,
-    changes it)."""
+    prompts/ and assets/ (an opening's image), with the time it last changed and its size (a copy still arriving,
+    an edit, a file put in place, changes it)."""
     found = []
-    for path in (*_entries(folder), *(folder / "prompts").rglob("*")):
+    for path in (*_entries(folder), *(folder / "prompts").rglob("*"), *(folder / ASSETS_DIR).rglob("*")):
         with contextlib.suppress(OSError):
             status = path.stat()
             found.append((str(path), status.st_mtime, status.st_size))

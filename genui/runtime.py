@@ -11,11 +11,11 @@ from urllib.parse import parse_qsl
 from engine.frames import GenerationRequest
 from genui.assets import is_image
 from genui.links import LinkRewriter, remount
-from genui.prompts import GAP, SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
+from genui.prompts import GAP, OTHER_SAMPLE, SAMPLE_VALUES, PromptError, PromptRenderer, split_gaps
 from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sections import sections
-from genui.sites import Site, SiteConfigError
+from genui.sites import Route, Site, SiteConfigError
 from genui.store import PageKey, StoredPage
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
@@ -174,7 +174,7 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
         except PromptError:  # the trial render said what it had to; a failure of these values' own is the page's
             continue
         text = first + "".join(after)
-        _check_opening_images(site, index, route.opening, text)
+        _check_opening_images(site, index, route, prompts, text)
         hrefs = [(match[2], False) for match in _OPENING_HREF.finditer(text)]
         if (left_open := _OPENING_HREF_LEFT_OPEN.search(text)) is not None:
             hrefs.append((left_open[2], True))
@@ -194,18 +194,27 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
             )
 
 
-def _check_opening_images(site: Site, index: int, opening: str, text: str) -> None:
+def _check_opening_images(site: Site, index: int, route: Route, prompts: PromptRenderer, text: str) -> None:
     """Refuse an opening's image that is no image of the site's assets folder (genui.assets), rendered with the trial
-    render's values: the sanitiser would leave its alt text in its place on every page. One whose src holds those
-    values (a cover named by the page's title) is the page's own: a title with no cover shows its alt text."""
-    for match in _OPENING_SRC.finditer(text):
-        src = html.unescape(match[2]).strip()
-        if any(value in src for value in SAMPLE_VALUES) or is_image(site.assets_dir(), site.name, src):
+    render's values (``text``): the sanitiser would leave its alt text in its place on every page. One whose src
+    changes with the page's values (a cover named by the page's title, rendered again with others) is the page's
+    own: a title with no cover shows its alt text."""
+    shown = [html.unescape(match[2]).strip() for match in _OPENING_SRC.finditer(text)]
+    if not shown:
+        return
+    params = dict.fromkeys(route.params, OTHER_SAMPLE)
+    try:
+        first, after = split_gaps(prompts.opening(route, params, dict.fromkeys(route.query, OTHER_SAMPLE)))
+    except PromptError:  # a failure of these values' own: the page's
+        return
+    fixed = {html.unescape(match[2]).strip() for match in _OPENING_SRC.finditer(first + "".join(after))}
+    for src in shown:
+        if src not in fixed or is_image(site.assets_dir(), site.name, src):
             continue
         folder = site.assets_dir()
         raise SiteConfigError(
             site.root / "site.toml",
             f"routes[{index}].opening",
-            f"{opening} shows the image {src}, which is no image of {folder} (a page shows only those)",
+            f"{route.opening} shows the image {src}, which is no image of {folder} (a page shows only those)",
             f'put the image in {folder} and write its src as {{{{ asset("NAME.png") }}}}',
         )

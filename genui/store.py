@@ -790,6 +790,11 @@ class Store:
                 )
             db.execute("DELETE FROM pages WHERE site = ?", (new,))
             pages = db.execute("UPDATE pages SET site = ? WHERE site = ?", (new, old)).rowcount
+            # the images of its assets folder (genui.assets) are named by the site's name: theirs now
+            db.execute(
+                "UPDATE pages SET html = REPLACE(html, ?, ?) WHERE site = ?",
+                (f"/_genui/assets/{old}/", f"/_genui/assets/{new}/", new),
+            )
             posts = db.execute("UPDATE posts SET site = ? WHERE site = ?", (new, old)).rowcount
             # the folder it was served from, which genui cache judges its pages by (the new name's own, if noted)
             db.execute("UPDATE OR IGNORE served SET site = ? WHERE site = ?", (new, old))

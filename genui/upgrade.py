@@ -52,7 +52,8 @@ def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:
             runtime.site.name,
             ", ".join(waiting[:3]) + (f", and {len(waiting) - 3} more" if len(waiting) > 3 else ""),
         )
-    _renamed_from(store, runtime.site)
+    if move:  # at a start, not at every reload (it would be said at every save)
+        _renamed_from(store, runtime.site)
     store.record_served(runtime.site.name, runtime.site.root)
 
 

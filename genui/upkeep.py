@@ -31,7 +31,7 @@ from genui.arguments import (
 )
 from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
-from genui.sites import Site, site_folders
+from genui.sites import Site, site_folders, valid_site_name
 from genui.store import NotAPageCache, SiteRenameRefused, Store, check_page_cache, fix_for, is_busy
 from genui.upgrade import bring_up_to_date, moved_paths, pending
 
@@ -216,6 +216,11 @@ def _rename(db: Path, old: str, new: str, replace: bool) -> int:
     """``genui cache rename``: a site's pages and posts stored under its new name."""
     if old == new:
         raise UsageError(f"{old!r} is already the name: name the site's old name, then its new one")
+    if not valid_site_name(new):
+        raise UsageError(
+            f"{new!r} is no site's name: a lower case letter, then up to 31 lower case letters, digits, -"
+            " or _, as the site's site.toml names it"
+        )
     store = _open_store(db)
     try:
         pages, posts, replaced = store.rename_site(old, new, replace=replace)

@@ -415,7 +415,9 @@
       field.defaultValue = field.value; // as served: no text of the visitor's (typing)
     });
   }
-  ["htmx:pushedIntoHistory", "htmx:replacedInHistory", "htmx:historyRestore"].forEach(function (name) {
+  // (Back and Forward load the page whole: htmx keeps no copies, HTMX_CONFIG's historyCacheSize 0, so the server
+  // fills the boxes then.)
+  ["htmx:pushedIntoHistory", "htmx:replacedInHistory"].forEach(function (name) {
     document.addEventListener(name, barFollows);
   });
 

@@ -124,6 +124,13 @@ EMBEDDING = {  # what a browser sends for another site's <img> and <iframe> of t
     "image": {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors", "sec-fetch-dest": "image"},
     "frame": {"sec-fetch-site": "same-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe"},
     "fetch": {"sec-fetch-site": "cross-site", "sec-fetch-mode": "cors", "sec-fetch-dest": "empty"},
+    # a prefetch (speculation rules) is sent as a navigation, and is none (a review)
+    "prefetch": {
+        "sec-fetch-site": "cross-site",
+        "sec-fetch-mode": "navigate",
+        "sec-fetch-dest": "document",
+        "sec-purpose": "prefetch;prerender",
+    },
 }
 FOLLOWED = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"}
 

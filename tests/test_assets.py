@@ -67,7 +67,7 @@ def test_a_sites_assets_are_served_as_they_are_and_nothing_outside_them(
     assert client.get("/_genui/assets/shop/fonts/maps.woff2").status_code == 200
     for path in (
         "/_genui/assets/shop/.env",  # hidden: no .git, no .env
-        "/_genui/assets/shop/fonts/.././.env",
+        "/_genui/assets/shop/fonts/%2e%2e/.env",  # (httpx would resolve a plain ../ before sending it)
         "/_genui/assets/shop/..%2fsite.toml",  # the site's own files are not its assets
         "/_genui/assets/shop/%2e%2e/site.toml",
         "/_genui/assets/shop/missing.png",
@@ -98,12 +98,13 @@ def test_a_page_shows_the_images_of_its_sites_assets_and_any_other_as_its_alt_te
     assert 'alt="again">page none font</p>' in page and page.count("<img") == 2  # the rest as their text
 
 
-def test_an_opening_showing_an_image_the_site_does_not_have_is_a_config_error(tmp_path: Path) -> None:
-    site = shop_site(tmp_path, opening_image='{{ asset("logo.jpg") }}')
+@pytest.mark.parametrize("name", ["logo.jpg", "sample.png"])  # a literal name, though it holds the trial's value
+def test_an_opening_showing_an_image_the_site_does_not_have_is_a_config_error(tmp_path: Path, name: str) -> None:
+    site = shop_site(tmp_path, opening_image=f'{{{{ asset("{name}") }}}}')
     with pytest.raises(SiteConfigError) as refused:
         SiteRuntime.build(site, "")
     said = str(refused.value)
-    assert "routes[2].opening" in said and "/_genui/assets/shop/logo.jpg" in said and 'asset("NAME.png")' in said
+    assert "routes[2].opening" in said and f"/_genui/assets/shop/{name}" in said and 'asset("NAME.png")' in said
 
 
 def test_an_opening_image_named_by_the_page_is_the_pages_own(client_factory: ClientFactory, tmp_path: Path) -> None:
@@ -120,6 +121,12 @@ def test_an_export_copies_the_assets_and_its_pages_show_them_from_their_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     site = shop_site(tmp_path / "sites")
+    outside = tmp_path / "outside"
+    (outside / "keys").mkdir(parents=True)
+    (outside / "secret.png").write_bytes(png())
+    (outside / "keys" / "id_rsa").write_text("KEY\n", encoding="utf-8")
+    (site.assets_dir() / "linked.png").symlink_to(outside / "secret.png")  # refused by the server: not copied
+    (site.assets_dir() / "keys").symlink_to(outside / "keys")
     db = tmp_path / "genui.sqlite3"
     with TestClient(create_app([site], FakeEngine(model_id=MODEL), db_path=db)) as client:
         assert visit(client, "/Old_maps").status_code == 200
@@ -129,7 +136,12 @@ def test_an_export_copies_the_assets_and_its_pages_show_them_from_their_files(
     capsys.readouterr()
     assert (out / "_genui" / "assets" / "shop" / "logo.png").read_bytes() == png()
     assert (out / "_genui" / "assets" / "shop" / "fonts" / "maps.woff2").is_file()
-    assert not (out / "_genui" / "assets" / "shop" / ".env").exists()
+    copied = sorted(
+        path.relative_to(out / "_genui" / "assets" / "shop").as_posix()
+        for path in (out / "_genui" / "assets" / "shop").rglob("*")
+        if path.is_file()
+    )
+    assert copied == ["fonts/maps.woff2", "logo.png"]  # no hidden file, nothing a link leads to out of the folder
     page = (out / "Old_maps" / "index.html").read_text(encoding="utf-8")
     assert '<img src="../_genui/assets/shop/logo.png" alt="Shop logo">' in page
     with browser_page() as browser:
@@ -137,6 +149,7 @@ def test_an_export_copies_the_assets_and_its_pages_show_them_from_their_files(
         browser.goto((out / "Old_maps" / "index.html").as_uri())
         assert browser.evaluate("document.querySelector('article img').naturalWidth") == 2  # drawn, from its file
     assert problems == []
+    assert "font-src 'self'" in page  # a stylesheet's font of the assets folder is allowed in the copy too
 
 
 def test_chromium_draws_a_pages_image_under_the_servers_policy(tmp_path: Path) -> None:

@@ -518,3 +518,24 @@ def test_a_site_renamed_is_said_in_the_log_and_its_pages_and_posts_follow_it_by_
     assert not [record for record in caplog.records if "served as" in record.getMessage()]  # said no more
     assert main(["cache", "rename", "forum", "board", "--db", str(db)]) == 2
     assert "holds nothing of a site named 'forum'" in capsys.readouterr().err
+
+
+def test_a_rename_takes_the_pages_images_of_the_sites_assets_with_it(tmp_path: Path) -> None:
+    """asset() writes the site's name into a page's images: after a rename they named a folder no site has."""
+    store = Store(tmp_path / "genui.sqlite3")
+    logo = '<p><img src="/_genui/assets/shop/logo.png" alt="Shop"></p>'
+    for version in (1, 2, 3):  # the earlier ones stored as what follows the one before (_compact)
+        store.save_page(PageKey("shop", "/", "", MODEL, "t"), version, 0, "Shop", logo * version, 0.1)
+    store.save_page(PageKey("other", "/", "", MODEL, "t"), 1, 0, "Other", logo, 0.1)  # another site's: left alone
+    assert store.rename_site("shop", "maps") == (3, 0, 0)
+    renamed = logo.replace("/shop/", "/maps/")
+    assert [store.page(PageKey("maps", "/", "", MODEL, "t"), v).html for v in (1, 2, 3)] == [
+        renamed * n for n in (1, 2, 3)
+    ]  # type: ignore[union-attr]
+    assert store.page(PageKey("other", "/", "", MODEL, "t")).html == logo  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_rename_to_a_name_no_site_can_have_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cache", "rename", "forum", "Board", "--db", str(tmp_path / "genui.sqlite3")]) == 2
+    assert "'Board' is no site's name" in capsys.readouterr().err

@@ -443,6 +443,9 @@ def test_sites_says_which_site_does_not_load_and_serving_another_leaves_it_out(
     assert "garden  " in out and "club" not in out and "left out, not asked for and not loading" in err
     assert main(["sites", "--sites-dir", str(tmp_path), "--site", "club"]) == 2  # it may be the broken one: said
     assert "does not load: " in capsys.readouterr().out
+    assert main(["sites", "--sites-dir", str(tmp_path), "--site", "gardn"]) == 2  # a slip is said as one (a review)
+    out, err = capsys.readouterr()
+    assert "no site named 'gardn'" in err and "(have: garden)" in err and "left out, not asked for" in err
     assert [site.name for site in sites_in(tmp_path, ["garden"])] == ["garden"]
     assert "left out, not asked for and not loading" in capsys.readouterr().err
     with pytest.raises(SiteConfigError):

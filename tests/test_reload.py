@@ -330,6 +330,27 @@ def test_a_site_that_does_not_load_at_start_is_served_beside_the_others_once_it_
     assert visit(client, "/club/").status_code == 200 and "club" not in pages.config_errors
 
 
+def test_a_site_waiting_for_an_image_of_its_assets_is_served_once_it_is_there(
+    client_factory: ClientFactory, tmp_path: Path
+) -> None:
+    """A site not loaded for an opening's image it lacked was tried again only on a change at its folder's top or in
+    prompts/: the image put in assets/covers/ did not bring it up (a review)."""
+    sites = tmp_path / "sites"
+    create_site("garden", "Plants and how to keep them.", sites)
+    create_site("club", "A book club.", sites)
+    opening = sites / "club" / "prompts" / "article_opening.j2"
+    edit(opening, "</h1>", '</h1>\n<p><img src="{{ asset("covers/club.png") }}" alt="Club"></p>')
+    (sites / "club" / "assets" / "covers").mkdir(parents=True)
+    served, broken = loading_sites(sites)
+    assert [site.name for site in served] == ["garden"] and "covers/club.png" in str(broken[0])
+    client = client_factory(served, FakeEngine(), reload=True, sites_dir=sites, app_options={"mounted": True})
+    pages = pages_of(client)
+    assert eventually(lambda: "club" in pages.config_errors)
+    time.sleep(1.5)  # looked at again, as it is: still not served
+    (sites / "club" / "assets" / "covers" / "club.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert eventually(lambda: "club" in pages.sites)
+
+
 async def test_a_folder_gone_as_its_watch_starts_leaves_reload_on(tmp_path: Path) -> None:
     """A checkout that removes a site's folder and makes it again, between the reloader's look at the folders and
     its watch's start: watchfiles raised FileNotFoundError, and --reload was off for good (found by review)."""
