@@ -113,16 +113,17 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
 @pytest.mark.parametrize("width", [1280, 375])
 def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, width: int) -> None:
     """The toolbar came with the finished page, empty until then, and pushed the page down 56 px as the visitor
-    read it (a visual review, session 64): its room is kept while the page is written."""
+    read it (a visual review, session 64): its room is kept while the page is written, where the progress line is
+    (session 66). Measured where the visitor reads: the page's text, the draft's while it is written."""
     with browser_page() as page:
         page.set_viewport_size({"width": width, "height": 800})
         server.engine.hold = threading.Event()
         page.goto(server.url + "/wiki/Moving_pages", wait_until="commit")
         page.wait_for_selector("#genui-draft[data-step]", timeout=5_000)
-        live = page.eval_on_selector("#genui-content", "e => e.getBoundingClientRect().top")
+        live = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
         server.engine.hold.set()
         page.wait_for_selector(FINISHED, timeout=15_000)
-        landed = page.eval_on_selector("#genui-content", "e => e.getBoundingClientRect().top")
+        landed = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
         toolbar = page.eval_on_selector("#genui-toolbar", "e => e.getBoundingClientRect().height")
         assert toolbar > 20 and abs(landed - live) <= 0.15 * toolbar, (live, landed, toolbar)
 
@@ -998,6 +999,20 @@ def test_the_site_bars_boxes_follow_the_page_on_screen(server: Server, page: Any
     page.fill(command, "pwd")
     page.wait_for_selector(landed, timeout=15_000)
     assert page.input_value(command) == "pwd"  # kept as typed
+
+
+def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
+    """The toolbar's room was kept while the page was written, and the progress line's below it: the page moved up
+    by the line's height as it landed, 32 px on every site (a desktop user's review)."""
+    server.engine.delay = 0.05
+    top = "() => document.querySelector('#genui-content .genui-page').getBoundingClientRect().top"
+    for path in ("/wiki/Steady", "/os/files/home/steady", "/forum/r/linux/Steady"):
+        page.goto(server.url + path)
+        page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+        writing = page.evaluate(top)
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        page.wait_for_timeout(100)  # settled
+        assert abs(page.evaluate(top) - writing) < 1, path
 
 
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
