@@ -40,6 +40,7 @@ class PageNotKept(EngineError):
 
 
 _H1_END = re.compile("</h1>", re.IGNORECASE)
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def first_heading(html: str) -> str:
@@ -49,7 +50,9 @@ def first_heading(html: str) -> str:
     end = _H1_END.search(html)
     finder.feed(html if end is None else html[: end.end()])
     finder.close()
-    return " ".join("".join(finder.text).split())
+    # no bidi override, embedding or isolate: in the tab and in the site's lists of pages a title is text out of its
+    # paragraph, and `Invoice<U+202E>fdp.exe` read `Invoiceexe.pdf` there (a security review)
+    return " ".join(_BIDI_CONTROLS.sub("", "".join(finder.text)).split())
 
 
 class _HeadingFinder(HTMLParser):

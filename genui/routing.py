@@ -202,15 +202,20 @@ def normalise_path(path: str) -> str:
     return "/" + "/".join(segments)
 
 
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
 def normalise_query(route: Route, items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The route's query keys only (the first value of each), whitespace collapsed, empty values dropped."""
+    """The route's query keys only (the first value of each), whitespace collapsed, bidi overrides, embeddings and
+    isolates left out (a title made of one, `Search: <U+202E>…`, read backwards in the browser's tab: a security
+    review; a path refuses them), empty values dropped."""
     values: dict[str, str] = {}
     for key, value in items:
         if key not in route.query or key in values:
             continue
         if CONTROL.search(value.replace("\t", " ").replace("\n", " ").replace("\r", " ")):
             raise BadRequest(f"query value of {key!r} contains a control character")
-        collapsed = unicodedata.normalize("NFC", " ".join(value.split()))
+        collapsed = unicodedata.normalize("NFC", " ".join(_BIDI_CONTROLS.sub("", value).split()))
         if len(collapsed) > MAX_QUERY_VALUE:
             raise BadRequest(f"query value of {key!r} is longer than {MAX_QUERY_VALUE} characters")
         values[key] = collapsed

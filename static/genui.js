@@ -281,7 +281,8 @@
   });
 
   // Whether two addresses of one path ask for the same page: their queries but for ?v=, each value as the server
-  // reads it (whitespace collapsed, composed, empty ones dropped), so a typed `q=lisp+` is the server's `q=lisp`.
+  // reads it (whitespace collapsed, composed, bidi overrides left out, empty ones dropped), so a typed `q=lisp+` is
+  // the server's `q=lisp`.
   // (A key the route does not declare still counts here, where the server drops it: a link to the page itself with
   // such a key leaves the entry as it was; a page control's new version pins it all the same.)
   function sameQuery(one, other) {
@@ -290,7 +291,8 @@
       params.delete("v");
       return Array.from(params.entries())
         .map(function (pair) {
-          return pair[0] + "=" + pair[1].split(/\s+/).filter(Boolean).join(" ").normalize("NFC");
+          var value = pair[1].replace(/[\u202a-\u202e\u2066-\u2069]/g, ""); // bidi overrides: left out, as there
+          return pair[0] + "=" + value.split(/\s+/).filter(Boolean).join(" ").normalize("NFC");
         })
         .filter(function (pair) {
           return !/=$/.test(pair); // an empty value is none, as the server drops it

@@ -48,7 +48,14 @@ class BrokenEngine(FakeEngine):
 
 @pytest.mark.parametrize(
     ("html", "title"),
-    [("<article><h1>Hash <b>table</b></h1><h1>Two</h1></article>", "Hash table"), ("<p>none</p>", "")],
+    [
+        ("<article><h1>Hash <b>table</b></h1><h1>Two</h1></article>", "Hash table"),
+        ("<p>none</p>", ""),
+        # a bidi override turns the browser's tab and the site's lists of pages around (a security review): out;
+        # the marks a right-to-left title needs stay
+        ("<h1>Invoice\u202efdp.exe</h1>", "Invoicefdp.exe"),
+        ("<h1>\u2067abc\u2069 \u200fשלום</h1>", "abc \u200fשלום"),
+    ],
 )
 def test_first_heading_is_the_page_title(html: str, title: str) -> None:
     assert first_heading(html) == title

@@ -224,6 +224,13 @@ def test_query_keeps_declared_keys_only_first_value_whitespace_collapsed(wiki_ro
     assert location.url == "/search?q=hash+tables"
 
 
+def test_a_query_value_loses_its_bidi_overrides_and_keeps_its_marks(wiki_router: SiteRouter) -> None:
+    """`?q=<U+202E>abc` titled the page, and the browser's tab, backwards (a security review)."""
+    location = wiki_router.resolve("/search", [("q", "\u202eabc \u2067def\u2069 \u200fשלום")])
+    assert location is not None and location.query == {"q": "abc def \u200fשלום"}
+    assert wiki_router.resolve("/search", [("q", "\u202e\u202c")]).query == {}  # type: ignore[union-attr]
+
+
 def test_empty_query_value_is_dropped(wiki_router: SiteRouter) -> None:
     location = wiki_router.resolve("/search", [("q", "   ")])
     assert location is not None and location.query == {} and location.url == "/search"
