@@ -14,6 +14,7 @@ import errno
 import importlib
 import json
 import os
+import re
 import shlex
 import socket
 import sqlite3
@@ -42,9 +43,12 @@ from genui.arguments import (
 )
 from genui.hosts import allowed_hosts
 from genui.pages import how_to_fit
+from genui.prompts import SAMPLE_VALUES, PromptError, split_gaps
 from genui.runtime import SiteRuntime
+from genui.sanitize import ALLOWED_TAGS
 from genui.scaffold import DEFAULT_DESCRIPTION, NoExample, create_site
 from genui.sites import (
+    Route,
     SiteConfigError,
     check_names,
     load_site,
@@ -304,11 +308,39 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                     f"    note: its templates read {shown}, which its context leaves out (always empty here): add"
                     f' "{name}" to context = [...] if it should be there'
                 )
+            if runtime is not None and (dropped := _dropped_from_opening(runtime, route)):
+                print(
+                    f"    note: its opening writes {', '.join(f'<{tag}>' for tag in dropped)}, which the sanitiser"
+                    " leaves out of every page (a page holds no form or script of its own: docs/security.md)"
+                )
+        for index, section in enumerate(site.navigation):
+            listed = next((route for route in site.routes if route.pattern == section.pages), None)
+            if listed is not None and listed.cache == "none":
+                print(
+                    f"  note: navigation[{index}] lists the pages of {listed.pattern}, which are never stored"
+                    ' (cache = "none"): it shows nothing'
+                )
     here = Path("sites")  # where genui new writes a site, from the folder it is run in
     if here.resolve() != Path(args.sites_dir).resolve() and (others := site_folders(here) if here.is_dir() else []):
         names = ", ".join(folder.name for folder in others)
         print(f"note: ./sites holds sites too ({names}): genui sites --sites-dir sites lists them", file=sys.stderr)
     return USAGE_ERROR if failed else 0
+
+
+def _dropped_from_opening(runtime: SiteRuntime, route: Route) -> list[str]:
+    """The tags a route's opening (rendered with sample values) writes that the sanitiser leaves out of its pages."""
+    if route.opening is None:
+        return []
+    params, query = dict.fromkeys(route.params, SAMPLE_VALUES[0]), dict.fromkeys(route.query, SAMPLE_VALUES[1])
+    try:
+        first, after = split_gaps(runtime.prompts.opening(route, params, query))
+    except PromptError:
+        return []
+    written = {tag.lower() for tag in _START_TAG.findall(first + "".join(after))}
+    return sorted(written - ALLOWED_TAGS)
+
+
+_START_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)")
 
 
 # Commands that own their whole argument list: main() hands everything after the name to the module's main(argv).

@@ -84,6 +84,27 @@ def test_sites_notes_a_route_whose_second_query_key_took_its_bar_form_away(
     assert "no form in the site bar" not in capsys.readouterr().out  # said so: nothing to note
 
 
+def test_sites_notes_an_opening_writing_what_the_sanitiser_drops_and_a_list_that_shows_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shop's "Add to basket" form in an opening loaded, and showed a dead button on every page; a navigation list
+    of a route that stores no page loaded, and showed nothing (a hackathon team's review)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    opening = tmp_path / "wiki" / "prompts" / "article_opening.j2"
+    opening.write_text(
+        opening.read_text(encoding="utf-8") + '<form method="post"><INPUT name="n"><button>Add</button></form>\n',
+        encoding="utf-8",
+    )
+    toml = tmp_path / "wiki" / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(text.replace('cache = "forever"', 'cache = "none"', 3), encoding="utf-8")  # the articles too
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: its opening writes <form>, <input>, which the sanitiser leaves out of every page" in out
+    assert 'note: navigation[0] lists the pages of /{title}, which are never stored (cache = "none")' in out
+    assert out.count("note: its opening") == 1  # the button stays (a button that does nothing, as the model's do)
+
+
 def test_sites_shows_a_sites_own_sampler_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new", "garden", "--dir", str(tmp_path)]) == 0
     toml = tmp_path / "garden" / "site.toml"
