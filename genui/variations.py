@@ -26,6 +26,9 @@ KEPT_SETS = 64  # finished sets of candidates remembered for keeping, the newest
 log = logging.getLogger("genui")
 
 
+CANCELLED = "the variations were cancelled"  # a set nobody watched any more, or a server stopping
+
+
 @dataclass(frozen=True)
 class Candidates:
     """What a watcher sees: each candidate's text so far (sanitised into ``drafts`` only if a watcher shows them),
@@ -108,8 +111,13 @@ class Variations:
     def finished(self) -> bool:
         return self._latest.finished
 
+    @property
+    def error(self) -> EngineError | None:
+        """Why the set ended with nothing to keep, once it has."""
+        return self._latest.error
+
     def cancel(self) -> asyncio.Task[None]:
-        self._fail(EngineError("the variations were cancelled"))
+        self._fail(EngineError(CANCELLED))
         self._task.cancel()
         return self._task
 
@@ -178,7 +186,7 @@ class Variations:
         except EngineError as err:
             self._fail(err)
         except asyncio.CancelledError:
-            self._fail(EngineError("the variations were cancelled"))
+            self._fail(EngineError(CANCELLED))
             raise
         except Exception as err:  # an engine bug must still end every watcher's wait
             log.exception("variations of %s failed", self.runtime.url(self.url))

@@ -47,7 +47,7 @@ from genui.runtime import SiteRuntime
 from genui.screens import Screens, candidates_url, words_of
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage, when_free
-from genui.variations import Variations
+from genui.variations import CANCELLED, Variations
 from genui.words import WORDS
 
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
@@ -273,8 +273,18 @@ class Views:
             return RedirectResponse(candidates_url(job, variations), status_code=303)
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
             self.pages.variations.forget(variations.id)
-            said = "Those variations were not all written; ask for new ones."
-            return self.screens.error(request, runtime, 404, "Not found", said, back=self.screens.varied(job))
+            # a set is written while it is on screen: one left, and come back to with Back, stopped meanwhile ("Not
+            # found" read as if it had never been: a desktop user's review)
+            left = variations.error is not None and str(variations.error) == CANCELLED
+            said = (
+                "Those variations stopped when they were left, before they were all written: a set is written only"
+                " while it is on screen."
+                if left
+                else "Those variations were not all written."
+            )
+            return self.screens.error(
+                request, runtime, 404, "Variations stopped", said + " Ask for new ones.", back=self.screens.varied(job)
+            )
         return self.screens.variations(request, job, variations)
 
     async def keep(self, request: Request) -> Response:

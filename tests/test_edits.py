@@ -327,7 +327,7 @@ def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_
     waited = client.get(live.headers["hx-push-url"] + "&wait=1")  # where a stream that cannot connect waits
     assert waited.status_code == 303 and waited.headers["location"] == live.headers["hx-push-url"]
     shown = client.get(live.headers["hx-push-url"])  # its address, after a reload: said, not shown as written
-    assert shown.status_code == 404 and "not all written" in shown.text
+    assert shown.status_code == 404 and "Those variations were not all written. Ask for new ones." in shown.text
     assert re.search(r'<a href="/wiki/Lisp" hx-get="/wiki/Lisp"[^>]*>Back to Lisp</a>', shown.text)  # the way back
     refused = client.post("/_genui/keep", data=keep)
     assert refused.status_code == 404 and "gone" in refused.text  # the address forgot it
@@ -633,3 +633,19 @@ def test_a_section_with_the_routes_opening_text_is_not_offered_and_its_rewrite_i
     assert engine.infills == []
     thread = visit(client, "/forum/r/lisp/Macros").text  # <h1>Macros</h1> pinned; the post the opening starts not
     assert re.findall(r'<option value="(\d+)"', thread)[:1] == ["2"]
+
+
+def test_a_set_left_before_it_was_written_says_it_stopped_when_it_was_left(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Back to a set left while it was written said "Not found — Those variations were not all written", as if it
+    had never been (a desktop user's review): a set is written only while it is on screen."""
+    engine = FakeEngine(delay=0.05, steps=20)
+    client = client_factory(all_sites, engine, follow_redirects=False, app_options={"unclaimed_s": 0.1})
+    visit(client, "/wiki/Lisp", follow_redirects=True)
+    live = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    assert live.status_code == 200  # and its stream never opened: the visitor went elsewhere
+    wait_until(lambda: client.get("/_genui/health").json()["busy"] is False)
+    shown = client.get(live.headers["hx-push-url"])
+    assert shown.status_code == 404 and "<h1>Variations stopped</h1>" in shown.text
+    assert "stopped when they were left, before they were all written" in shown.text and "Back to Lisp" in shown.text
