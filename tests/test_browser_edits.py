@@ -232,6 +232,8 @@ def test_three_variations_stream_side_by_side_and_the_kept_one_survives_a_reload
     page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
     headings = [element.text_content() for element in page.query_selector_all(".genui-candidate .genui-page h1")]
     assert headings == ["Lisp (variation 1)", "Lisp (variation 2)", "Lisp (variation 3)"]
+    # the set's own heading, over the variations' h2s (it had none: an accessibility review)
+    assert page.text_content("#genui-content > h1") == "3 variations of Lisp: keep one as its next version."
     bodies = [element.inner_html() for element in page.query_selector_all(".genui-candidate .genui-page")]
     assert len(set(bodies)) == 3
     assert len(server.engine.variations) == 1 and server.engine.variations[0][1] == 3  # one batched call
