@@ -8,6 +8,8 @@ Each screen is a template of templates/ rendered by the Shell with the context t
 from __future__ import annotations
 
 import math
+import re
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
@@ -38,6 +40,8 @@ INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the pag
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 LIVE_PATH = "/_genui/live"  # whether the server answers at all (cached pages while the model loads), as JSON
 REPLIES_AGAIN_S = 3  # seconds before a thread whose newest posts wait for replies is loaded again, which writes them
+SENT_FIELD = "sent"  # the reply form's hidden field: its own token (Store.add_post's ``sent``)
+SENT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a token as the form has it (secrets.token_urlsafe), or none
 
 
 def candidates_url(job: Job, variations: Variations) -> str:
@@ -283,6 +287,9 @@ class Screens:
             "user_rule": USER_RULE,
             "user_pattern": USER_PATTERN,
             "max_text": MAX_POST,
+            # this form's own token: the same post sent again from it is stored once, whatever came between
+            "sent": secrets.token_urlsafe(16),
+            "sent_field": SENT_FIELD,
         }
 
     def _site_context(self, runtime: SiteRuntime, title: str) -> dict[str, Any]:

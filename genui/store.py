@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS posts (
     path TEXT NOT NULL,
     user TEXT NOT NULL,
     text TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    sent TEXT
 );
 CREATE INDEX IF NOT EXISTS posts_by_thread ON posts (site, path, id);
 CREATE TABLE IF NOT EXISTS served (
@@ -448,6 +449,8 @@ class Store:
                 db.execute("ALTER TABLE pages ADD COLUMN mount TEXT")
             if "continues" not in columns:  # from before a version was stored as what follows the one before it
                 db.execute("ALTER TABLE pages ADD COLUMN continues INTEGER NOT NULL DEFAULT 0")
+            if "sent" not in {row[1] for row in db.execute("PRAGMA table_info(posts)")}:  # before reply forms' tokens
+                db.execute("ALTER TABLE posts ADD COLUMN sent TEXT")
             (schema,) = db.execute("PRAGMA user_version").fetchone()
             if schema > SCHEMA_VERSION:  # stamped since check_page_cache looked (a newer genui, at the same time)
                 raise NotAPageCache(f"the page cache became a newer genui's (layout {schema}) as it was opened")
@@ -835,30 +838,33 @@ class Store:
 
     # -- posts -------------------------------------------------------------------------------------------------
 
-    def add_post(self, site: str, path: str, user: str, text: str, wait: bool = True) -> StoredPost:
-        """Store a post (checked with check_post); it is committed when this returns. The same post again, the
-        thread's newest, within ``SAME_POST_S`` (a form sent twice: a double click, a resend after a dropped answer)
-        is not stored twice: that post is returned. ``wait=False`` as for save_page."""
+    def add_post(
+        self, site: str, path: str, user: str, text: str, wait: bool = True, sent: str | None = None
+    ) -> StoredPost:
+        """Store a post (checked with check_post); it is committed when this returns. A form sent twice (a double
+        click, a resend after a dropped answer) is not stored twice, that post returned: the same post again from the
+        form that sent it (``sent``: its token, the reply form's own), whenever and whatever was posted between; or,
+        with no token, the thread's newest within ``SAME_POST_S``. ``wait=False`` as for save_page."""
         user, text = check_post(user, text)
         created = time.time()
         with self._transaction(wait) as db:
-            if (first := _sent_before(db, site, path, user, text, created)) is not None:
+            if (first := _sent_before(db, site, path, user, text, created, sent)) is not None:
                 return first
             cursor = db.execute(
-                "INSERT INTO posts (site, path, user, text, created) VALUES (?, ?, ?, ?, ?)",
-                (site, path, user, text, created),
+                "INSERT INTO posts (site, path, user, text, created, sent) VALUES (?, ?, ?, ?, ?, ?)",
+                (site, path, user, text, created, sent),
             )
         assert cursor.lastrowid is not None
         return StoredPost(cursor.lastrowid, user, text, created)
 
-    def resent(self, site: str, path: str, user: str, text: str) -> StoredPost | None:
+    def resent(self, site: str, path: str, user: str, text: str, sent: str | None = None) -> StoredPost | None:
         """The stored post that ``add_post`` would return for this one, sent again (see there); None when it would
         store a new post. Raises PostRejected as add_post does. Asked just before add_post, in the same synchronous
         stretch of the event loop, both see the same newest post (only another process could post in between, and
         then add_post still stores no post twice)."""
         user, text = check_post(user, text)
         with self._lock:
-            return _sent_before(self._db, site, path, user, text, time.time())
+            return _sent_before(self._db, site, path, user, text, time.time(), sent)
 
     def post_counts(self) -> dict[str, int]:
         """How many posts each site has."""
@@ -919,9 +925,19 @@ _PAGE_COLUMNS = "version, seed, title, html, seconds, created, answered, replied
 _KEY_WHERE = "site = ? AND path = ? AND query = ? AND model = ? AND template = ? AND posts = ?"
 
 
-def _sent_before(db: sqlite3.Connection, site: str, path: str, user: str, text: str, now: float) -> StoredPost | None:
-    """The thread's newest post if it is this one (checked) sent again: the same user and text within
-    ``SAME_POST_S`` (a double click, a resend after a dropped answer). The one rule for add_post and Store.resent."""
+def _sent_before(
+    db: sqlite3.Connection, site: str, path: str, user: str, text: str, now: float, sent: str | None = None
+) -> StoredPost | None:
+    """The post this one (checked) is, sent again: the post the same form (``sent``) stored with the same user and
+    text, or the thread's newest if it has them and is under ``SAME_POST_S`` old (a double click, a resend after a
+    dropped answer). The one rule for add_post and Store.resent."""
+    if sent is not None:  # the form that sent it, sent again: the same post, though others came between (a review)
+        row = db.execute(
+            "SELECT id, created FROM posts WHERE site = ? AND path = ? AND sent = ? AND user = ? AND text = ?",
+            (site, path, sent, user, text),
+        ).fetchone()
+        if row is not None:
+            return StoredPost(int(row[0]), user, text, float(row[1]))
     last = db.execute(
         "SELECT id, user, text, created FROM posts WHERE site = ? AND path = ? ORDER BY id DESC LIMIT 1", (site, path)
     ).fetchone()

@@ -44,7 +44,7 @@ from genui.inputs import (
 from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, StillWriting, TooManyRuns
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
-from genui.screens import Screens, candidates_url, words_of
+from genui.screens import SENT_FIELD, SENT_TOKEN, Screens, candidates_url, words_of
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage, when_free
 from genui.variations import CANCELLED, Variations
@@ -348,10 +348,12 @@ class Views:
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
             raise BadRequest("A reply is a name and a text.")
+        token = form.get(SENT_FIELD)  # the reply form's own (screens.thread): a resend of it is the same post
+        sent = token if isinstance(token, str) and SENT_TOKEN.fullmatch(token) else None
         client, site, path = client_address(request), runtime.site.name, location.path
         resent = None
         try:
-            resent = self.pages.store.resent(site, path, user.strip(), text)  # PostRejected: whatever the model
+            resent = self.pages.store.resent(site, path, user.strip(), text, sent)  # PostRejected: whatever the model
             job = self.pages.job(runtime, location, client=client)  # before the model is named: EngineLoading
             if self.pages.engine is not None:
                 self.pages.prompt(job)  # refuse before storing, not after: a page the model cannot write
@@ -366,7 +368,7 @@ class Views:
                     self.pages.admit(job)
                 # another process holding the cache (a prune, a second server) holds up no other visitor meanwhile
                 await when_free(
-                    functools.partial(self.pages.store.add_post, site, path, user.strip(), text, wait=False)
+                    functools.partial(self.pages.store.add_post, site, path, user.strip(), text, False, sent)
                 )
                 self.pages.post_rate.posted(client)
         except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored

@@ -416,3 +416,21 @@ def test_a_readers_post_says_when_it_was_made_and_links_to_itself(
         (number, user, link, stamp, shown)
     ]  # in place now, once, the same
     assert '<ol class="genui-postlist genui-inline">' in thread and thread.count(f'id="post-{number}"') == 1
+
+
+def test_a_reply_form_sent_again_after_anothers_post_stores_its_post_once(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A resend after a lost answer, once someone else had posted: stored twice (a forum user's review)."""
+    client = client_factory(all_sites, FakeEngine())
+    thread = visit(client, THREAD).text
+    token = re.search(r'<input type="hidden" name="sent" value="([A-Za-z0-9_-]{16,})">', thread)
+    assert token is not None
+    form = {"user": "ada", "text": "sent once", "sent": token[1]}
+    assert client.post(THREAD, data=form, follow_redirects=False).status_code == 303
+    assert client.post(THREAD, data={"user": "bob", "text": "between"}, follow_redirects=False).status_code == 303
+    assert client.post(THREAD, data=form, follow_redirects=False).status_code == 303  # its answer was lost: again
+    posts = pages_of(client).store.posts("forum", "/r/hacking/My_first_lisp")
+    assert [post.text for post in posts] == ["sent once", "between"]
+    again = visit(client, THREAD).text  # the form shown next has a token of its own
+    assert token[1] not in again and 'name="sent"' in again

@@ -226,6 +226,24 @@ def test_a_post_sent_again_is_told_apart_by_the_same_rule_add_post_keeps(
     assert len(store.posts("forum", "/r/a/T")) == 1
 
 
+def test_a_form_sent_again_is_its_post_though_others_came_between_and_a_minute_passed(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resend was told apart only from the thread's newest post within 60 s: a post by another in between, and it
+    was stored twice (a forum user's review, left alone last session). The reply form's token tells it."""
+    first = store.add_post("forum", "/r/a/T", "ada", "me too", sent="form-token-0000001")
+    store.add_post("forum", "/r/a/T", "bob", "between")
+    later = time.time() + SAME_POST_S + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert store.resent("forum", "/r/a/T", "ada", "me too", "form-token-0000001") == first
+    assert store.add_post("forum", "/r/a/T", "ada", "me too", sent="form-token-0000001") == first
+    # the same form with other words (the first answer lost, the text changed), or another form: posts of their own
+    store.add_post("forum", "/r/a/T", "ada", "me too, really", sent="form-token-0000001")
+    store.add_post("forum", "/r/a/T", "ada", "me too", sent="form-token-0000002")
+    store.add_post("forum", "/r/a/U", "ada", "me too", sent="form-token-0000001")  # another thread
+    assert [p.text for p in store.posts("forum", "/r/a/T")] == ["me too", "between", "me too, really", "me too"]
+
+
 def test_a_post_keeps_its_first_lines_indentation_and_tabs_but_no_blank_lines_around_it(store: Store) -> None:
     """Pasted code lost its first line's indentation: `    def f():` was stored as `def f():` under an indented
     body (a forum user's review)."""
