@@ -50,6 +50,18 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
     return shown
 
 
+def everywhere(runtime: SiteRuntime) -> list[Section]:
+    """The sections every route's pages show (``on = ["*"]``: a site's own ways on, as the desktop's icons), their
+    fixed links alone, for a page of the site that is no route's: an error (a 404, a busy page), from which a visitor
+    was left with the bar and a link home (a desktop user's review: "never stuck in one program")."""
+    patterns = {route.pattern for route in runtime.site.routes}
+    return [
+        Section(section.heading, section.look, tuple(Link(link.label, runtime.url(link.url)) for link in section.links))
+        for section in runtime.site.navigation
+        if patterns <= set(section.on) and section.links
+    ]
+
+
 def _written(
     runtime: SiteRuntime, here: Location, section: NavSection, store: Store, model: str, fixed: set[str]
 ) -> list[Link]:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
-from genui.navigation import sections
+from genui.navigation import everywhere, sections
 from genui.pages import LOADING_RETRY_S, Job, Pages
 from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
@@ -161,6 +161,7 @@ class Screens:
         )
         refresh = {"seconds": retry, "url": here} if retry else None
         context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
+        context["navigation"] = everywhere(runtime)
         return self.shell.response(request, "error.html", context, status_code, headers)
 
     def varied(self, job: Job) -> dict[str, str]:

@@ -202,3 +202,20 @@ def test_a_fixed_link_takes_no_place_of_a_written_page_under_the_sections_limit(
         ("/Go", "/Scheme", "/Lisp"),  # Lisp the newest
     )
     assert [link.label for link in _listed(runtime, "/", store)] == ["Lisp", "Scheme", "Go"]  # fixed, then two
+
+
+def test_an_error_page_of_a_site_shows_the_ways_on_every_page_of_it_shows(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """The desktop's 404 and busy pages dropped its icons, though every screen shows them so that a visitor is never
+    stuck in one program (a desktop user's review). A section of some routes' pages only is no error page's."""
+    client = client_factory(all_sites, FakeEngine())
+    icons = navigation(visit(client, "/os/").text)[""]
+    assert len(icons) == 6 and ("Home", "/os/files/home/user") in icons
+    missing = client.get("/os/no/such/page")
+    assert missing.status_code == 404 and navigation(missing.text) == {"": icons}
+    version = client.get("/os/?v=9")  # a version that does not exist: an error page of a route's
+    assert version.status_code == 404 and navigation(version.text) == {"": icons}
+    assert client.get("/os/no/such/page", headers=HTMX).text.count('class="genui-icon"') == 6  # in a fragment too
+    wiki = client.get("/wiki/no/such/page")  # the wiki's sections are some routes' only
+    assert wiki.status_code == 404 and navigation(wiki.text) == {}
