@@ -498,7 +498,6 @@ class Pages:
             raise HTTPException(404, "Those variations are gone; ask for new ones.")
         pages = variations.pages
         if pages is None and variations.finished:  # it failed or was cancelled: nothing to keep, now or later
-            self.variations.forget(set_id)
             raise HTTPException(404, "Those variations were not all written; ask for new ones.")
         if pages is None:
             raise HTTPException(409, "Those variations are still being written.")

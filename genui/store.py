@@ -733,8 +733,8 @@ class Store:
                 if ids and ids[0] <= seen:
                     for post_id in ids:
                         cursor = db.execute(
-                            "INSERT INTO posts (site, path, user, text, created)"
-                            " SELECT site, ?, user, text, created FROM posts WHERE id = ?",
+                            "INSERT INTO posts (site, path, user, text, created, sent)"
+                            " SELECT site, ?, user, text, created, sent FROM posts WHERE id = ?",
                             (new, post_id),
                         )
                         assert cursor.lastrowid is not None

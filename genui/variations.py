@@ -23,6 +23,7 @@ from genui.runtime import SiteRuntime
 from genui.store import PageKey
 
 KEPT_SETS = 64  # finished sets of candidates remembered for keeping, the newest (and every one being written)
+STOPPED_SETS = 64  # sets that ended with nothing to keep, remembered to say so at their address (the newest)
 log = logging.getLogger("genui")
 
 
@@ -205,14 +206,15 @@ class VariationSets:
         self._sets: OrderedDict[str, Variations] = OrderedDict()
 
     def add(self, variations: Variations) -> Variations:
-        """Remember ``variations``, forgetting sets that ended with nothing to keep (failed, cancelled), then the
-        oldest finished sets past KEPT_SETS. A set still being written is never dropped: someone is watching it,
-        and the engine's own limits bound how many there are."""
-        for set_id, other in list(self._sets.items()):
-            if other.finished and other.pages is None:
-                del self._sets[set_id]
+        """Remember ``variations``, forgetting the oldest sets that ended with nothing to keep (failed, cancelled)
+        past STOPPED_SETS (their address says why, again and again, a reload or Back: "Those variations are gone"
+        read as if they had never been), then the oldest finished sets past KEPT_SETS. A set still being written is
+        never dropped: someone is watching it, and the engine's own limits bound how many there are."""
+        stopped = [set_id for set_id, other in self._sets.items() if other.finished and other.pages is None]
+        for set_id in stopped[: max(0, len(stopped) - STOPPED_SETS)]:
+            del self._sets[set_id]
         self._sets[variations.id] = variations
-        finished = [set_id for set_id, other in self._sets.items() if other.finished]
+        finished = [set_id for set_id, other in self._sets.items() if other.finished and other.pages is not None]
         for set_id in finished[: max(0, len(finished) - KEPT_SETS)]:
             del self._sets[set_id]
         return variations

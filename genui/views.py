@@ -272,7 +272,6 @@ class Views:
                     return Response(status_code=CLIENT_GONE)
             return RedirectResponse(candidates_url(job, variations), status_code=303)
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
-            self.pages.variations.forget(variations.id)
             # a set is written while it is on screen: one left, and come back to with Back, stopped meanwhile ("Not
             # found" read as if it had never been: a desktop user's review)
             left = variations.error is not None and str(variations.error) == CANCELLED

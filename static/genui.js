@@ -413,7 +413,8 @@
         return;
       }
       var own = new URL(form.getAttribute("action"), here).pathname === here.pathname;
-      field.value = own ? here.searchParams.get(field.name) || "" : "";
+      var asked = own ? here.searchParams.get(field.name) || "" : "";
+      field.value = asked.replace(/[\u202a-\u202e\u2066-\u2069]/g, ""); // as the server reads it (sameQuery)
       field.defaultValue = field.value; // as served: no text of the visitor's (typing)
     });
   }

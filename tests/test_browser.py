@@ -119,8 +119,9 @@ def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, wi
         page.set_viewport_size({"width": width, "height": 800})
         server.engine.hold = threading.Event()
         page.goto(server.url + "/wiki/Moving_pages", wait_until="commit")
-        page.wait_for_selector("#genui-draft[data-step]", timeout=5_000)
-        live = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
+        page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=5_000)  # (an empty one is not shown)
+        page.wait_for_load_state("load")  # its stylesheets applied (the page was asked for until its first byte only)
+        live = page.eval_on_selector("#genui-draft", "e => e.getBoundingClientRect().top")
         server.engine.hold.set()
         page.wait_for_selector(FINISHED, timeout=15_000)
         landed = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
@@ -1006,13 +1007,16 @@ def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
     by the line's height as it landed, 32 px on every site (a desktop user's review)."""
     server.engine.delay = 0.05
     top = "() => document.querySelector('#genui-content .genui-page').getBoundingClientRect().top"
+    left = "selector => document.querySelector(selector).getBoundingClientRect().left"
     for path in ("/wiki/Steady", "/os/files/home/steady", "/forum/r/linux/Steady"):
         page.goto(server.url + path)
-        page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
-        writing = page.evaluate(top)
+        page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)  # (an empty one is not shown)
+        writing, line = page.evaluate(top), page.evaluate(left, "#genui-progress")
         page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
         page.wait_for_timeout(100)  # settled
         assert abs(page.evaluate(top) - writing) < 1, path
+        # the line stands where the toolbar comes: over the desktop's window, not at its column's edge (a review)
+        assert abs(page.evaluate(left, "#genui-toolbar") - line) < 1, path
 
 
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:

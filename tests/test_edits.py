@@ -21,7 +21,7 @@ from genui.pages import Job
 from genui.sections import sections
 from genui.sites import Site
 from genui.store import Store
-from genui.variations import KEPT_SETS, VariationSets
+from genui.variations import KEPT_SETS, STOPPED_SETS, VariationSets
 
 VARIATIONS_LIVE = re.compile(r'ws-connect="(/_genui/ws/variations[^"]+)"')
 
@@ -330,7 +330,8 @@ def test_variations_whose_engine_fails_partway_say_so_keep_nothing_and_the_next_
     assert shown.status_code == 404 and "Those variations were not all written. Ask for new ones." in shown.text
     assert re.search(r'<a href="/wiki/Lisp" hx-get="/wiki/Lisp"[^>]*>Back to Lisp</a>', shown.text)  # the way back
     refused = client.post("/_genui/keep", data=keep)
-    assert refused.status_code == 404 and "gone" in refused.text  # the address forgot it
+    assert refused.status_code == 404 and "were not all written" in refused.text  # nothing to keep, and said so
+    assert "Variations stopped" in client.get(live.headers["hx-push-url"]).text  # again, at a reload
     plain = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"})  # without scripts: a 503 page
     assert plain.status_code == 503 and "ran out of memory" in plain.text
     # Nothing was kept, and the page's version is as it was.
@@ -443,13 +444,15 @@ class _Set:
 def test_remembered_variations_drop_failed_sets_then_the_oldest_finished_never_one_being_written() -> None:
     sets = VariationSets()
     running = sets.add(_Set("running", False, None))  # type: ignore[arg-type]
-    failed = [sets.add(_Set(f"failed{i}", True, None)) for i in range(KEPT_SETS)]  # type: ignore[arg-type]
+    failed = [sets.add(_Set(f"failed{i}", True, None)) for i in range(STOPPED_SETS + 3)]  # type: ignore[arg-type]
     kept = sets.add(_Set("kept", True, ("<p>a</p>",)))  # type: ignore[arg-type]
-    assert all(sets.get(f.id) is None for f in failed)  # a set that failed holds nothing to keep, and no slot
+    # a set that failed holds nothing to keep: the newest are remembered to say so at their address, the oldest go
+    assert [f.id for f in failed if sets.get(f.id) is None] == ["failed0", "failed1", "failed2"]
     for i in range(KEPT_SETS):
         sets.add(_Set(f"done{i}", True, ("<p>b</p>",)))  # type: ignore[arg-type]
     assert sets.get(running.id) is running and not running.cancelled  # still watched: never dropped
     assert sets.get(kept.id) is None and sets.get("done0") is not None  # the oldest finished one went
+    assert sets.get(failed[-1].id) is not None  # the failed ones took no slot of the finished ones
 
 
 def test_a_rewrite_refused_busy_says_so_once_then_that_it_stopped(lisp: tuple[TestClient, FakeEngine]) -> None:
@@ -649,3 +652,9 @@ def test_a_set_left_before_it_was_written_says_it_stopped_when_it_was_left(
     shown = client.get(live.headers["hx-push-url"])
     assert shown.status_code == 404 and "<h1>Variations stopped</h1>" in shown.text
     assert "stopped when they were left, before they were all written" in shown.text and "Back to Lisp" in shown.text
+    # and again, at a reload or Back, though another set has been asked for since (a review: it said so once)
+    visit(client, "/wiki/Scheme", follow_redirects=True)
+    other = client.post("/_genui/variations", data={"site": "wiki", "url": "/Scheme"}, headers=HTMX)
+    assert other.status_code == 200
+    again = client.get(live.headers["hx-push-url"])
+    assert again.status_code == 404 and "stopped when they were left" in again.text
