@@ -121,6 +121,8 @@ def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, wi
         page.goto(server.url + "/wiki/Moving_pages", wait_until="commit")
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=5_000)  # (an empty one is not shown)
         page.wait_for_load_state("load")  # its stylesheets applied (the page was asked for until its first byte only)
+        # laid out (a full run once read 0 here, a frame being swapped in as it was measured)
+        page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
         live = page.eval_on_selector("#genui-draft", "e => e.getBoundingClientRect().top")
         server.engine.hold.set()
         page.wait_for_selector(FINISHED, timeout=15_000)
@@ -1011,6 +1013,7 @@ def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
     for path in ("/wiki/Steady", "/os/files/home/steady", "/forum/r/linux/Steady"):
         page.goto(server.url + path)
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)  # (an empty one is not shown)
+        page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
         writing, line = page.evaluate(top), page.evaluate(left, "#genui-progress")
         page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
         page.wait_for_timeout(100)  # settled
