@@ -27,7 +27,11 @@ STOPPED_SETS = 64  # sets that ended with nothing to keep, remembered to say so 
 log = logging.getLogger("genui")
 
 
-CANCELLED = "the variations were cancelled"  # a set nobody watched any more, or a server stopping
+class VariationsCancelled(EngineError):
+    """A set nobody watched any more, or a server stopping: it ended with nothing to keep."""
+
+    def __init__(self) -> None:
+        super().__init__("the variations were cancelled")
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class Variations:
         return self._latest.error
 
     def cancel(self) -> asyncio.Task[None]:
-        self._fail(EngineError(CANCELLED))
+        self._fail(VariationsCancelled())
         self._task.cancel()
         return self._task
 
@@ -187,7 +191,7 @@ class Variations:
         except EngineError as err:
             self._fail(err)
         except asyncio.CancelledError:
-            self._fail(EngineError(CANCELLED))
+            self._fail(VariationsCancelled())
             raise
         except Exception as err:  # an engine bug must still end every watcher's wait
             log.exception("variations of %s failed", self.runtime.url(self.url))

@@ -47,7 +47,7 @@ from genui.runtime import SiteRuntime
 from genui.screens import SENT_FIELD, SENT_TOKEN, Screens, candidates_url, words_of
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage, when_free
-from genui.variations import CANCELLED, Variations
+from genui.variations import Variations, VariationsCancelled
 from genui.words import WORDS
 
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
@@ -274,7 +274,7 @@ class Views:
         if variations.finished and variations.pages is None:  # failed or cancelled: nothing to show or keep
             # a set is written while it is on screen: one left, and come back to with Back, stopped meanwhile ("Not
             # found" read as if it had never been: a desktop user's review)
-            left = variations.error is not None and str(variations.error) == CANCELLED
+            left = isinstance(variations.error, VariationsCancelled)
             said = (
                 "Those variations stopped when they were left, before they were all written: a set is written only"
                 " while it is on screen."
@@ -302,10 +302,10 @@ class Views:
         job, asked = page_at(self.pages, runtime, request)
         if request.method == "HEAD" or embedded_elsewhere(request):  # what is stored; nothing started for one not
             page = self.pages.page(job, asked)
+            if page is None and request.method == "HEAD":
+                return self._head(request, job, asked)
             if page is None:
-                return (
-                    self._head(request, job, asked) if request.method == "HEAD" else self._stored(request, job, asked)
-                )
+                raise HTTPException(403, EMBEDDED)
         else:
             shown = self.pages.replies_again(job, asked, self.screens.inline_posts) or self.pages.open(job, asked)
             page = shown if isinstance(shown, StoredPage) else await _finished(request, shown, WAIT_ANSWER_S)
