@@ -47,7 +47,7 @@ from genui.screens import (
 )
 from genui.security import security_headers
 from genui.shell import Shell
-from genui.sites import Site, load_sites
+from genui.sites import Problems, Site, load_sites
 from genui.store import Store
 from genui.stream import Stream
 from genui.upgrade import take_up
@@ -242,7 +242,13 @@ def create_app(
     if not sites:
         raise ValueError("no sites to serve")
     single = len(sites) == 1 and not mounted
-    runtimes = [SiteRuntime.build(site, "" if single else f"/{site.name}") for site in sites]
+    problems = Problems()  # every site's templates tried: their problems said in one run
+    runtimes = [
+        runtime
+        for site in sites
+        if (runtime := problems.check(SiteRuntime.build, site, "" if single else f"/{site.name}"))
+    ]
+    problems.raise_found()
     store = Store(db_path)
     for runtime in runtimes:
         if takes_up:

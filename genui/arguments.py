@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from genui.routing import BadRequest, Location, untaken_keys
 from genui.runtime import SiteRuntime
-from genui.sites import Site, SiteConfigError, check_names, load_site, load_sites, site_folders
+from genui.sites import Problems, Site, SiteConfigError, check_names, combined, load_site, site_folders
 
 if TYPE_CHECKING:
     from genui.app import OwnedEngine
@@ -47,7 +47,7 @@ def no_sites(directory: Path | str) -> UsageError:
 def loading_sites(directory: Path) -> tuple[list[Site], list[SiteConfigError]]:
     """Every site under ``directory`` that loads (its config and templates, as genui serve builds them), and the
     errors of those that do not: ``genui serve --reload`` serves the first and the others once they load (a team's
-    half-written site stopped everyone's restart). None loading is the first one's error; none at all, UsageError."""
+    half-written site stopped everyone's restart). None loading is their errors, as one; none at all, UsageError."""
     folders = site_folders(directory)
     if not folders:
         raise no_sites(directory)
@@ -61,7 +61,7 @@ def loading_sites(directory: Path) -> tuple[list[Site], list[SiteConfigError]]:
             continue
         sites.append(site)
     if not sites:
-        raise broken[0]
+        raise combined(broken)
     check_names(sites)
     return sites, broken
 
@@ -71,7 +71,12 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     With names, a folder that does not load is no matter once every site named is found (a half-written new site
     beside them; it is said on stderr): which site it is cannot be told until it loads."""
     if not names:
-        sites = load_sites(directory, unique=False)
+        problems = Problems()
+        sites = [site for folder in site_folders(directory) if (site := problems.check(load_site, folder))]
+        if problems.found:  # the others' templates too, so that one run says every problem (a server tries them)
+            for site in sites:
+                problems.check(SiteRuntime.build, site, "")
+            problems.raise_found()
         if not sites:
             raise no_sites(directory)
         check_names(sites)
@@ -85,7 +90,7 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
     by_name = {site.name: site for site in sites}
     missing = [name for name in names if name not in by_name]
     if missing and broken:
-        raise broken[0]  # it may be the site asked for
+        raise combined(broken)  # one may be the site asked for
     if not sites:
         raise no_sites(directory)
     if missing:

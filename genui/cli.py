@@ -103,7 +103,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     broken: list[SiteConfigError] = []
     if args.reload and not args.site:  # a site that does not load is served once it does, at its name
         sites, broken = loading_sites(Path(args.sites_dir))
-        for err in broken:
+        for err in (problem for site_error in broken for problem in site_error.each):
             print(f"note: not served until it loads (edit it; --reload tries it again): {err}", file=sys.stderr)
     else:
         sites = sites_in(Path(args.sites_dir), args.site)
@@ -253,19 +253,23 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         asked = [(folder, err) for folder, err in broken if folder.name in missing]
         for folder, unasked in broken:
             if (folder, unasked) not in asked:
-                print(f"note: left out, not asked for and not loading: {unasked}", file=sys.stderr)
+                for problem in unasked.each:
+                    print(f"note: left out, not asked for and not loading: {problem}", file=sys.stderr)
         if len(asked) < len(missing):  # a name no folder has (a slip: wikki), whatever else does not load
             unfound = next(name for name in missing if name not in {folder.name for folder, _ in asked})
             have = ", ".join(sorted(site.name for site in sites))
             raise UsageError(f"no site named {unfound!r} under {args.sites_dir} (have: {have})")
         sites, broken = [site for site in sites if site.name in args.site], asked
     for folder, reason in broken:
-        print(f"{folder.name}  ({folder})\n  does not load: {reason}")
+        print(f"{folder.name}  ({folder})")
+        for problem in reason.each:  # each on a line of its own
+            print(f"  does not load: {problem}")
         failed = True
     try:
         check_names(sites)
     except SiteConfigError as err:
-        print(f"does not load: {err}")
+        for problem in err.each:
+            print(f"does not load: {problem}")
         failed = True
     for site in sites:
         print(f"{site.name}  {site.title}  ({site.root})")
@@ -273,7 +277,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         try:
             runtime = SiteRuntime.build(site, "")  # its templates rendered with sample values, as genui serve does
         except SiteConfigError as err:
-            print(f"  does not load: {err}")
+            for problem in err.each:
+                print(f"  does not load: {problem}")
             failed = True
         model = site.model
         settings = [f"up to {model.tokens} tokens"]
@@ -608,7 +613,8 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
     try:
         code: int = args.run(args, load_engine or _default_loader)
     except (UsageError, SiteConfigError, EngineError, NotAPageCache) as err:
-        print(f"genui {args.command}: {err}", file=sys.stderr)
+        for line in err.each if isinstance(err, SiteConfigError) else (err,):  # a config's problems, a line each
+            print(f"genui {args.command}: {line}", file=sys.stderr)
         return USAGE_ERROR
     except BrokenPipeError:  # what reads the output stopped (`genui sites | head`): as a shell's writer, quietly
         # (its unwritten output goes nowhere, not into an error at the interpreter's exit)

@@ -18,7 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from genui.assets import asset_url
-from genui.sites import Route, Site, SiteConfigError
+from genui.sites import Problems, Route, Site, SiteConfigError
 
 GAP = "\ue000"  # where an opening's gap() stands in its rendered text: a private-use character no value keeps
 _GAP_IN_TAG = re.compile(f"<[^<>]*{GAP}")  # a gap after a tag's `<` and before its `>`
@@ -213,22 +213,28 @@ class PromptRenderer:
         self._env = _sandbox(site, autoescape=False)  # prompts: plain text for the model
         self._html = _sandbox(site, autoescape=True)  # openings: HTML for the page, so values are escaped
         self._versions: dict[Route, str] = {}
+        problems = Problems()  # each route's templates on their own: every route's problems said in one run
         for route in site.routes:
-            self._versions[route] = self._version_of(route)  # which checks every template the route reads
-            try:
-                self._try(route)
-            except PromptError as err:
-                raise err.tried_for(route) from err.__cause__
-            self._check_gaps_in_text(route)
-            replies = route.reply_opening
-            sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
-            if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
-                raise SiteConfigError(
-                    site.prompts_dir / replies,
-                    "gap()",
-                    "a reply opening cannot have gaps: replies are written in place after the thread",
-                    "move the gap() into the route's opening, or write the text out",
-                )
+            problems.check(self._check_route, route)
+        problems.raise_found()
+
+    def _check_route(self, route: Route) -> None:
+        """Raise SiteConfigError for what is wrong with ``route``'s templates, tried with sample values."""
+        self._versions[route] = self._version_of(route)  # which checks every template the route reads
+        try:
+            self._try(route)
+        except PromptError as err:
+            raise err.tried_for(route) from err.__cause__
+        self._check_gaps_in_text(route)
+        replies = route.reply_opening
+        sources = self._sources(replies, self._html)[0].values() if replies is not None else ()
+        if replies is not None and any(_calls_gap(self._html, source) for source in sources if source):
+            raise SiteConfigError(
+                self.site.prompts_dir / replies,
+                "gap()",
+                "a reply opening cannot have gaps: replies are written in place after the thread",
+                "move the gap() into the route's opening, or write the text out",
+            )
 
     def _check_gaps_in_text(self, route: Route) -> None:
         """SiteConfigError for an opening that puts a gap inside a tag (an attribute's value): the model's text there

@@ -15,7 +15,7 @@ from genui.prompts import GAP, OTHER_SAMPLE, SAMPLE_VALUES, PromptError, PromptR
 from genui.routing import BadRequest, Location, SiteRouter
 from genui.sanitize import sanitize_html
 from genui.sections import sections
-from genui.sites import Route, Site, SiteConfigError
+from genui.sites import Problems, Route, Site, SiteConfigError
 from genui.store import PageKey, StoredPage
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
@@ -55,8 +55,11 @@ class SiteRuntime:
 
     @classmethod
     def build(cls, site: Site, mount: str) -> SiteRuntime:
-        router = SiteRouter(site)
-        prompts = PromptRenderer(site)
+        problems = Problems()  # the routes' patterns and links, and the templates, each tried though one is wrong
+        router = problems.check(SiteRouter, site)
+        prompts = problems.check(PromptRenderer, site)
+        problems.raise_found()
+        assert router is not None and prompts is not None
         _check_opening_links(site, router, prompts)
         return cls(site, mount, router, prompts, LinkRewriter(mount, router.link_target, router.link_reading))
 

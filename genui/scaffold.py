@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 from genui.resources import bundled
-from genui.sites import Site, SiteConfigError, check_site_name, load_site
+from genui.sites import Site, SiteConfigError, check_site_name, combined, load_site
 
 DEFAULT_DESCRIPTION = "A small web site whose pages are written on the fly."
 
@@ -307,14 +307,19 @@ def _check_servable(site: Site, root: Path) -> None:
     try:
         SiteRuntime.build(site, "")
     except SiteConfigError as err:  # say it about the folder the user named, not the draft
-        file = Path(err.file)
-        named = root / file.relative_to(site.root) if file.is_relative_to(site.root) else file
-        raise SiteConfigError(named, err.key, err.problem, err.fix) from None
+        raise combined([_about(problem, site.root, root) for problem in err.each]) from None
+
+
+def _about(err: SiteConfigError, draft: Path, root: Path) -> SiteConfigError:
+    """``err`` said of the file in ``root`` that its file in the draft folder will be."""
+    file = Path(err.file)
+    named = root / file.relative_to(draft) if file.is_relative_to(draft) else file
+    return SiteConfigError(named, err.key, err.problem, err.fix)
 
 
 def _check(draft: Path, target: Path) -> None:
     try:
         site = load_site(draft)
     except SiteConfigError as err:  # say it about the folder the user asked for, not the draft
-        raise SiteConfigError(target / "site.toml", err.key, err.problem, err.fix) from None
+        raise combined([_about(problem, draft, target) for problem in err.each]) from None
     _check_servable(site, target)

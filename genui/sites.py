@@ -9,9 +9,10 @@ import difflib
 import re
 import tomllib
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 from engine.frames import MIN_TEMPERATURE
@@ -79,6 +80,60 @@ class SiteConfigError(ValueError):
         where = "" if key == WHOLE_FILE else f"key '{key}': "
         super().__init__(f"{file}: {where}{problem.rstrip('.')}. Fix: {fix}")
 
+    @property
+    def each(self) -> tuple[SiteConfigError, ...]:
+        """Every problem this error reports: itself, or those of a SiteConfigErrors."""
+        return (self,)
+
+
+class SiteConfigErrors(SiteConfigError):
+    """Several problems found in one check, each said on a line of its own: a developer fixes them in one edit
+    rather than one a run (a hackathon team's review). Its file, key, problem and fix are the first one's."""
+
+    def __init__(self, errors: list[SiteConfigError]) -> None:
+        said = {str(error): error for found in errors for error in found.each}  # a template two routes read: once
+        self.errors = tuple(said.values())
+        first = self.errors[0]
+        self.file, self.key, self.problem, self.fix = first.file, first.key, first.problem, first.fix
+        ValueError.__init__(self, "\n".join(str(error) for error in self.errors))
+
+    @property
+    def each(self) -> tuple[SiteConfigError, ...]:
+        return self.errors
+
+
+def combined(errors: list[SiteConfigError]) -> SiteConfigError:
+    """One error for ``errors`` (at least one): the error itself where there is one."""
+    together = SiteConfigErrors(errors)
+    return together.errors[0] if len(together.errors) == 1 else together
+
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class Problems:
+    """The errors of a config's parts that are checked each on its own, so that one wrong part hides no other."""
+
+    def __init__(self) -> None:
+        self.found: list[SiteConfigError] = []
+
+    def check(self, part: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+        """What ``part(*args, **kwargs)`` returns; None where it raises SiteConfigError, which is kept."""
+        try:
+            return part(*args, **kwargs)
+        except SiteConfigError as err:
+            self.found.append(err)
+            return None
+
+    def add(self, error: SiteConfigError) -> None:
+        self.found.append(error)
+
+    def raise_found(self) -> None:
+        """Raise every problem found, as one error, if there is any."""
+        if self.found:
+            raise combined(self.found)
+
 
 MODEL_KEYS = ("tokens", "steps", "t_max", "t_min", "entropy_bound")
 
@@ -107,12 +162,17 @@ def unknown_key(file: Path, where: str, key: str, known: tuple[str, ...], table:
         return SiteConfigError(
             file, where, f"{key} is a route's key", "put it in a [[routes]] table, after the header of the route"
         )
+    if (near := meant_by(key, known)) is not None:
+        return SiteConfigError(file, where, f"unknown key (did you mean {near!r}?)", f"write {near}")
+    return SiteConfigError(file, where, "unknown key", f"remove it; {table} keys are {list(known)}")
+
+
+def meant_by(key: str, known: tuple[str, ...]) -> str | None:
+    """The key of ``known`` that an unknown ``key`` is a slip or another tool's name for; None where none is."""
     near = difflib.get_close_matches(key, known, n=1, cutoff=0.75) or [
         meant for meant in ALSO_CALLED.get(key, ()) if meant in known
     ]
-    if near:
-        return SiteConfigError(file, where, f"unknown key (did you mean {near[0]!r}?)", f"write {near[0]}")
-    return SiteConfigError(file, where, "unknown key", f"remove it; {table} keys are {list(known)}")
+    return near[0] if near else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -726,134 +786,61 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", "write the value shorter") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise SiteConfigError(file, WHOLE_FILE, "arrays or tables nested too deeply", "flatten the nesting") from None
+    problems = Problems()  # each part on its own: every problem said in one run, not one a run
+    slips = set()  # the keys a slip was meant for (titel = ...): said with the slip, not again as missing
     for key in data:
         if key not in TOP_KEYS:
-            raise unknown_key(file, key, key, TOP_KEYS, "top-level")
+            problems.add(unknown_key(file, key, key, TOP_KEYS, "top-level"))
+            slips.add(meant_by(key, TOP_KEYS) if key not in ROUTE_KEYS else None)
     # a top-level key written after a table's header is in that table, and missing where it belongs: said as such
     tables = [("model", "model", data.get("model")), ("words", "words", data.get("words"))]
     for array in ("routes", "navigation"):
         if isinstance(data.get(array), list):
             tables += [(f"{array}[{i}].", array.removesuffix("s"), table) for i, table in enumerate(data[array])]
+    misplaced: list[tuple[Any, str]] = []
     for where, kind, table in tables:
         for key in table if isinstance(table, dict) else ():
             if key in TOP_KEYS and key not in data:  # (where the top level has it too, it is a key to remove)
                 fix = f"move {key} above the first [table] or [[table]] header: TOML puts every key after one in it"
                 where_key = f"{where}{'.' * (kind in ('model', 'words'))}{key}"
-                raise SiteConfigError(file, where_key, f"{key} is a top-level key, here in a {kind} table", fix)
-    name = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
-    check_site_name(file, name)
-    title = _expect(file, data, "title", str, 'add title = "My Site"')
-    if not title.strip() or any(character in title for character in "\r\n"):
-        problem = "empty" if not title.strip() else "more than one line"
-        raise SiteConfigError(
-            file, "title", problem, 'write the name visitors see in the header and tab: title = "My Site"'
-        )
-    brief = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
-    if not brief.strip() and _reads_brief(data):
-        raise SiteConfigError(file, "brief", "empty", "say what the site is in a sentence or two: the prompts read it")
-    lang = data.get("lang", "en")
-    if not isinstance(lang, str) or not _LANG.fullmatch(lang):
-        raise SiteConfigError(
-            file,
-            "lang",
-            _wrong(lang, "a language tag (en, ja, pt-BR)"),
-            'write the language of its pages as HTML names it: lang = "ja"',
-        )
-    words = _words(file, data)
-    stylesheet = data.get("stylesheet")
-    if stylesheet is not None and (
-        not isinstance(stylesheet, str)
-        or "/" in stylesheet
-        or not stylesheet.lower().endswith(".css")
-        or not _is_file(root / stylesheet)
-    ):
-        absent = isinstance(stylesheet, str) and "/" not in stylesheet and not (root / stylesheet).exists()
-        problem = f"{stylesheet!r} is not in {root}" if absent else f"{stylesheet!r} is not a .css file in {root}"
-        raise SiteConfigError(file, "stylesheet", problem, "name a .css file in the site folder")
-    model = ModelSettings()
-    if "model" in data:
-        table = data["model"]
-        if not isinstance(table, dict):
-            raise SiteConfigError(file, "model", "expected a table", "write [model] with keys such as tokens and steps")
-        for key in table:
-            if key == "canvases":
-                raise SiteConfigError(
-                    file,
-                    "model.canvases",
-                    "pages are budgeted in tokens now, whatever the model's canvas length",
-                    "write tokens = N instead (canvases = 2 was tokens = 512)",
-                )
-            if key not in MODEL_KEYS:
-                raise unknown_key(file, f"model.{key}", key, MODEL_KEYS, "model")
-        tokens = table.get("tokens", model.tokens)
-        steps = table.get("steps", model.steps)
-        for key, value, low, top in (("tokens", tokens, 16, 4096), ("steps", steps, 1, 256)):
-            if key == "steps" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
-                raise SiteConfigError(
-                    file, f"model.{key}", _wrong(value, "an integer"), f"use an integer from {low} to {top}"
-                )
-        sampler: dict[str, float] = {}
-        for key, bound in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
-            value = table.get(key)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
-                raise SiteConfigError(
-                    file, f"model.{key}", _wrong(value, "a number"), f"use a number above 0, at most {bound:g}"
-                )
-            sampler[key] = float(value)
-        if ("t_max" in sampler) != ("t_min" in sampler):
-            given, missing = ("t_max", "t_min") if "t_max" in sampler else ("t_min", "t_max")
-            raise SiteConfigError(
-                file,
-                f"model.{given}",
-                f"{given} without {missing}",
-                f"give both ends of the temperature schedule ({missing} too)",
-            )
-        if sampler.get("t_max", MIN_TEMPERATURE) < MIN_TEMPERATURE:
-            raise SiteConfigError(
-                file, "model.t_max", f"{sampler['t_max']!r} is too low", f"use at least {MIN_TEMPERATURE:g}"
-            )
-        if "t_max" in sampler and sampler["t_max"] <= sampler["t_min"]:
-            raise SiteConfigError(
-                file,
-                "model.t_min",
-                "t_min is not below t_max",
-                "the temperature falls from t_max to t_min: make t_min lower (equal ends are rejected)",
-            )
-        model = ModelSettings(tokens=tokens, steps=steps, **sampler)
-    raw_routes = data.get("routes")
-    if isinstance(raw_routes, dict):
-        raise SiteConfigError(
-            file, "routes", "[routes] is one table, not a list of routes", "write each route's header as [[routes]]"
-        )
-    if not isinstance(raw_routes, list) or not raw_routes:
-        raise SiteConfigError(
-            file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"
-        )
-    routes = tuple(_load_route_at(file, root, i, r) for i, r in enumerate(raw_routes))
-    seen: dict[str, str] = {}  # each pattern's shape (its parameters' names left out) -> the pattern
-    for i, route in enumerate(routes):
-        keys = [(f"routes[{i}].pattern", route.pattern)]
-        keys += [(f"routes[{i}].aliases[{n}]", alias) for n, alias in enumerate(route.aliases)]
-        for key, pattern in keys:
-            shape = _PARAM.sub(lambda match: "{:" + (match.group(2) or "str") + "}", pattern)
-            if shape in seen:
-                earlier = seen[shape]
-                problem = (
-                    f"{pattern!r} appears twice"
-                    if earlier == pattern
-                    else f"{pattern!r} and {earlier!r} differ only in their parameters' names: one takes every URL"
-                )
-                raise SiteConfigError(file, key, problem, "remove one, or make the patterns differ in more than names")
-            seen[shape] = pattern
+                problems.add(SiteConfigError(file, where_key, f"{key} is a top-level key, here in a {kind} table", fix))
+                misplaced.append((table, key))
+    for table, key in misplaced:  # said once, where it is: not again as missing, nor as a table's unknown key
+        data[key] = table.pop(key)
+    slips -= set(data)
+    name = "" if "name" in slips else problems.check(_name, file, data) or ""
+    title = "" if "title" in slips else problems.check(_title, file, data) or ""
+    brief = "" if "brief" in slips else problems.check(_brief, file, data) or ""
+    lang = problems.check(_lang, file, data) or "en"
+    words = problems.check(_words, file, data) or ()
+    stylesheet = problems.check(_stylesheet, file, root, data)
+    model = problems.check(_model, file, data) or ModelSettings()
+    routes = problems.check(_routes, file, root, data, problems) or ()
     raw_navigation = data.get("navigation", [])
     if not isinstance(raw_navigation, list):
-        raise SiteConfigError(file, "navigation", "expected an array of tables", "write each section as [[navigation]]")
+        problems.add(
+            SiteConfigError(file, "navigation", "expected an array of tables", "write each section as [[navigation]]")
+        )
+        raw_navigation = []
+    # the routes' patterns, and where any problem was found (no Site is made) those written in routes that did not
+    # load: a section naming one is not wrong for it
+    raw_routes = data.get("routes") if problems.found else None
     patterns = [route.pattern for route in routes]
-    navigation = tuple(_load_navigation(file, i, n, patterns) for i, n in enumerate(raw_navigation))
+    patterns += [  # once each, in the order written
+        pattern
+        for pattern in dict.fromkeys(
+            route["pattern"]
+            for route in (raw_routes if isinstance(raw_routes, list) else [])
+            if isinstance(route, dict) and isinstance(route.get("pattern"), str)
+        )
+        if pattern not in patterns
+    ]
+    navigation = tuple(
+        section
+        for i, raw in enumerate(raw_navigation)
+        if (section := problems.check(_load_navigation, file, i, raw, patterns)) is not None
+    )
+    problems.raise_found()
     return Site(
         name=name,
         title=title,
@@ -866,6 +853,147 @@ def load_site(root: Path | str) -> Site:
         lang=lang,
         words=words,
     )
+
+
+def _name(file: Path, data: dict[str, Any]) -> str:
+    name: str = _expect(file, data, "name", str, 'add name = "mysite" (lower case, digits, - or _)')
+    check_site_name(file, name)
+    return name
+
+
+def _title(file: Path, data: dict[str, Any]) -> str:
+    title: str = _expect(file, data, "title", str, 'add title = "My Site"')
+    if not title.strip() or any(character in title for character in "\r\n"):
+        problem = "empty" if not title.strip() else "more than one line"
+        raise SiteConfigError(
+            file, "title", problem, 'write the name visitors see in the header and tab: title = "My Site"'
+        )
+    return title
+
+
+def _brief(file: Path, data: dict[str, Any]) -> str:
+    brief: str = _expect(file, data, "brief", str, 'add brief = "one or two sentences about the site"')
+    if not brief.strip() and _reads_brief(data):
+        raise SiteConfigError(file, "brief", "empty", "say what the site is in a sentence or two: the prompts read it")
+    return brief
+
+
+def _lang(file: Path, data: dict[str, Any]) -> str:
+    lang = data.get("lang", "en")
+    if not isinstance(lang, str) or not _LANG.fullmatch(lang):
+        raise SiteConfigError(
+            file,
+            "lang",
+            _wrong(lang, "a language tag (en, ja, pt-BR)"),
+            'write the language of its pages as HTML names it: lang = "ja"',
+        )
+    return lang
+
+
+def _stylesheet(file: Path, root: Path, data: dict[str, Any]) -> str | None:
+    stylesheet = data.get("stylesheet")
+    if stylesheet is not None and (
+        not isinstance(stylesheet, str)
+        or "/" in stylesheet
+        or not stylesheet.lower().endswith(".css")
+        or not _is_file(root / stylesheet)
+    ):
+        absent = isinstance(stylesheet, str) and "/" not in stylesheet and not (root / stylesheet).exists()
+        problem = f"{stylesheet!r} is not in {root}" if absent else f"{stylesheet!r} is not a .css file in {root}"
+        raise SiteConfigError(file, "stylesheet", problem, "name a .css file in the site folder")
+    return stylesheet
+
+
+def _model(file: Path, data: dict[str, Any]) -> ModelSettings:
+    model = ModelSettings()
+    if "model" not in data:
+        return model
+    table = data["model"]
+    if not isinstance(table, dict):
+        raise SiteConfigError(file, "model", "expected a table", "write [model] with keys such as tokens and steps")
+    for key in table:
+        if key == "canvases":
+            raise SiteConfigError(
+                file,
+                "model.canvases",
+                "pages are budgeted in tokens now, whatever the model's canvas length",
+                "write tokens = N instead (canvases = 2 was tokens = 512)",
+            )
+        if key not in MODEL_KEYS:
+            raise unknown_key(file, f"model.{key}", key, MODEL_KEYS, "model")
+    tokens = table.get("tokens", model.tokens)
+    steps = table.get("steps", model.steps)
+    for key, value, low, top in (("tokens", tokens, 16, 4096), ("steps", steps, 1, 256)):
+        if key == "steps" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
+            raise SiteConfigError(
+                file, f"model.{key}", _wrong(value, "an integer"), f"use an integer from {low} to {top}"
+            )
+    sampler: dict[str, float] = {}
+    for key, bound in (("t_max", 10.0), ("t_min", 10.0), ("entropy_bound", 1000.0)):
+        value = table.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
+            raise SiteConfigError(
+                file, f"model.{key}", _wrong(value, "a number"), f"use a number above 0, at most {bound:g}"
+            )
+        sampler[key] = float(value)
+    if ("t_max" in sampler) != ("t_min" in sampler):
+        given, missing = ("t_max", "t_min") if "t_max" in sampler else ("t_min", "t_max")
+        raise SiteConfigError(
+            file,
+            f"model.{given}",
+            f"{given} without {missing}",
+            f"give both ends of the temperature schedule ({missing} too)",
+        )
+    if sampler.get("t_max", MIN_TEMPERATURE) < MIN_TEMPERATURE:
+        raise SiteConfigError(
+            file, "model.t_max", f"{sampler['t_max']!r} is too low", f"use at least {MIN_TEMPERATURE:g}"
+        )
+    if "t_max" in sampler and sampler["t_max"] <= sampler["t_min"]:
+        raise SiteConfigError(
+            file,
+            "model.t_min",
+            "t_min is not below t_max",
+            "the temperature falls from t_max to t_min: make t_min lower (equal ends are rejected)",
+        )
+    return ModelSettings(tokens=tokens, steps=steps, **sampler)
+
+
+def _routes(file: Path, root: Path, data: dict[str, Any], problems: Problems) -> tuple[Route, ...]:
+    """The routes that load, each route's problems added to ``problems`` (the routes are each on their own)."""
+    raw_routes = data.get("routes")
+    if isinstance(raw_routes, dict):
+        raise SiteConfigError(
+            file, "routes", "[routes] is one table, not a list of routes", "write each route's header as [[routes]]"
+        )
+    if not isinstance(raw_routes, list) or not raw_routes:
+        raise SiteConfigError(
+            file, "routes", "no routes", "add at least one [[routes]] table with pattern and template"
+        )
+    loaded = [problems.check(_load_route_at, file, root, i, r) for i, r in enumerate(raw_routes)]
+    seen: dict[str, str] = {}  # each pattern's shape (its parameters' names left out) -> the pattern
+    for i, route in enumerate(loaded):
+        if route is None:
+            continue
+        keys = [(f"routes[{i}].pattern", route.pattern)]
+        keys += [(f"routes[{i}].aliases[{n}]", alias) for n, alias in enumerate(route.aliases)]
+        for key, pattern in keys:
+            shape = _PARAM.sub(lambda match: "{:" + (match.group(2) or "str") + "}", pattern)
+            if shape in seen:
+                earlier = seen[shape]
+                problem = (
+                    f"{pattern!r} appears twice"
+                    if earlier == pattern
+                    else f"{pattern!r} and {earlier!r} differ only in their parameters' names: one takes every URL"
+                )
+                problems.add(
+                    SiteConfigError(file, key, problem, "remove one, or make the patterns differ in more than names")
+                )
+            seen[shape] = pattern
+    return tuple(route for route in loaded if route is not None)
 
 
 def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -924,7 +1052,9 @@ def check_site_name(file: Path, name: str) -> None:
 def load_sites(directory: Path | str, *, unique: bool = True) -> list[Site]:
     """Every site folder (one holding site.toml) under ``directory``, sorted by name. With ``unique``, two sites of
     one name are a config error: each is served at /name, so one would hide the other."""
-    sites = [load_site(folder) for folder in site_folders(directory)]
+    problems = Problems()  # every site's problems in one run, not the first site's alone
+    sites = [site for folder in site_folders(directory) if (site := problems.check(load_site, folder))]
+    problems.raise_found()
     if unique:
         check_names(sites)
     return sites

@@ -237,7 +237,10 @@ def test_a_bad_site_config_is_a_one_line_error_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "site.toml").write_text('name = "bad"\n', encoding="utf-8")
+    toml = 'name = "bad"\nbrief = "A site."\n[[routes]]\npattern = "/"\ntemplate = "home.j2"\n'
+    (tmp_path / "bad" / "site.toml").write_text(toml, encoding="utf-8")
+    (tmp_path / "bad" / "prompts").mkdir()
+    (tmp_path / "bad" / "prompts" / "home.j2").write_text("The home page of {{ site.brief }}", encoding="utf-8")
     argv = ["serve", "--sites-dir", str(tmp_path), "--port", "0", "--db", ":memory:"]
     assert main(argv, load_engine=lambda *args: pytest.fail("no engine for sites that do not load")) == 2
     err = one_line_error(capsys)
@@ -245,6 +248,33 @@ def test_a_bad_site_config_is_a_one_line_error_naming_the_file(
     assert main(["sites", "--sites-dir", str(tmp_path)]) == 2  # genui sites says it of each site, on its own line
     said = [line for line in capsys.readouterr().out.splitlines() if "does not load" in line]
     assert len(said) == 1 and str(tmp_path / "bad" / "site.toml") in said[0] and "key 'title'" in said[0]
+
+
+def test_every_problem_of_every_site_is_said_in_one_run_a_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hackathon team fixed a site one error a run: every part of a config that can be checked on its own is, in
+    every site, and each problem is a line that names its file, key and fix."""
+    for name in ("one", "two"):
+        shutil.copytree(SITES_DIR / "wiki", tmp_path / name)
+        toml = tmp_path / name / "site.toml"
+        text = toml.read_text(encoding="utf-8").replace('name = "wiki"', f'name = "{name}"', 1)
+        toml.write_text(text, encoding="utf-8")
+    one = tmp_path / "one" / "site.toml"
+    text = one.read_text(encoding="utf-8").replace("title =", "titel =", 1).replace("\n", '\nlang = "english"\n', 1)
+    one.write_text(text + '\n[[navigation]]\nheading = "More"\non = ["/nowhere/{x}"]\n', encoding="utf-8")
+    (tmp_path / "two" / "prompts" / "search.j2").write_text("{{ params.nothing.deeper }}", encoding="utf-8")
+    argv = ["serve", "--sites-dir", str(tmp_path), "--port", "0", "--db", ":memory:"]
+    assert main(argv, load_engine=lambda *args: pytest.fail("no engine for sites that do not load")) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("genui serve: ") and "Fix:" in line for line in lines), lines
+    keys = {(Path(line.split(": ")[1]).parent.name, line.split("key '")[1].split("'")[0]) for line in lines}
+    assert {("one", "titel"), ("one", "lang"), ("one", "navigation[3].on")} <= keys, lines
+    assert any("two" in line and "search.j2" in line for line in lines), lines  # the other site's template too
+    assert not any("key 'title'" in line for line in lines), lines  # the slip is said once, not again as missing
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 2
+    said = [line for line in capsys.readouterr().out.splitlines() if "does not load" in line]
+    assert len(said) == len(lines) and all(line.startswith("  does not load: ") for line in said), said
 
 
 def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -308,7 +338,7 @@ def test_serve_with_reload_starts_though_a_site_beside_the_others_does_not_load(
     err = capsys.readouterr().err
     assert "note: not served until it loads" in err and "key 'titel'" in err and "club" in err
     assert made[0]["mounted"] is True and made[0]["sites_dir"] == tmp_path
-    assert main(argv, load_engine=fake_loader) == 2 and "key 'titel'" in one_line_error(capsys)
+    assert main(argv, load_engine=fake_loader) == 2 and "key 'titel'" in one_line_error(capsys)  # its slip alone
     assert len(made) == 1
 
 

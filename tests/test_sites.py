@@ -565,6 +565,35 @@ def test_a_key_in_the_wrong_place_or_misspelt_says_where_it_goes(
     assert caught.value.key == key and problem in caught.value.problem and caught.value.fix.startswith(fix), (
         caught.value
     )
+    assert len(caught.value.each) == 1, caught.value  # said once: not again as a key missing or a table's unknown
+
+
+def test_the_parts_of_a_config_are_checked_each_on_its_own_and_every_problem_said(tmp_path: Path) -> None:
+    """One problem a run made a developer run genui once for each slip (a hackathon team's review)."""
+    toml = (
+        GOOD.replace('title = "Demo"', 'title = "Demo"\nlang = "xx-"', 1)
+        .replace("stylesheet =", "styleshet =", 1)
+        .replace("tokens = 700", "tokens = 7", 1)
+        .replace('template = "page.j2"\nposts', 'templte = "page.j2"\nposts', 1)
+        .replace('cache = "none"', 'cache = "never"', 1)
+        + '\n[[navigation]]\nheading = "See"\non = ["/nowhere"]\n'
+        + '\n[[navigation]]\nheading = "Threads"\non = ["/thread/{id}"]\npages = "/thread/{id}"\n'
+    )
+    write_site(tmp_path, toml)
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    keys = [problem.key for problem in caught.value.each]
+    assert keys == [
+        "styleshet",
+        "lang",
+        "model.tokens",
+        "routes[2].templte",
+        "routes[3].cache",
+        "navigation[0].on",
+    ], caught.value
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 6 and all(line.startswith(f"{tmp_path / 'site.toml'}: key '") for line in lines)
+    assert caught.value.key == "styleshet" and "did you mean 'stylesheet'" in caught.value.problem  # the first's
 
 
 def test_a_pattern_with_a_trailing_slash_a_later_route_takes_says_to_drop_the_slash(tmp_path: Path) -> None:
