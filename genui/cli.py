@@ -163,6 +163,9 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     site = site_from(args.site, Path(args.sites_dir))
     runtime = SiteRuntime.build(site, "")
     location = located(site, args.path)
+    if location.blank:  # as a server answers it: no page
+        key = location.route.query[0]
+        raise UsageError(f"{location.url} asks for nothing, and genui serve writes no page for it: give {key} a value")
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
 
     async def generate() -> DoneFrame:

@@ -84,6 +84,12 @@ class Location:
         return urlencode(sorted(self.query.items()))
 
     @property
+    def blank(self) -> bool:
+        """Whether this is an address of a route the site bar asks with (one query key) with nothing in its box
+        (``/search``, ``/search?q=%20``): no page is written for it, which would be a page about nothing."""
+        return self.route.bar_label is not None and not self.query
+
+    @property
     def url(self) -> str:
         """The site-relative URL of this page, query included (a `?` in the path written `%3F`)."""
         return f"{url_path(self.path)}?{self.query_string}" if self.query else url_path(self.path)

@@ -25,6 +25,7 @@ from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import sections as page_sections
 from genui.shell import Shell
+from genui.sites import Route
 from genui.store import MAX_POST, MAX_USER, USER_PATTERN, USER_RULE, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
 from genui.words import Words
@@ -163,6 +164,12 @@ class Screens:
         context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
         context["navigation"] = everywhere(runtime)
         return self.shell.response(request, "error.html", context, status_code, headers)
+
+    def blank(self, request: HTTPConnection, runtime: SiteRuntime, route: Route) -> Response:
+        """The page of an address of ``route``'s, which the site bar asks with, with nothing asked (``/search``): its
+        box's label as its heading, and where to type. Nothing is written or stored."""
+        label = route.bar_label or ""
+        return self.error(request, runtime, 200, label, words_of(runtime).text("blank", field=label))
 
     def varied(self, job: Job) -> dict[str, str]:
         """The page a set of variations is of, as its address names it (url, title): its newest version's title."""

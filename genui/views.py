@@ -180,6 +180,8 @@ class Views:
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)
         if request.method == "POST":
             return await self._reply(request, runtime, location)
+        if location.blank:  # the bar's box with nothing in it, not a page written about nothing (a hackathon team's)
+            return self.screens.blank(request, runtime, location.route)
         job = self.pages.job(runtime, location, parent_url(request, runtime), client_address(request))
         if request.method == "HEAD":
             return self._head(request, job, asked)

@@ -80,6 +80,8 @@ WORDS: dict[str, str] = {
     "still_writing": "The page is still being written. This page asks again in {seconds} s.",
     "not_found_heading": "Not found",
     "no_page": "No page lives at this address.",
+    # an address of a route of the site bar's with nothing in its box (/search, /search?q=%20): the box, not a page
+    "blank": "Nothing was asked yet: type it in the {field} box above.",
 }
 # The words static/genui.js says, handed to it on the page's <body> (data-genui-words).
 SCRIPT_WORDS = (

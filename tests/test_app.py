@@ -305,6 +305,38 @@ def test_search_query_reaches_the_prompt(client_factory: ClientFactory, wiki: Si
     assert "<query>lambda calculus</query>" in engine.calls[0].prompt and "junk" not in engine.calls[0].prompt
 
 
+@pytest.mark.parametrize(
+    ("url", "label"),
+    [("/wiki/search", "Search"), ("/wiki/search?q=%20%20", "Search"), ("/os/terminal?cmd=+", "Command")],
+)
+def test_a_bar_route_asked_with_nothing_shows_where_to_type_and_writes_nothing(
+    client_factory: ClientFactory, all_sites: list[Site], url: str, label: str
+) -> None:
+    """A bare /search (or a command of spaces) was written as a page about nothing (a hackathon team's review)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    for headers in ({}, HTMX):
+        response = client.get(url, headers=headers)
+        assert response.status_code == 200 and "Nothing was asked yet" in response.text, response.text[-800:]
+        assert f"<h1>{label}</h1>" in response.text and f"the {label} box above" in response.text
+        assert wait_url(response) is None and "ws-connect" not in response.text
+    site, _, path = url.lstrip("/").partition("/")
+    wait = client.get("/_genui/wait", params={"site": site, "url": "/" + path, "v": "1"})
+    assert wait.status_code == 400 and "asks for nothing" in wait.text
+    assert engine.calls == [] and pages_of(client).store.page_groups() == []
+
+
+def test_a_route_kept_off_the_bar_writes_its_page_with_nothing_asked(
+    client_factory: ClientFactory, tmp_path: Path
+) -> None:
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    toml.write_text(toml.read_text().replace('query = ["q"]', 'query = ["q"]\nbar = false', 1), encoding="utf-8")
+    engine = FakeEngine()
+    response = visit(client_factory([load_site(tmp_path / "wiki")], engine), "/search")
+    assert response.status_code == 200 and "Nothing was asked yet" not in response.text and len(engine.calls) == 1
+
+
 @pytest.mark.parametrize("path", ["/forum/nowhere", "/wiki/a/b", "/nosite/wiki/X", "/_genui/static/nothing.js"])
 def test_unknown_routes_get_a_404_page(client_factory: ClientFactory, all_sites: list[Site], path: str) -> None:
     response = client_factory(all_sites).get(path)

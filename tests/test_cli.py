@@ -277,6 +277,14 @@ def test_every_problem_of_every_site_is_said_in_one_run_a_line_each(
     assert len(said) == len(lines) and all(line.startswith("  does not load: ") for line in said), said
 
 
+def test_render_of_a_bar_route_with_nothing_asked_is_refused_as_a_server_writes_no_page_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    engine = FakeEngine()
+    assert main(["render", "wiki", "/search?q=%20"], load_engine=lambda *args: engine) == 2
+    assert "asks for nothing" in one_line_error(capsys) and engine.calls == []
+
+
 def test_a_model_that_will_not_load_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     def loader(model: str | None, device: str | None, int8: bool) -> FakeEngine:
         raise EngineError(f"cannot read a model config from {model}: no such folder")
