@@ -303,7 +303,13 @@ class Screens:
     def _site_context(self, runtime: SiteRuntime, title: str) -> dict[str, Any]:
         site = runtime.site
         forms = [
-            {"action": runtime.url(route.pattern), "key": route.query[0], "label": route.bar_label, "route": route}
+            {
+                "action": runtime.url(route.pattern),
+                "key": route.query[0],
+                "label": route.bar_label,
+                "button": route.bar_button or route.bar_label,
+                "route": route,
+            }
             for route in site.routes
             if route.bar_label is not None
         ]

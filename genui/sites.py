@@ -206,6 +206,7 @@ class Route:
     # the site bar's form for this route (one with no parameters and one query key): its label, "" for none, None for
     # the label its pattern makes ("/search": "Search")
     bar: str | None = None
+    bar_button: str | None = None  # the words of that form's button, None for its label's ("Run" for "Command")
     # the words of the readers' form below its pages (posts = true), each of REPLY_FORM's keys a site may say otherwise
     reply_form: tuple[tuple[str, str], ...] = ()
     # the title of a page the model writes no <h1> for, and of any page before it is written: "{name}" is a
@@ -446,7 +447,16 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
             '"posts" is in the context of a route readers cannot post to',
             'add posts = true (readers post below its pages, and the template sees their posts), or take "posts" out',
         )
-    bar = data.get("bar")
+    bar, bar_button = data.get("bar"), None
+    if isinstance(bar, dict):  # { label = "Command", button = "Run" }: the button says what it does
+        bar, bar_button = _bar_table(file, f"{where}bar", bar)
+    if (bar_button is not None or isinstance(bar, str)) and (len(query) != 1 or _parameters(pattern)):
+        raise SiteConfigError(
+            file,
+            f"{where}bar",
+            "the site bar has a form only for a route with no parameters and one query key",
+            'remove bar, or give the route one query key (query = ["q"]) and no parameters',
+        )
     if isinstance(bar, bool):  # false: no form, on any route (so a query key added later breaks nothing); true: the
         # form a route with no parameters and one query key has anyway
         bar = None if bar else ""
@@ -458,13 +468,6 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 f"{where}bar",
                 _wrong(bar, "a short label (one line, 40 characters at most)"),
                 f"{example} (its form's label), or bar = false for none",
-            )
-        if len(query) != 1 or _parameters(pattern):
-            raise SiteConfigError(
-                file,
-                f"{where}bar",
-                "the site bar has a form only for a route with no parameters and one query key",
-                'remove bar, or give the route one query key (query = ["q"]) and no parameters',
             )
     reply_form = _reply_form(file, where, data, posts)
     page_title = _page_title(file, where, data, pattern, query)
@@ -491,8 +494,31 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         link_text=link_text,
         follow_links=follow_links,
         bar=bar,
+        bar_button=bar_button,
         page_title=page_title,
     )
+
+
+BAR_KEYS = ("label", "button")
+
+
+def _bar_table(file: Path, key: str, table: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A route's ``bar`` written as a table: its form's label and its button's words, each None where left out."""
+    for name in table:
+        if name not in BAR_KEYS:
+            raise unknown_key(file, f"{key}.{name}", name, BAR_KEYS, "bar")
+    said = []
+    for name in BAR_KEYS:
+        value = table.get(name)
+        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 40 or "\n" in value):
+            raise SiteConfigError(
+                file,
+                f"{key}.{name}",
+                _wrong(value, "a short text (one line, 40 characters at most)"),
+                'write it as the visitor reads it: bar = { label = "Command", button = "Run" }',
+            )
+        said.append(value)
+    return said[0], said[1]
 
 
 def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, query: tuple[str, ...]) -> str | None:

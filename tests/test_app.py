@@ -927,6 +927,8 @@ def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFacto
         ' value="ls -l &#34;x&#34;"' in page
     )
     assert 'name="url" aria-label="Address" placeholder="Address" maxlength="256" required>' in page
+    buttons = re.findall(r'<form class="genui-query"[^>]*>.*?<button type="submit">([^<]*)</button>', page, re.DOTALL)
+    assert buttons == ["Run", "Go"]  # what each does, not its box's label again (bar = { label, button })
 
 
 def test_a_toolbar_links_the_first_the_shown_and_the_newest_versions_of_a_page_with_many(

@@ -654,6 +654,35 @@ def test_a_routes_bar_key_labels_its_form_or_leaves_it_out(tmp_path: Path) -> No
     assert Route("/find/{x}", "t.j2", query=("q",)).bar_label is None and Route("/f", "t.j2").bar_label is None
 
 
+def test_a_routes_bar_table_names_its_forms_label_and_its_buttons_words(tmp_path: Path) -> None:
+    """The desktop's buttons said their boxes' labels, "Command" and "Address", not what they do (a desktop user's
+    review), and on a phone a label as long as its box was cut off."""
+    routes = []
+    for number, written in enumerate(
+        ('{ label = "Command", button = "Run" }', '{ button = "Go" }', '{ label = "Look" }')
+    ):
+        toml = GOOD.replace('cache = "none"', f'cache = "none"\nbar = {written}')
+        routes.append(load_site(write_site(tmp_path / str(number), toml)).routes[3])
+    assert [(route.bar_label, route.bar_button) for route in routes] == [
+        ("Command", "Run"),
+        ("Find", "Go"),
+        ("Look", None),
+    ]
+    for written, key, said in (
+        ('{ lable = "x" }', "routes[3].bar.lable", "did you mean 'label'"),
+        ('{ button = "" }', "routes[3].bar.button", "a short text"),
+        ('{ button = "Go", label = 3 }', "routes[3].bar.label", "3 is"),
+    ):
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(write_site(tmp_path / "bad", GOOD.replace('cache = "none"', f'cache = "none"\nbar = {written}')))
+        assert caught.value.key == key and said in caught.value.problem, caught.value
+    with pytest.raises(SiteConfigError) as caught:  # a route the bar has no form for
+        load_site(
+            write_site(tmp_path / "bad", GOOD.replace('link_text = "id"', 'link_text = "id"\nbar = { button = "Go" }'))
+        )
+    assert caught.value.key == "routes[2].bar" and "only for a route with no parameters" in caught.value.problem
+
+
 def test_an_empty_brief_is_refused_only_where_a_route_reads_it(tmp_path: Path) -> None:
     unread = GOOD.replace('brief = "A demo site."', 'brief = ""').replace('context = ["brief", "parent"]', "")
     unread = unread.replace("[[routes]]", "[[routes]]\ncontext = []")
