@@ -26,6 +26,7 @@ class Link:
     label: str
     url: str  # served URL (the site's mount included)
     current: bool = False  # the page it is shown on: marked as such (aria-current), not left out of a fixed list
+    posts: int = 0  # a written page's readers' posts (a thread's replies), shown beside it
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ def _written(
     # The pages listed vary in the route's last parameter and agree with this page on the ones before it (the
     # threads of this board), so a thread lists its board's other threads, not only itself.
     shared = {name: here.params[name] for name in route.params[:-1] if name in here.params}
-    links: list[Link] = []
+    found: list[tuple[Location, str]] = []
     rows = store.written(
         runtime.site.name,
         model,
@@ -88,10 +89,12 @@ def _written(
             continue
         if any(location.params.get(name) != value for name, value in shared.items()):
             continue
-        links.append(Link(row.title or guessed_title(location), runtime.url(location.url)))
-        if len(links) == section.limit:
+        found.append((location, row.title or guessed_title(location)))
+        if len(found) == section.limit:
             break
-    return links
+    # a thread's replies from readers, beside it (a forum's lists said nothing of which threads are talked in)
+    counts = store.thread_posts(runtime.site.name, [location.path for location, _ in found]) if route.posts else {}
+    return [Link(title, runtime.url(location.url), posts=counts.get(location.path, 0)) for location, title in found]
 
 
 def _prefix(pattern: str, known: dict[str, str]) -> str:

@@ -872,6 +872,20 @@ class Store:
             rows = self._db.execute("SELECT site, COUNT(*) FROM posts GROUP BY site ORDER BY site").fetchall()
         return {site: int(count) for site, count in rows}
 
+    def thread_posts(self, site: str, paths: list[str]) -> dict[str, int]:
+        """How many posts each of ``paths`` (threads of ``site``) has, those with any."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for start in range(0, len(paths), 500):  # under SQLite's limit of variables a statement takes
+                some = paths[start : start + 500]
+                rows = self._db.execute(
+                    f"SELECT path, COUNT(*) FROM posts WHERE site = ? AND path IN ({', '.join('?' * len(some))})"
+                    " GROUP BY path",
+                    (site, *some),
+                ).fetchall()
+                counts.update((str(path), int(count)) for path, count in rows)
+        return counts
+
     def recent_posts(self, site: str | None = None, path: str | None = None, limit: int = 50) -> list[PlacedPost]:
         """The newest posts first, of one site or all, of one thread or all."""
         sql, args = "SELECT site, path, id, user, text, created FROM posts", []

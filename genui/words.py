@@ -23,6 +23,8 @@ WORDS: dict[str, str] = {
     "footer": "Every page here is written on the fly by {model}.",
     "copy_footer": "A static copy of pages written by {model} with genui.",  # genui cache export's pages
     "ways_on": "Ways on from this page",  # a [[navigation]] section with no heading, as screen readers name it
+    "one_reply": "1 reply",  # beside a thread a [[navigation]] section lists: its readers' posts
+    "replies": "{n} replies",
     # the toolbar
     "page_tools": "Page tools",
     "version": "version",

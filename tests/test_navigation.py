@@ -79,6 +79,29 @@ def test_the_forum_lists_boards_and_threads_and_a_board_only_its_own(
     assert thread == {"More on this board": [("Vim or emacs", "/forum/r/linux/Vim_or_emacs")]}  # not itself
 
 
+def test_a_threads_listed_say_how_many_readers_replied_to_each(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A forum's lists of threads said nothing of which ones readers were talking in (a forum user's wish)."""
+    client = client_factory(all_sites)
+    threads = ["/forum/r/linux/Kernel_panic", "/forum/r/science/Entropy", "/forum/r/linux/Vim_or_emacs"]
+    for url in threads:
+        visit(client, url)
+    store = client.app.state.pages.store  # type: ignore[attr-defined]
+    for user, text in (("ada", "Which kernel?"), ("bob", "Mine too.")):
+        store.add_post("forum", "/r/linux/Kernel_panic", user, text)
+    store.add_post("forum", "/r/linux/Vim_or_emacs", "cy", "ed.")
+    text = visit(client, "/forum/").text
+    items = re.findall(r'<li><a[^>]*href="/forum/r/(\w+/\w+)"[^>]*>[^<]*</a>(.*?)</li>', text, re.S)
+    assert dict(items) == {
+        "linux/Vim_or_emacs": ' <span class="genui-count">1 reply</span>',
+        "science/Entropy": "",
+        "linux/Kernel_panic": ' <span class="genui-count">2 replies</span>',
+    }
+    assert navigation(text)["Threads"][0] == ("Vim or emacs", "/forum/r/linux/Vim_or_emacs")  # the link's own text
+    assert '<span class="genui-count">1 reply</span>' in client.get("/forum/r/linux/Kernel_panic").text  # its board's
+
+
 def test_the_desktop_shows_the_icons_of_its_config(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     text = visit(client_factory(all_sites), "/os/").text
     icons = navigation(text)[""]
