@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
+from starlette.testclient import TestClient
 
 from genui.navigation import Link, sections
 from genui.runtime import SiteRuntime
@@ -58,13 +59,18 @@ def test_the_wiki_home_lists_the_articles_written_and_some_to_start_with(
     assert navigation(client.get("/wiki/Lisp").text) == {"More articles": [("Hash table", "/wiki/Hash_table")]}
 
 
+def forum_with_threads(client_factory: ClientFactory, all_sites: list[Site]) -> TestClient:
+    """A client of the example sites whose forum has three threads written, two on one board."""
+    client = client_factory(all_sites)
+    for url in ("/forum/r/linux/Kernel_panic", "/forum/r/science/Entropy", "/forum/r/linux/Vim_or_emacs"):
+        visit(client, url)
+    return client
+
+
 def test_the_forum_lists_boards_and_threads_and_a_board_only_its_own(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
-    client = client_factory(all_sites)
-    threads = ["/forum/r/linux/Kernel_panic", "/forum/r/science/Entropy", "/forum/r/linux/Vim_or_emacs"]
-    for url in threads:
-        visit(client, url)
+    client = forum_with_threads(client_factory, all_sites)
     front = navigation(visit(client, "/forum/").text)
     assert front["Popular boards"][:2] == [("r/computers", "/forum/r/computers"), ("r/linux", "/forum/r/linux")]
     assert front["Threads"] == [
@@ -83,10 +89,7 @@ def test_a_threads_listed_say_how_many_readers_replied_to_each(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
     """A forum's lists of threads said nothing of which ones readers were talking in (a forum user's wish)."""
-    client = client_factory(all_sites)
-    threads = ["/forum/r/linux/Kernel_panic", "/forum/r/science/Entropy", "/forum/r/linux/Vim_or_emacs"]
-    for url in threads:
-        visit(client, url)
+    client = forum_with_threads(client_factory, all_sites)
     store = client.app.state.pages.store  # type: ignore[attr-defined]
     for user, text in (("ada", "Which kernel?"), ("bob", "Mine too.")):
         store.add_post("forum", "/r/linux/Kernel_panic", user, text)
