@@ -130,6 +130,14 @@ def _default_model_id() -> str:
     return model_id()
 
 
+LOADER_THREAD = "genui-load-model"
+
+
+def model_loading() -> bool:
+    """Whether a model is still being loaded in this process (a thread of _in_daemon_thread's)."""
+    return any(thread.name == LOADER_THREAD and thread.is_alive() for thread in threading.enumerate())
+
+
 async def _in_daemon_thread(call: Callable[[], T]) -> T:
     """``call()`` in a thread of its own, awaited. A daemon thread, unlike asyncio.to_thread's executor: a server
     stopped while the model loads exits at once instead of waiting for the load to finish."""
@@ -152,7 +160,7 @@ async def _in_daemon_thread(call: Callable[[], T]) -> T:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(target=run, name="genui-load-model", daemon=True).start()
+    threading.Thread(target=run, name=LOADER_THREAD, daemon=True).start()
     return await done
 
 

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import importlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.frames import DoneFrame, EngineError
-from genui.app import DEFAULT_DB, ROBOTS, SITES_DIR, OwnedEngine, create_app
+from genui.app import DEFAULT_DB, ROBOTS, SITES_DIR, OwnedEngine, create_app, model_loading
 from genui.arguments import (
     USAGE_ERROR,
     EngineLoader,
@@ -41,7 +42,7 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
-from genui.hosts import allowed_hosts
+from genui.hosts import allowed_hosts, allowed_name
 from genui.pages import how_to_fit
 from genui.prompts import SAMPLE_VALUES, PromptError, split_gaps
 from genui.runtime import SiteRuntime
@@ -155,8 +156,26 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
         if failed:
             raise failed[0]
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:  # Ctrl+C: uvicorn stops, then raises it again
+        _exit_if_loading(loader, 130)
+        raise
+    _exit_if_loading(loader, 0)
     return 0
+
+
+def _exit_if_loading(loader: EngineLoader, code: int) -> None:
+    """Leave the process at once where the server stopped while its model loads."""
+    if loader is _default_loader and model_loading():
+        # Stopped while the model loads: the interpreter's exit would tear torch down under the loading thread, and
+        # the process abort ("terminate called without an active exception", status 134: a workshop host's
+        # review). Nothing is left to keep: the page cache's writes are committed as they are made.
+        print("genui serve: stopped while the model was loading", file=sys.stderr)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
@@ -408,10 +427,12 @@ def _parser() -> argparse.ArgumentParser:
         "--allowed-host",
         action="append",
         metavar="NAME",
+        type=allowed_host,
         help="a name (a request's Host, port aside) this server answers for, any other refused: a reverse proxy's"
-        " public name (repeatable; '*' for any). Default: on a loopback --host, localhost, 127.0.0.1, ::1 and --host"
-        " (a page on another site cannot reach it by DNS rebinding); on any other, every name, or those named, the"
-        " loopback names and its own address",
+        " public name, a laptop's mylaptop.local (repeatable; '*' for any). Default: on a loopback --host,"
+        " localhost, 127.0.0.1, ::1 and --host (a page on another site cannot reach it by DNS rebinding); on any"
+        " other, every name, or those named and the loopback names. An IP address (http://192.168.1.23:8000) is"
+        " answered whatever is named",
     )
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(
@@ -577,6 +598,14 @@ def _can_listen(host: str, port: int) -> None:
             f"cannot listen on {where}: {err.strerror} (--host names an address of this machine)"
         ) from None
     listening.close()
+
+
+def allowed_host(text: str) -> str:
+    """An --allowed-host value (genui.hosts.allowed_name)."""
+    try:
+        return allowed_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def port(text: str) -> int:

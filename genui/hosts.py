@@ -6,7 +6,9 @@ check (genui.inputs.same_origin) passes. A request whose Host names no name the 
 before it reaches a site: a 400 saying which names it answers for and how to add one, and a WebSocket closed before
 it opens. ``genui serve`` bound to a loopback address answers for ``localhost``, ``127.0.0.1`` and ``::1``, and the
 names ``--allowed-host`` adds (a reverse proxy's public name); bound to any other address, for every name unless
-``--allowed-host`` names them.
+``--allowed-host`` names them. A Host that is an IP address is always answered: no page on another site can send
+one but the address its own page came from (a workshop's laptop named by its name and reached by its LAN address
+too refused everyone who typed the address).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Collection
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
@@ -47,6 +50,36 @@ def allowed_hosts(bound: str, named: Collection[str]) -> frozenset[str] | None:
     return frozenset(host_name(name) for name in [*named, *LOOPBACK_NAMES, *own])
 
 
+def allowed_name(text: str) -> str:
+    """An ``--allowed-host`` value: a host name or an address as a Host header names it, port aside; ValueError,
+    naming the fix, for a URL, a port, a wildcard or a network (each was taken, and then refused every request)."""
+    name = text.strip()
+    if name == ANY:
+        return name
+    if "://" in name:
+        raise ValueError(f"{text!r} is a URL: give its host name alone ({urlsplit(name).hostname or 'NAME'})")
+    if "*" in name:
+        raise ValueError(f"{text!r} has a wildcard: name each host (repeat --allowed-host), or '*' for every one")
+    if "/" in name:
+        raise ValueError(f"{text!r} is not a host name: name each host; an address is answered without naming it")
+    if name.startswith("[") or name.count(":") == 1:
+        bare = host_name(name)
+        if bare != _address(name.strip("[]")):
+            raise ValueError(f"{text!r} has a port: give the name alone ({bare}), which any port is answered for")
+    if not name or any(character.isspace() for character in name):
+        raise ValueError(f"{text!r} is not a host name")
+    return _address(name.strip("[]").rstrip("."))
+
+
+def is_address(name: str) -> bool:
+    """Whether a Host header's name (``host_name``) is an IP address, not a name."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def _address(host: str) -> str:
     """An address as a Host header names it (``0:0:0:0:0:0:0:1`` is ``::1``); a name as it is, in lower case."""
     try:
@@ -63,7 +96,7 @@ def host_name(host: str) -> str:
         host = host[1:].partition("]")[0]
     elif host.count(":") == 1:  # name:port (an IPv6 address unbracketed has several)
         host = host.partition(":")[0]
-    return _address(host) if host else host
+    return _address(host.rstrip(".")) if host else host  # mylaptop.local. is mylaptop.local
 
 
 class HostCheck:
@@ -84,7 +117,8 @@ class HostCheck:
             return
         asked = Headers(scope=scope).get("host", "")
         name = host_name(asked)
-        if name in self.hosts or not asked:  # no Host (HTTP/1.0, a proxy's health check): no browser's request
+        # no Host (HTTP/1.0, a proxy's health check): no browser's request; an address: no page elsewhere sends it
+        if name in self.hosts or not asked or is_address(name):
             await self.app(scope, receive, send)
             return
         if len(self.logged) < _LOGGED_MOST and name not in self.logged:

@@ -111,7 +111,9 @@ def client_address(connection: HTTPConnection) -> str | None:
     """Who is asking, for the per-client limits: the client's address, or its IPv6 /64 (one host's, which may
     take any address in it: five addresses of one /64 had five clients' shares, a security review). Behind a
     reverse proxy that uvicorn trusts (FORWARDED_ALLOW_IPS; 127.0.0.1 unless set), the address its X-Forwarded-For
-    names."""
+    names. A client on the server's own link (a link-local address, or one in the /64 of the address it reached
+    the server at) is its address: every device on a LAN has an address in one /64, and a workshop's twenty
+    laptops shared one client's share (a workshop host's review)."""
     if connection.client is None:
         return None
     host = connection.client.host
@@ -120,8 +122,21 @@ def client_address(connection: HTTPConnection) -> str | None:
     except ValueError:  # not an address (a test client's "testclient", a Unix socket's path)
         return host
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+        block = ipaddress.ip_network(f"{address}/64", strict=False)
+        own = _own_address(connection)
+        if address.is_link_local or (own is not None and own.version == 6 and own in block):
+            return str(address)
+        return str(block)
     return str(getattr(address, "ipv4_mapped", None) or address)
+
+
+def _own_address(connection: HTTPConnection) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address the client reached the server at (the ASGI scope's ``server``), None where it says none."""
+    server = connection.scope.get("server")
+    try:
+        return ipaddress.ip_address(server[0]) if server else None
+    except (ValueError, TypeError, IndexError):  # a Unix socket's path
+        return None
 
 
 def page_at(pages: Pages, runtime: SiteRuntime, connection: HTTPConnection) -> tuple[Job, int | None]:

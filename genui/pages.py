@@ -138,6 +138,9 @@ class Job:
     posts: tuple[StoredPost, ...]
     parent_url: str | None = None  # site-relative URL of the page the click came from, as the client named it
     client: str | None = None  # who asked (the client's address), whose runs count against runs_per_client
+    # the site-relative URL of the page on screen that this request's answer replaces (an htmx click), whose run, if
+    # the client's, ends as the answer lands: not counted against the client's runs meanwhile
+    leaving: str | None = None
 
     @property
     def cached(self) -> bool:
@@ -222,10 +225,16 @@ class Pages:
         raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
 
     def job(
-        self, runtime: SiteRuntime, location: Location, parent_url: str | None = None, client: str | None = None
+        self,
+        runtime: SiteRuntime,
+        location: Location,
+        parent_url: str | None = None,
+        client: str | None = None,
+        leaving: str | None = None,
     ) -> Job:
         """The job for a routed page. ``parent_url`` is the site-relative URL of the page the click came from;
-        ``client`` who asked (None: genui itself), whose runs count against ``runs_per_client``.
+        ``client`` who asked (None: genui itself), whose runs count against ``runs_per_client``; ``leaving`` the
+        page on screen that the answer replaces (Job.leaving).
 
         While the model loads, a job can be had when its id is known (``expected_model``): pages already cached are
         shown then, and what needs the engine raises EngineLoading."""
@@ -233,7 +242,7 @@ class Pages:
         if model is None:
             self.ready()  # raises: no engine, and no id to look the cache up with
         assert model is not None
-        return self._job(runtime, location, model, parent_url, client)
+        return replace(self._job(runtime, location, model, parent_url, client), leaving=leaving)
 
     def reply_form(self, runtime: SiteRuntime, location: Location) -> Job:
         """A thread with its posts, to show a refused reply's form: the job, or before the model is named (when
@@ -586,8 +595,30 @@ class Pages:
             return
         for run in [run for run in self._clients if run.finished]:
             del self._clients[run]
-        if sum(who == job.client for who in self._clients.values()) >= self.runs_per_client:
+        leaving = self._leaving(job)
+        if sum(who == job.client and run is not leaving for run, who in self._clients.items()) >= self.runs_per_client:
             raise TooManyRuns(self.runs_per_client)
+
+    def _leaving(self, job: Job) -> Generation | None:
+        """The client's run writing the page that ``job``'s answer replaces on its screen and nobody else watches:
+        its socket closes as the answer lands, which ends the run, so a click away from a page being written is not
+        refused for it (--runs-per-client 1 refused every other click: a workshop host's review)."""
+        if job.leaving is None:
+            return None
+        try:
+            location = job.runtime.locate(job.leaving)
+        except BadRequest:
+            return None
+        for run, who in self._clients.items():
+            if (
+                who == job.client
+                and isinstance(run, Generation)
+                and run.watchers <= 1
+                and location is not None
+                and (run.key.site, run.key.path, run.key.query) == (job.key.site, location.path, location.query_string)
+            ):
+                return run
+        return None
 
     def reply_starts_run(self, job: Job, whole_page_now: bool) -> bool:
         """Whether storing a reply to ``job``'s thread starts a run at once: its replies written in place, or (with

@@ -182,7 +182,8 @@ class Views:
             return await self._reply(request, runtime, location)
         if location.blank:  # the bar's box with nothing in it, not a page written about nothing (a hackathon team's)
             return self.screens.blank(request, runtime, location.route)
-        job = self.pages.job(runtime, location, parent_url(request, runtime), client_address(request))
+        parent = parent_url(request, runtime)
+        job = self.pages.job(runtime, location, parent, client_address(request), parent if is_htmx(request) else None)
         if request.method == "HEAD":
             return self._head(request, job, asked)
         if embedded_elsewhere(request):

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -683,3 +684,41 @@ def test_the_servers_stop_tells_the_app_before_it_waits_for_requests_under_way(t
         return server.should_exit, app.state.pages.stopping.is_set()
 
     assert asyncio.run(stop()) == (True, True)
+
+
+LOADING_FOR_EVER = """
+import sys, time
+import genui.cli as cli
+
+def loading(model, device, int8):  # torch at work in the loading thread when the server is stopped
+    import torch
+    weights = torch.randn(256, 256)
+    while True:
+        weights = torch.tanh(weights @ weights)
+
+cli._default_loader = loading
+sys.exit(cli.main(["serve", "--port", "0", "--db", sys.argv[1]]))
+"""
+
+
+def test_genui_serve_stopped_while_its_model_loads_exits_cleanly(tmp_path: Path) -> None:
+    """Ctrl+C while the model loaded aborted the process (status 134, "terminate called without an active
+    exception": the interpreter's exit tore torch down under the loading thread; a workshop host's review)."""
+    script = tmp_path / "serve.py"
+    script.write_text(LOADING_FOR_EVER, encoding="utf-8")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, str(script), str(tmp_path / "db.sqlite3")], stdout=out, stderr=out)
+        try:
+            deadline = time.monotonic() + 60
+            while b"loading the model" not in log.read_bytes():
+                assert time.monotonic() < deadline and server.poll() is None, log.read_text()
+                time.sleep(0.1)
+            time.sleep(1.0)  # well into the load
+            server.send_signal(signal.SIGINT)
+            code = server.wait(timeout=30)
+        finally:
+            server.kill()
+    said = log.read_text()
+    assert code == 130 and "terminate called" not in said, said  # as a shell tells Ctrl+C
+    assert "genui serve: stopped while the model was loading" in said

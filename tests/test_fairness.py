@@ -73,6 +73,23 @@ def test_a_client_at_its_limit_gets_a_429_that_asks_again_and_others_are_served(
     assert eventually(lambda: client.get("/wiki/Turing_machine", headers=as_client("10.0.0.1")).status_code == 200)
 
 
+def test_a_click_away_from_a_page_being_written_is_not_refused_for_that_page(
+    served: tuple[TestClient, FakeEngine, Pages],
+) -> None:
+    """The page on screen still counted until the click's answer replaced it, so --runs-per-client N let a visitor
+    click on from N - 1 pages being written (1: every other click refused, a workshop host's review)."""
+    client, engine, _ = served
+    assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
+    assert client.get("/wiki/Unix", headers=as_client("10.0.0.1")).status_code == 200  # two under way: the limit
+    leaving = {**as_client("10.0.0.1"), "HX-Current-URL": "http://testserver/wiki/Unix"}
+    assert client.get("/wiki/Hacker", headers=leaving).status_code == 200  # Unix leaves the screen as it lands
+    assert len(engine.calls) == 3
+    # not so for a page it does not leave: a plain load (a new tab), or a click from a page no run writes
+    assert client.get("/wiki/Turing_machine", headers=as_client("10.0.0.1", htmx=False)).status_code == 429
+    elsewhere = {**as_client("10.0.0.1"), "HX-Current-URL": "http://testserver/wiki/Vim"}
+    assert client.get("/wiki/Emacs", headers=elsewhere).status_code == 429
+
+
 def test_a_reply_at_the_limit_is_refused_before_it_is_stored(served: tuple[TestClient, FakeEngine, Pages]) -> None:
     client, engine, pages = served
     visit(client, THREAD)
@@ -284,3 +301,24 @@ def test_the_addresses_of_one_ipv6_64_are_one_client_and_ipv4_ones_each_their_ow
     assert [posted_from(f"192.0.2.{n}", f"v4 {n}") for n in range(1, 4)] == [303, 303, 303]
     assert posted_from("::ffff:192.0.2.1", "mapped") == 303  # 192.0.2.1's second
     assert posted_from("::ffff:192.0.2.1", "mapped again") == 429
+
+
+def test_the_addresses_of_the_servers_own_ipv6_link_are_each_their_own_client(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Every device on a LAN has an address in one /64 (and a link-local one): a workshop's laptops, reaching the
+    server at its own address in that /64, shared one client's share (a workshop host's review)."""
+    client = client_factory(all_sites, FakeEngine(), app_options={"posts_per_minute": 1})
+    visit(client, THREAD)
+    app = client.app
+
+    def posted_from(host: str, text: str, server: str = "[2001:db8:1:2::23]") -> int:
+        other = TestClient(app, client=(host, 50000), base_url=f"http://{server}:8000")
+        return other.post(THREAD, data={"user": "eve", "text": text}, follow_redirects=False).status_code
+
+    assert [posted_from(f"2001:db8:1:2::{n:x}", f"lan {n}") for n in range(1, 4)] == [303, 303, 303]
+    assert [posted_from(f"fe80::{n:x}", f"link {n}", "[fe80::23]") for n in range(1, 4)] == [303, 303, 303]
+    assert posted_from("2001:db8:1:2::1", "again") == 429  # each its own share still
+    # reached at another address (a proxy's, a public one), the /64 is one client as before
+    assert posted_from("2001:db8:1:2::5", "five", "127.0.0.1") == 303
+    assert posted_from("2001:db8:1:2::6", "six", "127.0.0.1") == 429

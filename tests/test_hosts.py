@@ -68,6 +68,43 @@ def test_a_request_for_another_name_is_refused_before_it_reads_posts_or_streams(
         store.close()
 
 
+def test_a_host_that_is_an_address_is_answered_whatever_names_are_allowed(client_factory: ClientFactory) -> None:
+    """A workshop's laptop served with --allowed-host mylaptop.local refused every participant who typed its LAN
+    address (a workshop host's review). An address is no name a rebinding page can send: its origin would be it."""
+    wiki = load_site(SITES_DIR / "wiki")
+    options = {"hosts": allowed_hosts("0.0.0.0", ["mylaptop.local"])}
+    for base in ("http://192.168.1.23:8000", "http://[fd00::23]:8000", "http://mylaptop.local.:8000"):
+        client = client_factory([wiki], FakeEngine(), app_options=options, base_url=base)
+        assert visit(client, "/Lisp").status_code == 200, base
+    refused = client_factory([wiki], app_options=options, base_url="http://192.168.1.23.attacker.example:8000")
+    assert refused.get("/Lisp").status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("http://mylaptop.local:8000", "is a URL: give its host name alone (mylaptop.local)"),
+        ("*.local", "has a wildcard: name each host"),
+        ("192.168.1.0/24", "is not a host name: name each host; an address is answered without naming it"),
+        ("mylaptop.local:8000", "has a port: give the name alone (mylaptop.local)"),
+    ],
+)
+def test_an_allowed_host_that_is_no_name_is_refused_at_start_naming_the_fix(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, given: str, said: str
+) -> None:
+    """Each was taken, and then every request was a 400 (a workshop host's review)."""
+    import uvicorn
+
+    async def serve(self: uvicorn.Server) -> None:  # a server that would start returns at once instead
+        pass
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", "--allowed-host", given]
+    with pytest.raises(SystemExit) as stopped:
+        main(argv, load_engine=lambda *args: pytest.fail("no engine for an option refused"))
+    assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_genui_serve_on_loopback_refuses_another_name_through_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
     """As genui serve runs it (uvicorn, h11, websockets-sansio): a 400 for a page, and a WebSocket refused."""
     import uvicorn
