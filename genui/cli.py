@@ -42,7 +42,7 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
-from genui.hosts import allowed_hosts, allowed_name
+from genui.hosts import allowed_hosts, allowed_name, is_loopback, network_address
 from genui.pages import how_to_fit
 from genui.prompts import SAMPLE_VALUES, PromptError, split_gaps
 from genui.runtime import SiteRuntime
@@ -64,6 +64,8 @@ from genui.upkeep import add_commands
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
 BROKEN_PIPE = 128 + 13  # the status a shell gives a writer whose reader went away (killed by SIGPIPE)
 RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
+QUEUE = 8  # pages that may wait for the model at once under genui serve (the Scheduler's max_queue)
+QUEUE_MOST = 1000
 POSTS_PER_MINUTE = 10  # readers' posts one client may store a minute under genui serve
 
 
@@ -109,6 +111,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     else:
         sites = sites_in(Path(args.sites_dir), args.site)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
+    _say_where(args.host, args.port, args.allowed_host or [])
 
     async def serve() -> None:
         failed: list[Exception] = []
@@ -131,7 +134,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             hosts=allowed_hosts(args.host, args.allowed_host or []),
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             mounted=bool(broken),  # each at /NAME, as once the others load (one served alone is at /)
-            load_engine=lambda: loader(args.model, args.device, args.int8),
+            load_engine=lambda: queued(loader(args.model, args.device, args.int8), args.queue),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
@@ -163,6 +166,23 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise
     _exit_if_loading(loader, 0)
     return 0
+
+
+def _say_where(host: str, port: int, named: list[str]) -> None:
+    """On an address other machines reach: the address they type (uvicorn says 0.0.0.0, which no browser opens),
+    and whether every host name is answered (a workshop host's review)."""
+    if is_loopback(host):
+        return
+    if host in ("0.0.0.0", "::") and port and (address := network_address(ipv6=host == "::")) is not None:
+        shown = f"[{address}]" if ":" in address else address
+        print(f"note: other machines on this network open http://{shown}:{port}/", file=sys.stderr)
+    if not named:
+        print(
+            "note: every host name is answered (off loopback, with no --allowed-host): a page on another site could"
+            " reach this server through a name of its own (DNS rebinding); name this machine's with --allowed-host"
+            " NAME (an IP address is always answered)",
+            file=sys.stderr,
+        )
 
 
 def _exit_if_loading(loader: EngineLoader, code: int) -> None:
@@ -448,10 +468,20 @@ def _parser() -> argparse.ArgumentParser:
         type=count,
         default=RUNS_PER_CLIENT,
         metavar="N",
-        help="pages, replies and rewrites one client (an IP address, an IPv6 one's /64) may have written at once; one "
+        help="pages, replies and rewrites one client (an IP address; an IPv6 one's /64, but on the server's own link) "
+        "may have written at once; one "
         "more is a 429 with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another "
         "host must be named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: "
         "%(default)s)",
+    )
+    serve.add_argument(
+        "--queue",
+        type=queue_length,
+        default=QUEUE,
+        metavar="N",
+        help="pages that may wait for the model at once; one more is a busy page that asks again by itself after 5 s "
+        "(a workshop of twenty: --queue 20 keeps each in line rather than retrying; each waits for the pages before "
+        "it, four at a time) (default: %(default)s)",
     )
     serve.add_argument(
         "--posts-per-minute",
@@ -598,6 +628,24 @@ def _can_listen(host: str, port: int) -> None:
             f"cannot listen on {where}: {err.strerror} (--host names an address of this machine)"
         ) from None
     listening.close()
+
+
+def queue_length(text: str) -> int:
+    """A --queue: 1 to QUEUE_MOST pages."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= QUEUE_MOST:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {QUEUE_MOST}, got {text!r}")
+    return value
+
+
+def queued(engine: OwnedEngine, length: int) -> OwnedEngine:
+    """``engine`` with ``length`` pages let wait at once, where it has a queue (the Scheduler's max_queue)."""
+    if hasattr(engine, "max_queue"):
+        engine.max_queue = length
+    return engine
 
 
 def allowed_host(text: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 from collections.abc import Collection
 from urllib.parse import urlsplit
 
@@ -48,6 +49,19 @@ def allowed_hosts(bound: str, named: Collection[str]) -> frozenset[str] | None:
         return None
     own = [_address(bound)] if bound and _address(bound) not in ("0.0.0.0", "::") else []
     return frozenset(host_name(name) for name in [*named, *LOOPBACK_NAMES, *own])
+
+
+def network_address(ipv6: bool = False) -> str | None:
+    """This machine's address on its network, as the route out of it picks (no packet is sent); None where it has
+    no route out."""
+    family, probe = (socket.AF_INET6, "2001:db8::1") if ipv6 else (socket.AF_INET, "192.0.2.1")  # documentation ones
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))
+            address = ipaddress.ip_address(udp.getsockname()[0])
+    except (OSError, ValueError):
+        return None
+    return None if address.is_loopback or address.is_unspecified else str(address)
 
 
 def allowed_name(text: str) -> str:

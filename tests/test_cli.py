@@ -722,3 +722,56 @@ def test_genui_serve_stopped_while_its_model_loads_exits_cleanly(tmp_path: Path)
     said = log.read_text()
     assert code == 130 and "terminate called" not in said, said  # as a shell tells Ctrl+C
     assert "genui serve: stopped while the model was loading" in said
+
+
+def test_genui_serve_queue_sets_how_many_pages_wait_for_the_model(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workshop's twenty clicks at once met a queue of 8: the rest got busy pages that retried by themselves, each
+    retry with no place in line (a workshop host's review)."""
+    made: dict[str, object] = {}
+
+    class Stop(Exception):
+        pass
+
+    def create_app(*args: object, **kwargs: object) -> None:
+        made.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr("genui.cli.create_app", create_app)
+    engine = types.SimpleNamespace(max_queue=8)
+    argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", "--queue", "20"]
+    with pytest.raises(Stop):
+        main(argv, load_engine=lambda *args: engine)  # type: ignore[arg-type,return-value]
+    assert made["load_engine"]() is engine and engine.max_queue == 20  # type: ignore[operator]
+    for wrong in ("0", "1001", "x"):
+        with pytest.raises(SystemExit):
+            main([*argv[:-1], wrong])
+        assert "expected a whole number from 1 to 1000" in capsys.readouterr().err
+
+
+def test_genui_serve_off_loopback_says_the_address_to_open_and_that_every_name_is_answered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvicorn said "running on http://0.0.0.0:8000", which no browser opens, and nothing said that every host name
+    was answered (a workshop host's review)."""
+    import uvicorn
+
+    async def serve(self: uvicorn.Server) -> None:
+        pass
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    monkeypatch.setattr("genui.cli.network_address", lambda ipv6=False: "192.168.1.23")
+    with socket.socket() as free:  # a port no server holds, for the address said
+        free.bind(("0.0.0.0", 0))
+        port = free.getsockname()[1]
+    argv = ["serve", "--site", "wiki", "--port", str(port), "--db", ":memory:", "--host", "0.0.0.0"]
+    assert main(argv, load_engine=lambda *args: FakeEngine()) == 0
+    said = capsys.readouterr().err
+    assert f"note: other machines on this network open http://192.168.1.23:{port}/" in said
+    assert "every host name is answered" in said and "--allowed-host NAME" in said
+    assert main([*argv, "--allowed-host", "mylaptop.local"], load_engine=lambda *args: FakeEngine()) == 0
+    said = capsys.readouterr().err
+    assert f"http://192.168.1.23:{port}/" in said and "every host name" not in said
+    assert main([*argv[:-2]], load_engine=lambda *args: FakeEngine()) == 0  # on loopback: nothing to say
+    assert "note:" not in capsys.readouterr().err

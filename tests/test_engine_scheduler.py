@@ -148,6 +148,11 @@ async def test_a_full_queue_refuses_at_once(loaded: LoadedModel) -> None:
     with pytest.raises(EngineOverloaded) as refused:
         await anext(engine.stream(LONG))
     assert refused.value.retry_after >= 1
+    engine.max_queue = 2  # genui serve --queue sets it on the engine loaded: a later request reads it
+    second = asyncio.ensure_future(anext(engine.stream(LONG)))
+    await asyncio.sleep(0)
+    assert not second.done()  # it waits in line too
+    second.cancel()
     queued.cancel()
     await running.aclose()
     await engine.close()
