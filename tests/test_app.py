@@ -745,6 +745,12 @@ def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites:
     client = client_factory(all_sites)
     response = client.post(THREAD, data={"user": "a", "text": "b"}, headers={"Origin": "http://evil.example"})
     assert response.status_code == 403 and client.get(THREAD).text.count("genui-post-text") == 0
+    # a browser that sent no Origin, but said the request came from another site (a security review's second signal)
+    for where, status in (("cross-site", 403), ("same-site", 403), ("same-origin", 303), ("none", 303)):
+        response = client.post(
+            THREAD, data={"user": "a", "text": where}, headers={"Sec-Fetch-Site": where}, follow_redirects=False
+        )
+        assert response.status_code == status, where
 
 
 def test_an_oversized_reply_is_413(client_factory: ClientFactory, all_sites: list[Site]) -> None:
