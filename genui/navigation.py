@@ -9,7 +9,7 @@ parameter but the listed route's last one: on /r/lisp, the threads of /r/{board}
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from genui.routing import BadRequest, Location, guessed_title
@@ -43,12 +43,31 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
         if here.route.pattern not in section.on:
             continue
         links = [Link(link.label, runtime.url(link.url), link.url == here.url) for link in section.links]
+        if section.look == "icons" and not any(link.current for link in links):
+            links = _program_open(runtime, here, section, links)
         if section.pages is not None:
             fixed = {link.url for link in section.links}  # a written page that is a fixed link too is listed once
             links += _written(runtime, here, section, store, model, fixed)
         if links:
             shown.append(Section(section.heading, section.look, tuple(links)))
     return shown
+
+
+def _program_open(runtime: SiteRuntime, here: Location, section: NavSection, links: list[Link]) -> list[Link]:
+    """An icons section's links, the one of the program open on the page marked current: of the icons of the page's
+    route, the only one, or the one whose path holds the page's (Home on a folder in it). A desktop marked its
+    Terminal only on `ls`, the command its icon runs (a review)."""
+    same: list[tuple[int, str]] = []  # (index, path) of the icons of the page's route
+    for index, link in enumerate(section.links):
+        try:
+            location = runtime.locate(link.url)
+        except BadRequest:
+            continue
+        if location is not None and location.route == here.route:
+            same.append((index, location.path))
+    holding = [(len(path), index) for index, path in same if here.path.startswith(path.rstrip("/") + "/")]
+    chosen = max(holding)[1] if holding else same[0][0] if len(same) == 1 else None
+    return [replace(link, current=index == chosen) for index, link in enumerate(links)]
 
 
 def everywhere(runtime: SiteRuntime) -> list[Section]:

@@ -595,26 +595,32 @@ class Pages:
             return
         for run in [run for run in self._clients if run.finished]:
             del self._clients[run]
+        if sum(who == job.client for who in self._clients.values()) < self.runs_per_client:
+            return
         leaving = self._leaving(job)
-        if sum(who == job.client and run is not leaving for run, who in self._clients.items()) >= self.runs_per_client:
+        if leaving is None:
             raise TooManyRuns(self.runs_per_client)
+        leaving.cancel()  # ended now, as the answer would end it: one run more than the limit was never under way
 
     def _leaving(self, job: Job) -> Generation | None:
-        """The client's run writing the page that ``job``'s answer replaces on its screen and nobody else watches:
-        its socket closes as the answer lands, which ends the run, so a click away from a page being written is not
-        refused for it (--runs-per-client 1 refused every other click: a workshop host's review)."""
+        """The client's run writing the page that ``job``'s answer replaces on its screen, which nobody else watches
+        and which ends as its socket closes (not a thread's replies, nor a page waiting to be kept): a click away
+        from a page being written is not refused for it (--runs-per-client 1 refused every other click: a workshop
+        host's review)."""
         if job.leaving is None:
             return None
         try:
             location = job.runtime.locate(job.leaving)
         except BadRequest:
             return None
+        if location is None:
+            return None
         for run, who in self._clients.items():
             if (
                 who == job.client
                 and isinstance(run, Generation)
                 and run.watchers <= 1
-                and location is not None
+                and not (run.keeping or run.splice.replies)
                 and (run.key.site, run.key.path, run.key.query) == (job.key.site, location.path, location.query_string)
             ):
                 return run

@@ -214,8 +214,16 @@ class PromptRenderer:
         self._html = _sandbox(site, autoescape=True)  # openings: HTML for the page, so values are escaped
         self._versions: dict[Route, str] = {}
         problems = Problems()  # each route's templates on their own: every route's problems said in one run
+        failed: set[tuple[str, int | None, str]] = set()  # (file, line, error) of a render that failed
         for route in site.routes:
-            problems.check(self._check_route, route)
+            try:
+                self._check_route(route)
+            except PromptError as err:  # a template several routes read, failing alike: said once, for the first
+                if (said := (err.file, err.line, repr(err.__cause__))) not in failed:
+                    failed.add(said)
+                    problems.add(err)
+            except SiteConfigError as err:
+                problems.add(err)
         problems.raise_found()
 
     def _check_route(self, route: Route) -> None:

@@ -72,7 +72,7 @@ def linked_locations(job: Job, html: str, store: Store) -> Iterator[tuple[PageKe
             location = runtime.locate(url.removeprefix(runtime.mount).partition("#")[0])
         except BadRequest:
             continue
-        if location is None or location.route.cache == "none":
+        if location is None or location.route.cache == "none" or location.blank:  # (a blank one: no page to write)
             continue
         key = runtime.page_key(location, job.key.model)
         if key not in seen:

@@ -813,11 +813,12 @@ def load_site(root: Path | str) -> Site:
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise SiteConfigError(file, WHOLE_FILE, "arrays or tables nested too deeply", "flatten the nesting") from None
     problems = Problems()  # each part on its own: every problem said in one run, not one a run
-    slips = set()  # the keys a slip was meant for (titel = ...): said with the slip, not again as missing
+    slips: set[str] = set()  # the keys a slip was meant for (titel = ...): said with the slip, not again as missing
     for key in data:
         if key not in TOP_KEYS:
             problems.add(unknown_key(file, key, key, TOP_KEYS, "top-level"))
-            slips.add(meant_by(key, TOP_KEYS) if key not in ROUTE_KEYS else None)
+            if key not in ROUTE_KEYS and (meant := meant_by(key, TOP_KEYS)) is not None:
+                slips.add(meant)
     # a top-level key written after a table's header is in that table, and missing where it belongs: said as such
     tables = [("model", "model", data.get("model")), ("words", "words", data.get("words"))]
     for array in ("routes", "navigation"):
@@ -841,7 +842,7 @@ def load_site(root: Path | str) -> Site:
     words = problems.check(_words, file, data) or ()
     stylesheet = problems.check(_stylesheet, file, root, data)
     model = problems.check(_model, file, data) or ModelSettings()
-    routes = problems.check(_routes, file, root, data, problems) or ()
+    routes = () if "routes" in slips else problems.check(_routes, file, root, data, problems) or ()
     raw_navigation = data.get("navigation", [])
     if not isinstance(raw_navigation, list):
         problems.add(

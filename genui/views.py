@@ -183,7 +183,8 @@ class Views:
         if location.blank:  # the bar's box with nothing in it, not a page written about nothing (a hackathon team's)
             return self.screens.blank(request, runtime, location.route)
         parent = parent_url(request, runtime)
-        job = self.pages.job(runtime, location, parent, client_address(request), parent if is_htmx(request) else None)
+        leaving = parent if is_htmx(request) and request.method == "GET" else None  # (a HEAD ends nothing)
+        job = self.pages.job(runtime, location, parent, client_address(request), leaving)
         if request.method == "HEAD":
             return self._head(request, job, asked)
         if embedded_elsewhere(request):

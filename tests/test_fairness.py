@@ -78,12 +78,16 @@ def test_a_click_away_from_a_page_being_written_is_not_refused_for_that_page(
 ) -> None:
     """The page on screen still counted until the click's answer replaced it, so --runs-per-client N let a visitor
     click on from N - 1 pages being written (1: every other click refused, a workshop host's review)."""
-    client, engine, _ = served
+    client, engine, pages = served
     assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
     assert client.get("/wiki/Unix", headers=as_client("10.0.0.1")).status_code == 200  # two under way: the limit
     leaving = {**as_client("10.0.0.1"), "HX-Current-URL": "http://testserver/wiki/Unix"}
+    assert client.head("/wiki/Hacker", headers=leaving).status_code == 429  # a look starts and ends nothing
+    unix = next(run for run in pages._running.values() if run.key.path == "/Unix")
     assert client.get("/wiki/Hacker", headers=leaving).status_code == 200  # Unix leaves the screen as it lands
     assert len(engine.calls) == 3
+    assert unix.finished and unix.error is not None  # ended as it is left: never a run over the limit, whatever
+    # the header says (a review: a client holding its page's socket open had one run more)
     # not so for a page it does not leave: a plain load (a new tab), or a click from a page no run writes
     assert client.get("/wiki/Turing_machine", headers=as_client("10.0.0.1", htmx=False)).status_code == 429
     elsewhere = {**as_client("10.0.0.1"), "HX-Current-URL": "http://testserver/wiki/Vim"}

@@ -113,6 +113,28 @@ def test_the_desktop_shows_the_icons_of_its_config(client_factory: ClientFactory
     assert 'class="genui-icon" href="/os/settings/display"' in text
 
 
+@pytest.mark.parametrize(
+    ("url", "marked"),
+    [
+        ("/os/terminal?cmd=ls", "Terminal"),  # the icon's own address
+        ("/os/terminal?cmd=pwd", "Terminal"),  # the same program, another command
+        ("/os/settings/sound", "Settings"),
+        ("/os/browser?url=example.org", "Browser"),
+        ("/os/files/home/user/Downloads", "Home"),  # a folder in Home's
+        ("/os/files/usr/share/doc/bash", "Documents"),
+        ("/os/files/etc", None),  # a folder no icon's path holds
+        ("/os/", None),
+    ],
+)
+def test_the_desktops_icon_of_the_program_open_is_marked(
+    client_factory: ClientFactory, all_sites: list[Site], url: str, marked: str | None
+) -> None:
+    """The icon of the screen open was marked only on the icon's own address (a review)."""
+    text = client_factory(all_sites).get(url).text
+    current = re.findall(r'class="genui-icon" href="[^"]*"[^>]*aria-current="page">([^<]*)</a>', text)
+    assert current == ([marked] if marked else []), url
+
+
 def test_every_link_on_every_front_page_leads_to_a_page(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites, follow_redirects=False)
     for site in all_sites:

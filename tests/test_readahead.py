@@ -106,6 +106,22 @@ def test_reading_ahead_writes_the_first_links_that_are_not_written_yet(reading: 
     assert titles(engine) == ["Lisp map", "Lisp map tree", "Lisp map map", "Lisp", "Lisp tree"]
 
 
+def test_reading_ahead_passes_a_blank_search_by_without_spending_a_page_on_it(reading: Reading) -> None:
+    """A link to a bare /search, which writes no page, took one of the pages read ahead (a review)."""
+
+    def writer(prompt: str, seed: int) -> str:
+        if "<title>Lisp</title>" not in prompt:
+            return "<article><h1>Page</h1><p>Nothing further.</p></article>"
+        links = '<a href="/search">Search</a> <a href="/Apl">Apl</a> <a href="/Bcpl">Bcpl</a>'
+        return f"<article><h1>Lisp</h1><p>{links}</p></article>"
+
+    engine = FakeEngine(writer)
+    client = reading(2, engine)
+    visit(client, "/Lisp")
+    assert eventually(lambda: stored(client, "/Bcpl") and idle(client))
+    assert titles(engine) == ["Lisp", "Apl", "Bcpl"]
+
+
 def test_showing_a_page_again_reaches_no_further_down_its_links(reading: Reading) -> None:
     engine = FakeEngine()
     client = reading(1, engine)

@@ -544,6 +544,12 @@ def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typ
             "write pattern",
         ),
         (lambda toml: 'pattern = "/x"\n' + toml, "pattern", "pattern is a route's key", "put it in a [[routes]] table"),
+        (  # said once: not again as "no routes" (a review)
+            lambda toml: toml.replace("[[routes]]", "[[route]]"),
+            "route",
+            "did you mean 'routes'",
+            "write routes",
+        ),
         (
             lambda toml: toml.split("[[routes]]")[0] + '[routes]\npattern = "/"\ntemplate = "home.j2"\n',
             "routes",
@@ -594,6 +600,16 @@ def test_the_parts_of_a_config_are_checked_each_on_its_own_and_every_problem_sai
     lines = str(caught.value).splitlines()
     assert len(lines) == 6 and all(line.startswith(f"{tmp_path / 'site.toml'}: key '") for line in lines)
     assert caught.value.key == "styleshet" and "did you mean 'stylesheet'" in caught.value.problem  # the first's
+
+
+def test_a_template_several_routes_read_that_fails_for_each_is_said_once(tmp_path: Path) -> None:
+    from genui.prompts import PromptRenderer
+
+    site = load_site(write_site(tmp_path, GOOD))
+    (tmp_path / "prompts" / "page.j2").write_text("{{ nope() }}", encoding="utf-8")  # three routes read it
+    with pytest.raises(SiteConfigError) as caught:
+        PromptRenderer(site)
+    assert len(caught.value.each) == 1 and "'nope' is undefined" in str(caught.value), caught.value
 
 
 def test_a_pattern_with_a_trailing_slash_a_later_route_takes_says_to_drop_the_slash(tmp_path: Path) -> None:
