@@ -184,7 +184,9 @@ def test_a_refused_reply_is_said_and_the_field_it_is_about_takes_the_focus(serve
     page.fill(".genui-reply textarea[name=text]", "   ")
     page.click(".genui-reply button[type=submit]")
     page.wait_for_selector(".genui-form-error:text('the post is empty')", timeout=5_000)
-    assert page.evaluate("() => document.activeElement.name") == "text"
+    # the focus moves once the swap settles, a moment after the reason is on the page (a fresh clone's run read it
+    # before then)
+    page.wait_for_function("() => document.activeElement && document.activeElement.name === 'text'", timeout=5_000)
     assert page.get_attribute("textarea[name=text]", "aria-invalid") == "true"
     assert page.get_attribute("input[name=user]", "aria-invalid") is None
     assert [problem for problem in problems if "status of 400" not in problem] == []  # the refusals' own 400s
