@@ -326,3 +326,17 @@ def test_the_addresses_of_the_servers_own_ipv6_link_are_each_their_own_client(
     # reached at another address (a proxy's, a public one), the /64 is one client as before
     assert posted_from("2001:db8:1:2::5", "five", "127.0.0.1") == 303
     assert posted_from("2001:db8:1:2::6", "six", "127.0.0.1") == 429
+
+
+def test_a_click_away_from_a_thread_whose_replies_are_being_written_counts_them(tmp_path: Path) -> None:
+    """A thread's replies go on with nobody watching: leaving the thread ends nothing, so its run is no run left
+    (a review: the discount let a client have a second run under --runs-per-client 1)."""
+    engine = FakeEngine(delay=0.2)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "db.sqlite3", runs_per_client=1, unclaimed_s=5.0)
+    with TestClient(AsClient(app)) as client:
+        visit(client, THREAD)  # written whole, by nobody's run once it is stored
+        posted = client.post(THREAD, data={"user": "ada", "text": "hi"}, headers={**as_client("10.0.0.1"), **ORIGIN})
+        assert posted.status_code == 200 and len(engine.infills) == 1  # the replies' run, this client's
+        leaving = {**as_client("10.0.0.1"), "HX-Current-URL": f"http://testserver{THREAD}"}
+        assert client.get("/forum/r/hacking", headers=leaving).status_code == 429
+        assert len(engine.calls) == 1 and not any(run.finished for run in app.state.pages._clients)
