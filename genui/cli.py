@@ -64,7 +64,7 @@ from genui.upkeep import add_commands
 READ_AHEAD = 3  # pages linked from the newest page shown that genui serve writes while nobody waits
 BROKEN_PIPE = 128 + 13  # the status a shell gives a writer whose reader went away (killed by SIGPIPE)
 RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
-QUEUE = 8  # pages that may wait for the model at once under genui serve (the Scheduler's max_queue)
+QUEUE = 8  # pages that may wait for genui's engine at once unless --queue says (the Scheduler's max_queue)
 QUEUE_MOST = 1000
 POSTS_PER_MINUTE = 10  # readers' posts one client may store a minute under genui serve
 
@@ -477,11 +477,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--queue",
         type=queue_length,
-        default=QUEUE,
         metavar="N",
         help="pages that may wait for the model at once; one more is a busy page that asks again by itself after 5 s "
         "(a workshop of twenty: --queue 20 keeps each in line rather than retrying; each waits for the pages before "
-        "it, four at a time) (default: %(default)s)",
+        f"it, four at a time) (default: the engine's own, {QUEUE} for genui's)",
     )
     serve.add_argument(
         "--posts-per-minute",
@@ -641,9 +640,10 @@ def queue_length(text: str) -> int:
     return value
 
 
-def queued(engine: OwnedEngine, length: int) -> OwnedEngine:
-    """``engine`` with ``length`` pages let wait at once, where it has a queue (the Scheduler's max_queue)."""
-    if hasattr(engine, "max_queue"):
+def queued(engine: OwnedEngine, length: int | None) -> OwnedEngine:
+    """``engine`` with ``length`` pages let wait at once (--queue), where it has a queue (the Scheduler's
+    max_queue); None leaves the queue the loader gave it (bench/load.py's engine has one of 2)."""
+    if length is not None and hasattr(engine, "max_queue"):
         engine.max_queue = length
     return engine
 

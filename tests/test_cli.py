@@ -744,6 +744,10 @@ def test_genui_serve_queue_sets_how_many_pages_wait_for_the_model(
     with pytest.raises(Stop):
         main(argv, load_engine=lambda *args: engine)  # type: ignore[arg-type,return-value]
     assert made["load_engine"]() is engine and engine.max_queue == 20  # type: ignore[operator]
+    engine.max_queue = 2  # a loader's own queue (bench/load.py's) stays as it is without --queue
+    with pytest.raises(Stop):
+        main(argv[:-2], load_engine=lambda *args: engine)  # type: ignore[arg-type,return-value]
+    assert made["load_engine"]() is engine and engine.max_queue == 2  # type: ignore[operator]
     for wrong in ("0", "1001", "x"):
         with pytest.raises(SystemExit):
             main([*argv[:-1], wrong])
