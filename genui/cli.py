@@ -42,7 +42,7 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
-from genui.hosts import allowed_hosts, allowed_name, is_loopback, network_address
+from genui.hosts import WILDCARDS, allowed_hosts, allowed_name, is_loopback, network_address
 from genui.pages import how_to_fit
 from genui.prompts import SAMPLE_VALUES, PromptError, split_gaps
 from genui.runtime import SiteRuntime
@@ -173,7 +173,7 @@ def _say_where(host: str, port: int, named: list[str]) -> None:
     and whether every host name is answered (a workshop host's review)."""
     if is_loopback(host):
         return
-    if host in ("0.0.0.0", "::") and port and (address := network_address(ipv6=host == "::")) is not None:
+    if host in WILDCARDS and port and (address := network_address(ipv6=host == "::")) is not None:
         shown = f"[{address}]" if ":" in address else address
         print(f"note: other machines on this network open http://{shown}:{port}/", file=sys.stderr)
     if not named:

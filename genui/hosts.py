@@ -26,6 +26,7 @@ from starlette.websockets import WebSocketClose
 
 ANY = "*"  # --allowed-host '*': every name
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARDS = ("0.0.0.0", "::")  # addresses a server binds to listen on every address of the machine
 _LOGGED_MOST = 100  # distinct refused names logged, so that a scanner cannot fill the log
 log = logging.getLogger("genui")
 
@@ -47,7 +48,7 @@ def allowed_hosts(bound: str, named: Collection[str]) -> frozenset[str] | None:
     and so is the address it is bound to (`--host 127.0.0.2` answers for http://127.0.0.2:8000)."""
     if ANY in named or (not named and not is_loopback(bound)):
         return None
-    own = [_address(bound)] if bound and _address(bound) not in ("0.0.0.0", "::") else []
+    own = [_address(bound)] if bound and _address(bound) not in WILDCARDS else []
     return frozenset(host_name(name) for name in [*named, *LOOPBACK_NAMES, *own])
 
 

@@ -242,7 +242,7 @@ class Pages:
         if model is None:
             self.ready()  # raises: no engine, and no id to look the cache up with
         assert model is not None
-        return replace(self._job(runtime, location, model, parent_url, client), leaving=leaving)
+        return self._job(runtime, location, model, parent_url, client, leaving)
 
     def reply_form(self, runtime: SiteRuntime, location: Location) -> Job:
         """A thread with its posts, to show a refused reply's form: the job, or before the model is named (when
@@ -251,7 +251,13 @@ class Pages:
         return self._job(runtime, location, self.model_id or "", None, None)
 
     def _job(
-        self, runtime: SiteRuntime, location: Location, model: str, parent_url: str | None, client: str | None
+        self,
+        runtime: SiteRuntime,
+        location: Location,
+        model: str,
+        parent_url: str | None,
+        client: str | None,
+        leaving: str | None = None,
     ) -> Job:
         site, route = runtime.site, location.route
         posts = tuple(self.store.posts(site.name, location.path)) if route.posts else ()
@@ -264,7 +270,7 @@ class Pages:
                     self._parents.popitem(last=False)
             else:
                 parent_url = self._parents.get(key)
-        return Job(runtime, location, key, posts, parent_url, client)
+        return Job(runtime, location, key, posts, parent_url, client, leaving)
 
     def open(
         self, job: Job, version: int | None = None, *, write_next: bool = True, placeholder: bool = False

@@ -91,7 +91,7 @@ class SiteConfigErrors(SiteConfigError):
     rather than one a run (a hackathon team's review). Its file, key, problem and fix are the first one's."""
 
     def __init__(self, errors: list[SiteConfigError]) -> None:
-        said = {str(error): error for found in errors for error in found.each}  # a template two routes read: once
+        said = {str(error): error for found in errors for error in found.each}  # one problem found twice: once
         self.errors = tuple(said.values())
         first = self.errors[0]
         self.file, self.key, self.problem, self.fix = first.file, first.key, first.problem, first.fix

@@ -873,18 +873,14 @@ class Store:
         return {site: int(count) for site, count in rows}
 
     def thread_posts(self, site: str, paths: list[str]) -> dict[str, int]:
-        """How many posts each of ``paths`` (threads of ``site``) has, those with any."""
-        counts: dict[str, int] = {}
+        """How many posts each of ``paths`` (threads of ``site``, a navigation list's: at most 200) has, those with
+        any."""
+        marks = ", ".join("?" * len(paths))
         with self._lock:
-            for start in range(0, len(paths), 500):  # under SQLite's limit of variables a statement takes
-                some = paths[start : start + 500]
-                rows = self._db.execute(
-                    f"SELECT path, COUNT(*) FROM posts WHERE site = ? AND path IN ({', '.join('?' * len(some))})"
-                    " GROUP BY path",
-                    (site, *some),
-                ).fetchall()
-                counts.update((str(path), int(count)) for path, count in rows)
-        return counts
+            rows = self._db.execute(
+                f"SELECT path, COUNT(*) FROM posts WHERE site = ? AND path IN ({marks}) GROUP BY path", (site, *paths)
+            ).fetchall()
+        return {str(path): int(count) for path, count in rows}
 
     def recent_posts(self, site: str | None = None, path: str | None = None, limit: int = 50) -> list[PlacedPost]:
         """The newest posts first, of one site or all, of one thread or all."""
