@@ -73,6 +73,9 @@ class Screens:
 
     def __init__(self, shell: Shell, pages: Pages, index_url: str | None) -> None:
         self.shell, self.pages, self.index_url = shell, pages, index_url
+        # Whether the newest page shown of each route (site, pattern) had sections to rewrite: a page of it being
+        # written keeps the room of the toolbar that one had (the rewrite box takes a second line on a phone).
+        self._sectioned: dict[tuple[str, str], bool] = {}
 
     # -- responses ----------------------------------------------------------------------------------------------
 
@@ -104,6 +107,10 @@ class Screens:
         query = self._watch_query(job, generation)
         context = self._page_context(job, None, generation.splice.answered)
         context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}", splice=generation.splice)
+        # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
+        # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
+        route = (job.runtime.site.name, job.location.route.pattern)
+        context["toolbar_short"] = generation.version == 1 and self._sectioned.get(route) is False
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
         return response
@@ -352,6 +359,7 @@ class Screens:
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
         context["toolbar_later"] = page is None and job.cached and self.pages.edits  # Regenerate, once it lands
+        context["toolbar_short"] = False  # (a page being written: live())
         if (model := self.pages.model_id) is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context
@@ -367,6 +375,13 @@ class Screens:
         # it is ready is told when to try again, as Regenerate's is.
         editable = self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
         pinned = job.runtime.pinned_sections(job.location) if editable else frozenset()
+        sections = [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
+            part
+            for part in (page_sections(page.html) if editable else [])
+            if part.snippet and part.number not in pinned
+        ]
+        if editable:
+            self._sectioned[job.runtime.site.name, job.location.route.pattern] = bool(sections)
         return {
             "say": words_of(job.runtime).say,
             "regenerate": self.pages.edits,
@@ -377,11 +392,7 @@ class Screens:
                 (number, None if number is None else versioned(job.url, number))
                 for number in shown_versions(versions, page.version)
             ],
-            "sections": [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
-                part
-                for part in (page_sections(page.html) if editable else [])
-                if part.snippet and part.number not in pinned
-            ],
+            "sections": sections,
             "variations": VARIANTS if editable else 0,
             "max_instruction": MAX_INSTRUCTION,
         }

@@ -1022,6 +1022,33 @@ def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
         assert abs(page.evaluate(left, "#genui-toolbar") - line) < 1, path
 
 
+def test_a_phone_keeps_the_room_of_the_controls_a_route_lands_with(server: Server, page: Any) -> None:
+    """A phone kept two lines for the controls of a page being written, the rewrite box's included, and the
+    desktop's windows, whose controls take one line, moved up 40 px as they landed (a desktop user's review). A
+    route's next page keeps the room its last page's controls took."""
+    server.engine.delay = 0.05
+    # a folder as its route's opening writes it, no more: every section is the opening's, none to rewrite
+    server.engine.writer = lambda prompt, seed: "" if "GenOS" in prompt else wiki_writer(prompt, seed)
+    page.set_viewport_size({"width": 390, "height": 844})
+    top = "() => document.querySelector('#genui-content .genui-page').getBoundingClientRect().top"
+    for site, paths in (
+        ("os", ("/os/files/home/first", "/os/files/home/second")),
+        ("wiki", ("/wiki/One", "/wiki/Two")),
+    ):
+        moved = []
+        for path in paths:
+            page.goto(server.url + path)
+            page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
+            page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
+            writing = page.evaluate(top)
+            page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+            page.wait_for_timeout(100)  # settled
+            moved.append(page.evaluate(top) - writing)
+        lines = page.eval_on_selector("#genui-toolbar", "e => e.getBoundingClientRect().height")
+        assert abs(moved[1]) < 1, (site, moved, lines)
+        assert (lines < 40) == (site == "os"), (site, lines)  # the desktop's one line, the wiki's two
+
+
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
     """htmx loads the page again on Back; it opened at its top, the place the browser kept for it after the next
     page had scrolled to its own top."""
