@@ -222,6 +222,27 @@ def not_taken(args: argparse.Namespace, extras: list[str]) -> str | None:
     return None
 
 
+def misplaced_before(argv: list[str], actions_of: dict[str, frozenset[str]]) -> str | None:
+    """An option given after an action's name that the action does not take but another of the command's does, read
+    from ``argv`` before it is parsed: followed by the action's own arguments, its value is read as one of them
+    (``genui posts delete --sites-dir x 3`` said "expected a whole number, got 'x'"). ``actions_of``: each
+    command's actions. None when there is none, or the command line is some other mistake."""
+    if not argv or argv[0] not in actions_of:
+        return None
+    command, rest = argv[0], argv[1:]
+    action = next((word for word in rest if word in actions_of[command]), None)
+    if action is None:
+        return None
+    for word in rest[rest.index(action) + 1 :]:
+        if word == "--":
+            break
+        given = word.split("=", 1)[0]
+        for (taker, _), (option, _, actions) in _TAKEN.items():
+            if taker == command and given == option and action not in actions:
+                return f"{option} is not an option of {command} {action} (only of {', '.join(sorted(actions))})"
+    return None
+
+
 def joined(args: argparse.Namespace) -> argparse.Namespace:
     """The values of a repeatable option given before an action's name and after it, as one list."""
     for after, dest in _REPEATED.items():

@@ -35,6 +35,7 @@ from genui.arguments import (
     loading_sites,
     located,
     misplaced,
+    misplaced_before,
     model_id_of,
     no_sites,
     not_taken,
@@ -677,12 +678,30 @@ def _exact(parser: argparse.ArgumentParser) -> None:
                 _exact(command)
 
 
+def _actions(parser: argparse.ArgumentParser) -> dict[str, frozenset[str]]:
+    """Each command's actions (``cache``: show, prune, ...), to the command's name."""
+    found: dict[str, frozenset[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                found[name] = frozenset(
+                    choice
+                    for inner in command._actions
+                    if isinstance(inner, argparse._SubParsersAction)
+                    for choice in inner.choices
+                )
+    return found
+
+
 def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = None) -> int:
     """Run the genui command. ``load_engine`` replaces the default model loader (tests pass a fake)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
     parser = _parser()
+    if (problem := misplaced_before(argv, _actions(parser))) is not None:
+        print(f"genui {argv[0]}: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     args, extras = parser.parse_known_args(argv)
     if extras and not_taken(args, extras) is None:
         parser.error(f"unrecognized arguments: {' '.join(extras)}")

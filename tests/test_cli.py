@@ -407,6 +407,11 @@ def test_an_option_after_an_action_that_does_not_take_it_names_the_action_that_d
     assert "--sites-dir is not an option of posts delete (only of show)" in one_line_error(capsys)
     assert main(["posts", "--sites-dir", str(tmp_path), "delete", "3", "--db", db]) == 2
     assert "--sites-dir is not an option of posts delete (only of show)" in one_line_error(capsys)
+    # between the action and its ids, its value was read as an id: "expected a whole number, got '/tmp/…'"
+    assert main(["posts", "delete", "--sites-dir", str(tmp_path), "3", "--db", db]) == 2
+    assert "--sites-dir is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert main(["cache", "forget", "--json", "/wiki/Lisp", "--db", db]) == 2
+    assert "--json is not an option of cache forget (only of show)" in one_line_error(capsys)
     assert not Path(db).exists()
 
 
