@@ -162,6 +162,17 @@ def count(text: str) -> int:
     return value
 
 
+def days(text: str) -> int:
+    """A command-line number of days: a whole number from 1 to 36,500 (a hundred years)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 36_500:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days from 1 to 36500, got {text!r}")
+    return value
+
+
 ROBOTS_MOST = 500 * 1024  # bytes of a robots.txt that crawlers read (Google's limit; the rest is ignored)
 
 

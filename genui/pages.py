@@ -37,6 +37,7 @@ from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.sections import section
+from genui.seen import Seen
 from genui.sites import Route
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
@@ -205,6 +206,7 @@ class Pages:
         self._ahead: set[Generation] = set()  # the runs under way that read ahead (genui/readahead.py)
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
+        self.seen = Seen(store)  # when each cached page was last shown (genui cache prune --unseen)
 
     @property
     def model_id(self) -> str | None:
@@ -290,6 +292,7 @@ class Pages:
         shown = self._open(job, version, write_next, placeholder)
         if isinstance(shown, StoredPage):
             self.reader.shown(job, shown)
+            self.seen.shown(job.key, shown.version)
         return shown
 
     def _open(self, job: Job, version: int | None, write_next: bool, placeholder: bool) -> StoredPage | Generation:
@@ -665,6 +668,7 @@ class Pages:
     async def close(self) -> None:
         """Cancel every run under way (at shutdown)."""
         await self.reader.close()
+        self.seen.note()
         tasks = [generation.cancel() for generation in list(self._running.values())]
         for task in tasks:
             await wait_cancelled(task)

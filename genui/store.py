@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS pages (
     replied INTEGER NOT NULL DEFAULT 0,
     mount TEXT,
     continues INTEGER NOT NULL DEFAULT 0,
+    seen REAL,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -449,6 +450,10 @@ class Store:
                 db.execute("ALTER TABLE pages ADD COLUMN mount TEXT")
             if "continues" not in columns:  # from before a version was stored as what follows the one before it
                 db.execute("ALTER TABLE pages ADD COLUMN continues INTEGER NOT NULL DEFAULT 0")
+            if "seen" not in columns:  # from before the pages shown were noted (genui cache prune --unseen)
+                db.execute("ALTER TABLE pages ADD COLUMN seen REAL")
+                # its pages count as shown now: none is taken for unread because nothing noted its readers before
+                db.execute("UPDATE pages SET seen = ?", (time.time(),))
             if "sent" not in {row[1] for row in db.execute("PRAGMA table_info(posts)")}:  # before reply forms' tokens
                 db.execute("ALTER TABLE posts ADD COLUMN sent TEXT")
             (schema,) = db.execute("PRAGMA user_version").fetchone()
@@ -651,6 +656,37 @@ class Store:
                 (group.site, group.model, group.template, group.posts),
             )
         return cursor.rowcount
+
+    def note_seen(self, shown: dict[tuple[PageKey, int], float]) -> None:
+        """Note when each page version was last shown (a time.time()), in one transaction that does not wait for
+        another process holding the cache (a "locked" error at once: is_busy)."""
+        sql = f"UPDATE pages SET seen = MAX(COALESCE(seen, 0), ?) WHERE {_KEY_WHERE} AND version = ?"
+        with self._transaction(wait=False) as db:
+            db.executemany(sql, [(at, *_key_args(key), version) for (key, version), at in shown.items()])
+
+    def unseen(self, sites: Sequence[str], before: float, *, delete: bool = False) -> tuple[int, int]:
+        """The pages of these sites (by any model, from any config) neither written nor shown since ``before`` (a
+        time.time()), but for threads that hold readers' posts: how many pages and versions; deleted, in one
+        transaction, when ``delete``."""
+        marks = ", ".join("?" * len(sites))
+
+        def stale(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            threads = set(db.execute(f"SELECT DISTINCT site, path FROM posts WHERE site IN ({marks})", tuple(sites)))
+            rows = db.execute(
+                f"SELECT site, path, query, model, template, posts, COUNT(*) FROM pages WHERE site IN ({marks})"
+                " GROUP BY site, path, query, model, template, posts HAVING MAX(MAX(created, COALESCE(seen, 0))) < ?",
+                (*sites, before),
+            )
+            return [row for row in rows if (row[0], row[1]) not in threads]
+
+        if delete:
+            with self._transaction() as db:
+                found = stale(db)
+                db.executemany("DELETE FROM pages WHERE " + _KEY_WHERE, [row[:6] for row in found])
+        else:
+            with self._lock:
+                found = stale(self._db)
+        return len(found), sum(row[6] for row in found)
 
     def unkept_mounts(self, site: str, templates: list[str]) -> list[tuple[int, str, str, str, str]]:
         """(rowid, template, path, query, html) of the site's pages stored under these templates by a genui that

@@ -23,6 +23,7 @@ from genui.arguments import (
     EngineLoader,
     UsageError,
     count,
+    days,
     located,
     model_id_of,
     shared,
@@ -34,6 +35,8 @@ from genui.runtime import SiteRuntime
 from genui.sites import Site, site_folders, valid_site_name
 from genui.store import NotAPageCache, SiteRenameRefused, Store, check_page_cache, fix_for, is_busy
 from genui.upgrade import bring_up_to_date, moved_paths, pending
+
+DAY_S = 86_400.0
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,11 +60,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prune = cache_actions.add_parser(
         "prune",
         help="delete the pages of earlier configs",
-        description="Delete the pages written from earlier configs, which no server of these sites looks up again. "
-        "Safe beside a server that serves the sites as they are on disk (one still running an earlier config "
-        "writes its pages again).",
+        description="Delete the pages written from earlier configs, which no server of these sites looks up again, "
+        "and with --unseen those nobody was shown for a while. Readers' posts are kept. Safe beside a server that "
+        "serves the sites as they are on disk (one still running an earlier config writes its pages again).",
     )
     prune.add_argument("--other-models", action="store_true", help="also delete the pages other models wrote")
+    prune.add_argument(
+        "--unseen",
+        type=days,
+        metavar="DAYS",
+        help="also delete every version of each page neither written nor shown in the last DAYS days, by any model"
+        " or config (threads that hold readers' posts are kept): a public server's cache, run daily from cron",
+    )
     prune.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
     prune.add_argument(
         "--vacuum",
@@ -384,10 +394,14 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
         if stranded:
             print(f"and {_stranded_line(stranded)}")
+        if args.unseen is not None:
+            print(f"and {_unseen_line(args, *_unseen(args, store, delete=False))}")
         return 0
     deleted = sum(store.delete_group(s.group) for s in doomed)
     deleted += sum(store.forget(site, path, query) for site, path, query in stranded)
     print(f"deleted {counted(deleted, 'version')}; readers' posts are kept")
+    if args.unseen is not None:
+        print(f"and {_unseen_line(args, *_unseen(args, store, delete=True))}")
     if args.vacuum:
         before = Path(args.db).stat().st_size
         try:
@@ -404,6 +418,16 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
         print(f"{args.db}: {size_text(before)} -> {after}{later}")
     return 0
+
+
+def _unseen(args: argparse.Namespace, store: Store, *, delete: bool) -> tuple[int, int]:
+    """The pages of the sites checked that no visitor was shown, and none was written, in ``--unseen`` days."""
+    sites = [site.name for site in sites_in(Path(args.sites_dir), args.site)]
+    return store.unseen(sites, time.time() - args.unseen * DAY_S, delete=delete)
+
+
+def _unseen_line(args: argparse.Namespace, pages: int, versions: int) -> str:
+    return f"{counted(versions, 'version')} of {counted(pages, 'page')} not shown in {counted(args.unseen, 'day')}"
 
 
 def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:

@@ -539,3 +539,96 @@ def test_a_rename_takes_the_pages_images_of_the_sites_assets_with_it(tmp_path: P
 def test_a_rename_to_a_name_no_site_can_have_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "rename", "forum", "Board", "--db", str(tmp_path / "genui.sqlite3")]) == 2
     assert "'Board' is no site's name" in capsys.readouterr().err
+
+
+def _aged(db: Path, days: float, seen_days: float | None = None, **key: str) -> None:
+    """Every version of the pages matching ``key`` written ``days`` ago, and shown ``seen_days`` ago (never: None)."""
+    now = time.time()
+    where = " AND ".join(f"{name} = ?" for name in key) or "1"
+    seen = None if seen_days is None else now - seen_days * 86_400
+    with contextlib.closing(sqlite3.connect(db)) as made, made:
+        made.execute(
+            f"UPDATE pages SET created = ?, seen = ? WHERE {where}", (now - days * 86_400, seen, *key.values())
+        )
+
+
+def test_prune_unseen_deletes_the_pages_nobody_was_shown_and_keeps_threads_with_posts(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A public server's cache grew by every page a click wrote, with no bound but deleting a config's or a model's
+    pages whole (session 64's note): --unseen lets go of what nobody reads."""
+    _aged(db, 40)  # every page written 40 days ago, none shown since
+    _aged(db, 40, 2, site="wiki", path="/Unix", model=MODEL)  # but this one, shown two days ago
+    assert cache(db, sites_dir, "prune", "--unseen", "30", "--dry-run") == 0
+    out = capsys.readouterr().out
+    # the wiki's /Lisp by both models (3 versions); /Unix was shown, the thread holds a post, the shop is not checked
+    assert "and 3 versions of 2 pages not shown in 30 days" in out
+    assert len(_keys(db)) == 6  # a dry run deletes nothing
+    _aged(db, 40, None, site="wiki")  # /Unix unshown too, and the config as it is: only --unseen deletes them
+    (sites_dir / "wiki" / "site.toml").write_text(
+        (sites_dir / "wiki" / "site.toml").read_text().replace("An encyclopedia", "A free encyclopedia")
+    )
+    assert cache(db, sites_dir, "prune", "--unseen", "30") == 0
+    assert "and 4 versions of 3 pages not shown in 30 days" in capsys.readouterr().out
+    assert {(site, path) for site, path, *_ in _keys(db)} == {("forum", "/r/lisp/Macros"), ("shop", "/")}
+    assert [post.user for post in Store(db).posts("forum", "/r/lisp/Macros")] == ["ada"]
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "1.5", "forever"])
+def test_prune_unseen_takes_a_whole_number_of_days(
+    db: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    with pytest.raises(SystemExit):
+        cache(db, sites_dir, "prune", "--unseen", days)
+    assert f"expected a whole number of days from 1 to 36500, got {days!r}" in capsys.readouterr().err
+
+
+def test_a_page_shown_from_the_cache_is_noted_as_seen_and_an_earlier_cache_counts_as_seen_when_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pages.sqlite3"
+    with TestClient(create_app([load_site(SITES_DIR / "wiki")], FakeEngine(), db_path=path)) as client:
+        visit(client, "/Lisp")  # written: its run's page, not yet shown from the cache
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            assert db.execute("SELECT seen FROM pages").fetchall() == [(None,)]
+        before = time.time()
+        assert client.get("/Lisp").status_code == 200  # shown from the cache: noted within a minute, or at shutdown
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        ((seen,),) = db.execute("SELECT seen FROM pages").fetchall()
+        assert seen >= before
+        db.execute("ALTER TABLE pages DROP COLUMN seen")  # as a genui before noting them made it
+        db.commit()
+    opened = time.time()
+    Store(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        ((seen,),) = db.execute("SELECT seen FROM pages").fetchall()
+        assert seen >= opened  # none of its pages is taken for unread: nothing noted their readers before
+
+
+def test_pages_shown_while_another_process_holds_the_cache_are_noted_the_next_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from genui.seen import Seen
+
+    path = tmp_path / "pages.sqlite3"
+    store = Store(path)
+    save(store, "wiki", "/Lisp", MODEL, "t")
+    seen = Seen(store, every=0.0)  # noted at each page shown
+    key = PageKey("wiki", "/Lisp", "", MODEL, "t")
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # a writer in another process: nothing waits for it
+        before, started = time.time(), time.monotonic()
+        seen.shown(key, 1)
+        assert time.monotonic() - started < 1.0
+        other.execute("ROLLBACK")
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT seen FROM pages").fetchall() == [(None,)]
+    seen.note()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT seen FROM pages").fetchone()[0] >= before  # the mark kept, noted now
+    path.unlink()  # gone: said once in the log, and the page is served all the same
+    with caplog.at_level(logging.WARNING, logger="genui"):
+        seen.shown(key, 1)
+        seen.shown(key, 1)
+    assert sum("could not note" in record.getMessage() for record in caplog.records) == 1
+    store.close()
