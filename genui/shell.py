@@ -30,6 +30,22 @@ def posted_at(created: float) -> dict[str, str]:
     return {"iso": moment.strftime("%Y-%m-%dT%H:%M:%SZ"), "text": moment.strftime("%Y-%m-%d %H:%M UTC")}
 
 
+def post_blocks(text: str) -> list[tuple[bool, str]]:
+    """A reader's post as its blocks, each (quoted, text): its runs of lines that start with ``>`` (a quote, as mail
+    and forums write one; static/genui.js's Quote button writes them so), each line without its ``>`` and the space
+    after it, and the text between them."""
+    blocks: list[tuple[bool, list[str]]] = []
+    for line in text.split("\n"):
+        quoted = line.startswith(">")
+        if quoted:
+            line = line[2:] if line.startswith("> ") else line[1:]
+        if blocks and blocks[-1][0] == quoted:
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((quoted, [line]))
+    return [(quoted, "\n".join(lines).strip("\n")) for quoted, lines in blocks if "".join(lines).strip()]
+
+
 def is_htmx(request: HTTPConnection) -> bool:
     return request.headers.get("hx-request") == "true"
 
@@ -48,7 +64,14 @@ class Shell:
             # (git pull) read the new templates beside its old Python, and answered 500 (a soak test)
             auto_reload=False,
         )
-        self.env.globals.update({"nav": navigation_attrs, "htmx_config": htmx_config_meta(), "posted_at": posted_at})
+        self.env.globals.update(
+            {
+                "nav": navigation_attrs,
+                "htmx_config": htmx_config_meta(),
+                "posted_at": posted_at,
+                "post_blocks": post_blocks,
+            }
+        )
 
     def response(
         self,

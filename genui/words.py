@@ -56,6 +56,8 @@ WORDS: dict[str, str] = {
     "posts_later": "Posts made after this version, with the replies to them, are in the newest one.",
     "replies_next": "The newest posts are answered next: this page asks again in a moment.",
     "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
+    "quote": "Quote the selection",  # a reply form's button: the words selected in the thread, as a quote
+    "quote_hint": "Select words in the thread, then quote them in your reply",
     # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed (but
     # not_posted, which the server writes above the reply form, and the script says as it is written)
     "loaded": "Loaded: {title}",

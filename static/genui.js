@@ -173,6 +173,65 @@
     });
   });
 
+  // A reply may quote the thread: words selected in the page or its readers' posts go into the reply as "> " lines,
+  // which the post shows set off as a quote (genui/shell.py's post_blocks) and the model reads as they are. The last
+  // selection made in the thread is kept, since a tap on the button clears a phone's selection before its click.
+  var quoted = "";
+
+  function inThread(node) {
+    var element = node && (node.nodeType === 1 ? node : node.parentElement);
+    return Boolean(element && element.closest && element.closest(".genui-page, .genui-postlist"));
+  }
+
+  document.addEventListener("selectionchange", function () {
+    var selection = window.getSelection ? window.getSelection() : null;
+    var text = selection ? selection.toString().trim() : "";
+    if (text && inThread(selection.anchorNode) && inThread(selection.focusNode)) {
+      quoted = text;
+    }
+  });
+
+  document.addEventListener("htmx:load", function (event) {
+    var root = event.target;
+    if (root === document.body || (root && root.id === "genui-content")) {
+      quoted = ""; // a page landed: what was selected before is not on it (a stream's frames keep it)
+    }
+    document.querySelectorAll(".genui-reply .genui-quote[hidden]").forEach(function (button) {
+      button.hidden = false;
+    });
+  });
+
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest ? event.target.closest(".genui-reply .genui-quote") : null;
+    var field = button ? button.form.querySelector("textarea") : null;
+    if (!field) {
+      return;
+    }
+    var hint = button.parentNode.querySelector(".genui-quote-hint");
+    if (!quoted) {
+      hint = hint || button.parentNode.appendChild(document.createElement("span"));
+      hint.className = "genui-quote-hint genui-quiet";
+      hint.setAttribute("role", "status");
+      hint.textContent = button.dataset.genuiHint || "";
+      return;
+    }
+    if (hint) {
+      hint.remove();
+    }
+    var lines = quoted.split(/\r?\n/).map(function (line) {
+      return line.trim() ? "> " + line : ">";
+    });
+    var before = field.value.replace(/\s+$/, "");
+    var quote = lines.join("\n") + "\n\n";
+    if (before.length + quote.length + 2 > field.maxLength && field.maxLength > 0) {
+      quote = quote.slice(0, Math.max(0, field.maxLength - before.length - 2)); // the field's own limit
+    }
+    field.value = (before ? before + "\n\n" : "") + quote;
+    field.focus();
+    field.setSelectionRange(field.value.length, field.value.length);
+    field.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+
   // A reader's post says when it was made in UTC (the page's HTML is the same for everyone, and cached); here it
   // says it in the reader's own time and their browser's way of writing dates, the UTC kept as its tooltip.
   var postTime = null;

@@ -360,3 +360,43 @@ def test_a_keep_refused_while_another_version_is_written_says_so_by_its_candidat
     assert said is not None and "being written right now" in (said.text_content() or "")
     assert len(page.query_selector_all(".genui-candidate")) == 3  # the set is still there to keep from
     assert not [problem for problem in problems if "409" not in problem]
+
+
+def test_words_selected_in_the_thread_are_quoted_in_a_reply_and_shown_set_off(server: Server, page: Any) -> None:
+    """A forum's reader could not say which words of a reply they answered (a forum user's review, left alone since
+    session 63): the reply form's button quotes the words selected in the thread, and the post shows them as a
+    quote."""
+    problems = collect_problems(page)
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    quote = page.locator(".genui-reply .genui-quote")
+    assert quote.is_visible()  # shown by genui.js: without scripts it would do nothing
+    quote.click()  # nothing selected: it says how
+    assert page.text_content(".genui-quote-hint") == "Select words in the thread, then quote them in your reply"
+    assert page.input_value(".genui-reply textarea") == ""
+    page.fill(".genui-reply textarea", "First thought.")
+    chosen = page.evaluate(
+        """() => {
+            const paragraph = document.querySelector('.genui-page p');
+            const range = document.createRange();
+            range.selectNodeContents(paragraph);
+            getSelection().removeAllRanges();
+            getSelection().addRange(range);
+            return paragraph.textContent.trim();
+        }"""
+    )
+    page.evaluate("() => getSelection().removeAllRanges()")  # a phone's tap clears it before the button's click
+    quote.click()
+    assert page.input_value(".genui-reply textarea") == f"First thought.\n\n> {chosen}\n\n"
+    assert (
+        page.evaluate("() => document.activeElement.name") == "text"
+        and page.query_selector(".genui-quote-hint") is None
+    )
+    page.keyboard.type("Quite so.")
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.click(".genui-reply button[type=submit]")
+    post = page.wait_for_selector(".genui-inline .genui-post-text", timeout=5_000)
+    assert post is not None
+    blocks = post.eval_on_selector_all(":scope > *", "els => els.map(e => [e.tagName, e.textContent])")
+    assert blocks == [["P", "First thought."], ["BLOCKQUOTE", chosen], ["P", "Quite so."]]
+    assert problems == []

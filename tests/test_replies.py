@@ -434,3 +434,39 @@ def test_a_reply_form_sent_again_after_anothers_post_stores_its_post_once(
     assert [post.text for post in posts] == ["sent once", "between"]
     again = visit(client, THREAD).text  # the form shown next has a token of its own
     assert token[1] not in again and 'name="sent"' in again
+
+
+@pytest.mark.parametrize(
+    ("text", "blocks"),
+    [
+        ("No quote here.\n> but not at the start", [(False, "No quote here."), (True, "but not at the start")]),
+        ("> one\n>two\n>\n> three\nMine.", [(True, "one\ntwo\n\nthree"), (False, "Mine.")]),
+        ("Only mine.", [(False, "Only mine.")]),
+        (">> nested\n", [(True, "> nested")]),
+        ("a > b", [(False, "a > b")]),
+    ],
+)
+def test_a_posts_lines_that_start_with_a_greater_than_sign_are_its_quotes(
+    text: str, blocks: list[tuple[bool, str]]
+) -> None:
+    from genui.shell import post_blocks
+
+    assert post_blocks(text) == blocks
+
+
+def test_a_quote_in_a_post_is_shown_set_off_and_escaped_and_the_model_reads_it_as_written(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    text = "> the <b>REPL</b> & macros\nWhy so?"
+    response = client.post(THREAD, data={"user": "ada", "text": text}, headers=HTMX)
+    assert "Welcome, ada!" in ws_messages(client, live_url(response.text))[-1]
+    shown = page_html(client.get(THREAD).text)
+    assert (
+        '<div class="genui-post-text"><blockquote class="genui-quoted" dir="auto">the &lt;b&gt;REPL&lt;/b&gt; &amp;'
+        ' macros</blockquote><p dir="auto">Why so?</p></div>'
+    ) in shown
+    (edit,) = engine.infills
+    assert "&gt; the &lt;b&gt;REPL&lt;/b&gt; & macros\nWhy so?" in edit.generation.prompt
