@@ -18,7 +18,7 @@ Then the server closes with 1000. The socket watches the run that the page's req
 page's cache key and version, so it renders no prompt of its own; it starts the run itself only when there is none
 (the request's run has ended unwatched, or the socket was opened on its own). Several sockets watching the same
 page version share one run; when the last one goes away before the end, the run is cancelled, unless its
-connection broke (a close other than 1000, 1001 or 1005: a network drop is 1006), when the run waits for the ws
+connection broke (a close other than 1000 or 1001: a network drop is 1006, or 1005), when the run waits for the ws
 extension's reconnect as it waits for a placeholder's stream (``Generation.claim``).
 """
 
@@ -49,9 +49,11 @@ FOREIGN_SOCKET = (
 )
 BUG = "genui failed to write this page. The error is in the server's log."
 WATCHED = "genui_watched"  # the run a stream watches (a Generation, or a set of Variations), on its websocket.state
-NO_STATUS = 1005  # a close frame without a code: what a page's `socket.close()` sends (htmx's ws extension)
-# the close codes of a visitor who left: a normal close, a page going away (a reload, a tab closed), no code given
-LEFT = frozenset({1000, 1001, NO_STATUS})
+NO_STATUS = 1005  # a close frame without a code, or (uvicorn's websockets) a connection that broke after its handshake
+# the close codes of a visitor who left: a normal close (static/genui.js gives the ws extension's close this code), a
+# page going away (a reload, a tab closed). Not 1005: uvicorn says it of a drop too, and a page whose connection
+# dropped for a second was written again from its first step (a reader on a flaky network).
+LEFT = frozenset({1000, 1001})
 INVALID_DATA = 1007  # the close code of a socket whose client sent a text message that is no UTF-8
 log = logging.getLogger("genui")
 

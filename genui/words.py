@@ -71,6 +71,9 @@ WORDS: dict[str, str] = {
     "connection_closed": "Connection closed: reload the page to see it written.",
     "refused": "That was refused ({status}). Try again.",
     "unreachable": "This could not reach the server. Check the connection, then send it again.",
+    "offline": "You are offline.",  # at the foot of the screen, while the browser says it is
+    "offline_link": "You are offline: the page asked for opens once the connection is back.",
+    "offline_writing": "You are offline: the page carries on once the connection is back.",  # a page being written
     # what the server says of a page it cannot give now (a 503 or a 404, its error page or a stream's end)
     "back_to": "Back to {title}",
     "try_again": "Try again",
@@ -99,6 +102,9 @@ SCRIPT_WORDS = (
     "connection_closed",
     "refused",
     "unreachable",
+    "offline",
+    "offline_link",
+    "offline_writing",
 )
 MOST = 200  # characters of one of a site's words
 

@@ -21,6 +21,25 @@
     });
   }
 
+  // A page's stream says so when the visitor leaves it (1000): the ws extension closes its socket with no code,
+  // which the server cannot tell from a connection that broke (uvicorn reports a drop as 1005, no code given, too),
+  // so a page whose connection dropped for a second was written again from its first step (a reader on a flaky
+  // network). A broken connection is tried again within 4 s: the extension's waits grew to a minute while offline.
+  if (window.htmx) {
+    htmx.createWebSocket = function (url) {
+      var socket = new WebSocket(url, []);
+      socket.binaryType = htmx.config.wsBinaryType;
+      var close = socket.close;
+      socket.close = function (code, reason) {
+        return code === undefined ? close.call(socket, 1000) : close.call(socket, code, reason);
+      };
+      return socket;
+    };
+    htmx.config.wsReconnectDelay = function (retries) {
+      return Math.min(4000, 500 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
+    };
+  }
+
   // Error pages (a 404, a rejected reply, a busy model, genui's own 500, a proxy's 502) are pages too: every error
   // answered in HTML is shown where the page would have gone. htmx alone swaps none of them.
   // A page control's form (Regenerate, Rewrite, 3 variations) refused (a 409 while another version is written, a 503
@@ -77,6 +96,10 @@
     }
     var path = event.detail.pathInfo && event.detail.pathInfo.finalRequestPath; // a search form's query included
     if (config.verb === "get" && (path || config.path)) {
+      if (navigator.onLine === false) {
+        offline(path || config.path); // the browser's own page would be its "no internet", the page read gone
+        return;
+      }
       window.location.assign(path || config.path);
       return;
     }
@@ -608,9 +631,11 @@
       var progress = live.querySelector("#genui-progress");
       var code = event.detail && event.detail.event ? event.detail.event.code : 0;
       if (progress) {
-        progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) >= 0
-          ? say("connection_lost", {}, "Connection lost: connecting again…")
-          : say("connection_closed", {}, "Connection closed: reload the page to see it written.");
+        progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) < 0
+          ? say("connection_closed", {}, "Connection closed: reload the page to see it written.")
+          : navigator.onLine === false
+            ? say("offline_writing", {}, WRITING_OFFLINE)
+            : say("connection_lost", {}, "Connection lost: connecting again…");
         var announce = document.getElementById("genui-announce");
         if (announce) {
           announce.textContent = progress.textContent; // a frame's progress line is no live region: said here
@@ -619,8 +644,8 @@
       return;
     }
     var wait = live.dataset.genuiWait;
-    if (!wait) {
-      return;
+    if (!wait || navigator.onLine === false) {
+      return; // offline, no socket opens: no sign that the network between refuses them (a moment in a tunnel)
     }
     var closes = Number(live.dataset.genuiCloses || 0) + 1;
     live.dataset.genuiCloses = String(closes);
@@ -634,6 +659,80 @@
       window.location.replace(wait); // the wait URL redirects to the page's own: no entry of its own in history
     }
   });
+
+  // Offline, the page being read stays: a link tapped waits for the connection (the browser's own page said "no
+  // internet" in place of the page read, and came back by itself up to half a minute after the network did), and a
+  // page being written says why no frame comes.
+  var WRITING_OFFLINE = "You are offline: the page carries on once the connection is back.";
+  var waitingFor = null; // the address of a link tapped offline
+
+  function announced(text) {
+    var announce = document.getElementById("genui-announce");
+    if (announce) {
+      announce.textContent = text;
+    }
+  }
+
+  function offline(url) {
+    waitingFor = url || waitingFor;
+    var line = document.getElementById("genui-offline");
+    if (!line) {
+      line = document.createElement("p");
+      line.id = "genui-offline";
+      line.className = "genui-offline";
+      document.body.appendChild(line);
+    }
+    line.textContent = waitingFor
+      ? say("offline_link", {}, "You are offline: the page asked for opens once the connection is back.")
+      : say("offline", {}, "You are offline.");
+    announced(line.textContent);
+  }
+
+  window.addEventListener("offline", function () {
+    var progress = document.querySelector(".genui-live #genui-progress");
+    if (progress) {
+      progress.textContent = say("offline_writing", {}, WRITING_OFFLINE);
+    }
+    offline(null); // said once, by the line at the foot of the screen
+  });
+
+  // A stream's connection may be dead with the browser never told (a laptop that slept, a network changed under
+  // it): where the tab comes back (online, or resumed after being frozen), each stream open is opened anew. The old
+  // socket is closed as a drop (4000), so its run waits on the server for the new one rather than ending.
+  document.addEventListener("htmx:wsOpen", function (event) {
+    event.target.genuiStream = { socket: event.detail.event.target, wrapper: event.detail.socketWrapper };
+  });
+
+  function reopen() {
+    document.querySelectorAll("[ws-connect]").forEach(function (element) {
+      var stream = element.genuiStream;
+      if (!stream || stream.socket.readyState !== WebSocket.OPEN) {
+        return; // connecting, or closed and waiting to try again: the extension does that within 4 s
+      }
+      stream.socket.onclose = null; // not the extension's reconnect too: one new socket
+      stream.socket.close(4000);
+      stream.wrapper.reconnect();
+    });
+  }
+
+  window.addEventListener("online", function () {
+    var line = document.getElementById("genui-offline");
+    if (line) {
+      line.remove();
+    }
+    var progress = document.querySelector(".genui-live #genui-progress");
+    if (progress) {
+      progress.textContent = say("connection_lost", {}, "Connection lost: connecting again…");
+    }
+    if (waitingFor) {
+      var url = waitingFor;
+      waitingFor = null;
+      window.location.assign(url);
+      return;
+    }
+    reopen();
+  });
+  document.addEventListener("resume", reopen);
 
   // What the live region says of what landed: its own words for a failure, the count of a set of variations; a page
   // being written is said as it starts (its progress line is new on every frame, which screen readers pass over).

@@ -121,9 +121,12 @@ def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, wi
         page.goto(server.url + "/wiki/Moving_pages", wait_until="commit")
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=5_000)  # (an empty one is not shown)
         page.wait_for_load_state("load")  # its stylesheets applied (the page was asked for until its first byte only)
-        # laid out (a full run once read 0 here, a frame being swapped in as it was measured)
-        page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
-        live = page.eval_on_selector("#genui-draft", "e => e.getBoundingClientRect().top")
+        # laid out, and measured in the same look (a full run once read 0 here, a frame being swapped in as it was
+        # measured, and so did a run between a wait and a second look)
+        live = page.wait_for_function(
+            "() => { const top = document.getElementById('genui-draft').getBoundingClientRect().top; "
+            "return top > 0 && top; }"
+        ).json_value()
         server.engine.hold.set()
         page.wait_for_selector(FINISHED, timeout=15_000)
         landed = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
@@ -1004,6 +1007,16 @@ def test_the_site_bars_boxes_follow_the_page_on_screen(server: Server, page: Any
     assert page.input_value(command) == "pwd"  # kept as typed
 
 
+def drawn_top(page: Any, selector: str) -> float:
+    """The top of ``selector`` once the draft is laid out, read in the same look: a frame swapped in between a wait
+    and a second look read 0."""
+    script = (
+        "selector => document.getElementById('genui-draft').getBoundingClientRect().top > 0"
+        " && document.querySelector(selector).getBoundingClientRect().top"
+    )
+    return float(page.wait_for_function(script, arg=selector).json_value())
+
+
 def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
     """The toolbar's room was kept while the page was written, and the progress line's below it: the page moved up
     by the line's height as it landed, 32 px on every site (a desktop user's review)."""
@@ -1013,8 +1026,7 @@ def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
     for path in ("/wiki/Steady", "/os/files/home/steady", "/forum/r/linux/Steady"):
         page.goto(server.url + path)
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)  # (an empty one is not shown)
-        page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
-        writing, line = page.evaluate(top), page.evaluate(left, "#genui-progress")
+        writing, line = drawn_top(page, "#genui-content .genui-page"), page.evaluate(left, "#genui-progress")
         page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
         page.wait_for_timeout(100)  # settled
         assert abs(page.evaluate(top) - writing) < 1, path
@@ -1039,8 +1051,7 @@ def test_a_phone_keeps_the_room_of_the_controls_a_route_lands_with(server: Serve
         for path in paths:
             page.goto(server.url + path)
             page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
-            page.wait_for_function("() => document.getElementById('genui-draft').getBoundingClientRect().top > 0")
-            writing = page.evaluate(top)
+            writing = drawn_top(page, "#genui-content .genui-page")
             page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
             page.wait_for_timeout(100)  # settled
             moved.append(page.evaluate(top) - writing)
@@ -1170,3 +1181,52 @@ def test_another_sites_page_has_a_visitors_genui_write_nothing_by_its_images_and
             page.goto(genui + "/wiki/Lisp")  # the visitor's own visit writes its page as ever
             page.wait_for_selector("#genui-content:not(.genui-live) h1", timeout=15_000)
     assert [call.prompt.count("Planted") for call in engine.calls] == [0]
+
+
+def test_a_page_left_while_it_is_written_ends_its_run_at_once(server: Server, page: Any) -> None:
+    """The server reads a socket closed with no code as a connection that broke, whose run waits for the reconnect;
+    genui.js closes the stream of a page the visitor leaves with 1000, so that its run ends as the visitor goes."""
+    server.engine.delay = 0.3
+    page.goto(server.url + "/wiki/Left_behind")
+    page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+    page.click(".genui-brand")  # another page: the one being written is left
+    deadline = time.monotonic() + 2.0  # (a run held for a reconnect ends only after unclaimed_s, 10 s)
+    while server.engine.cancelled == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.engine.cancelled == 1
+
+
+def test_a_stream_is_opened_anew_when_the_browser_is_back_online_and_its_run_goes_on(server: Server, page: Any) -> None:
+    """A connection may be dead with the browser never told (a laptop that slept, a network changed): the page said
+    'Writing…' for ever (a reader on a flaky network's review). Back online, or resumed, the page opens its stream
+    anew, and the run it watched goes on for it."""
+    sockets: list[Any] = []
+    page.on("websocket", lambda socket: sockets.append(socket))
+    server.engine.delay = 0.25
+    page.goto(server.url + "/wiki/Woken_up")
+    page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+    page.evaluate("() => window.dispatchEvent(new Event('online'))")
+    page.wait_for_selector(FINISHED, timeout=20_000)
+    assert len(sockets) == 2 and len(server.engine.calls) == 1 and server.engine.cancelled == 0
+    assert (page.text_content(".genui-page p") or "").endswith("Final words.")
+    # a stream closed by the network is tried again within 4 s, not after the extension's minute
+    assert page.evaluate("() => [0, 3, 10, 30].map(n => htmx.config.wsReconnectDelay(n))")[-1] <= 4000
+
+
+def test_a_link_tapped_offline_keeps_the_page_read_and_opens_once_back_online(server: Server, page: Any) -> None:
+    """The browser's own 'No internet' page stood in for the page being read, and came back by itself up to half a
+    minute after the network did (a reader on a flaky network's review)."""
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    link = page.eval_on_selector(".genui-page a[href^='/wiki/']", "a => a.getAttribute('href')")
+    page.context.set_offline(True)
+    assert page.text_content("#genui-offline") == "You are offline."
+    page.click(f".genui-page a[href='{link}']")
+    page.wait_for_selector(
+        "#genui-offline:text-is('You are offline: the page asked for opens once the connection is back.')"
+    )
+    assert page.url == server.url + "/wiki/Lisp" and page.text_content(FINISHED) == "Lisp"
+    page.context.set_offline(False)
+    page.wait_for_url(server.url + link, timeout=10_000)
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    assert page.query_selector("#genui-offline") is None

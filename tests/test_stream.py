@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import itertools
 import re
@@ -185,13 +186,17 @@ def test_a_bug_in_a_stream_is_logged_said_in_the_page_and_closed_without_a_recon
     assert "stream" in caplog.text and "ZeroDivisionError" in caplog.text
 
 
-@pytest.mark.parametrize(("code", "kept"), [(1006, True), (1011, True), (1000, False), (1001, False), (None, False)])
+@pytest.mark.parametrize(
+    ("code", "kept"), [(1006, True), (1011, True), (4000, True), (None, True), (1000, False), (1001, False)]
+)
 def test_a_run_waits_for_the_reconnect_of_a_stream_whose_connection_broke(
     client_factory: ClientFactory, wiki: Site, code: int | None, kept: bool
 ) -> None:
     """A network drop (1006) ends a socket the visitor did not close: the ws extension reconnects within a second or
-    two, and the run goes on for it (it was cancelled, and written again from its first step). A page left (a
-    normal close, a page going away, htmx's close with no code) still ends its run at once."""
+    two, and the run goes on for it (it was cancelled, and written again from its first step). uvicorn's websockets
+    reports a drop as 1005, no code given (a reader on a flaky network's review: every drop wrote the page again);
+    static/genui.js closes a page's socket with 1000 when it leaves it, and with 4000 when it opens it anew. A page
+    left (a normal close, a page going away) still ends its run at once."""
     engine = FakeEngine(delay=0.05, steps=20)
     client = client_factory([wiki], engine, app_options={"unclaimed_s": 5.0})
     socket = client.websocket_connect(LISP)
@@ -314,3 +319,31 @@ async def test_a_stream_whose_frame_cannot_be_sent_holds_its_run_for_the_reconne
     assert generation.claimed and not generation.finished and engine.cancelled == 0
     generation.cancel()
     store.close()
+
+
+def test_a_connection_that_drops_under_uvicorn_keeps_its_run_for_the_reconnect(wiki: Site, tmp_path: Path) -> None:
+    """Under uvicorn (websockets-sansio, genui serve's), a connection that breaks with no close frame is a 1005, as
+    a close with no code is: every drop ended the page's run, and the reconnect wrote it again from its first step
+    (a reader on a flaky network's review)."""
+    import socket as sockets
+
+    from chromium import served
+    from websockets.sync.client import connect
+
+    from genui.app import create_app
+
+    engine = FakeEngine(delay=0.05, steps=20)
+    with served(create_app([wiki], engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        address = url.replace("http://", "ws://") + LISP
+        with contextlib.suppress(Exception), connect(address, origin=url) as first:  # type: ignore[arg-type]
+            for _ in range(6):
+                first.recv(timeout=10)
+            first.socket.shutdown(sockets.SHUT_RDWR)  # the network gone: no close frame
+            first.socket.close()
+        time.sleep(0.5)
+        assert engine.cancelled == 0
+        with connect(address, origin=url) as second:  # type: ignore[arg-type]
+            messages = [second.recv(timeout=10)]
+            while "<h1>Lisp</h1>" not in messages[-1] or "genui-draft" in messages[-1]:
+                messages.append(second.recv(timeout=10))
+        assert "part 1 of at most 2, step 1<" not in messages[0] and len(engine.calls) == 1, messages[0]
