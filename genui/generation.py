@@ -189,12 +189,13 @@ class Generation:
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 
-    async def watch(self, interval: float = 0.0) -> AsyncGenerator[Snapshot, None]:
+    async def watch(self, interval: float = 0.0, heartbeat: float = 0.0) -> AsyncGenerator[Snapshot, None]:
         """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early.
 
         ``interval`` seconds at least pass between two unfinished snapshots (the ones between are skipped), but the
         last one comes as soon as it is there: every shown draft costs a sanitiser pass and a browser swap, and a
-        fast engine makes far more of them than anyone can watch.
+        fast engine makes far more of them than anyone can watch. ``heartbeat``: where no new snapshot comes for as
+        long (the run waits for the engine), the last one comes again, the same object.
         """
         self._watchers += 1
         self._claims.fulfil()
@@ -212,7 +213,14 @@ class Generation:
                 if snapshot.finished:
                     return
                 if snapshot is self._snapshot:
-                    await changed.wait()
+                    if heartbeat <= 0:
+                        await changed.wait()
+                        continue
+                    try:
+                        async with asyncio.timeout(heartbeat):  # (in this task: wait_for's own let runs skip frames)
+                            await changed.wait()
+                    except TimeoutError:
+                        yield snapshot
         finally:
             self._watchers -= 1
             self._abandon()

@@ -55,6 +55,10 @@ NO_STATUS = 1005  # a close frame without a code, or (uvicorn's websockets) a co
 # dropped for a second was written again from its first step (a reader on a flaky network).
 LEFT = frozenset({1000, 1001})
 INVALID_DATA = 1007  # the close code of a socket whose client sent a text message that is no UTF-8
+# Where nothing else is sent for as long (the run waits for the engine), the progress line is sent again: a page's
+# connection that died with the browser never told (a laptop that slept, a NAT that forgot it) showed "Writing…" for
+# ever, and static/genui.js opens a stream anew that has said nothing for four of these (a reader on a flaky network)
+HEARTBEAT_S = 5.0
 log = logging.getLogger("genui")
 
 
@@ -144,7 +148,8 @@ class Stream:
     async def _watch(self, websocket: WebSocket, job: Job, generation: Generation) -> StoredPage | None:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
         setattr(websocket.state, WATCHED, generation)
-        async with contextlib.aclosing(generation.watch(self.draft_interval)) as snapshots:
+        last = None  # the last snapshot seen: the same one again is a heartbeat
+        async with contextlib.aclosing(generation.watch(self.draft_interval, HEARTBEAT_S)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
                     return snapshot.page
@@ -163,12 +168,18 @@ class Stream:
                     site = job.runtime.site.title
                     await _send(websocket, self._failed(answer, words_of(job.runtime), site, retry, retry_after, kept))
                     return None
-                if snapshot.step or snapshot.html:
-                    try:
-                        await _send(websocket, self.screens.frame(job, snapshot, not generation.splice.whole))
-                    except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
-                        generation.claim()  # came: the run waits for the reconnect, as in _serve
-                        raise
+                drafted, again, last = bool(snapshot.step or snapshot.html), snapshot is last, snapshot
+                if again:  # a heartbeat: the progress line again
+                    message = self.screens.progress(job, snapshot if drafted else None)
+                elif drafted:
+                    message = self.screens.frame(job, snapshot, not generation.splice.whole)
+                else:
+                    continue  # waiting for the engine: the placeholder says so
+                try:
+                    await _send(websocket, message)
+                except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
+                    generation.claim()  # came: the run waits for the reconnect, as in _serve
+                    raise
         return None  # pragma: no cover - watch() always ends with a page or an error
 
     def _failed(

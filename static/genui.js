@@ -699,21 +699,34 @@
   // A stream's connection may be dead with the browser never told (a laptop that slept, a network changed under
   // it): where the tab comes back (online, or resumed after being frozen), each stream open is opened anew. The old
   // socket is closed as a drop (4000), so its run waits on the server for the new one rather than ending.
+  // A page's stream says something at least every 5 s (genui/stream.py's HEARTBEAT_S): one silent for 20 s is taken
+  // for dead and opened anew too.
+  var SILENT_MS = 20000;
   document.addEventListener("htmx:wsOpen", function (event) {
     event.target.genuiStream = { socket: event.detail.event.target, wrapper: event.detail.socketWrapper };
+    event.target.genuiHeard = Date.now();
+  });
+  document.addEventListener("htmx:wsAfterMessage", function (event) {
+    event.target.genuiHeard = Date.now();
   });
 
-  function reopen() {
+  function reopen(silentOnly) {
     document.querySelectorAll("[ws-connect]").forEach(function (element) {
       var stream = element.genuiStream;
       if (!stream || stream.socket.readyState !== WebSocket.OPEN) {
         return; // connecting, or closed and waiting to try again: the extension does that within 4 s
+      }
+      if (silentOnly && !(element.genuiHeard < Date.now() - SILENT_MS && /\/_genui\/ws\?/.test(stream.socket.url))) {
+        return; // (a set of variations' stream says nothing between its frames)
       }
       stream.socket.onclose = null; // not the extension's reconnect too: one new socket
       stream.socket.close(4000);
       stream.wrapper.reconnect();
     });
   }
+  window.setInterval(function () {
+    reopen(true);
+  }, SILENT_MS / 4);
 
   window.addEventListener("online", function () {
     var line = document.getElementById("genui-offline");
@@ -730,9 +743,11 @@
       window.location.assign(url);
       return;
     }
-    reopen();
+    reopen(false);
   });
-  document.addEventListener("resume", reopen);
+  document.addEventListener("resume", function () {
+    reopen(false);
+  });
 
   // What the live region says of what landed: its own words for a failure, the count of a set of variations; a page
   // being written is said as it starts (its progress line is new on every frame, which screen readers pass over).

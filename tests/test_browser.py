@@ -1230,3 +1230,24 @@ def test_a_link_tapped_offline_keeps_the_page_read_and_opens_once_back_online(se
     page.wait_for_url(server.url + link, timeout=10_000)
     page.wait_for_selector(FINISHED, timeout=15_000)
     assert page.query_selector("#genui-offline") is None
+
+
+def test_a_stream_silent_for_twenty_seconds_is_opened_anew_and_its_run_goes_on(
+    server: Server, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server says something at least every 5 s (genui/stream.py's HEARTBEAT_S); a stream silent four times as
+    long is taken for a connection that died with the browser never told (a laptop's sleep, a NAT that forgot it)."""
+    import genui.stream
+
+    monkeypatch.setattr(genui.stream, "HEARTBEAT_S", 60.0)  # a stream that says nothing, as a dead one does
+    sockets: list[Any] = []
+    page.on("websocket", lambda socket: sockets.append(socket))
+    server.engine.hold = threading.Event()  # no frame after the draft, until set
+    page.goto(server.url + "/wiki/Gone_quiet")
+    page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
+    page.wait_for_timeout(1000)  # the last draft before the held frame has come
+    page.evaluate("() => { const now = Date.now; Date.now = () => now() + 21000; }")  # 21 s later, to the script
+    page.wait_for_function("() => document.querySelector('[ws-connect]').genuiHeard > Date.now() - 5000", timeout=8_000)
+    server.engine.hold.set()
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    assert len(sockets) == 2 and len(server.engine.calls) == 1 and server.engine.cancelled == 0

@@ -347,3 +347,22 @@ def test_a_connection_that_drops_under_uvicorn_keeps_its_run_for_the_reconnect(w
             while "<h1>Lisp</h1>" not in messages[-1] or "genui-draft" in messages[-1]:
                 messages.append(second.recv(timeout=10))
         assert "part 1 of at most 2, step 1<" not in messages[0] and len(engine.calls) == 1, messages[0]
+
+
+def test_a_stream_says_its_progress_again_while_nothing_new_comes(
+    client_factory: ClientFactory, wiki: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that died with the browser never told showed 'Writing…' for ever (a reader on a flaky network's
+    review): the stream sends its progress line again while the run has nothing new, so that genui.js can tell a
+    silent stream from a slow one."""
+    import genui.stream
+
+    monkeypatch.setattr(genui.stream, "HEARTBEAT_S", 0.1)
+    engine = FakeEngine(delay=0.5, steps=2)
+    client = client_factory([wiki], engine)
+    messages = ws_messages(client, LISP)
+    beats = [message for message in messages if "genui-draft" not in message and "<h1>" not in message]
+    assert len(beats) >= 4, messages
+    first = next(message for message in messages if "genui-draft" in message)
+    said = first.split("</p>", 1)[0] + "</p>"
+    assert said.startswith('<p id="genui-progress"') and said in beats, (said, beats)
