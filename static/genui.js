@@ -394,6 +394,17 @@
   var shownAt = window.location.pathname + window.location.search;
   window.addEventListener("popstate", function (event) {
     var now = window.location.pathname + window.location.search;
+    if (now !== shownAt && navigator.onLine === false) {
+      // offline, htmx's load would be the browser's "No internet" page: the page on screen stays, and the one gone
+      // back to opens once the connection is back (a reader on a flaky network's review)
+      event.stopImmediatePropagation();
+      offline(window.location.href);
+      return;
+    }
+    if (now === shownAt && waitingFor) {
+      waitingFor = null; // back to the page on screen: nothing to open
+      offline(null);
+    }
     if (now !== shownAt) {
       // another page: htmx loads it, and this document's scrolling from now on (the browser's place for that
       // page, cut to this one's height) is no entry's place

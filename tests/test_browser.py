@@ -1251,3 +1251,23 @@ def test_a_stream_silent_for_twenty_seconds_is_opened_anew_and_its_run_goes_on(
     server.engine.hold.set()
     page.wait_for_selector(FINISHED, timeout=15_000)
     assert len(sockets) == 2 and len(server.engine.calls) == 1 and server.engine.cancelled == 0
+
+
+def test_back_offline_keeps_the_page_on_screen_and_goes_back_once_online(server: Server, page: Any) -> None:
+    """htmx loads a page gone back to again (genui keeps no copies of pages in the browser): offline, that was the
+    browser's 'No internet' page, for up to half a minute after the network came back (a reader on a flaky
+    network's review)."""
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.click(".genui-page a[href^='/wiki/']")
+    page.wait_for_selector(FINISHED + ":not(:text-is('Lisp'))", timeout=15_000)
+    second = page.text_content(FINISHED)
+    page.context.set_offline(True)
+    page.go_back()
+    page.wait_for_selector(
+        "#genui-offline:text-is('You are offline: the page asked for opens once the connection is back.')"
+    )
+    assert page.text_content(FINISHED) == second and page.url == server.url + "/wiki/Lisp"
+    page.context.set_offline(False)
+    page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
+    assert page.query_selector("#genui-offline") is None
