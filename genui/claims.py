@@ -15,12 +15,14 @@ class Claims:
         self._seconds, self._lapsed = seconds, lapsed
         self._handles: list[asyncio.TimerHandle] = []
 
-    def add(self) -> None:
+    def add(self, times: float = 1.0) -> None:
+        """A placeholder handed out, held ``times`` the claims' seconds (a connection that broke: longer)."""
+
         def lapse() -> None:  # nobody came for it
             self._handles.remove(handle)
             self._lapsed()
 
-        handle = asyncio.get_running_loop().call_later(self._seconds, lapse)
+        handle = asyncio.get_running_loop().call_later(self._seconds * times, lapse)
         self._handles.append(handle)
 
     def fulfil(self) -> None:

@@ -242,12 +242,12 @@ class Generation:
         self._task.cancel()
         return self._task
 
-    def claim(self) -> None:
+    def claim(self, times: float = 1.0) -> None:
         """A visitor was handed the run's placeholder: its stream connects a round trip later, and the run waits for
-        it up to ``unclaimed_s`` seconds though its last watcher leaves meanwhile (a reload closes the old page's
-        stream before the new page's opens)."""
+        it up to ``unclaimed_s`` seconds (``times`` as long: a stream whose connection broke) though its last watcher
+        leaves meanwhile (a reload closes the old page's stream before the new page's opens)."""
         if not self._snapshot.finished:
-            self._claims.add()
+            self._claims.add(times)
 
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for

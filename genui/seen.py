@@ -1,13 +1,15 @@
 """When each cached page was last shown, for ``genui cache prune --unseen``: a public server's page cache grows by
 every page a visitor's click writes, and the pages nobody reads again are the ones to let go.
 
-A page shown from the cache costs no write of its own: the pages shown are noted in the page cache together, at
-most every ``NOTE_EVERY_S``, in one transaction that waits for no other process (one holding the cache has them
-noted the next time), and at shutdown.
+A page shown from the cache costs no write of its own: the pages shown are noted in the page cache together,
+``NOTE_EVERY_S`` after the first of them, in one transaction that waits for no other process (one holding the cache
+has them noted the next time), and at shutdown. A crash loses the last minute's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -24,7 +26,7 @@ class Seen:
     def __init__(self, store: Store, every: float = NOTE_EVERY_S) -> None:
         self.store, self.every = store, every
         self._shown: dict[tuple[PageKey, int], float] = {}
-        self._noted = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None  # the next note, while pages shown wait for it
         self._failed = False  # said once, until a note succeeds again
 
     def shown(self, key: PageKey, version: int) -> None:
@@ -33,12 +35,24 @@ class Seen:
         self._shown[key, version] = time.time()
         if len(self._shown) > KEPT:
             del self._shown[next(iter(self._shown))]
-        if time.monotonic() - self._noted >= self.every:
-            self.note()
+        self._later()
+
+    def _later(self) -> None:
+        """Note the pages shown ``every`` seconds from now, unless a note is due already (outside an event loop: now,
+        where ``every`` is 0)."""
+        if self._timer is not None:
+            return
+        try:
+            self._timer = asyncio.get_running_loop().call_later(self.every, self.note)
+        except RuntimeError:  # no loop running
+            if self.every <= 0:
+                self.note()
 
     def note(self) -> None:
         """Note the pages shown since the last note in the page cache."""
-        self._noted = time.monotonic()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._shown:
             return
         shown, self._shown = self._shown, {}
@@ -47,6 +61,8 @@ class Seen:
         except sqlite3.Error as err:  # FileGone, a read-only file, a full disk: pages are served all the same
             if is_busy(err):
                 self._shown = {**shown, **self._shown}  # the next time
+                with contextlib.suppress(RuntimeError):  # (no loop running: the next page shown, or shutdown)
+                    self._timer = asyncio.get_running_loop().call_later(self.every, self.note)
                 return
             if not self._failed:
                 log.warning("could not note which cached pages were shown (genui cache prune --unseen): %s", err)

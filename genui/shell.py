@@ -33,10 +33,10 @@ def posted_at(created: float) -> dict[str, str]:
 def post_blocks(text: str) -> list[tuple[bool, str]]:
     """A reader's post as its blocks, each (quoted, text): its runs of lines that start with ``>`` (a quote, as mail
     and forums write one; static/genui.js's Quote button writes them so), each line without its ``>`` and the space
-    after it, and the text between them."""
+    after it, and the text between them. A line that starts with ``>>>`` is a Python prompt pasted, not a quote."""
     blocks: list[tuple[bool, list[str]]] = []
     for line in text.split("\n"):
-        quoted = line.startswith(">")
+        quoted = line.startswith(">") and not line.startswith(">>>")
         if quoted:
             line = line[2:] if line.startswith("> ") else line[1:]
         if blocks and blocks[-1][0] == quoted:

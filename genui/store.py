@@ -664,10 +664,13 @@ class Store:
         with self._transaction(wait=False) as db:
             db.executemany(sql, [(at, *_key_args(key), version) for (key, version), at in shown.items()])
 
-    def unseen(self, sites: Sequence[str], before: float, *, delete: bool = False) -> tuple[int, int]:
+    def unseen(
+        self, sites: Sequence[str], before: float, *, delete: bool = False, besides: Sequence[PageGroup] = ()
+    ) -> tuple[int, int]:
         """The pages of these sites (by any model, from any config) neither written nor shown since ``before`` (a
-        time.time()), but for threads that hold readers' posts: how many pages and versions; deleted, in one
-        transaction, when ``delete``."""
+        time.time()), but for threads that hold readers' posts and the pages of ``besides`` (groups deleted
+        otherwise): how many pages and versions; deleted, in one transaction, when ``delete``."""
+        skipped = {(group.site, group.model, group.template, group.posts) for group in besides}
         marks = ", ".join("?" * len(sites))
 
         def stale(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
@@ -677,7 +680,7 @@ class Store:
                 " GROUP BY site, path, query, model, template, posts HAVING MAX(MAX(created, COALESCE(seen, 0))) < ?",
                 (*sites, before),
             )
-            return [row for row in rows if (row[0], row[1]) not in threads]
+            return [row for row in rows if (row[0], row[1]) not in threads and (row[0], *row[3:6]) not in skipped]
 
         if delete:
             with self._transaction() as db:

@@ -59,6 +59,9 @@ INVALID_DATA = 1007  # the close code of a socket whose client sent a text messa
 # connection that died with the browser never told (a laptop that slept, a NAT that forgot it) showed "Writing…" for
 # ever, and static/genui.js opens a stream anew that has said nothing for four of these (a reader on a flaky network)
 HEARTBEAT_S = 5.0
+# A run whose stream's connection broke waits this many times unclaimed_s (10 s: 30 s) for the reconnect: a phone in
+# a tunnel is offline for longer than a reload's round trip, and the page was written again from its first step
+DROPPED = 3.0
 log = logging.getLogger("genui")
 
 
@@ -94,7 +97,7 @@ class Stream:
             if gone.done() and not gone.cancelled() and gone.result() not in LEFT and watched is not None:
                 # the connection broke, the visitor still on the page: the ws extension reconnects within a second
                 # or two, and the run waits for that stream, as for a placeholder's, before it is left unwatched
-                watched.claim()
+                watched.claim(DROPPED)
         finally:
             for task in (pump, gone):
                 task.cancel()
@@ -178,7 +181,7 @@ class Stream:
                 try:
                     await _send(websocket, message)
                 except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close
-                    generation.claim()  # came: the run waits for the reconnect, as in _serve
+                    generation.claim(DROPPED)  # came: the run waits for the reconnect, as in _serve
                     raise
         return None  # pragma: no cover - watch() always ends with a page or an error
 
@@ -223,7 +226,7 @@ class Stream:
                 try:
                     await _send(websocket, self.screens.candidates_frame(job, state))
                 except (WebSocketDisconnect, OSError):  # as in _watch
-                    variations.claim()
+                    variations.claim(DROPPED)
                     raise
 
 

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -33,7 +33,15 @@ from genui.arguments import (
 from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, counted, size_text, standings, table
 from genui.runtime import SiteRuntime
 from genui.sites import Site, site_folders, valid_site_name
-from genui.store import NotAPageCache, SiteRenameRefused, Store, check_page_cache, fix_for, is_busy
+from genui.store import (
+    NotAPageCache,
+    PageGroup,
+    SiteRenameRefused,
+    Store,
+    check_page_cache,
+    fix_for,
+    is_busy,
+)
 from genui.upgrade import bring_up_to_date, moved_paths, pending
 
 DAY_S = 86_400.0
@@ -59,7 +67,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     prune = cache_actions.add_parser(
         "prune",
-        help="delete the pages of earlier configs",
+        help="delete the pages of earlier configs, and with --unseen those nobody was shown for a while",
         description="Delete the pages written from earlier configs, which no server of these sites looks up again, "
         "and with --unseen those nobody was shown for a while. Readers' posts are kept. Safe beside a server that "
         "serves the sites as they are on disk (one still running an earlier config writes its pages again).",
@@ -394,8 +402,9 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         print(f"would delete {counted(versions, 'version')} of {counted(pages, 'page')}; readers' posts are kept")
         if stranded:
             print(f"and {_stranded_line(stranded)}")
-        if args.unseen is not None:
-            print(f"and {_unseen_line(args, *_unseen(args, store, delete=False))}")
+        if args.unseen is not None:  # (those of the earlier configs counted once, above)
+            besides = [standing.group for standing in doomed]
+            print(f"and {_unseen_line(args, *_unseen(args, store, delete=False, besides=besides))}")
         return 0
     deleted = sum(store.delete_group(s.group) for s in doomed)
     deleted += sum(store.forget(site, path, query) for site, path, query in stranded)
@@ -420,10 +429,12 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-def _unseen(args: argparse.Namespace, store: Store, *, delete: bool) -> tuple[int, int]:
+def _unseen(
+    args: argparse.Namespace, store: Store, *, delete: bool, besides: Sequence[PageGroup] = ()
+) -> tuple[int, int]:
     """The pages of the sites checked that no visitor was shown, and none was written, in ``--unseen`` days."""
     sites = [site.name for site in sites_in(Path(args.sites_dir), args.site)]
-    return store.unseen(sites, time.time() - args.unseen * DAY_S, delete=delete)
+    return store.unseen(sites, time.time() - args.unseen * DAY_S, delete=delete, besides=besides)
 
 
 def _unseen_line(args: argparse.Namespace, pages: int, versions: int) -> str:

@@ -126,12 +126,13 @@ class Variations:
         self._task.cancel()
         return self._task
 
-    def claim(self) -> None:
+    def claim(self, times: float = 1.0) -> None:
         """A visitor was handed the set's live placeholder (its first showing, a reload, Back): its stream connects a
-        round trip later, and the set waits for it up to ``unclaimed_s`` seconds though its last watcher leaves
-        meanwhile (a reload closes the old page's stream after the new page's request)."""
+        round trip later, and the set waits for it up to ``unclaimed_s`` seconds (``times`` as long: a stream whose
+        connection broke) though its last watcher leaves meanwhile (a reload closes the old page's stream after the
+        new page's request)."""
         if not self._latest.finished:
-            self._claims.add()
+            self._claims.add(times)
 
     def _abandon(self) -> None:
         """Cancel the set when nobody watches it any more (or never came to), and no placeholder handed out waits for

@@ -245,11 +245,14 @@
       return line.trim() ? "> " + line : ">";
     });
     var before = field.value.replace(/\s+$/, "");
+    before = before ? before + "\n\n" : "";
     var quote = lines.join("\n") + "\n\n";
-    if (before.length + quote.length + 2 > field.maxLength && field.maxLength > 0) {
-      quote = quote.slice(0, Math.max(0, field.maxLength - before.length - 2)); // the field's own limit
+    if (field.maxLength > 0 && before.length + quote.length > field.maxLength) {
+      // the field's own limit: whole lines of the quote, as many as fit
+      var room = Math.max(0, field.maxLength - before.length - 2);
+      quote = lines.join("\n").slice(0, room).replace(/\n[^\n]*$/, "") + "\n\n";
     }
-    field.value = (before ? before + "\n\n" : "") + quote;
+    field.value = before + quote;
     field.focus();
     field.setSelectionRange(field.value.length, field.value.length);
     field.dispatchEvent(new Event("input", { bubbles: true }));
@@ -699,6 +702,16 @@
     announced(line.textContent);
   }
 
+  // a request since (a reply sent, another link) is what the visitor wants now, not the link tapped before it
+  ["submit", "htmx:beforeRequest"].forEach(function (name) {
+    document.addEventListener(name, function () {
+      if (waitingFor) {
+        waitingFor = null;
+        offline(null); // (still offline: its line says only that)
+      }
+    });
+  });
+
   window.addEventListener("offline", function () {
     var progress = document.querySelector(".genui-live #genui-progress");
     if (progress) {
@@ -751,8 +764,10 @@
     if (waitingFor) {
       var url = waitingFor;
       waitingFor = null;
-      window.location.assign(url);
-      return;
+      if (!typing()) {
+        window.location.assign(url);
+        return; // (a reply typed since stays on screen: the page asked for is the visitor's to ask again)
+      }
     }
     reopen(false);
   });

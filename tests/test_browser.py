@@ -1271,3 +1271,19 @@ def test_back_offline_keeps_the_page_on_screen_and_goes_back_once_online(server:
     page.context.set_offline(False)
     page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
     assert page.query_selector("#genui-offline") is None
+
+
+def test_a_reply_typed_after_a_link_tapped_offline_is_not_left_when_back_online(server: Server, page: Any) -> None:
+    """Back online, the link tapped offline opened and took the reply typed since with it (a review)."""
+    thread = "/forum/r/hacking/My_first_lisp"
+    page.goto(server.url + thread)
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.context.set_offline(True)
+    page.click(".genui-brand")  # another page
+    page.wait_for_selector("#genui-offline:text-matches('asked for')")
+    page.fill(".genui-reply textarea", "Half a thought, typed in a tunnel")
+    page.context.set_offline(False)
+    page.wait_for_selector("#genui-offline", state="detached", timeout=5_000)
+    page.wait_for_timeout(500)
+    assert page.url == server.url + thread
+    assert page.input_value(".genui-reply textarea") == "Half a thought, typed in a tunnel"

@@ -444,6 +444,7 @@ def test_a_reply_form_sent_again_after_anothers_post_stores_its_post_once(
         ("Only mine.", [(False, "Only mine.")]),
         (">> nested\n", [(True, "> nested")]),
         ("a > b", [(False, "a > b")]),
+        (">>> 1 + 1\n2", [(False, ">>> 1 + 1\n2")]),  # a Python prompt pasted
     ],
 )
 def test_a_posts_lines_that_start_with_a_greater_than_sign_are_its_quotes(
@@ -470,3 +471,17 @@ def test_a_quote_in_a_post_is_shown_set_off_and_escaped_and_the_model_reads_it_a
     ) in shown
     (edit,) = engine.infills
     assert "&gt; the &lt;b&gt;REPL&lt;/b&gt; & macros\nWhy so?" in edit.generation.prompt
+
+
+def test_the_quote_buttons_hint_on_a_site_in_another_language_is_plain_text(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """genui's English on a French site is marked lang="en" in a span, which in the button's attribute ended it early:
+    the button read 'Select words…">Quote the selection' (a review)."""
+    from dataclasses import replace
+
+    sites = [replace(site, lang="fr") if site.name == "forum" else site for site in all_sites]
+    client = client_factory(sites, FakeEngine())
+    shown = visit(client, THREAD).text
+    hint = 'data-genui-hint="Select words in the thread, then quote them in your reply"'
+    assert hint in shown and '<span lang="en">Quote the selection</span></button>' in shown
