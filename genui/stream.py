@@ -213,7 +213,7 @@ class Stream:
             await _send(websocket, self._failed(answer, words, site, None))
             return
         setattr(websocket.state, WATCHED, variations)
-        async with contextlib.aclosing(variations.watch(self.draft_interval)) as states:
+        async with contextlib.aclosing(variations.watch(self.draft_interval, HEARTBEAT_S)) as states:
             async for state in states:
                 if state.error is not None:
                     answer = problem(state.error, asks_again=False)

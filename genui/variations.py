@@ -86,8 +86,9 @@ class Variations:
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()
 
-    async def watch(self, interval: float = 0.0) -> AsyncGenerator[Candidates, None]:
-        """Every state until the end (a slow watcher skips to the newest); at most one draft each ``interval``."""
+    async def watch(self, interval: float = 0.0, heartbeat: float = 0.0) -> AsyncGenerator[Candidates, None]:
+        """Every state until the end (a slow watcher skips to the newest); at most one draft each ``interval``.
+        ``heartbeat``: where no new state comes for as long, the last one comes again, the same object."""
         self._watchers += 1
         self._claims.fulfil()
         try:
@@ -103,7 +104,14 @@ class Variations:
                         await asyncio.sleep(interval)
                         continue
                 if latest is self._latest:
-                    await changed.wait()
+                    if heartbeat <= 0:
+                        await changed.wait()
+                        continue
+                    try:
+                        async with asyncio.timeout(heartbeat):  # (in this task, as Generation.watch)
+                            await changed.wait()
+                    except TimeoutError:
+                        yield latest
         finally:
             self._watchers -= 1
             self._abandon()

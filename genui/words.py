@@ -74,6 +74,7 @@ WORDS: dict[str, str] = {
     "offline": "You are offline.",  # at the foot of the screen, while the browser says it is
     "offline_link": "You are offline: the page asked for opens once the connection is back.",
     "offline_writing": "You are offline: the page carries on once the connection is back.",  # a page being written
+    "back_online": "You are back online: send it again.",  # a form that could not be sent offline
     # what the server says of a page it cannot give now (a 503 or a 404, its error page or a stream's end)
     "back_to": "Back to {title}",
     "try_again": "Try again",
@@ -105,6 +106,7 @@ SCRIPT_WORDS = (
     "offline",
     "offline_link",
     "offline_writing",
+    "back_online",
 )
 MOST = 200  # characters of one of a site's words
 

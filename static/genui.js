@@ -723,8 +723,8 @@
   // A stream's connection may be dead with the browser never told (a laptop that slept, a network changed under
   // it): where the tab comes back (online, or resumed after being frozen), each stream open is opened anew. The old
   // socket is closed as a drop (4000), so its run waits on the server for the new one rather than ending.
-  // A page's stream says something at least every 5 s (genui/stream.py's HEARTBEAT_S): one silent for 20 s is taken
-  // for dead and opened anew too.
+  // A stream says something at least every 5 s (genui/stream.py's HEARTBEAT_S): one silent for 20 s is taken for
+  // dead and opened anew too.
   var SILENT_MS = 20000;
   document.addEventListener("htmx:wsOpen", function (event) {
     event.target.genuiStream = { socket: event.detail.event.target, wrapper: event.detail.socketWrapper };
@@ -740,8 +740,8 @@
       if (!stream || stream.socket.readyState !== WebSocket.OPEN) {
         return; // connecting, or closed and waiting to try again: the extension does that within 4 s
       }
-      if (silentOnly && !(element.genuiHeard < Date.now() - SILENT_MS && /\/_genui\/ws\?/.test(stream.socket.url))) {
-        return; // (a set of variations' stream says nothing between its frames)
+      if (silentOnly && !(element.genuiHeard < Date.now() - SILENT_MS)) {
+        return;
       }
       stream.socket.onclose = null; // not the extension's reconnect too: one new socket
       stream.socket.close(4000);
@@ -757,6 +757,10 @@
     if (line) {
       line.remove();
     }
+    // a form that could not be sent offline says it can be now (it kept what was typed)
+    document.querySelectorAll(".genui-send-error").forEach(function (said) {
+      said.textContent = say("back_online", {}, "You are back online: send it again.");
+    });
     var progress = document.querySelector(".genui-live #genui-progress");
     if (progress) {
       progress.textContent = say("connection_lost", {}, "Connection lost: connecting again…");

@@ -1287,3 +1287,18 @@ def test_a_reply_typed_after_a_link_tapped_offline_is_not_left_when_back_online(
     page.wait_for_timeout(500)
     assert page.url == server.url + thread
     assert page.input_value(".genui-reply textarea") == "Half a thought, typed in a tunnel"
+
+
+def test_a_reply_sent_offline_is_kept_and_said_to_be_sent_again_once_back_online(server: Server, page: Any) -> None:
+    """'This could not reach the server' stayed once the network was back (a reader on a flaky network's wish)."""
+    thread = "/forum/r/hacking/My_first_lisp"
+    page.goto(server.url + thread)
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea", "Sent from a tunnel")
+    page.context.set_offline(True)
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector(".genui-send-error:text-matches('could not reach the server')")
+    page.context.set_offline(False)
+    page.wait_for_selector(".genui-send-error:text-is('You are back online: send it again.')", timeout=5_000)
+    assert page.input_value(".genui-reply textarea") == "Sent from a tunnel"

@@ -40,3 +40,18 @@ async def test_a_fast_engines_drafts_are_sanitised_only_as_often_as_a_watcher_sh
     shown = [state for state in seen if not state.finished]
     assert seen[-1].pages is not None and len(seen[-1].pages) == 3
     assert len(drafted) <= 3 * len(shown) < 3 * 40  # once per candidate a state shown, not once a frame
+
+
+async def test_a_set_of_variations_with_nothing_new_gives_its_last_state_again(wiki: Site) -> None:
+    """Its stream says it again, so that genui.js can tell a silent stream, a connection that died with the browser
+    never told, from a slow set (a reader on a flaky network's review)."""
+    runtime = SiteRuntime.build(wiki, "/wiki")
+    engine = FakeEngine(steps=2, delay=0.4)
+    request = GenerationRequest("<title>Lisp</title>", max_canvases=1)
+    key = PageKey("wiki", "/Lisp", "", "fake-model", "t", 0)
+    variations = Variations(runtime, key, "/Lisp", lambda: engine.stream_variants(request, 3), 3, unclaimed_s=10)
+    seen: list[Candidates] = []
+    async for state in variations.watch(heartbeat=0.1):
+        seen.append(state)
+    again = sum(1 for before, after in zip(seen, seen[1:], strict=False) if before is after)
+    assert again >= 3 and seen[-1].pages is not None, again
