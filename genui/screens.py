@@ -11,6 +11,7 @@ import math
 import re
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -109,8 +110,7 @@ class Screens:
         context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}", splice=generation.splice)
         # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
         # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
-        route = (job.runtime.site.name, job.location.route.pattern)
-        context["toolbar_short"] = generation.version == 1 and self._sectioned.get(route) is False
+        context["toolbar_short"] = generation.version == 1 and self._route_sectioned(job) is False
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
         return response
@@ -368,16 +368,37 @@ class Screens:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context
 
+    def _editable(self) -> bool:
+        """Whether a page's toolbar offers its rewrite and variations. While the model loads, the controls it will
+        answer are there already (genui's engine edits); a click before it is ready is told when to try again, as
+        Regenerate's is."""
+        engine = self.pages.engine
+        return self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
+
+    def _route_sectioned(self, job: Job) -> bool | None:
+        """Whether the newest page shown of the job's route had sections to rewrite; before one is shown since the
+        server started, whether the route's newest page stored has; None before any is."""
+        route = (job.runtime.site.name, job.location.route.pattern)
+        if not self._editable():
+            return False  # no rewrite box: one line
+        if route not in self._sectioned and job.cached:
+            runtime, model = job.runtime, job.key.model
+            for written in self.pages.store.written(route[0], model, job.key.template, limit=1):
+                location = runtime.page_of(replace(job.key, path=written.path, query=written.query))
+                page = self.pages.store.page(runtime.page_key(location, model)) if location is not None else None
+                if location is not None and page is not None:
+                    pinned = runtime.pinned_sections(location)
+                    found = (part for part in page_sections(page.html) if part.snippet and part.number not in pinned)
+                    self._sectioned[route] = next(found, None) is not None
+        return self._sectioned.get(route)
+
     def _toolbar(self, job: Job, page: StoredPage | None) -> dict[str, Any] | None:
         if page is None or not job.cached:
             return None
         versions = self.pages.versions(job)
         if not self.pages.edits and versions < 2:  # nothing to offer: no controls, no other version
             return None
-        engine = self.pages.engine
-        # While the model loads, the controls it will answer are there already (genui's engine edits); a click before
-        # it is ready is told when to try again, as Regenerate's is.
-        editable = self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
+        editable = self._editable()
         pinned = job.runtime.pinned_sections(job.location) if editable else frozenset()
         sections = [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
             part

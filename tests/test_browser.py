@@ -1302,3 +1302,28 @@ def test_a_reply_sent_offline_is_kept_and_said_to_be_sent_again_once_back_online
     page.context.set_offline(False)
     page.wait_for_selector(".genui-send-error:text-is('You are back online: send it again.')", timeout=5_000)
     assert page.input_value(".genui-reply textarea") == "Sent from a tunnel"
+
+
+def test_after_a_restart_a_phone_keeps_the_room_of_the_controls_the_routes_stored_page_has(
+    tmp_path: Path, page: Any
+) -> None:
+    """Until a page of the route had been shown since the server started, two lines were kept, and the desktop's
+    first window after every restart moved up 40 px as it landed."""
+    db = tmp_path / "pages.sqlite3"
+
+    def writer(prompt: str, seed: int) -> str:  # a folder as its opening writes it: no section to rewrite
+        return "" if "GenOS" in prompt else wiki_writer(prompt, seed)
+
+    engine = FakeEngine(writer, delay=0.05, steps=4)
+    page.set_viewport_size({"width": 390, "height": 844})
+    with served(create_app(example_sites(), engine, db_path=db)) as url:
+        page.goto(url + "/os/files/home/before")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+    with served(create_app(example_sites(), engine, db_path=db)) as url:  # started again
+        page.goto(url + "/os/files/home/after")
+        page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
+        writing = drawn_top(page, "#genui-content .genui-page")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        page.wait_for_timeout(100)  # settled
+        landed = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
+        assert abs(landed - writing) < 1, (writing, landed)
