@@ -22,8 +22,9 @@ from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import everywhere, sections
 from genui.pages import LOADING_RETRY_S, Job, Pages
-from genui.routing import VERSION_KEY, guessed_title, url_path, versioned
+from genui.routing import VERSION_KEY, Location, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
+from genui.sections import Section
 from genui.sections import sections as page_sections
 from genui.shell import Shell
 from genui.sites import Route
@@ -387,9 +388,7 @@ class Screens:
                 location = runtime.page_of(replace(job.key, path=written.path, query=written.query))
                 page = self.pages.store.page(runtime.page_key(location, model)) if location is not None else None
                 if location is not None and page is not None:
-                    pinned = runtime.pinned_sections(location)
-                    found = (part for part in page_sections(page.html) if part.snippet and part.number not in pinned)
-                    self._sectioned[route] = next(found, None) is not None
+                    self._sectioned[route] = bool(_rewritable(runtime, location, page.html))
         return self._sectioned.get(route)
 
     def _toolbar(self, job: Job, page: StoredPage | None) -> dict[str, Any] | None:
@@ -399,12 +398,7 @@ class Screens:
         if not self.pages.edits and versions < 2:  # nothing to offer: no controls, no other version
             return None
         editable = self._editable()
-        pinned = job.runtime.pinned_sections(job.location) if editable else frozenset()
-        sections = [  # a section with no text is none to choose by its words ("6. p", an empty paragraph)
-            part
-            for part in (page_sections(page.html) if editable else [])
-            if part.snippet and part.number not in pinned
-        ]
+        sections = _rewritable(job.runtime, job.location, page.html) if editable else []
         if editable:
             self._sectioned[job.runtime.site.name, job.location.route.pattern] = bool(sections)
         return {
@@ -439,6 +433,13 @@ class Screens:
         if generation.parent is not None:  # a run started again from this URL is written from the same parent
             query["from"] = generation.parent.path
         return urlencode(query)
+
+
+def _rewritable(runtime: SiteRuntime, location: Location, html: str) -> list[Section]:
+    """The sections of a page a visitor may have rewritten: not those its route's opening writes, nor one with no
+    text, which is none to choose by its words ("6. p", an empty paragraph)."""
+    pinned = runtime.pinned_sections(location)
+    return [part for part in page_sections(html) if part.snippet and part.number not in pinned]
 
 
 def words_of(runtime: SiteRuntime) -> Words:
