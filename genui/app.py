@@ -2,7 +2,9 @@
 
 Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
 genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live streams, the wait for a
-finished page, regenerate, rewrite a section, variations and keeping one, the health check).
+finished page, regenerate, rewrite a section, variations and keeping one, the health check). With a base path
+(``/demo``: genui serve --base-path, for a reverse proxy that serves genui beside other things on one host) every one
+of those is under it: ``/demo/wiki/…``, ``/demo/_genui/…``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from genui.hosts import HostCheck, host_name
 from genui.pages import UNCLAIMED_S, Pages
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
+from genui.routing import BASE_PATH
 from genui.runtime import SiteRuntime
 from genui.screens import (
     HEALTH_PATH,
@@ -218,6 +221,7 @@ def create_app(
     robots: str = ROBOTS,
     hosts: Collection[str] | None = None,
     mounted: bool = False,
+    base_path: str = "",
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -245,17 +249,24 @@ def create_app(
     ``/favicon.ico`` are genui's, not a site's, and so are NO_ICONS: a site served at / would write a page for each.
     ``hosts``: the names (a Host header's, port aside) the app answers for, any other refused (genui/hosts.py, DNS
     rebinding); None (default) for every name. ``mounted``: each site at ``/{name}`` behind the index though only
-    one is served (others under ``sites_dir`` join it once they load, with ``reload``).
+    one is served (others under ``sites_dir`` join it once they load, with ``reload``). ``base_path``: the path
+    every URL of the app is under ("/demo", BASE_PATH; "" for none), as a reverse proxy passes them on: the sites at
+    ``/demo/`` or ``/demo/{name}/``, genui's endpoints at ``/demo/_genui/``. ``/`` then leads there, and any other
+    address outside it is a 404 that says where the sites are; ``/robots.txt`` and ``/favicon.ico`` stay at the root,
+    where they are asked for.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
         raise ValueError("no sites to serve")
+    if base_path and not BASE_PATH.fullmatch(base_path):
+        raise ValueError(f"base_path must be a URL path such as /demo, with no / at its end, got {base_path!r}")
+    base = base_path
     single = len(sites) == 1 and not mounted
     problems = Problems()  # every site's templates tried: their problems said in one run
     runtimes = [
         runtime
         for site in sites
-        if (runtime := problems.check(SiteRuntime.build, site, "" if single else f"/{site.name}"))
+        if (runtime := problems.check(SiteRuntime.build, site, base if single else f"{base}/{site.name}", base))
     ]
     problems.raise_found()
     store = Store(db_path)
@@ -264,7 +275,7 @@ def create_app(
             take_up(store, runtime)  # a cache an earlier genui or config wrote: once, and quickly after that
     pages = Pages(runtimes, store, engine, unclaimed_s, read_ahead, runs_per_client, posts_per_minute)
     pages.edits = edits
-    screens = Screens(Shell(), pages, index_url=None if single else "/")
+    screens = Screens(Shell(base=base), pages, index_url=None if single else f"{base}/")
     views = Views(pages, screens)
     stream = Stream(pages, screens, draft_interval)
 
@@ -296,10 +307,17 @@ def create_app(
         return PlainTextResponse(robots, headers={"Cache-Control": "max-age=3600"})
 
     async def favicon(request: Request) -> Response:
-        return RedirectResponse(FAVICON, 301)
+        return RedirectResponse(base + FAVICON, 301)
 
     async def not_found(request: Request) -> Response:
         raise HTTPException(404)
+
+    async def to_base(request: Request) -> Response:
+        return RedirectResponse(f"{base}/")
+
+    async def outside(request: Request) -> Response:  # a proxy that strips the base path sends its pages here
+        message = f"Not found. genui serves its sites under {base}/ (genui serve --base-path): a reverse proxy passes"
+        raise HTTPException(404, f"{message} each address on as it is, {base} included.")
 
     routes: list[BaseRoute] = [
         Route("/robots.txt", robots_txt),
@@ -308,32 +326,34 @@ def create_app(
         # compressed: htmx, its ws extension, genui.js and genui.css are 119 KB as they are (37 KB so), 9 s of a first
         # visit on a slow phone link (a reader on a flaky network's review); they hold no secret, so no BREACH (pages
         # are sent as they are, for that reason)
-        Mount("/_genui/static", GZipMiddleware(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
-        Route("/_genui/css/{site}.css", views.stylesheet),
-        Route(ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # a 405 but for GET and HEAD
-        Route(REGENERATE_PATH, views.regenerate, methods=["POST"]),
-        Route(REWRITE_PATH, views.rewrite, methods=["POST"]),
-        Route(VARIATIONS_PATH, views.variations, methods=["POST"]),
-        Route(VARIATIONS_PATH, views.candidates, methods=["GET", "HEAD"]),
-        Route(KEEP_PATH, views.keep, methods=["POST"]),
-        Route(WAIT_PATH, views.wait),
-        Route(INTENT_PATH, views.intent, methods=["POST"]),
-        Route(HEALTH_PATH, views.health),
-        Route(LIVE_PATH, views.live),
-        WebSocketRoute(WS_PATH, stream.serve),
-        WebSocketRoute(VARIATIONS_WS_PATH, stream.serve_variations),
+        Mount(base + "/_genui/static", GZipMiddleware(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
+        Route(base + "/_genui/css/{site}.css", views.stylesheet),
+        Route(base + ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # a 405 but for GET and HEAD
+        Route(base + REGENERATE_PATH, views.regenerate, methods=["POST"]),
+        Route(base + REWRITE_PATH, views.rewrite, methods=["POST"]),
+        Route(base + VARIATIONS_PATH, views.variations, methods=["POST"]),
+        Route(base + VARIATIONS_PATH, views.candidates, methods=["GET", "HEAD"]),
+        Route(base + KEEP_PATH, views.keep, methods=["POST"]),
+        Route(base + WAIT_PATH, views.wait),
+        Route(base + INTENT_PATH, views.intent, methods=["POST"]),
+        Route(base + HEALTH_PATH, views.health),
+        Route(base + LIVE_PATH, views.live),
+        WebSocketRoute(base + WS_PATH, stream.serve),
+        WebSocketRoute(base + VARIATIONS_WS_PATH, stream.serve_variations),
         # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
-        Route("/_genui", not_found),
-        Route("/_genui/{rest:path}", not_found),
+        Route(base + "/_genui", not_found),
+        Route(base + "/_genui/{rest:path}", not_found),
     ]
     if single:
-        routes.append(Route("/{path:path}", EveryMethod(views.page)))
+        routes.append(Route(base + "/{path:path}", EveryMethod(views.page)))
     else:
         routes += [
-            Route("/", views.index),
-            Route("/{site}", views.to_site),
-            Route("/{site}/{path:path}", EveryMethod(views.page)),
+            Route(base + "/", views.index),
+            Route(base + "/{site}", views.to_site),
+            Route(base + "/{site}/{path:path}", EveryMethod(views.page)),
         ]
+    if base:  # what is outside it: "/" leads there, and the rest says where the sites are
+        routes += [Route(base, to_base), Route("/", to_base), Route("/{rest:path}", outside)]
     app = Starlette(routes=routes, exception_handlers=exception_handlers(screens), lifespan=lifespan)
     if hosts is not None:  # inside SecurityHeaders: its refusals carry them
         app.add_middleware(HostCheck, hosts=frozenset(host_name(host) for host in hosts))

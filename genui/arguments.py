@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from genui.routing import BadRequest, Location, untaken_keys
+from genui.routing import BASE_PATH, BadRequest, Location, untaken_keys
 from genui.runtime import SiteRuntime
 from genui.sites import Problems, Site, SiteConfigError, check_names, combined, load_site, site_folders
 
@@ -171,6 +171,20 @@ def days(text: str) -> int:
     if not 1 <= value <= 36_500:
         raise argparse.ArgumentTypeError(f"expected a whole number of days from 1 to 36500, got {text!r}")
     return value
+
+
+def base_path(text: str) -> str:
+    """A command-line base path (genui serve --base-path), as create_app takes it: ``demo``, ``/demo`` and ``/demo/``
+    are ``/demo``, and ``/`` is none."""
+    path = "/" + text.strip("/")
+    if path == "/":
+        return ""
+    if not BASE_PATH.fullmatch(path):
+        raise argparse.ArgumentTypeError(
+            "expected a URL path such as /demo or /apps/genui (letters, digits and -._~ in each part, no . or .."
+            f" part), got {text!r}"
+        )
+    return path
 
 
 ROBOTS_MOST = 500 * 1024  # bytes of a robots.txt that crawlers read (Google's limit; the rest is ignored)

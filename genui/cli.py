@@ -30,6 +30,7 @@ from genui.arguments import (
     USAGE_ERROR,
     EngineLoader,
     UsageError,
+    base_path,
     count,
     joined,
     loading_sites,
@@ -112,7 +113,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     else:
         sites = sites_in(Path(args.sites_dir), args.site)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
-    _say_where(args.host, args.port, args.allowed_host or [])
+    _say_where(args.host, args.port, args.allowed_host or [], args.base_path)
 
     async def serve() -> None:
         failed: list[Exception] = []
@@ -135,6 +136,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             hosts=allowed_hosts(args.host, args.allowed_host or []),
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
             mounted=bool(broken),  # each at /NAME, as once the others load (one served alone is at /)
+            base_path=args.base_path,
             load_engine=lambda: queued(loader(args.model, args.device, args.int8), args.queue),
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
@@ -169,14 +171,18 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
     return 0
 
 
-def _say_where(host: str, port: int, named: list[str]) -> None:
+def _say_where(host: str, port: int, named: list[str], base: str = "") -> None:
     """On an address other machines reach: the address they type (uvicorn says 0.0.0.0, which no browser opens),
-    and whether every host name is answered (a workshop host's review)."""
+    and whether every host name is answered (a workshop host's review). Under a base path, where the sites are:
+    uvicorn names the server's root."""
+    if base:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"note: the sites are under {base}/ (http://{shown}:{port}{base}/ on this machine)", file=sys.stderr)
     if is_loopback(host):
         return
     if host in WILDCARDS and port and (address := network_address(ipv6=host == "::")) is not None:
         shown = f"[{address}]" if ":" in address else address
-        print(f"note: other machines on this network open http://{shown}:{port}/", file=sys.stderr)
+        print(f"note: other machines on this network open http://{shown}:{port}{base}/", file=sys.stderr)
     if not named:
         print(
             "note: every host name is answered (off loopback, with no --allowed-host): a page on another site could"
@@ -454,6 +460,16 @@ def _parser() -> argparse.ArgumentParser:
         " localhost, 127.0.0.1, ::1 and --host (a page on another site cannot reach it by DNS rebinding); on any"
         " other, every name, or those named and the loopback names. An IP address (http://192.168.1.23:8000) is"
         " answered whatever is named",
+    )
+    serve.add_argument(
+        "--base-path",
+        type=base_path,
+        default="",
+        metavar="PATH",
+        help="serve everything under this path (/demo: the sites at /demo/, genui's own files at /demo/_genui/), for "
+        "a reverse proxy that serves genui beside other things on one host and passes each address on as it is, the"
+        " path included (nginx: location /demo/ { proxy_pass http://127.0.0.1:8000; }, no path after the port; "
+        "docs/security.md). Default: the root",
     )
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(

@@ -80,8 +80,8 @@ def parent_url(connection: HTTPConnection, runtime: SiteRuntime) -> str | None:
     if parts.netloc and parts.netloc != connection.headers.get("host"):
         return None  # another server's page (a search engine's Referer is its bare origin: no page of this site's `/`)
     path = unquote(parts.path)
-    if path == VARIATIONS_PATH:  # a link inside a candidate: the page the candidates are of
-        pages: Pages = connection.app.state.pages
+    pages: Pages = connection.app.state.pages
+    if path == pages.base + VARIATIONS_PATH:  # a link inside a candidate: the page the candidates are of
         varied = pages.variations.get(parse_qs(parts.query).get("id", [""])[0])
         return varied.url if varied is not None and varied.key.site == runtime.site.name else None
     if runtime.mount:

@@ -187,6 +187,8 @@ class Pages:
         self.stopping = asyncio.Event()
         # whether visitors may write a page's next version (Regenerate, a rewrite, variations): create_app(edits=)
         self.edits = True
+        # the path every URL of the server is under ("" or "/demo": create_app(base_path=), genui serve --base-path)
+        self.base = runtimes[0].base if runtimes else ""
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.load_error: str | None = None  # why it did not load

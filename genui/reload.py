@@ -87,7 +87,7 @@ class SiteReloader:
                     if taken
                     else "restart genui serve to serve the site under its new name, or put the name back",
                 )
-            runtime = SiteRuntime.build(site, old.mount)
+            runtime = SiteRuntime.build(site, old.mount, old.base)
         except (SiteConfigError, OSError, RecursionError) as err:  # OSError: a file removed or unreadable mid-save
             self.pages.config_errors[name] = str(err)
             log.error("site %s not reloaded; still serving its last good config: %s", name, err)
@@ -141,7 +141,7 @@ class SiteReloader:
                         f"{site.name!r} is the name of {self._roots[site.name] / 'site.toml'} too, which is served",
                         "give the new site another name",
                     )
-                runtime = SiteRuntime.build(site, f"/{site.name}")
+                runtime = SiteRuntime.build(site, f"{self.pages.base}/{site.name}", self.pages.base)
             except Exception as err:  # noqa: BLE001 - SiteConfigError, OSError (a file gone mid-copy), or a bug
                 self._tried[root] = state
                 log.error("new site in %s not served: %s", folder, err)
@@ -162,7 +162,7 @@ class SiteReloader:
             self.pages.sites.update(ordered)
             self._fresh[site.name] = state
             added.append(site.name)
-            log.info("new site %s served at /%s", site.name, site.name)
+            log.info("new site %s served at %s", site.name, runtime.mount)
             try:
                 take_up(self.pages.store, runtime, move=False)
             except sqlite3.OperationalError as err:

@@ -121,6 +121,11 @@ def _said_once(path: str) -> str:
     return "/".join(kept)
 
 
+# A server's base path (genui serve --base-path, create_app's base_path): "/" and segments of a URL path's own
+# characters, no "." or ".." segment, none empty, and no "/" ending it: "/demo", "/apps/genui".
+BASE_PATH = re.compile(r"(/(?!\.\.?(?:/|$))[A-Za-z0-9._~!$&'()*+,;=:@-]+)+")
+
+
 def url_path(path: str) -> str:
     """A decoded path as a URL's path: the characters that would end it or start an escape percent-encoded.
     ``/r/debian/What_is_V.11?`` is a page (a forum thread whose title asks), and its URL is

@@ -48,20 +48,21 @@ class SiteRuntime:
     """A site as served: its config, router, prompt renderer and the mount point its links are rewritten for."""
 
     site: Site
-    mount: str  # "" when the site is served at /, else "/name"
+    mount: str  # "" when the site is served at /, else "/name"; under the server's base ("/demo/name") where it has one
     router: SiteRouter
     prompts: PromptRenderer
     links: LinkRewriter
+    base: str = ""  # the path every URL of the server is under (genui serve --base-path): its own endpoints' too
 
     @classmethod
-    def build(cls, site: Site, mount: str) -> SiteRuntime:
+    def build(cls, site: Site, mount: str, base: str = "") -> SiteRuntime:
         problems = Problems()  # the routes' patterns and links, and the templates, each tried though one is wrong
         router = problems.check(SiteRouter, site)
         prompts = problems.check(PromptRenderer, site)
         problems.raise_found()
         assert router is not None and prompts is not None
         _check_opening_links(site, router, prompts)
-        return cls(site, mount, router, prompts, LinkRewriter(mount, router.link_target, router.link_reading))
+        return cls(site, mount, router, prompts, LinkRewriter(mount, router.link_target, router.link_reading), base)
 
     def locate(self, site_url: str) -> Location | None:
         """The page at a site-relative URL, query included (``/search?q=lisp``). Raises BadRequest if malformed."""

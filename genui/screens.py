@@ -49,7 +49,7 @@ SENT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a token as the form has it (
 
 def candidates_url(job: Job, variations: Variations) -> str:
     """The address of a set of variations: it shows the set again (a reload, Back) while genui remembers it."""
-    return f"{VARIATIONS_PATH}?{urlencode({'site': job.runtime.site.name, 'id': variations.id})}"
+    return f"{job.runtime.base}{VARIATIONS_PATH}?{urlencode({'site': job.runtime.site.name, 'id': variations.id})}"
 
 
 VERSIONS_SHOWN = 9  # a toolbar's version links at most: the first, the newest ones and the one shown
@@ -108,7 +108,10 @@ class Screens:
         """
         query = self._watch_query(job, generation)
         context = self._page_context(job, None, generation.splice.answered)
-        context.update(live_url=f"{WS_PATH}?{query}", wait_url=f"{WAIT_PATH}?{query}", splice=generation.splice)
+        base = job.runtime.base
+        context.update(
+            live_url=f"{base}{WS_PATH}?{query}", wait_url=f"{base}{WAIT_PATH}?{query}", splice=generation.splice
+        )
         # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
         # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
         context["toolbar_short"] = generation.version == 1 and self._route_sectioned(job) is False
@@ -132,7 +135,10 @@ class Screens:
         ``claim``: the placeholder claims the set (False for a set just made, which claims its first showing)."""
         context = self._page_context(job, None)
         query = urlencode({"site": job.runtime.site.name, "id": variations.id})
-        context.update(variations=self._candidates(job, variations), variations_url=f"{VARIATIONS_WS_PATH}?{query}")
+        context.update(
+            variations=self._candidates(job, variations),
+            variations_url=f"{job.runtime.base}{VARIATIONS_WS_PATH}?{query}",
+        )
         context["toolbar_later"] = False  # the candidates land with none: one kept is a page of its own
         # the tab says what is on screen, not the page varied, whose title it had (an accessibility review)
         of = context["variations"]["of"]["title"]
@@ -283,7 +289,11 @@ class Screens:
             # Posts stored while the model loads get their replies once it is ready: the thread is loaded again then
             # (static/genui.js asks /_genui/health), which starts them. Not on a refused reply's page: what was typed
             # stays.
-            refresh = {"seconds": math.ceil(LOADING_RETRY_S), "url": job.url, "when_ready": HEALTH_PATH}
+            refresh = {
+                "seconds": math.ceil(LOADING_RETRY_S),
+                "url": job.url,
+                "when_ready": job.runtime.base + HEALTH_PATH,
+            }
         elif waiting and shown is not None and newest is not None and shown.version == newest.version:
             # Posted while another's replies were written (they joined that run): the stream's last message (final,
             # alone: a GET shows none, or every reader would reload the thread every few seconds while the engine is
@@ -334,7 +344,9 @@ class Screens:
             "forms": forms,
             "index_url": self.index_url,
             "model_id": self._model_id(),
-            "hint_url": INTENT_PATH if self.pages.reader.links else None,  # genui.js tells it the link pointed at
+            "hint_url": runtime.base + INTENT_PATH
+            if self.pages.reader.links
+            else None,  # genui.js tells it the link pointed at
             "document_title": f"{title} — {site.title}" if title else site.title,
             "thread": None,
             "navigation": [],

@@ -6,6 +6,7 @@ rendered alone, anything else the whole document, and both carry ``Vary: HX-Requ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.requests import HTTPConnection
 from starlette.responses import HTMLResponse
 
+from genui.assets import ASSETS_PATH
 from genui.links import navigation_attrs
 from genui.resources import bundled
 from genui.security import htmx_config_meta
@@ -46,6 +48,16 @@ def post_blocks(text: str) -> list[tuple[bool, str]]:
     return [(quoted, "\n".join(lines).strip("\n")) for quoted, lines in blocks if "".join(lines).strip()]
 
 
+# An <img> of a site's assets/, as the sanitiser leaves it: its attributes quoted, the src one of ASSETS_PATH's.
+_ASSET_IMAGE = re.compile(r'(<img\b(?:\s+[\w:-]+(?:="[^"]*")?)*?\s+src=")(?=' + re.escape(ASSETS_PATH) + ")")
+
+
+def images_under(html: str, base: str) -> str:
+    """A page's HTML as stored, with its images of the site's assets/ under ``base`` (genui serve --base-path): the
+    cache keeps them at /_genui/assets/…, as every server of it serves them, whatever its base."""
+    return _ASSET_IMAGE.sub(lambda found: found[1] + base, html) if base else html
+
+
 def is_htmx(request: HTTPConnection) -> bool:
     return request.headers.get("hx-request") == "true"
 
@@ -53,7 +65,8 @@ def is_htmx(request: HTTPConnection) -> bool:
 class Shell:
     """Renders templates/ for responses and for stream messages."""
 
-    def __init__(self, directory: Path = TEMPLATES_DIR) -> None:
+    def __init__(self, directory: Path = TEMPLATES_DIR, base: str = "") -> None:
+        """``base``: the path every URL of the server is under ("" or "/demo": genui serve --base-path)."""
         self.env = Environment(
             loader=FileSystemLoader(directory),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -70,8 +83,10 @@ class Shell:
                 "htmx_config": htmx_config_meta(),
                 "posted_at": posted_at,
                 "post_blocks": post_blocks,
+                "base": base,
             }
         )
+        self.env.filters["served"] = lambda html: images_under(html, base)  # a stored page's HTML as served here
 
     def response(
         self,

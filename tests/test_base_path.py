@@ -1,0 +1,247 @@
+"""Sites served under a base path (create_app's base_path, genui serve --base-path): a reverse proxy that serves genui
+at https://example.org/demo/ beside other things passes each address on as it is, and every URL a page holds, its
+links, genui's scripts and endpoints and the site's images, is under /demo."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from chromium import browser_page, collect_problems, served
+from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, example_sites, pages_of, visit, ws_messages
+from starlette.testclient import TestClient
+from test_assets import images_writer, shop_site
+
+from genui.app import create_app
+from genui.arguments import base_path
+from genui.cli import main
+from genui.scaffold import create_site
+from genui.sites import Site, load_site
+
+BASE = "/demo"
+FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
+
+
+class _Addresses(HTMLParser):
+    """Every address a document holds: its links, scripts, stylesheets, images, forms and streams."""
+
+    ATTRIBUTES = frozenset({"href", "src", "action", "hx-get", "hx-post", "ws-connect", "content"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value is None:
+                continue
+            if name in self.ATTRIBUTES or name.startswith("data-genui-") and value.startswith("/"):
+                self.found.append(value.split("url=", 1)[1] if name == "content" and "url=" in value else value)
+
+
+def addresses(html: str) -> list[str]:
+    """The addresses on this server that ``html`` holds (paths, not fragments or other servers')."""
+    parser = _Addresses()
+    parser.feed(html)
+    return [value for value in parser.found if value.startswith("/")]
+
+
+def outside(html: str) -> list[str]:
+    """The addresses in ``html`` that are not under BASE."""
+    return [value for value in addresses(html) if not value.startswith(BASE + "/")]
+
+
+def under(client_factory: ClientFactory, sites: list[Site], engine: FakeEngine | None = None) -> TestClient:
+    return client_factory(sites, engine or FakeEngine(), app_options={"base_path": BASE})
+
+
+def test_every_address_a_page_holds_is_under_the_base_path(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = under(client_factory, all_sites)
+    index = client.get(f"{BASE}/")
+    assert index.status_code == 200 and f'href="{BASE}/wiki/"' in index.text and not outside(index.text)
+
+    written = client.get(f"{BASE}/wiki/Lisp")  # the shell around the live placeholder
+    assert written.status_code == 200 and addresses(written.text) and not outside(written.text)
+    live = re.search(r'ws-connect="([^"]+)"', written.text)
+    assert live is not None and live[1].startswith(f"{BASE}/_genui/ws?")
+    messages = ws_messages(client, live[1].replace("&amp;", "&"))
+    assert messages and not outside("".join(messages))
+
+    page = visit(client, f"{BASE}/wiki/Lisp")  # as a browser without scripts: the wait URL, then the page
+    assert page.status_code == 200 and f'hx-get="{BASE}/wiki/Lisp_tree"' in page.text and not outside(page.text)
+    files = [value for value in addresses(page.text) if "/_genui/static/" in value or "/_genui/css/" in value]
+    assert len(files) == 6  # the icon, genui's stylesheet and three scripts, the site's stylesheet: each there
+    assert all(client.get(address).status_code == 200 for address in files), files
+
+
+def test_a_thread_under_the_base_path_takes_a_reply_and_its_toolbar_writes_again(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = under(client_factory, all_sites, FakeEngine())
+    thread = f"{BASE}/forum/r/hacking/My_first_lisp"
+    shown = visit(client, thread)
+    assert f'action="{thread}"' in shown.text and f'action="{BASE}/_genui/regenerate"' in shown.text
+    posted = client.post(thread, data={"user": "ada", "text": "nice"}, follow_redirects=False)
+    assert posted.status_code == 303 and posted.headers["location"] == thread
+    answered = visit(client, thread).text
+    assert "<b>ada</b>" in answered and "Welcome, ada!" in answered and not outside(answered)
+    again = client.post(
+        f"{BASE}/_genui/regenerate",
+        data={"site": "forum", "url": thread.removeprefix(f"{BASE}/forum")},  # as its toolbar's form has it
+        headers={"origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert again.status_code == 303 and again.headers["location"].startswith(thread)
+
+
+def test_a_click_under_the_base_path_names_its_parent_page(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = under(client_factory, all_sites, engine)
+    visit(client, f"{BASE}/wiki/Lisp")
+    visit(client, f"{BASE}/wiki/Lisp_tree", headers={"hx-current-url": f"http://testserver{BASE}/wiki/Lisp"})
+    assert "<from>Lisp</from>" in engine.calls[-1].prompt
+
+
+def test_outside_the_base_path_the_root_leads_to_it_and_the_rest_says_where_it_is(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    engine = FakeEngine()
+    client = under(client_factory, all_sites, engine)
+    for root in ("/", BASE):
+        answer = client.get(root, follow_redirects=False)
+        assert answer.status_code in (301, 302, 307, 308) and answer.headers["location"] == f"{BASE}/", root
+    stripped = client.get("/wiki/Lisp")  # a proxy that cut the base path off
+    assert stripped.status_code == 404 and f"{BASE}/" in stripped.text and "--base-path" in stripped.text
+    assert client.get("/_genui/static/genui.js").status_code == 404
+    assert client.get("/robots.txt").text.startswith("#")  # asked for at the host's root, as a crawler asks
+    icon = client.get("/favicon.ico", follow_redirects=False)
+    assert icon.headers["location"] == f"{BASE}/_genui/static/favicon.svg"
+    assert client.get(icon.headers["location"]).status_code == 200
+    assert client.get(f"{BASE}/_genui/nothing").status_code == 404
+    assert not engine.calls  # nothing was written for any of it
+
+
+def test_one_cache_serves_a_site_under_a_base_path_and_at_the_root(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    db = tmp_path / "shared.sqlite3"
+    with TestClient(create_app(all_sites, FakeEngine(), db_path=db, base_path=BASE)) as client:
+        assert f'hx-get="{BASE}/wiki/Lisp_tree"' in visit(client, f"{BASE}/wiki/Lisp").text
+    engine = FakeEngine()
+    with TestClient(create_app(all_sites, engine, db_path=db)) as client:
+        page = client.get("/wiki/Lisp").text
+        assert 'hx-get="/wiki/Lisp_tree"' in page and BASE not in page and not engine.calls
+
+
+def test_a_single_site_under_a_base_path(client_factory: ClientFactory, wiki: Site) -> None:
+    client = under(client_factory, [wiki])
+    page = visit(client, f"{BASE}/Lisp")
+    assert page.status_code == 200 and f'hx-get="{BASE}/Lisp_tree"' in page.text and not outside(page.text)
+    assert f'href="{BASE}/"' in page.text  # the site's own front page, its brand link
+    assert client.get(BASE, follow_redirects=False).headers["location"] == f"{BASE}/"
+
+
+def test_a_sites_images_are_shown_under_the_base_path(client_factory: ClientFactory, tmp_path: Path) -> None:
+    client = under(client_factory, [shop_site(tmp_path)], FakeEngine(images_writer))
+    page = visit(client, f"{BASE}/Old_maps").text
+    assert page.count(f'src="{BASE}/_genui/assets/shop/logo.png"') == 2  # the opening's and the model's
+    assert client.get(f"{BASE}/_genui/assets/shop/logo.png").status_code == 200 and not outside(page)
+    with sqlite3.connect(pages_of(client).store.path) as db:
+        (stored,) = db.execute("SELECT html FROM pages").fetchone()
+    assert 'src="/_genui/assets/shop/logo.png"' in stored and BASE not in stored  # kept as any server serves it
+
+
+@pytest.mark.parametrize("bad", ["demo", "/demo/", "/", "/a/../b", "/a//b", "/a b", "/a?b"])
+def test_a_base_path_that_is_no_path_prefix_is_refused(all_sites: list[Site], bad: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="base_path"):
+        create_app(all_sites, FakeEngine(), db_path=tmp_path / "db.sqlite3", base_path=bad)
+
+
+@pytest.mark.parametrize("given", ["demo", "/demo", "/demo/", "demo/"])
+def test_genui_serve_takes_a_base_path_with_or_without_its_slashes(given: str) -> None:
+    assert base_path(given) == BASE
+    assert base_path("/") == ""
+
+
+@pytest.mark.parametrize("bad", ["/a b", "/a/../b", "/a//b", "/a?b", "/é"])
+def test_genui_serve_refuses_a_base_path_that_is_no_path_and_says_what_one_is(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--base-path", bad, "--port", "1"])
+    said = capsys.readouterr().err
+    assert stopped.value.code == 2 and "--base-path" in said and "/demo" in said and repr(bad) in said
+
+
+@pytest.mark.browser
+def test_in_a_browser_a_site_under_a_base_path_is_browsed_written_live_replied_to_and_gone_back_in(
+    tmp_path: Path,
+) -> None:
+    engine = FakeEngine(delay=0.05, steps=4)
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", base_path=BASE)
+    with served(app) as url, browser_page() as page:
+        problems = collect_problems(page)
+        page.on("response", lambda answer: problems.append(answer.url) if answer.status >= 400 else None)
+        page.goto(url + "/")  # the host's root leads to the sites
+        page.wait_for_url(f"{url}{BASE}/")
+        page.click("text=Genpedia")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        assert page.url == f"{url}{BASE}/wiki/"
+
+        engine.hold = threading.Event()  # the page waits for its last frame until its draft has been seen
+        page.click("text=Genpedia tree")
+        page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)  # the live stream, under the base path
+        engine.hold.set()
+        page.wait_for_selector(f"{FINISHED}:text-is('Genpedia tree')", timeout=15_000)
+        assert page.url == f"{url}{BASE}/wiki/Genpedia_tree" and "<from>Genpedia</from>" in engine.calls[-1].prompt
+        page.go_back()
+        page.wait_for_selector(f"{FINISHED}:text-is('Genpedia')", timeout=15_000)
+        assert page.url == f"{url}{BASE}/wiki/"
+
+        page.goto(f"{url}{BASE}/forum/r/hacking/My_first_lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.fill(".genui-reply input[name=user]", "ada")
+        page.fill(".genui-reply textarea[name=text]", "Hello from under a base path")
+        page.click(".genui-reply button[type=submit]")
+        page.wait_for_selector("#genui-content:not(.genui-live) .reply p:text-is('Welcome, ada!')", timeout=15_000)
+        assert page.url == f"{url}{BASE}/forum/r/hacking/My_first_lisp"
+        calls = len(engine.calls)
+        page.click(".genui-regenerate button")
+        page.wait_for_selector("#genui-content.genui-live", state="detached", timeout=15_000)
+        assert len(engine.calls) == calls + 1 and page.url.startswith(f"{url}{BASE}/forum/r/hacking/My_first_lisp")
+        assert page.evaluate("window.getComputedStyle(document.body).fontFamily")  # genui.css was there
+    assert not problems, problems
+
+
+def test_with_reload_a_site_edited_or_made_meanwhile_is_served_under_the_base_path(
+    client_factory: ClientFactory, tmp_path: Path
+) -> None:
+    sites = tmp_path / "sites"
+    for name in ("forum", "wiki"):
+        shutil.copytree(SITES_DIR / name, sites / name)
+    client = client_factory(
+        [load_site(sites / "forum"), load_site(sites / "wiki")],
+        FakeEngine(),
+        reload=True,
+        sites_dir=sites,
+        app_options={"base_path": BASE},
+    )
+    pages = pages_of(client)
+    create_site("garden", "Plants and how to keep them.", sites)
+    assert eventually(lambda: "garden" in pages.sites)
+    front = visit(client, f"{BASE}/garden/")
+    assert front.status_code == 200 and f'href="{BASE}/garden/"' in front.text and not outside(front.text)
+    assert f'href="{BASE}/garden/"' in client.get(f"{BASE}/").text
+    toml = sites / "wiki" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('title = "Genpedia"', 'title = "Hackopedia"'), "utf-8")
+    assert eventually(lambda: "Hackopedia" in client.get(f"{BASE}/wiki/Lisp").text)
+    assert not outside(visit(client, f"{BASE}/wiki/Lisp").text)
