@@ -39,7 +39,8 @@ WORDS: dict[str, str] = {
     "rewrite": "Rewrite",
     "rewrite_hint": "Write this section again; the rest of the page stays as it is",
     # a page being written
-    "waiting": "Waiting for the model…",
+    "placeholder": "Loading…",  # until genui.js opens its stream (without scripts, until the page is written)
+    "waiting": "Waiting for the model…",  # its stream open, before its first frame
     # a page may end before its last canvas: "of at most" (a page that ended at 3 read "canvas 3 of 6")
     "progress": "Writing: part {canvas} of at most {canvases}, step {step}",
     "progress_open": "Writing: part {canvas}, step {step}",  # an engine that does not say how many canvases
@@ -75,6 +76,7 @@ WORDS: dict[str, str] = {
     "offline_link": "You are offline: the page asked for opens once the connection is back.",
     "offline_writing": "You are offline: the page carries on once the connection is back.",  # a page being written
     "back_online": "You are back online: send it again.",  # a form that could not be sent offline
+    "unanswered": "The server has not answered yet: the connection may be slow.",  # a link or a form, after 6 s
     # what the server says of a page it cannot give now (a 503 or a 404, its error page or a stream's end)
     "back_to": "Back to {title}",
     "try_again": "Try again",
@@ -107,6 +109,8 @@ SCRIPT_WORDS = (
     "offline_link",
     "offline_writing",
     "back_online",
+    "unanswered",
+    "waiting",
 )
 MOST = 200  # characters of one of a site's words
 

@@ -626,8 +626,18 @@
     }
   });
 
-  // A page's stream that never opens (a proxy that does not pass WebSockets on) would leave "Waiting for the model…"
-  // for good, the ws extension trying again and again: after two closes with no open, the page goes to its wait URL
+  // A page being written says "Loading…" until its stream opens: on a slow link its scripts came seconds after its
+  // HTML, which said "Waiting for the model…" meanwhile, while the model wrote on. Open, the stream sends the page's
+  // first frame as soon as there is one: until then, the page waits for the model.
+  document.addEventListener("htmx:wsOpen", function (event) {
+    var progress = event.target.querySelector("#genui-progress[data-genui-placeholder]");
+    if (progress) {
+      progress.textContent = say("waiting", {}, "Waiting for the model…");
+    }
+  });
+
+  // A page's stream that never opens (a proxy that does not pass WebSockets on) would leave "Loading…" for good, the
+  // ws extension trying again and again: after two closes with no open, the page goes to its wait URL
   // (data-genui-wait), which answers once the page is written. Only its drafts are lost.
   var CLOSES_BEFORE_WAITING = 2;
   document.addEventListener("htmx:wsOpen", function (event) {
@@ -700,6 +710,7 @@
       ? say("offline_link", {}, "You are offline: the page asked for opens once the connection is back.")
       : say("offline", {}, "You are offline.");
     announced(line.textContent);
+    unanswered(); // offline, this line says why nothing comes
   }
 
   // a request since (a reply sent, another link) is what the visitor wants now, not the link tapped before it
@@ -718,6 +729,47 @@
       progress.textContent = say("offline_writing", {}, WRITING_OFFLINE);
     }
     offline(null); // said once, by the line at the foot of the screen
+  });
+
+  // A request of the page's (a link, a form) still unanswered after a few seconds says so where the offline line
+  // would, until it ends, however it ends: in a tunnel the header's spinner was the only sign, for many seconds. A
+  // page being written is answered at once (its stream says how far it is). 6 s: past what a small page's answer
+  // takes on a slow phone network, and before the 10 s after which a visitor stops waiting for a tap to do something.
+  var UNANSWERED_MS = 6000;
+  var late = 0; // requests sent UNANSWERED_MS ago or more, not ended
+
+  function unanswered() {
+    var line = document.getElementById("genui-unanswered");
+    if (!late || navigator.onLine === false || document.getElementById("genui-offline")) {
+      if (line) {
+        line.remove();
+      }
+      return;
+    }
+    if (!line) {
+      line = document.createElement("p");
+      line.id = "genui-unanswered";
+      line.className = "genui-offline"; // the offline line's place and look
+      line.textContent = say("unanswered", {}, "The server has not answered yet: the connection may be slow.");
+      document.body.appendChild(line);
+      announced(line.textContent);
+    }
+  }
+
+  document.addEventListener("htmx:beforeSend", function (event) {
+    var waited = false;
+    var timer = window.setTimeout(function () {
+      waited = true;
+      late += 1;
+      unanswered();
+    }, UNANSWERED_MS);
+    event.detail.xhr.addEventListener("loadend", function () {
+      window.clearTimeout(timer);
+      if (waited) {
+        late -= 1;
+        unanswered();
+      }
+    });
   });
 
   // A stream's connection may be dead with the browser never told (a laptop that slept, a network changed under
@@ -757,6 +809,7 @@
     if (line) {
       line.remove();
     }
+    unanswered(); // a request still waiting for its answer says so again
     // a form that could not be sent offline says it can be now (it kept what was typed)
     document.querySelectorAll(".genui-send-error").forEach(function (said) {
       said.textContent = say("back_online", {}, "You are back online: send it again.");

@@ -1304,6 +1304,82 @@ def test_a_reply_sent_offline_is_kept_and_said_to_be_sent_again_once_back_online
     assert page.input_value(".genui-reply textarea") == "Sent from a tunnel"
 
 
+def test_a_tap_unanswered_for_six_seconds_says_so_until_its_answer_comes(server: Server, page: Any) -> None:
+    """In a tunnel, a link tapped or a form sent waited for its answer for many seconds with only the header's spinner
+    to show for it (a reader on a flaky network's wish). Offline, the offline line says why instead."""
+    unanswered = "The server has not answered yet: the connection may be slow."
+    page.clock.install()  # the page's time flows, and jumps ahead where the test says
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    held: list[Any] = []
+    # a request that gets no answer until the test gives it one
+    page.route("**/wiki/Genpedia_tree", lambda route: held.append(route))
+    page.click("text=Genpedia tree")
+    while not held:
+        page.wait_for_timeout(20)
+    page.clock.fast_forward(5_000)
+    assert page.query_selector("#genui-unanswered") is None  # a slow answer's first seconds: the spinner's
+    page.clock.fast_forward(1_500)
+    page.wait_for_selector(f"#genui-unanswered.genui-offline:text-is('{unanswered}')")  # the offline line's look
+    assert page.text_content("#genui-announce") == unanswered  # said to screen readers, politely
+    held.pop().continue_()
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia tree')", timeout=15_000)
+    assert page.query_selector("#genui-unanswered") is None
+
+    page.route("**/_genui/regenerate", lambda route: held.append(route))
+    page.click(".genui-regenerate button[type=submit]")
+    while not held:
+        page.wait_for_timeout(20)
+    page.clock.fast_forward(6_500)
+    page.wait_for_selector("#genui-unanswered")
+    page.context.set_offline(True)
+    page.wait_for_selector("#genui-offline:text-is('You are offline.')")
+    assert page.query_selector("#genui-unanswered") is None
+    held.pop().abort("internetdisconnected")
+    page.wait_for_selector(".genui-send-error:text-matches('could not reach the server')")
+    page.context.set_offline(False)
+    page.wait_for_selector("#genui-offline", state="detached", timeout=5_000)
+    assert page.query_selector("#genui-unanswered") is None  # it ended, unanswered: nothing waits now
+
+
+def test_a_page_being_written_says_loading_until_its_stream_opens_then_that_it_waits_for_the_model(
+    tmp_path: Path, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a slow link a typed URL's scripts come seconds after its HTML, which said "Waiting for the model…" all that
+    while, though the model was writing on (a reader on a flaky network's review)."""
+    import genui.stream
+
+    monkeypatch.setattr(genui.stream, "HEARTBEAT_S", 60.0)  # no progress line from the server before a frame
+    gate = threading.Event()
+
+    class Queued(FakeEngine):  # no frame until the gate opens: a model writing other pages first
+        def stream(self, request: Any) -> Any:
+            frames = super().stream(request)
+
+            async def later() -> Any:
+                while not gate.is_set():
+                    await asyncio.sleep(0.01)
+                async for frame in frames:
+                    yield frame
+
+            return later()
+
+    with served(create_app(example_sites(), Queued(delay=0.02, steps=2), db_path=tmp_path / "pages.sqlite3")) as url:
+        scripts: list[Any] = []
+        # a slow link: the scripts have not come yet (htmx, its ws extension, genui.js)
+        page.route("**/_genui/static/*.js", lambda route: scripts.append(route))
+        page.goto(url + "/wiki/Slow_link", wait_until="commit")
+        page.wait_for_selector("#genui-progress")
+        assert page.text_content("#genui-progress") == "Loading…"
+        while len(scripts) < 3:
+            page.wait_for_timeout(20)
+        for script in scripts:
+            script.continue_()
+        page.wait_for_selector("#genui-progress:text-is('Waiting for the model…')", timeout=10_000)
+        gate.set()
+        page.wait_for_selector(FINISHED + ":text-is('Slow link')", timeout=15_000)
+
+
 def test_after_a_restart_a_phone_keeps_the_room_of_the_controls_the_routes_stored_page_has(
     tmp_path: Path, page: Any
 ) -> None:
