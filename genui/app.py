@@ -3,8 +3,9 @@
 Several sites are served under ``/{name}/`` behind an index page at ``/``; a single site is served at ``/``.
 genui's own endpoints live under ``/_genui/`` (static files, site stylesheets, the live streams, the wait for a
 finished page, regenerate, rewrite a section, variations and keeping one, the health check). With a base path
-(``/demo``: genui serve --base-path, for a reverse proxy that serves genui beside other things on one host) every one
-of those is under it: ``/demo/wiki/…``, ``/demo/_genui/…``.
+(``/demo``: genui serve --base-path, for a reverse proxy that serves genui beside other things on one host) every URL
+the app writes is under it (``/demo/wiki/…``, ``/demo/_genui/…``), and it answers each with or without it: the proxy
+may pass the path on as it is or cut the base path off.
 """
 
 from __future__ import annotations
@@ -250,10 +251,10 @@ def create_app(
     ``hosts``: the names (a Host header's, port aside) the app answers for, any other refused (genui/hosts.py, DNS
     rebinding); None (default) for every name. ``mounted``: each site at ``/{name}`` behind the index though only
     one is served (others under ``sites_dir`` join it once they load, with ``reload``). ``base_path``: the path
-    every URL of the app is under ("/demo", BASE_PATH; "" for none), as a reverse proxy passes them on: the sites at
-    ``/demo/`` or ``/demo/{name}/``, genui's endpoints at ``/demo/_genui/``. ``/`` then leads there, and any other
-    address outside it is a 404 that says where the sites are; ``/robots.txt`` and ``/favicon.ico`` stay at the root,
-    where they are asked for.
+    every URL the app writes is under ("/demo", BASE_PATH; "" for none): the sites at ``/demo/`` or
+    ``/demo/{name}/``, genui's endpoints at ``/demo/_genui/``. It answers them so, and without the base path too, as a
+    reverse proxy that cuts it off passes them on; ``/demo`` leads to ``/demo/``, and ``/robots.txt`` and
+    ``/favicon.ico`` stay at the root, where they are asked for.
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
@@ -315,45 +316,50 @@ def create_app(
     async def to_base(request: Request) -> Response:
         return RedirectResponse(f"{base}/")
 
-    async def outside(request: Request) -> Response:  # a proxy that strips the base path sends its pages here
-        message = f"Not found. genui serves its sites under {base}/ (genui serve --base-path): a reverse proxy passes"
-        raise HTTPException(404, f"{message} each address on as it is, {base} included.")
+    def served(prefix: str) -> list[BaseRoute]:
+        """genui's endpoints and the sites' pages, under ``prefix``."""
+        under: list[BaseRoute] = [
+            # compressed: htmx, its ws extension, genui.js and genui.css are 119 KB as they are (37 KB so), 9 s of a
+            # first visit on a slow phone link (a reader on a flaky network's review); they hold no secret, so no
+            # BREACH (pages are sent as they are, for that reason)
+            Mount(prefix + "/_genui/static", GZipMiddleware(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
+            Route(prefix + "/_genui/css/{site}.css", views.stylesheet),
+            Route(prefix + ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # 405 but for GET, HEAD
+            Route(prefix + REGENERATE_PATH, views.regenerate, methods=["POST"]),
+            Route(prefix + REWRITE_PATH, views.rewrite, methods=["POST"]),
+            Route(prefix + VARIATIONS_PATH, views.variations, methods=["POST"]),
+            Route(prefix + VARIATIONS_PATH, views.candidates, methods=["GET", "HEAD"]),
+            Route(prefix + KEEP_PATH, views.keep, methods=["POST"]),
+            Route(prefix + WAIT_PATH, views.wait),
+            Route(prefix + INTENT_PATH, views.intent, methods=["POST"]),
+            Route(prefix + HEALTH_PATH, views.health),
+            Route(prefix + LIVE_PATH, views.live),
+            WebSocketRoute(prefix + WS_PATH, stream.serve),
+            WebSocketRoute(prefix + VARIATIONS_WS_PATH, stream.serve_variations),
+            # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
+            Route(prefix + "/_genui", not_found),
+            Route(prefix + "/_genui/{rest:path}", not_found),
+        ]
+        if single:
+            return [*under, Route(prefix + "/{path:path}", EveryMethod(views.page))]
+        return [
+            *under,
+            Route(prefix + "/", views.index),
+            Route(prefix + "/{site}", views.to_site),
+            Route(prefix + "/{site}/{path:path}", EveryMethod(views.page)),
+        ]
 
     routes: list[BaseRoute] = [
         Route("/robots.txt", robots_txt),
         Route("/favicon.ico", favicon),
         *(Route(path, not_found) for path in NO_ICONS),
-        # compressed: htmx, its ws extension, genui.js and genui.css are 119 KB as they are (37 KB so), 9 s of a first
-        # visit on a slow phone link (a reader on a flaky network's review); they hold no secret, so no BREACH (pages
-        # are sent as they are, for that reason)
-        Mount(base + "/_genui/static", GZipMiddleware(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
-        Route(base + "/_genui/css/{site}.css", views.stylesheet),
-        Route(base + ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # a 405 but for GET and HEAD
-        Route(base + REGENERATE_PATH, views.regenerate, methods=["POST"]),
-        Route(base + REWRITE_PATH, views.rewrite, methods=["POST"]),
-        Route(base + VARIATIONS_PATH, views.variations, methods=["POST"]),
-        Route(base + VARIATIONS_PATH, views.candidates, methods=["GET", "HEAD"]),
-        Route(base + KEEP_PATH, views.keep, methods=["POST"]),
-        Route(base + WAIT_PATH, views.wait),
-        Route(base + INTENT_PATH, views.intent, methods=["POST"]),
-        Route(base + HEALTH_PATH, views.health),
-        Route(base + LIVE_PATH, views.live),
-        WebSocketRoute(base + WS_PATH, stream.serve),
-        WebSocketRoute(base + VARIATIONS_WS_PATH, stream.serve_variations),
-        # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
-        Route(base + "/_genui", not_found),
-        Route(base + "/_genui/{rest:path}", not_found),
+        *served(base),
     ]
-    if single:
-        routes.append(Route(base + "/{path:path}", EveryMethod(views.page)))
-    else:
-        routes += [
-            Route(base + "/", views.index),
-            Route(base + "/{site}", views.to_site),
-            Route(base + "/{site}/{path:path}", EveryMethod(views.page)),
-        ]
-    if base:  # what is outside it: "/" leads there, and the rest says where the sites are
-        routes += [Route(base, to_base), Route("/", to_base), Route("/{rest:path}", outside)]
+    if base:
+        # Without it too: a proxy may pass each address on as it is (nginx's proxy_pass with no path, Caddy's handle)
+        # or cut the base path off (a / after the port, handle_path), and the pages' links, under it, work either way.
+        # Redirecting / to the base path looped where it was cut off (a hackathon team's review).
+        routes += [Route(base, to_base), *served("")]
     app = Starlette(routes=routes, exception_handlers=exception_handlers(screens), lifespan=lifespan)
     if hosts is not None:  # inside SecurityHeaders: its refusals carry them
         app.add_middleware(HostCheck, hosts=frozenset(host_name(host) for host in hosts))

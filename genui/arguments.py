@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -113,11 +113,15 @@ def site_from(name_or_folder: str, directory: Path) -> Site:
     return sites_in(directory, [name_or_folder])[0]
 
 
-def located(site: Site, path: str) -> Location:
+def located(site: Site, path: str, mounts: Collection[str] = ()) -> Location:
     """The page of ``site`` at a site-relative URL, or UsageError. A page's address as a browser shows it serves
     too: a whole URL (`http://127.0.0.1:8000/recipes/Pancakes`), its path under the site's name read first as the
     site's own (genui serve puts each site under /NAME where it serves several: `http://…/wiki/` is the wiki's front
-    page, not an article "Wiki"), and a bare path under the site's name where the site's routes match nothing."""
+    page, not an article "Wiki"), and a bare path under the site's name where the site's routes match nothing. A
+    server under a base path (genui serve --base-path /team3) shows `http://…/team3/wiki/Lisp`: a whole URL's path
+    is read first under each of ``mounts`` it starts with (where the site's pages were served, as the page cache
+    knows them: `/team3` for one site served alone there), the longest first, and last, where nothing else names a
+    page, under the first of its segments that names the site."""
     try:
         parts = urlsplit(path)
     except ValueError as err:  # "http://[": no URL at all
@@ -126,13 +130,15 @@ def located(site: Site, path: str) -> Location:
     if whole:
         path = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
     runtime = SiteRuntime.build(site, "")
-    mount = f"/{site.name}"
-    under = path[len(mount) :] if path == mount or path.startswith((f"{mount}/", f"{mount}?")) else None
-    if under is not None:
-        under = under if under.startswith("/") else "/" + under
-    readings = [reading for reading in ([path, under] if not whole else [under, path]) if reading is not None]
+    if whole:  # under a mount the cache knows, under the site's name, as it is, under the site's name further in
+        known = [_under(path, mount) for mount in sorted(mounts, key=len, reverse=True) if mount]
+        segments = parts.path.split("/")
+        named = "/".join(segments[: segments.index(site.name, 1) + 1]) if site.name in segments[1:] else None
+        readings = [*known, _under(path, f"/{site.name}"), path, _under(path, named) if named else None]
+    else:
+        readings = [path, _under(path, f"/{site.name}")]
     problems = []
-    for reading in readings:  # the first that names a page, with every query key its route takes
+    for reading in dict.fromkeys(reading for reading in readings if reading is not None):  # the first that names a page
         try:
             location = runtime.locate(reading)
         except BadRequest as err:
@@ -146,6 +152,14 @@ def located(site: Site, path: str) -> Location:
         else:
             return location
     raise UsageError(problems[0])
+
+
+def _under(path: str, mount: str) -> str | None:
+    """``path`` (a query may follow it) as the URL under ``mount`` it is, or None where it is not under it."""
+    if path != mount and not path.startswith((f"{mount}/", f"{mount}?")):
+        return None
+    under = path[len(mount) :]
+    return under if under.startswith("/") else "/" + under
 
 
 MOST = 2**63 - 1  # the largest whole number SQLite stores: a count or an id past it is no row's
@@ -181,8 +195,8 @@ def base_path(text: str) -> str:
         return ""
     if not BASE_PATH.fullmatch(path):
         raise argparse.ArgumentTypeError(
-            "expected a URL path such as /demo or /apps/genui (letters, digits and -._~ in each part, no . or .."
-            f" part), got {text!r}"
+            "expected a URL path such as /demo or /apps/genui (each part of it letters, digits or -._~!$&'()*+,;=:@,"
+            f" and no part . or ..), got {text!r}"
         )
     return path
 

@@ -466,10 +466,10 @@ def _parser() -> argparse.ArgumentParser:
         type=base_path,
         default="",
         metavar="PATH",
-        help="serve everything under this path (/demo: the sites at /demo/, genui's own files at /demo/_genui/), for "
-        "a reverse proxy that serves genui beside other things on one host and passes each address on as it is, the"
-        " path included (nginx: location /demo/ { proxy_pass http://127.0.0.1:8000; }, no path after the port; "
-        "docs/security.md). Default: the root",
+        help="write every address under this path (/demo: the sites at /demo/, genui's own files at /demo/_genui/), "
+        "for a reverse proxy that serves genui beside other things on one host; it may pass each address on as it "
+        "is or cut the path off (nginx: location /demo/ { proxy_pass http://127.0.0.1:8000; }; docs/security.md, "
+        "which says what else a shared host needs). Default: the root",
     )
     serve.add_argument("--db", default=str(DEFAULT_DB), help="SQLite page cache (default: %(default)s)")
     serve.add_argument(
@@ -532,7 +532,7 @@ def _parser() -> argparse.ArgumentParser:
         help="for working on a site: load a site again when its site.toml, prompts or stylesheet change, with no "
         "restart (a config that fails to load is shown on its pages, to every visitor, paths included, so not on a "
         "public server; the last good one is served); where several sites are served and none was named with "
-        "--site, a site made in the sites folder meanwhile (genui new) is served too, at /NAME",
+        "--site, a site made in the sites folder meanwhile (genui new) is served too, at /NAME (under --base-path)",
     )
     model_options(serve)
     serve.set_defaults(run=_serve)

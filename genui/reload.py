@@ -126,10 +126,12 @@ class SiteReloader:
                 self._tried[root] = state  # said again only when its files change
                 (only,) = self.pages.sites
                 log.warning(
-                    "new site in %s not served: %s is served alone, at /; restart genui serve to serve both, each at"
-                    " /NAME",
+                    "new site in %s not served: %s is served alone, at %s/; restart genui serve to serve both, each at"
+                    " %s/NAME",
                     folder,
                     only,
+                    self.pages.base,
+                    self.pages.base,
                 )
                 continue
             try:

@@ -170,10 +170,11 @@ class Screens:
         context = self._site_context(runtime, heading)
         # A page asked for too soon (503 with Retry-After) asks again by itself, as its message says; only a GET's.
         retry = (headers or {}).get("Retry-After") if request.scope.get("method") == "GET" else None
-        # The URL asked for, as a path: never "//host/…", which a browser would take for another site.
-        here = url_path("/" + request.scope["path"].lstrip("/")) + (
-            f"?{request.url.query}" if request.url.query else ""
-        )
+        # The URL asked for, as a path: never "//host/…", which a browser would take for another site; under the
+        # base path, which a proxy may have cut off (create_app's base_path).
+        path, base = "/" + request.scope["path"].lstrip("/"), runtime.base
+        under = path if not base or path == base or path.startswith(base + "/") else base + path
+        here = url_path(under) + (f"?{request.url.query}" if request.url.query else "")
         refresh = {"seconds": retry, "url": here} if retry else None
         context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
         context["navigation"] = everywhere(runtime)

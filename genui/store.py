@@ -737,6 +737,15 @@ class Store:
                     ).rowcount
         return moved
 
+    def mounts(self, site: str) -> list[str]:
+        """The mounts the site's stored pages were written under ("", "/wiki", "/team3/wiki": genui serve
+        --base-path), those of pages from before mounts were kept aside."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT mount FROM pages WHERE site = ? AND mount IS NOT NULL", (site,)
+            ).fetchall()
+        return [mount for (mount,) in rows]
+
     def stored_paths(self, site: str) -> list[str]:
         """Every path the site has pages or readers' posts stored under."""
         with self._lock:

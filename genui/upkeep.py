@@ -447,7 +447,6 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
 
     site = site_from(args.warm_site, Path(args.sites_dir))
     runtime = SiteRuntime.build(site, "")
-    locations = [located(site, path) for path in args.paths or ["/"]]
     cached = 0
 
     def report(page: Warmed) -> None:
@@ -461,8 +460,16 @@ def _warm(args: argparse.Namespace, loader: EngineLoader) -> int:
             print(f"wrote    {page.seconds:>6.1f} s  {shown(page.url)}", flush=True)
 
     db = Path(args.db)
-    # made if missing, as genui serve makes it
-    store = _open_store(db) if db.exists() else Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
+    stored = _open_store(db) if db.exists() else None
+    try:  # an address as a browser showed it, under a mount the cache knows (genui serve --base-path)
+        mounts = stored.mounts(site.name) if stored is not None else []
+        locations = [located(site, path, mounts) for path in args.paths or ["/"]]
+    except UsageError:
+        if stored is not None:
+            stored.close()
+        raise
+    # made if missing, as genui serve makes it: not for a path mistyped
+    store = stored if stored is not None else Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
     bring_up_to_date(store, runtime)  # an earlier genui's pages are stored pages: not written again
 
     async def run() -> int:
@@ -516,7 +523,7 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
         raise UsageError("name the page's site-relative URL (/ for the front page)")
     site = site_from(args.page_site, Path(args.sites_dir))
     _served_here(store, [site])  # another folder's routes could read the URL as another page's
-    location = located(site, args.path)
+    location = located(site, args.path, store.mounts(site.name))
     deleted = store.forget(site.name, location.path, location.query_string)
     print(f"forgot {counted(deleted, 'version')} of {site.name} {shown(location.url)}; its next visit writes it again")
     return 0
@@ -525,11 +532,12 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
 def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
     thread, site_name = args.thread, args.site
     site = None
-    if thread is not None and site_name is not None:  # any URL of the thread, as genui serve would route it
+    if thread is not None and site_name is not None:
         site = site_from(site_name, Path(args.sites_dir))
-        thread, site_name = located(site, thread).path, site.name
     store = _open_store(Path(args.db))
     try:
+        if site is not None and thread is not None:  # any URL of the thread, as genui serve would route it
+            thread, site_name = located(site, thread, store.mounts(site.name)).path, site.name
         if args.action == "delete":
             return _delete_posts(store, list(dict.fromkeys(args.ids)))
         if site_name is not None and thread is None and site_name not in store.post_counts():

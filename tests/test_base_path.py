@@ -15,10 +15,11 @@ import pytest
 from chromium import browser_page, collect_problems, served
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, example_sites, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
+from starlette.types import ASGIApp, Receive, Scope, Send
 from test_assets import images_writer, shop_site
 
 from genui.app import create_app
-from genui.arguments import base_path
+from genui.arguments import base_path, located
 from genui.cli import main
 from genui.scaffold import create_site
 from genui.sites import Site, load_site
@@ -54,6 +55,11 @@ def addresses(html: str) -> list[str]:
 def outside(html: str) -> list[str]:
     """The addresses in ``html`` that are not under BASE."""
     return [value for value in addresses(html) if not value.startswith(BASE + "/")]
+
+
+def _never_loads() -> FakeEngine:
+    threading.Event().wait()  # the model loads for as long as the test runs
+    raise AssertionError("unreachable")
 
 
 def under(client_factory: ClientFactory, sites: list[Site], engine: FakeEngine | None = None) -> TestClient:
@@ -111,23 +117,36 @@ def test_a_click_under_the_base_path_names_its_parent_page(
     assert "<from>Lisp</from>" in engine.calls[-1].prompt
 
 
-def test_outside_the_base_path_the_root_leads_to_it_and_the_rest_says_where_it_is(
+def test_addresses_with_the_base_path_cut_off_are_answered_as_a_proxy_that_cuts_it_passes_them_on(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
+    """nginx's proxy_pass with a / after the port, Caddy's handle_path: "/" was redirected to /demo/, which the proxy
+    cut to "/" again, for ever (a hackathon team's review)."""
     engine = FakeEngine()
     client = under(client_factory, all_sites, engine)
-    for root in ("/", BASE):
-        answer = client.get(root, follow_redirects=False)
-        assert answer.status_code in (301, 302, 307, 308) and answer.headers["location"] == f"{BASE}/", root
-    stripped = client.get("/wiki/Lisp")  # a proxy that cut the base path off
-    assert stripped.status_code == 404 and f"{BASE}/" in stripped.text and "--base-path" in stripped.text
-    assert client.get("/_genui/static/genui.js").status_code == 404
+    index = client.get("/", follow_redirects=False)
+    assert index.status_code == 200 and f'href="{BASE}/wiki/"' in index.text and not outside(index.text)
+    page = visit(client, "/wiki/Lisp")  # the wait URL it leads to is under the base path, and answered
+    assert page.status_code == 200 and f'hx-get="{BASE}/wiki/Lisp_tree"' in page.text and not outside(page.text)
+    assert client.get("/_genui/static/genui.js").status_code == 200
+    assert client.get("/_genui/health").json()["status"] == "ready"
+    assert client.get(BASE, follow_redirects=False).headers["location"] == f"{BASE}/"
     assert client.get("/robots.txt").text.startswith("#")  # asked for at the host's root, as a crawler asks
     icon = client.get("/favicon.ico", follow_redirects=False)
     assert icon.headers["location"] == f"{BASE}/_genui/static/favicon.svg"
     assert client.get(icon.headers["location"]).status_code == 200
-    assert client.get(f"{BASE}/_genui/nothing").status_code == 404
-    assert not engine.calls  # nothing was written for any of it
+    assert client.get(f"{BASE}/_genui/nothing").status_code == 404 and client.get("/_genui/nothing").status_code == 404
+    assert len(engine.calls) == 1  # Lisp, once: the same page by either address
+
+
+def test_a_page_asked_for_too_soon_with_the_base_path_cut_off_asks_again_under_it(
+    client_factory: ClientFactory, wiki: Site, tmp_path: Path
+) -> None:
+    app = create_app([wiki], db_path=tmp_path / "db.sqlite3", base_path=BASE, load_engine=_never_loads)
+    with TestClient(app) as client:
+        for asked in ("/Lisp", f"{BASE}/Lisp"):
+            answer = client.get(asked)
+            assert answer.status_code == 503 and f'data-genui-retry-url="{BASE}/Lisp"' in answer.text, asked
 
 
 def test_one_cache_serves_a_site_under_a_base_path_and_at_the_root(
@@ -182,16 +201,31 @@ def test_genui_serve_refuses_a_base_path_that_is_no_path_and_says_what_one_is(
     assert stopped.value.code == 2 and "--base-path" in said and "/demo" in said and repr(bad) in said
 
 
+class CutOff:
+    """A reverse proxy that cuts the base path off each address it passes on (Caddy's handle_path, nginx's
+    proxy_pass with a / after the port), in front of an app."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope["path"].startswith(BASE + "/"):
+            path = scope["path"].removeprefix(BASE)
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await self.app(scope, receive, send)
+
+
 @pytest.mark.browser
+@pytest.mark.parametrize("proxy", ["as it is", "cut off"])
 def test_in_a_browser_a_site_under_a_base_path_is_browsed_written_live_replied_to_and_gone_back_in(
-    tmp_path: Path,
+    tmp_path: Path, proxy: str
 ) -> None:
     engine = FakeEngine(delay=0.05, steps=4)
     app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3", base_path=BASE)
-    with served(app) as url, browser_page() as page:
+    with served(app if proxy == "as it is" else CutOff(app)) as url, browser_page() as page:  # type: ignore[arg-type]
         problems = collect_problems(page)
         page.on("response", lambda answer: problems.append(answer.url) if answer.status >= 400 else None)
-        page.goto(url + "/")  # the host's root leads to the sites
+        page.goto(f"{url}{BASE}")  # leads to the sites' list
         page.wait_for_url(f"{url}{BASE}/")
         page.click("text=Genpedia")
         page.wait_for_selector(FINISHED, timeout=15_000)
@@ -245,3 +279,36 @@ def test_with_reload_a_site_edited_or_made_meanwhile_is_served_under_the_base_pa
     toml.write_text(toml.read_text(encoding="utf-8").replace('title = "Genpedia"', 'title = "Hackopedia"'), "utf-8")
     assert eventually(lambda: "Hackopedia" in client.get(f"{BASE}/wiki/Lisp").text)
     assert not outside(visit(client, f"{BASE}/wiki/Lisp").text)
+
+
+@pytest.mark.parametrize(
+    ("address", "mounts", "page"),
+    [
+        ("http://hack.example/team3/wiki/Lisp", [], "/Lisp"),  # under the site's name, further in
+        ("http://hack.example/team3/wiki/", [], "/"),
+        ("http://hack.example/team3/", ["/team3"], "/"),  # one site served alone under it, as the cache knows
+        ("http://hack.example/team3/Lisp", ["", "/team3", "/wiki"], "/Lisp"),
+        ("http://hack.example/wiki/Lisp", ["/team3/wiki"], "/Lisp"),  # as before: under its name
+        ("/team3", [], "/Team3"),  # a site-relative URL is read as one
+    ],
+)
+def test_a_pages_address_under_a_base_path_names_it_on_the_command_line(
+    wiki: Site, address: str, mounts: list[str], page: str
+) -> None:
+    assert located(wiki, address, mounts).url == page
+
+
+def test_cache_forget_and_posts_take_an_address_under_a_base_path_as_a_browser_shows_it(
+    all_sites: list[Site], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "pages.sqlite3"
+    with TestClient(create_app([load_site(SITES_DIR / "wiki")], FakeEngine(), db_path=db, base_path=BASE)) as client:
+        visit(client, f"{BASE}/")
+    with TestClient(create_app(all_sites, FakeEngine(), db_path=db, base_path=BASE)) as client:
+        client.post(f"{BASE}/forum/r/linux/Kernel_news", data={"user": "ada", "text": "hi"})
+    sites = str(SITES_DIR)
+    assert main(["cache", "forget", "wiki", f"http://hack.example{BASE}/", "--db", str(db), "--sites-dir", sites]) == 0
+    assert "forgot 1 version of wiki /;" in capsys.readouterr().out  # the front page, not an article "Demo"
+    thread = f"https://hack.example{BASE}/forum/r/linux/Kernel_news"
+    assert main(["posts", "--site", "forum", "--thread", thread, "--db", str(db), "--sites-dir", sites]) == 0
+    assert "ada" in capsys.readouterr().out
