@@ -35,7 +35,7 @@ from genui.hosts import HostCheck, host_name
 from genui.pages import UNCLAIMED_S, Pages
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
-from genui.routing import BASE_PATH
+from genui.routing import base_path_of
 from genui.runtime import SiteRuntime
 from genui.screens import (
     HEALTH_PATH,
@@ -203,6 +203,30 @@ async def _load(
     return engine
 
 
+def base_clash(base: str, sites: Collection[Site], single: bool) -> str | None:
+    """What a base path's first part shares with the sites' own addresses, if anything: behind a proxy that cuts the
+    base path off, an address that starts with it could not be told from one under it (a site ``wiki`` under
+    ``/wiki``: the browser's ``/wiki/wiki/Lisp`` reaches genui as ``/wiki/Lisp``, the front page's list, a review)."""
+    first = base.split("/")[1] if base else None
+    if first is None:
+        return None
+    taken = None
+    if first == "_genui":
+        taken = "genui's own addresses (/_genui/…)"
+    elif not single and first in {site.name for site in sites}:
+        taken = f"site {first}'s address (/{first}/…)"
+    elif single:
+        (site,) = sites
+        routes = [route.pattern for route in site.routes if route.pattern.split("/")[1:2] == [first]]
+        taken = f"site {site.name}'s route {routes[0]}" if routes else None
+    if taken is None:
+        return None
+    return (
+        f"base path {base} begins like {taken}: behind a proxy that cuts the base path off, the one could not be told"
+        " from the other; give another base path"
+    )
+
+
 def create_app(
     sites: list[Site] | None = None,
     engine: TextEngine | None = None,
@@ -259,10 +283,10 @@ def create_app(
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
         raise ValueError("no sites to serve")
-    if base_path and not BASE_PATH.fullmatch(base_path):
-        raise ValueError(f"base_path must be a URL path such as /demo, with no / at its end, got {base_path!r}")
-    base = base_path
+    base = base_path_of(base_path)  # ValueError: no URL path
     single = len(sites) == 1 and not mounted
+    if (clash := base_clash(base, sites, single)) is not None:
+        raise ValueError(clash)
     problems = Problems()  # every site's templates tried: their problems said in one run
     runtimes = [
         runtime
@@ -289,6 +313,7 @@ def create_app(
                 if owned is not None:
                     await owned.close()
 
+        pages.started = True
         # Shutdown runs these in the reverse order, each one even if one before it failed.
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(store.close)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from genui.routing import BASE_PATH, BadRequest, Location, untaken_keys
+from genui.routing import BadRequest, Location, base_path_of, untaken_keys
 from genui.runtime import SiteRuntime
 from genui.sites import Problems, Site, SiteConfigError, check_names, combined, load_site, site_folders
 
@@ -121,7 +121,7 @@ def located(site: Site, path: str, mounts: Collection[str] = ()) -> Location:
     server under a base path (genui serve --base-path /team3) shows `http://…/team3/wiki/Lisp`: a whole URL's path
     is read first under each of ``mounts`` it starts with (where the site's pages were served, as the page cache
     knows them: `/team3` for one site served alone there), the longest first, and last, where nothing else names a
-    page, under the first of its segments that names the site."""
+    page, under the first of its segments that names the site; a bare path is read so after it is read as it is."""
     try:
         parts = urlsplit(path)
     except ValueError as err:  # "http://[": no URL at all
@@ -130,13 +130,14 @@ def located(site: Site, path: str, mounts: Collection[str] = ()) -> Location:
     if whole:
         path = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
     runtime = SiteRuntime.build(site, "")
-    if whole:  # under a mount the cache knows, under the site's name, as it is, under the site's name further in
-        known = [_under(path, mount) for mount in sorted(mounts, key=len, reverse=True) if mount]
-        segments = parts.path.split("/")
-        named = "/".join(segments[: segments.index(site.name, 1) + 1]) if site.name in segments[1:] else None
-        readings = [*known, _under(path, f"/{site.name}"), path, _under(path, named) if named else None]
-    else:
-        readings = [path, _under(path, f"/{site.name}")]
+    known = [_under(path, mount) for mount in sorted(mounts, key=len, reverse=True) if mount]
+    segments = parts.path.split("/")
+    named = "/".join(segments[: segments.index(site.name, 1) + 1]) if site.name in segments[1:] else None
+    further = _under(path, named) if named else None  # under the site's name further in: /team3/wiki/Lisp
+    if whole:  # under a mount the cache knows, under the site's name, as it is, under its name further in
+        readings = [*known, _under(path, f"/{site.name}"), path, further]
+    else:  # as it is first; then as a whole URL's path is read (a path copied from an access log)
+        readings = [path, _under(path, f"/{site.name}"), *known, further]
     problems = []
     for reading in dict.fromkeys(reading for reading in readings if reading is not None):  # the first that names a page
         try:
@@ -188,17 +189,11 @@ def days(text: str) -> int:
 
 
 def base_path(text: str) -> str:
-    """A command-line base path (genui serve --base-path), as create_app takes it: ``demo``, ``/demo`` and ``/demo/``
-    are ``/demo``, and ``/`` is none."""
-    path = "/" + text.strip("/")
-    if path == "/":
-        return ""
-    if not BASE_PATH.fullmatch(path):
-        raise argparse.ArgumentTypeError(
-            "expected a URL path such as /demo or /apps/genui (each part of it letters, digits or -._~!$&'()*+,;=:@,"
-            f" and no part . or ..), got {text!r}"
-        )
-    return path
+    """A command-line base path (genui serve --base-path), as create_app takes it (genui.routing.base_path_of)."""
+    try:
+        return base_path_of(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 ROBOTS_MOST = 500 * 1024  # bytes of a robots.txt that crawlers read (Google's limit; the rest is ignored)

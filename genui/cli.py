@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.frames import DoneFrame, EngineError
-from genui.app import DEFAULT_DB, ROBOTS, SITES_DIR, OwnedEngine, create_app, model_loading
+from genui.app import DEFAULT_DB, ROBOTS, SITES_DIR, OwnedEngine, base_clash, create_app, model_loading
 from genui.arguments import (
     USAGE_ERROR,
     EngineLoader,
@@ -112,6 +112,8 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             print(f"note: not served until it loads (edit it; --reload tries it again): {err}", file=sys.stderr)
     else:
         sites = sites_in(Path(args.sites_dir), args.site)
+    if (clash := base_clash(args.base_path, sites, len(sites) == 1 and not broken)) is not None:
+        raise UsageError(clash)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
     _say_where(args.host, args.port, args.allowed_host or [], args.base_path)
 
@@ -175,10 +177,10 @@ def _say_where(host: str, port: int, named: list[str], base: str = "") -> None:
     """On an address other machines reach: the address they type (uvicorn says 0.0.0.0, which no browser opens),
     and whether every host name is answered (a workshop host's review). Under a base path, where the sites are:
     uvicorn names the server's root."""
-    if base:
-        shown = f"[{host}]" if ":" in host else host
-        print(f"note: the sites are under {base}/ (http://{shown}:{port}{base}/ on this machine)", file=sys.stderr)
     if is_loopback(host):
+        if base:  # uvicorn names the server's root
+            shown = f"[{host}]" if ":" in host else host
+            print(f"note: the sites are under {base}/: http://{shown}:{port}{base}/", file=sys.stderr)
         return
     if host in WILDCARDS and port and (address := network_address(ipv6=host == "::")) is not None:
         shown = f"[{address}]" if ":" in address else address

@@ -69,6 +69,14 @@ class EngineLoading(EngineOverloaded):
         self.retry_after = LOADING_RETRY_S
 
 
+# An app mounted in another ASGI app whose lifespan does not run it (Starlette runs no mounted app's own): it loads no
+# model, and keeps no notes of pages shown nor closes its cache at shutdown (an embedding developer's review).
+NOT_STARTED = (
+    "genui's app has not started: an app that mounts it must run its lifespan (docs/framework.md, \"In another ASGI"
+    ' app")'
+)
+
+
 class TooManyRuns(HTTPException):
     """A client asked for another page to be written while ``limit`` of its own were still being written: a 429
     with Retry-After, so that one client (a crawler, a script, a tab-happy visitor) cannot take the engine from all
@@ -191,6 +199,7 @@ class Pages:
         self.base = runtimes[0].base if runtimes else ""
         self._clients: dict[Generation | Variations, str] = {}  # runs under way that a client started
         self.loading = False  # the app is loading its engine in the background (genui.app)
+        self.started = False  # the app's lifespan has begun: it loads its engine, keeps its notes, closes the cache
         self.load_error: str | None = None  # why it did not load
         self.expected_model: str | None = None  # the id of the model loading, known before its weights (genui.app)
         self.config_errors: dict[str, str] = {}  # sites whose edited config failed to load (genui/reload.py)
@@ -226,6 +235,8 @@ class Pages:
             return self.engine
         if self.loading:
             raise EngineLoading()
+        if not self.started:
+            raise EngineError(NOT_STARTED)
         raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")
 
     def job(

@@ -143,6 +143,14 @@ class SiteReloader:
                         f"{site.name!r} is the name of {self._roots[site.name] / 'site.toml'} too, which is served",
                         "give the new site another name",
                     )
+                if self.pages.base.split("/")[1:2] == [site.name]:
+                    raise SiteConfigError(
+                        folder / "site.toml",
+                        "name",
+                        f"{site.name!r} begins the server's base path {self.pages.base} (genui serve --base-path):"
+                        " behind a proxy that cuts that off, its pages could not be told from the server's",
+                        "give the new site another name",
+                    )
                 runtime = SiteRuntime.build(site, f"{self.pages.base}/{site.name}", self.pages.base)
             except Exception as err:  # noqa: BLE001 - SiteConfigError, OSError (a file gone mid-copy), or a bug
                 self._tried[root] = state

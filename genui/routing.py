@@ -126,6 +126,20 @@ def _said_once(path: str) -> str:
 BASE_PATH = re.compile(r"(/(?!\.\.?(?:/|$))[A-Za-z0-9._~!$&'()*+,;=:@-]+)+")
 
 
+def base_path_of(text: str) -> str:
+    """A base path as given (``demo``, ``/demo`` or ``/demo/``) as the server writes it: ``/demo``; ``/`` or "" is
+    none (""). ValueError where it is no URL path."""
+    path = "/" + text.strip("/")
+    if path == "/":
+        return ""
+    if not BASE_PATH.fullmatch(path):
+        raise ValueError(
+            "expected a URL path such as /demo or /apps/genui (each part of it letters, digits or -._~!$&'()*+,;=:@,"
+            f" and no part . or ..), got {text!r}"
+        )
+    return path
+
+
 def url_path(path: str) -> str:
     """A decoded path as a URL's path: the characters that would end it or start an escape percent-encoded.
     ``/r/debian/What_is_V.11?`` is a page (a forum thread whose title asks), and its URL is

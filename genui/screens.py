@@ -345,9 +345,8 @@ class Screens:
             "forms": forms,
             "index_url": self.index_url,
             "model_id": self._model_id(),
-            "hint_url": runtime.base + INTENT_PATH
-            if self.pages.reader.links
-            else None,  # genui.js tells it the link pointed at
+            # where genui.js tells it the link pointed at
+            "hint_url": runtime.base + INTENT_PATH if self.pages.reader.links else None,
             "document_title": f"{title} — {site.title}" if title else site.title,
             "thread": None,
             "navigation": [],

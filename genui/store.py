@@ -739,7 +739,7 @@ class Store:
 
     def mounts(self, site: str) -> list[str]:
         """The mounts the site's stored pages were written under ("", "/wiki", "/team3/wiki": genui serve
-        --base-path), those of pages from before mounts were kept aside."""
+        --base-path), not counting pages stored before mounts were kept (they have none)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT DISTINCT mount FROM pages WHERE site = ? AND mount IS NOT NULL", (site,)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import sqlite3
 from collections.abc import Callable, Mapping
@@ -41,7 +42,17 @@ from genui.inputs import (
     site_named,
     small_form,
 )
-from genui.pages import BUSY, LOADING_RETRY_S, Job, NoSuchVersion, Pages, ServerStopping, StillWriting, TooManyRuns
+from genui.pages import (
+    BUSY,
+    LOADING_RETRY_S,
+    NOT_STARTED,
+    Job,
+    NoSuchVersion,
+    Pages,
+    ServerStopping,
+    StillWriting,
+    TooManyRuns,
+)
 from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import SENT_FIELD, SENT_TOKEN, Screens, candidates_url, words_of
@@ -58,6 +69,7 @@ CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
 # A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a
 # reverse proxy cuts a request it has heard nothing of (nginx after 60 s, with its bare 504, and the run was dropped).
 WAIT_ANSWER_S = 45.0
+log = logging.getLogger("genui")
 
 
 def _pushed(url: str) -> dict[str, str]:
@@ -74,6 +86,7 @@ class Views:
 
     def __init__(self, pages: Pages, screens: Screens) -> None:
         self.pages, self.screens = pages, screens
+        self._said_mount = False  # _check_mount said its finding in the log
 
     async def index(self, request: Request) -> Response:
         response = self.screens.index(request)
@@ -90,6 +103,7 @@ class Views:
         stopped = getattr(engine, "failure", None)
         headers: dict[str, str] = {}
         gone = pages.store.gone()
+        not_started = None if pages.started or engine is not None else NOT_STARTED
         if pages.stopping.is_set():  # a load balancer sends no one new to a server on its way out
             status, code = "stopping", 503
         elif gone is not None:  # what it would store is lost: a load balancer sends no one, the operator restarts
@@ -103,7 +117,7 @@ class Views:
         body = {
             "status": status,
             "model": pages.model_id,  # while it loads: the one being loaded, once known
-            "error": gone or (pages.load_error if stopped is None else str(stopped)),
+            "error": gone or (pages.load_error if stopped is None else str(stopped)) or not_started,
             "sites": list(pages.sites),
             "busy": pages.busy(),
             "reading_ahead": pages.reader.reading,
@@ -139,6 +153,25 @@ class Views:
                 self.pages.reader.hinted(self.pages.job(runtime, location, parent_url(request, runtime)))
         return Response(status_code=204)
 
+    def _check_mount(self, request: Request) -> None:
+        """Said once in the log: an app mounted in another ASGI app (at the scope's ``root_path``) under another path
+        than the one it writes its addresses under (a link, a script or a stream of each page would miss it), or
+        whose lifespan nobody runs (an embedding developer's review: neither was said anywhere)."""
+        if self._said_mount:
+            return
+        root = request.scope.get("root_path", "")
+        if root and root != self.pages.base:
+            self._said_mount = True
+            log.error(
+                "genui's app is mounted at %s but writes its addresses under %s: create it with base_path=%r",
+                root,
+                self.pages.base or "/",
+                root,
+            )
+        if not self.pages.started:
+            self._said_mount = True
+            log.error("%s", NOT_STARTED)
+
     async def to_site(self, request: Request) -> Response:
         return RedirectResponse(site_named(self.pages, request.path_params["site"]).url("/"))
 
@@ -160,6 +193,7 @@ class Views:
         return await Revalidated(directory=site.assets_dir(), check_dir=False).get_response(name, request.scope)
 
     async def page(self, request: Request) -> Response:
+        self._check_mount(request)
         name = request.path_params.get("site")
         runtime = _serving(
             request, next(iter(self.pages.sites.values())) if name is None else site_named(self.pages, name)

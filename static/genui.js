@@ -67,9 +67,12 @@
   // Two clicks in a row on a slow connection: the page clicked last is the one shown, whichever answer comes last.
   // (htmx's hx-sync would abort the first request, which htmx reports as an error.)
   var latest = null;
+  var forMain = new WeakSet(); // the requests of pages for #genui-main: of those, only the latest is waited for
   document.addEventListener("htmx:beforeRequest", function (event) {
     if (event.detail.target && event.detail.target.id === "genui-main") {
       latest = event.detail.xhr;
+      forMain.add(latest);
+      unanswered(); // an earlier click's request unanswered is not waited for any more
     }
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
@@ -736,11 +739,14 @@
   // page being written is answered at once (its stream says how far it is). 6 s: past what a small page's answer
   // takes on a slow phone network, and before the 10 s after which a visitor stops waiting for a tap to do something.
   var UNANSWERED_MS = 6000;
-  var late = 0; // requests sent UNANSWERED_MS ago or more, not ended
+  var late = []; // requests sent UNANSWERED_MS ago or more, not ended
 
   function unanswered() {
     var line = document.getElementById("genui-unanswered");
-    if (!late || navigator.onLine === false || document.getElementById("genui-offline")) {
+    var waited = late.some(function (xhr) {
+      return !forMain.has(xhr) || xhr === latest; // an earlier click's page is thrown away when it comes
+    });
+    if (!waited || navigator.onLine === false || document.getElementById("genui-offline")) {
       if (line) {
         line.remove();
       }
@@ -756,20 +762,22 @@
     }
   }
 
-  document.addEventListener("htmx:beforeSend", function (event) {
-    var waited = false;
+  function watched(xhr) {
     var timer = window.setTimeout(function () {
-      waited = true;
-      late += 1;
+      late.push(xhr);
       unanswered();
     }, UNANSWERED_MS);
-    event.detail.xhr.addEventListener("loadend", function () {
+    xhr.addEventListener("loadend", function () {
       window.clearTimeout(timer);
-      if (waited) {
-        late -= 1;
-        unanswered();
-      }
+      late = late.filter(function (other) {
+        return other !== xhr;
+      });
+      unanswered();
     });
+  }
+  // (Back and Forward load the page as the browser does, with its own signs: htmx keeps no copies, and refreshes.)
+  document.addEventListener("htmx:beforeSend", function (event) {
+    watched(event.detail.xhr);
   });
 
   // A stream's connection may be dead with the browser never told (a laptop that slept, a network changed under

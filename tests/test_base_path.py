@@ -4,16 +4,22 @@ links, genui's scripts and endpoints and the site's images, is under /demo."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from chromium import browser_page, collect_problems, served
 from fakes import SITES_DIR, ClientFactory, FakeEngine, eventually, example_sites, pages_of, visit, ws_messages
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from test_assets import images_writer, shop_site
@@ -179,10 +185,38 @@ def test_a_sites_images_are_shown_under_the_base_path(client_factory: ClientFact
     assert 'src="/_genui/assets/shop/logo.png"' in stored and BASE not in stored  # kept as any server serves it
 
 
-@pytest.mark.parametrize("bad", ["demo", "/demo/", "/", "/a/../b", "/a//b", "/a b", "/a?b"])
+@pytest.mark.parametrize("bad", ["/a/../b", "/a//b", "/a b", "/a?b", "/%2e"])
 def test_a_base_path_that_is_no_path_prefix_is_refused(all_sites: list[Site], bad: str, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="base_path"):
+    with pytest.raises(ValueError, match="/demo"):
         create_app(all_sites, FakeEngine(), db_path=tmp_path / "db.sqlite3", base_path=bad)
+
+
+@pytest.mark.parametrize(
+    ("base", "sites", "said"),
+    [
+        ("/wiki", ["wiki", "forum"], "site wiki's address (/wiki/…)"),
+        ("/forum/x", ["wiki", "forum"], "site forum's address"),
+        ("/files", ["os"], "site os's route /files/{path:path}"),
+        ("/_genui", ["wiki"], "genui's own addresses"),
+    ],
+)
+def test_a_base_path_that_begins_like_a_sites_own_addresses_is_refused(
+    base: str, sites: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Behind a proxy that cuts the base path off, /wiki/wiki/ reached genui as /wiki/, the list of sites (a review)."""
+    loaded = [load_site(SITES_DIR / name) for name in sites]
+    with pytest.raises(ValueError, match="could not be told") as refused:
+        create_app(loaded, FakeEngine(), db_path=tmp_path / "db.sqlite3", base_path=base)
+    assert said in str(refused.value) and base in str(refused.value)
+    argv = ["serve", "--base-path", base, "--port", "1", *(f"--site={name}" for name in sites)]
+    assert main(argv) == 2 and said in capsys.readouterr().err
+
+
+def test_a_base_path_beside_a_site_named_otherwise_or_a_route_with_a_value_first_is_taken(
+    tmp_path: Path, wiki: Site
+) -> None:
+    create_app([wiki], FakeEngine(), db_path=tmp_path / "a.sqlite3", base_path="/wiki")  # /{title}: a value
+    create_app(example_sites(), FakeEngine(), db_path=tmp_path / "b.sqlite3", base_path="/demo/wiki")
 
 
 @pytest.mark.parametrize("given", ["demo", "/demo", "/demo/", "demo/"])
@@ -275,6 +309,11 @@ def test_with_reload_a_site_edited_or_made_meanwhile_is_served_under_the_base_pa
     front = visit(client, f"{BASE}/garden/")
     assert front.status_code == 200 and f'href="{BASE}/garden/"' in front.text and not outside(front.text)
     assert f'href="{BASE}/garden/"' in client.get(f"{BASE}/").text
+    named = Path(shutil.copytree(sites / "garden", sites / "demo"))  # a site named like the base path: refused
+    toml = named / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('name = "garden"', 'name = "demo"'), "utf-8")
+    assert eventually(lambda: "demo" in pages.config_errors)
+    assert "begins the server's base path /demo" in pages.config_errors["demo"] and "demo" not in pages.sites
     toml = sites / "wiki" / "site.toml"
     toml.write_text(toml.read_text(encoding="utf-8").replace('title = "Genpedia"', 'title = "Hackopedia"'), "utf-8")
     assert eventually(lambda: "Hackopedia" in client.get(f"{BASE}/wiki/Lisp").text)
@@ -290,6 +329,8 @@ def test_with_reload_a_site_edited_or_made_meanwhile_is_served_under_the_base_pa
         ("http://hack.example/team3/Lisp", ["", "/team3", "/wiki"], "/Lisp"),
         ("http://hack.example/wiki/Lisp", ["/team3/wiki"], "/Lisp"),  # as before: under its name
         ("/team3", [], "/Team3"),  # a site-relative URL is read as one
+        ("/team3/wiki/Lisp", [], "/Lisp"),  # a path copied from an access log, under the site's name further in
+        ("/team3/Lisp", ["/team3"], "/Lisp"),
     ],
 )
 def test_a_pages_address_under_a_base_path_names_it_on_the_command_line(
@@ -312,3 +353,58 @@ def test_cache_forget_and_posts_take_an_address_under_a_base_path_as_a_browser_s
     thread = f"https://hack.example{BASE}/forum/r/linux/Kernel_news"
     assert main(["posts", "--site", "forum", "--thread", thread, "--db", str(db), "--sites-dir", sites]) == 0
     assert "ada" in capsys.readouterr().out
+
+
+# -- in another ASGI app ----------------------------------------------------------------------------------------
+
+
+def host_app(genui_app: Starlette, *, lifespan: bool = True) -> Starlette:
+    """An application of a developer's own with genui mounted at /demo, and its lifespan run by the host's, as
+    docs/framework.md ("In another ASGI app") shows it."""
+
+    @contextlib.asynccontextmanager
+    async def both(app: Starlette) -> AsyncIterator[None]:
+        async with genui_app.router.lifespan_context(genui_app):
+            yield
+
+    async def ping(request: Request) -> Response:
+        return PlainTextResponse("pong")
+
+    routes = [Route("/api/ping", ping), Mount(BASE, app=genui_app)]
+    return Starlette(routes=routes, lifespan=both if lifespan else None)
+
+
+def test_mounted_in_another_app_with_its_lifespan_run_genui_serves_its_pages_under_the_mount(
+    all_sites: list[Site], tmp_path: Path
+) -> None:
+    engine = FakeEngine()
+    genui_app = create_app(all_sites, engine, db_path=tmp_path / "db.sqlite3", base_path=BASE)
+    with TestClient(host_app(genui_app)) as client:
+        assert client.get("/api/ping").text == "pong"
+        page = visit(client, f"{BASE}/wiki/Lisp")
+        assert page.status_code == 200 and f'hx-get="{BASE}/wiki/Lisp_tree"' in page.text and not outside(page.text)
+        assert client.get(f"{BASE}/_genui/static/htmx.min.js").status_code == 200
+        assert client.get(f"{BASE}/_genui/health").json()["status"] == "ready"
+
+
+def test_mounted_with_no_lifespan_run_or_under_another_path_genui_says_so(
+    all_sites: list[Site], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Mounted, genui's lifespan never ran: every page said "no model is loaded", and health "failed" with no error;
+    mounted with no base path, each page's scripts and links missed it. Neither was said anywhere (an embedding
+    developer's review)."""
+    genui_app = create_app(all_sites, db_path=tmp_path / "db.sqlite3", base_path=BASE, load_engine=FakeEngine)
+    with TestClient(host_app(genui_app, lifespan=False)) as client:
+        page = client.get(f"{BASE}/wiki/Lisp")
+        assert page.status_code >= 500 and "must run its lifespan" in page.text
+        assert "must run its lifespan" in client.get(f"{BASE}/_genui/health").json()["error"]
+    assert caplog.text.count("must run its lifespan") == 1
+
+    caplog.clear()
+    unprefixed = create_app(all_sites, FakeEngine(), db_path=tmp_path / "other.sqlite3")
+    with TestClient(host_app(unprefixed)) as client:
+        client.get(f"{BASE}/wiki/Lisp")
+        client.get(f"{BASE}/wiki/Unix")
+    assert (
+        caplog.text.count(f"mounted at {BASE} but writes its addresses under /: create it with base_path='{BASE}'") == 1
+    )

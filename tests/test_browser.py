@@ -1304,19 +1304,25 @@ def test_a_reply_sent_offline_is_kept_and_said_to_be_sent_again_once_back_online
     assert page.input_value(".genui-reply textarea") == "Sent from a tunnel"
 
 
-def test_a_tap_unanswered_for_six_seconds_says_so_until_its_answer_comes(server: Server, page: Any) -> None:
-    """In a tunnel, a link tapped or a form sent waited for its answer for many seconds with only the header's spinner
-    to show for it (a reader on a flaky network's wish). Offline, the offline line says why instead."""
-    unanswered = "The server has not answered yet: the connection may be slow."
+def held_tap(server: Server, page: Any) -> list[Any]:
+    """The wiki's front page open, on a clock the test moves, and its link to "Genpedia tree" tapped: the request, held
+    with no answer until the test gives it one."""
     page.clock.install()  # the page's time flows, and jumps ahead where the test says
     page.goto(server.url + "/wiki/")
     page.wait_for_selector(FINISHED, timeout=15_000)
     held: list[Any] = []
-    # a request that gets no answer until the test gives it one
     page.route("**/wiki/Genpedia_tree", lambda route: held.append(route))
     page.click("text=Genpedia tree")
     while not held:
         page.wait_for_timeout(20)
+    return held
+
+
+def test_a_tap_unanswered_for_six_seconds_says_so_until_its_answer_comes(server: Server, page: Any) -> None:
+    """In a tunnel, a link tapped or a form sent waited for its answer for many seconds with only the header's spinner
+    to show for it (a reader on a flaky network's wish). Offline, the offline line says why instead."""
+    unanswered = "The server has not answered yet: the connection may be slow."
+    held = held_tap(server, page)
     page.clock.fast_forward(5_000)
     assert page.query_selector("#genui-unanswered") is None  # a slow answer's first seconds: the spinner's
     page.clock.fast_forward(1_500)
@@ -1340,6 +1346,18 @@ def test_a_tap_unanswered_for_six_seconds_says_so_until_its_answer_comes(server:
     page.context.set_offline(False)
     page.wait_for_selector("#genui-offline", state="detached", timeout=5_000)
     assert page.query_selector("#genui-unanswered") is None  # it ended, unanswered: nothing waits now
+
+
+def test_a_tap_left_for_another_that_landed_is_not_waited_for(server: Server, page: Any) -> None:
+    """A link tapped and left unanswered for another that landed said "not answered yet" under the page that did, for
+    as long as the first had no answer (a review)."""
+    held = held_tap(server, page)
+    page.click("text=Genpedia map")  # the visitor gives up on the first and taps another
+    page.wait_for_selector(FINISHED + ":text-is('Genpedia map')", timeout=15_000)
+    page.clock.fast_forward(6_500)
+    page.wait_for_timeout(200)
+    assert page.query_selector("#genui-unanswered") is None  # the first still has no answer, and nobody waits for it
+    held.pop().abort()
 
 
 def test_a_page_being_written_says_loading_until_its_stream_opens_then_that_it_waits_for_the_model(
