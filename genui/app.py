@@ -275,10 +275,12 @@ def create_app(
     ``hosts``: the names (a Host header's, port aside) the app answers for, any other refused (genui/hosts.py, DNS
     rebinding); None (default) for every name. ``mounted``: each site at ``/{name}`` behind the index though only
     one is served (others under ``sites_dir`` join it once they load, with ``reload``). ``base_path``: the path
-    every URL the app writes is under ("/demo", BASE_PATH; "" for none): the sites at ``/demo/`` or
-    ``/demo/{name}/``, genui's endpoints at ``/demo/_genui/``. It answers them so, and without the base path too, as a
-    reverse proxy that cuts it off passes them on; ``/demo`` leads to ``/demo/``, and ``/robots.txt`` and
-    ``/favicon.ico`` stay at the root, where they are asked for.
+    every URL the app writes is under (``/demo``, as genui.routing.base_path_of reads ``demo/``; "" for none): the
+    sites at ``/demo/`` or ``/demo/{name}/``, genui's endpoints at ``/demo/_genui/``. It answers them so, and without
+    the base path too, as a reverse proxy that cuts it off passes them on; ``/demo`` leads to ``/demo/``, and
+    ``/robots.txt`` and ``/favicon.ico`` stay at the root, where they are asked for. A base path that begins like a
+    site's own addresses is a ValueError (base_clash). Mounted in another ASGI app, the base path is the mount's, and
+    the host runs this app's lifespan (docs/framework.md, "In another ASGI app").
     """
     sites = load_sites(SITES_DIR) if sites is None else sites
     if not sites:
