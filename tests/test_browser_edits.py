@@ -93,7 +93,7 @@ def test_a_second_reply_takes_the_focus_not_the_first_one_answered(server: Serve
     """The focus went to the first post of the thread's earlier replies, above the screen (a forum user's review)."""
     page.goto(server.url + THREAD)
     page.wait_for_selector(FINISHED + " h1", timeout=15_000)
-    server.engine.delay = 0.2  # the replies take a second or so: the post lands before them
+    server.engine.delay = 0.5  # the replies take a few seconds: the post lands before them, on a busy machine too
     for text in ("first reply", "second reply"):
         page.fill(".genui-reply input[name=user]", "ada")
         page.fill(".genui-reply textarea[name=text]", text)
