@@ -14,6 +14,14 @@ from genui.store import PageKey
 from genui.variations import Candidates, Variations
 
 
+def lisp_variations(wiki: Site, engine: FakeEngine, max_canvases: int) -> Variations:
+    """Three variations of the wiki's /Lisp, written by ``engine``."""
+    runtime = SiteRuntime.build(wiki, "/wiki")
+    request = GenerationRequest("<title>Lisp</title>", max_canvases=max_canvases)
+    key = PageKey("wiki", "/Lisp", "", "fake-model", "t", 0)
+    return Variations(runtime, key, "/Lisp", lambda: engine.stream_variants(request, 3), 3, unclaimed_s=10)
+
+
 async def test_a_fast_engines_drafts_are_sanitised_only_as_often_as_a_watcher_shows_them(
     wiki: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -25,11 +33,8 @@ async def test_a_fast_engines_drafts_are_sanitised_only_as_often_as_a_watcher_sh
         return sanitize_html(text, **options)
 
     monkeypatch.setattr(genui.runtime, "sanitize_html", counting)
-    runtime = SiteRuntime.build(wiki, "/wiki")
-    engine = FakeEngine(steps=40)  # no delay: 3 candidates x 40 drafts a canvas, as fast as the loop runs them
-    request = GenerationRequest("<title>Lisp</title>", max_canvases=4)
-    key = PageKey("wiki", "/Lisp", "", "fake-model", "t", 0)
-    variations = Variations(runtime, key, "/Lisp", lambda: engine.stream_variants(request, 3), 3, unclaimed_s=10)
+    # no delay: 3 candidates x 40 drafts a canvas, as fast as the loop runs them
+    variations = lisp_variations(wiki, FakeEngine(steps=40), max_canvases=4)
     seen: list[Candidates] = []
     async for state in variations.watch(interval=0.05):
         seen.append(state)
@@ -45,11 +50,7 @@ async def test_a_fast_engines_drafts_are_sanitised_only_as_often_as_a_watcher_sh
 async def test_a_set_of_variations_with_nothing_new_gives_its_last_state_again(wiki: Site) -> None:
     """Its stream says it again, so that genui.js can tell a silent stream, a connection that died with the browser
     never told, from a slow set (a reader on a flaky network's review)."""
-    runtime = SiteRuntime.build(wiki, "/wiki")
-    engine = FakeEngine(steps=2, delay=0.4)
-    request = GenerationRequest("<title>Lisp</title>", max_canvases=1)
-    key = PageKey("wiki", "/Lisp", "", "fake-model", "t", 0)
-    variations = Variations(runtime, key, "/Lisp", lambda: engine.stream_variants(request, 3), 3, unclaimed_s=10)
+    variations = lisp_variations(wiki, FakeEngine(steps=2, delay=0.4), max_canvases=1)
     seen: list[Candidates] = []
     async for state in variations.watch(heartbeat=0.1):
         seen.append(state)
