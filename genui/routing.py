@@ -194,13 +194,21 @@ def guessed_title(location: Location, own: bool = True) -> str:
         values = {**dict.fromkeys(route.query, ""), **location.query, **location.params}
         if route.spaces:  # as a title reads: /Hash_table is "Hash table"
             values = {name: value.replace(route.spaces, " ") for name, value in values.items()}
-        return route.page_title.format_map(values)
+        return route.page_title.format_map({name: _TitleValue(value) for name, value in values.items()})
     if location.query:
         return next(iter(location.query.values()))
     if location.params:
         last = list(location.params.values())[-1].rstrip("/").rsplit("/", 1)[-1]
         return " ".join(last.replace("_", " ").split())
     return ""
+
+
+class _TitleValue(str):
+    """A value in a ``page_title``: ``{panel}`` as it is, ``{panel:upper-first}`` in that letter case (``recased``),
+    for a value a route's ``case`` keeps lower in its address (the desktop's "Settings: Display")."""
+
+    def __format__(self, rule: str) -> str:
+        return recased(str(self), rule) if rule else str(self)
 
 
 def recased(value: str, rule: str) -> str:

@@ -524,7 +524,7 @@ def _bar_table(file: Path, key: str, table: dict[str, Any]) -> tuple[str | None,
 def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, query: tuple[str, ...]) -> str | None:
     """A route's ``page_title`` (not ``title``, the site's: written after a [[routes]] header by mistake, it is
     said to be the top level's): one line of text, each ``{name}`` in it one of the pattern's parameters or the route's
-    query keys (``{{`` and ``}}`` are braces)."""
+    query keys, or ``{name:RULE}`` with a RULE of CASE_RULES (``{{`` and ``}}`` are braces)."""
     if "page_title" not in data:
         return None
     key, title = f"{where}page_title", data["page_title"]
@@ -542,9 +542,13 @@ def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, quer
     for field_text in written_fields:
         name = re.split(r"[!:]", field_text, maxsplit=1)[0]
         written = f"{{{field_text}}}"
-        if name in names and field_text != name:
+        if name in names and field_text not in (name, *(f"{name}:{rule}" for rule in CASE_RULES)):
             raise SiteConfigError(
-                file, key, f"{written} has a format; a value is written as it is", f"write {{{name}}} alone"
+                file,
+                key,
+                f"{written} has a format genui does not know",
+                f"write {{{name}}} for the value as it is, or {{{name}:upper-first}} or {{{name}:lower}} for it in "
+                "that letter case",
             )
         if name not in names:
             said = ", ".join(names) or "none"

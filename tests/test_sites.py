@@ -720,7 +720,8 @@ def test_a_routes_page_title_names_its_pages_that_write_no_heading(tmp_path: Pat
     assert guessed_title(router.locate("/find")) == "Found: "
     for written, words in (
         ('page_title = "Page {title}"', "{title} is not one of the route's parameters or query keys (name)"),
-        ('page_title = "Page {name!r}"', "{name!r} has a format; a value is written as it is"),
+        ('page_title = "Page {name!r}"', "{name!r} has a format genui does not know"),
+        ('page_title = "Page {name:title}"', "Fix: write {name} for the value as it is, or {name:upper-first}"),
         ('page_title = "Page {"', "Single '{' encountered"),
         ('page_title = ""', "empty (the route '/page/{name}'). Fix: write page_title = \"Page: {name}\""),
     ):
@@ -728,6 +729,18 @@ def test_a_routes_page_title_names_its_pages_that_write_no_heading(tmp_path: Pat
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / str(len(words)), broken))
         assert caught.value.key == "routes[1].page_title" and words in str(caught.value), str(caught.value)
+
+
+def test_a_page_title_may_give_a_value_a_letter_case(tmp_path: Path) -> None:
+    """The desktop's settings tab read "Settings: display": its route keeps the panel's name lower-case in the
+    address, and a page_title took the value only as it was."""
+    title = 'page_title = "Settings: {name:upper-first}, {name:lower}, {name}"'
+    site = load_site(
+        write_site(
+            tmp_path / "good", GOOD.replace('pattern = "/page/{name}"', f'pattern = "/page/{{name}}"\n{title}', 1)
+        )
+    )
+    assert guessed_title(SiteRouter(site).locate("/page/éCRAN")) == "Settings: ÉCRAN, écran, éCRAN"
 
 
 def test_a_sites_lang_is_a_language_tag_and_says_its_direction(tmp_path: Path) -> None:
