@@ -837,6 +837,31 @@ def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
                 assert size == "16px", (path, field, size)
 
 
+def test_a_phone_zoomed_to_200_percent_neither_scrolls_sideways_nor_lays_the_rewrite_boxes_over_each_other(
+    tmp_path: Path,
+) -> None:
+    """A 390 px phone zoomed to 200% lays pages out 195 px wide: the reply form's fields, 20 characters wide, made the
+    thread 218 px wide, and the rewrite box lay over the section's box and the word "Section" (a phone user's
+    review)."""
+    engine = FakeEngine(delay=0.01, steps=1)
+    zoomed = {"viewport": {"width": 195, "height": 422}, "has_touch": True, "is_mobile": True}
+    boxes = """() => ['label', 'select', 'input[name=instruction]', 'button'].map(selector => {
+        const box = document.querySelector('.genui-rewrite ' + selector).getBoundingClientRect();
+        return [box.left, box.top, box.right, box.bottom];
+    })"""
+    app = create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page(**zoomed) as page:
+        page.goto(url + "/forum/r/linux/Pipes")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 195
+        label, *controls = page.evaluate(boxes)
+        assert label[0] <= controls[0][0] and controls[0][2] <= label[2], (label, controls[0])  # its box inside it
+        for index, (left, top, right, bottom) in enumerate(controls):
+            for other in controls[index + 1 :]:
+                apart = right <= other[0] or other[2] <= left or bottom <= other[1] or other[3] <= top
+                assert apart, controls
+
+
 def test_a_right_to_left_site_does_not_scroll_sideways_and_its_skip_link_shows_in_its_corner(tmp_path: Path) -> None:
     """The skip link, moved out of sight to the left, made an Arabic site's page twice the window's width (2,560 px
     at 1,280): a right-to-left page scrolls to what is off its left (a walkthrough of sites in other languages)."""
