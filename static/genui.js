@@ -517,6 +517,23 @@
       field.defaultValue = field.value; // as served: no text of the visitor's (typing)
     });
   }
+  // A phone's on-screen keyboard stays up while its field has the focus, and a form htmx sends keeps it there: after
+  // the keyboard's Go, a search's results or a command's output lay under the keyboard's half of the screen (a phone
+  // user's review). On a touch screen the box lets the focus go, which the page takes as it lands; a mouse and
+  // keyboard's visitor stays in it, to type the next command.
+  document.addEventListener(
+    "submit",
+    function (event) {
+      var form = event.target;
+      var field = document.activeElement;
+      var touch = window.matchMedia && window.matchMedia("(pointer: coarse)").matches;
+      if (touch && form && form.matches && form.matches("form.genui-query") && field && form.contains(field)) {
+        field.blur();
+      }
+    },
+    true,
+  );
+
   // (Back and Forward load the page whole: htmx keeps no copies, HTMX_CONFIG's historyCacheSize 0, so the server
   // fills the boxes then.)
   ["htmx:pushedIntoHistory", "htmx:replacedInHistory"].forEach(function (name) {

@@ -837,6 +837,30 @@ def test_no_site_scrolls_sideways_on_the_smallest_phone(tmp_path: Path) -> None:
                 assert size == "16px", (path, field, size)
 
 
+def test_a_phones_keyboard_goes_down_when_the_site_bars_box_is_sent(tmp_path: Path) -> None:
+    """After the keyboard's Go in the wiki's search or the desktop's Command, the box kept the focus, and so a phone
+    kept its keyboard up over the results (a phone user's review); with a mouse and keyboard it stays, for the next
+    command."""
+    phone = {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True}
+    app = create_app(example_sites(), FakeEngine(delay=0.01, steps=1), db_path=tmp_path / "pages.sqlite3")
+    focused = "() => document.activeElement.name || document.activeElement.id"
+    with served(app) as url:
+        for options, kept in ((phone, False), ({}, True)):
+            with browser_page(**options) as page:
+                for start, name, words, address in (
+                    ("/wiki/Lisp", "q", "unix", "/wiki/search?q=unix"),
+                    ("/os/", "cmd", "ls", "/os/terminal?cmd=ls"),
+                ):
+                    page.goto(url + start)
+                    page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+                    page.fill(f".genui-query input[name={name}]", words)
+                    page.press(f".genui-query input[name={name}]", "Enter")
+                    page.wait_for_url(lambda at, address=address: at.endswith(address), timeout=15_000)
+                    page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+                    page.wait_for_timeout(100)  # landed
+                    assert (page.evaluate(focused) == name) == kept, (options, start)
+
+
 def test_a_phone_zoomed_to_200_percent_neither_scrolls_sideways_nor_lays_the_rewrite_boxes_over_each_other(
     tmp_path: Path,
 ) -> None:
