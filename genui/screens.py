@@ -115,6 +115,8 @@ class Screens:
         # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
         # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
         context["toolbar_short"] = generation.version == 1 and self._route_sectioned(job) is False
+        # a later version lands with its versions' links, a line of their own on a phone, whose room it keeps too
+        context["toolbar_versions"] = generation.version > 1
         response = self.shell.response(request, "page.html", context, headers=headers)
         response.headers["Cache-Control"] = "no-store"  # a placeholder is not the page: never keep it
         return response
@@ -376,7 +378,7 @@ class Screens:
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
         context["toolbar_later"] = page is None and job.cached and self.pages.edits  # Regenerate, once it lands
-        context["toolbar_short"] = False  # (a page being written: live())
+        context["toolbar_short"] = context["toolbar_versions"] = False  # (a page being written: live())
         if (model := self.pages.model_id) is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context

@@ -1111,6 +1111,32 @@ def test_a_phone_keeps_the_room_of_the_controls_a_route_lands_with(server: Serve
         assert (lines < 40) == (site == "os"), (site, lines)  # the desktop's one line, the wiki's two
 
 
+def test_a_regenerated_page_keeps_the_room_of_its_versions_line_and_each_version_is_a_target(
+    server: Server, page: Any
+) -> None:
+    """At 360 px the versions and the buttons did not share a line: a regenerated page moved down 40 px as it landed,
+    and each version's link was 18 by 16 px, 4 px from the next (a phone user's review). At 700 px the same."""
+    server.engine.delay = 0.05
+    for width, lines in ((360, 3), (700, 2), (1000, 1)):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(server.url + f"/wiki/Room_{width}")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.click(".genui-regenerate button")
+        page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
+        writing = drawn_top(page, "#genui-content .genui-page")
+        page.wait_for_selector(FINISHED + ":text-is('Room " + str(width) + "')", timeout=15_000)
+        page.wait_for_selector(".genui-versions a", timeout=5_000)
+        page.wait_for_timeout(100)  # settled
+        landed = page.evaluate("() => document.querySelector('#genui-content .genui-page').getBoundingClientRect().top")
+        height = page.eval_on_selector("#genui-toolbar", "e => e.getBoundingClientRect().height")
+        assert abs(landed - writing) < 1, (width, landed, writing)
+        assert round(height / 36) == lines, (width, height)  # lines of 2rem and their gaps
+        sizes = page.eval_on_selector_all(
+            ".genui-versions a", "links => links.map(a => [a.offsetWidth, a.offsetHeight])"
+        )
+        assert len(sizes) == 2 and all(w >= 24 and h >= 24 for w, h in sizes), (width, sizes)
+
+
 def test_back_to_a_page_scrolled_down_opens_it_where_it_was(tmp_path: Path, page: Any) -> None:
     """htmx loads the page again on Back; it opened at its top, the place the browser kept for it after the next
     page had scrolled to its own top."""
