@@ -5,7 +5,8 @@ A page is stored under its route's version, a hash of its templates and the sett
 (genui.prompts), and under the model that wrote it. Edit a site and the pages written before stay in the file under
 the old hash, never served again; switch models and the old model's pages wait for it. ``prune`` deletes the former
 (and, when asked, the latter); ``forget`` deletes one page's versions, so that its next visit writes it anew. Readers'
-posts are never deleted: a thread whose pages go is written again with them.
+posts are never deleted: a thread whose pages go is written again with them. A thread with readers' posts written
+under an earlier config only is carried to the current one before a prune (genui.upgrade.carry_threads).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ no prompt of its own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -39,9 +41,11 @@ from genui.runtime import SiteRuntime
 from genui.sections import section
 from genui.seen import Seen
 from genui.sites import Route
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, is_busy, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
 from genui.words import WORDS
+
+log = logging.getLogger("genui")
 
 # SiteRuntime is re-exported: lab/ imports it from here.
 __all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime", "TooManyRuns"]
@@ -159,6 +163,11 @@ class Job:
     def url(self) -> str:
         """The page's served URL."""
         return self.runtime.url(self.location.url)
+
+
+def _written_under(source: PageKey, key: PageKey) -> str:
+    """What a thread was written under before, as the log says it: another model's id, or an earlier config."""
+    return f"model {source.model}" if source.model != key.model else "an earlier config of its site"
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +361,29 @@ class Pages:
         return None if page is None else job.runtime.remounted(page)
 
     def versions(self, job: Job) -> int:
-        return self.store.versions(job.key) if job.cached else 0
+        """How many versions of the page are stored. A thread with readers' posts stored under an earlier config or
+        model only is carried to this one first (Store.carry_thread): its conversation is not written again."""
+        if not job.cached:
+            return 0
+        count = self.store.versions(job.key)
+        if count == 0 and job.location.route.posts and (source := self.store.carried_from(job.key)) is not None:
+            try:
+                carried = self.store.carry_thread(job.key, wait=False)  # the event loop's: never the busy timeout
+            except sqlite3.OperationalError as err:
+                if not is_busy(err):
+                    raise
+                return 0  # another process holds the cache: written whole, as before, or carried at the next visit
+            if carried:
+                log.info(
+                    "%s%s: its %d versions, with readers' posts, carried from %s to %s (Regenerate writes it anew)",
+                    job.runtime.site.name,
+                    job.location.url,
+                    carried,
+                    _written_under(source, job.key),
+                    "this config" if source.model == job.key.model else "this model",
+                )
+            count = self.store.versions(job.key)
+        return count
 
     def generation(self, job: Job, version: int, *, ahead: bool = False, placeholder: bool = False) -> Generation:
         """The run writing ``version`` of the page: the one under way, or a new one (its prompt fitted first).

@@ -920,6 +920,36 @@ class Store:
             rows = self._db.execute("SELECT site, COUNT(*) FROM posts GROUP BY site ORDER BY site").fetchall()
         return {site: int(count) for site, count in rows}
 
+    def threads_with_posts(self, site: str) -> list[str]:
+        """The paths of ``site``'s threads that hold readers' posts."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT path FROM posts WHERE site = ?", (site,)).fetchall()
+        return [str(path) for (path,) in rows]
+
+    def carried_from(self, key: PageKey) -> PageKey | None:
+        """Where a thread with readers' posts that has no version under ``key`` was written last under another model
+        or route version (an edited site, an upgraded model); None where ``key`` has versions, or none was."""
+        with self._lock:
+            return _carried_from(self._db, key)
+
+    def carry_thread(self, key: PageKey, wait: bool = True) -> int:
+        """Copy every version of the thread ``carried_from`` finds under ``key``, in one transaction: a thread's
+        conversation is its readers' posts and the replies written to them, and an edit of its site or a new model
+        wrote it whole again, its posts listed under it unanswered. The copies keep their text, dates, mount and the
+        posts they answered; the versions they were copied from stay (an earlier config's, to prune). How many
+        versions were copied (0: none, or ``key`` had versions by then). ``wait`` as for ``save_page``."""
+        with self._transaction(wait) as db:
+            source = _carried_from(db, key)
+            if source is None:
+                return 0
+            kept = "version, seed, title, html, seconds, created, answered, replied, mount, continues, seen"
+            copied = db.execute(
+                f"INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, {kept})"
+                f" SELECT site, path, query, ?, ?, posts, {kept} FROM pages WHERE {_KEY_WHERE}",
+                (key.model, key.template, *_key_args(source)),
+            )
+            return int(copied.rowcount)
+
     def thread_posts(self, site: str, paths: list[str]) -> dict[str, int]:
         """How many posts each of ``paths`` (threads of ``site``, a navigation list's: at most 200) has, those with
         any."""
@@ -1060,6 +1090,19 @@ def _whole(db: sqlite3.Connection, key: PageKey, row: tuple[object, ...]) -> Sto
             return None
         page = replace(page, html=html)
     return page
+
+
+def _carried_from(db: sqlite3.Connection, key: PageKey) -> PageKey | None:
+    if db.execute(f"SELECT 1 FROM pages WHERE {_KEY_WHERE} LIMIT 1", _key_args(key)).fetchone() is not None:
+        return None
+    if db.execute("SELECT 1 FROM posts WHERE site = ? AND path = ? LIMIT 1", (key.site, key.path)).fetchone() is None:
+        return None
+    row = db.execute(  # the key written last: a thread carried before keeps its source's dates, and adds its own
+        "SELECT model, template FROM pages WHERE site = ? AND path = ? AND query = ? AND posts = ?"
+        " ORDER BY created DESC, rowid DESC LIMIT 1",
+        (key.site, key.path, key.query, key.posts),
+    ).fetchone()
+    return None if row is None else replace(key, model=row[0], template=row[1])
 
 
 def _key_args(key: PageKey) -> tuple[object, ...]:

@@ -23,7 +23,7 @@ from genui.links import linked_urls
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
 from genui.sites import Route, Site
-from genui.store import Store
+from genui.store import PageKey, Store
 
 log = logging.getLogger("genui")
 
@@ -34,6 +34,27 @@ def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]
     holds that page already."""
     adopt_earlier_pages(store, runtime)
     return rehome_moved(store, runtime)
+
+
+def threads_to_carry(store: Store, runtime: SiteRuntime, model: str) -> list[PageKey]:
+    """The keys, under ``model`` and the routes' versions of today, of ``runtime``'s threads with readers' posts
+    that were written under an earlier config or another model only (Store.carried_from)."""
+    keys = []
+    for path in store.threads_with_posts(runtime.site.name):
+        with contextlib.suppress(BadRequest):
+            location = runtime.locate(path)
+            if location is not None and location.route.posts and location.route.cache != "none":
+                key = runtime.page_key(location, model)
+                if store.carried_from(key) is not None:
+                    keys.append(key)
+    return keys
+
+
+def carry_threads(store: Store, runtime: SiteRuntime, model: str) -> int:
+    """``threads_to_carry`` carried to ``model`` and today's config, as a server carries each at its next visit
+    (genui.pages): ``genui cache prune`` deletes an earlier config's pages, and took the conversations with them.
+    How many threads were carried."""
+    return sum(1 for key in threads_to_carry(store, runtime, model) if store.carry_thread(key))
 
 
 def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:

@@ -42,7 +42,7 @@ from genui.store import (
     fix_for,
     is_busy,
 )
-from genui.upgrade import bring_up_to_date, moved_paths, pending
+from genui.upgrade import bring_up_to_date, carry_threads, moved_paths, pending, threads_to_carry
 
 DAY_S = 86_400.0
 
@@ -304,10 +304,11 @@ def _standings(
     sites = sites_in(Path(args.sites_dir), args.site)
     _served_here(store, sites)
     runtimes = [SiteRuntime.build(site, "") for site in sites]
-    if trial and any(pending(store, runtime) for runtime in runtimes):
+    model = model_id_of(args.model)
+    if trial and any(pending(store, runtime) or threads_to_carry(store, runtime, model) for runtime in runtimes):
         with _trial_copy(store) as copy:
-            return _judged(args, copy, runtimes)
-    return _judged(args, store, runtimes)
+            return _judged(args, copy, runtimes, model)
+    return _judged(args, store, runtimes, model)
 
 
 @contextlib.contextmanager
@@ -341,12 +342,13 @@ def _served_here(store: Store, sites: list[Site]) -> None:
 
 
 def _judged(
-    args: argparse.Namespace, store: Store, runtimes: list[SiteRuntime]
+    args: argparse.Namespace, store: Store, runtimes: list[SiteRuntime], model: str
 ) -> tuple[list[Standing], list[Standing], list[tuple[str, str, str]]]:
     stranded = []
     for runtime in runtimes:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
         stranded += [(runtime.site.name, path, query) for path, query in bring_up_to_date(store, runtime)]
-    found = standings(store.page_groups(), runtimes, model_id_of(args.model))
+        carry_threads(store, runtime, model)  # a thread's conversation, written under an earlier config
+    found = standings(store.page_groups(), runtimes, model)
     doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
     return found, doomed, stranded
 
@@ -501,12 +503,16 @@ def _export(args: argparse.Namespace) -> int:
     try:
         _served_here(store, [site])
         runtime = SiteRuntime.build(site, "")
-        if pending(store, runtime):  # what a server would find (an earlier genui's pages): on a copy, as genui cache
+        model = model_id_of(args.model)
+        # what a server would find (an earlier genui's pages, threads it carries to this config): on a copy, as
+        # genui cache judges it
+        if pending(store, runtime) or threads_to_carry(store, runtime, model):
             with _trial_copy(store) as copy:
                 bring_up_to_date(copy, runtime)
-                done = export(site, copy.path, model_id_of(args.model), Path(args.out), named=db)
+                carry_threads(copy, runtime, model)
+                done = export(site, copy.path, model, Path(args.out), named=db)
         else:
-            done = export(site, db, model_id_of(args.model), Path(args.out))
+            done = export(site, db, model, Path(args.out))
     except ExportError as err:
         raise UsageError(str(err)) from None
     finally:

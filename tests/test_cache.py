@@ -109,6 +109,38 @@ def test_prune_deletes_the_earlier_configs_pages_and_keeps_posts_and_other_sites
     assert [post.user for post in store.posts("forum", "/r/lisp/Macros")] == ["ada"]
 
 
+def test_prune_carries_a_threads_conversation_to_the_current_config_before_it_deletes_the_earlier_ones(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edit of the forum's brief left every thread's replies under an earlier config, which prune deleted: a
+    thread with readers' posts is carried to the current config first, as a server carries it at its next visit."""
+    path = tmp_path / "threads.sqlite3"
+    store = Store(path)
+    thread = version_of(sites_dir, "forum", "/r/{board}/{thread}")
+    save(store, "forum", "/r/lisp/Macros", MODEL, thread, versions=2)
+    store.add_post("forum", "/r/lisp/Macros", "ada", "How do macros expand?")
+    save(store, "forum", "/r/lisp/Quiet", MODEL, thread)  # no reader posted: an earlier config's page, pruned
+    store.close()
+    toml = sites_dir / "forum" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
+    now = version_of(sites_dir, "forum", "/r/{board}/{thread}")
+    carried = PageKey("forum", "/r/lisp/Macros", "", MODEL, now)
+    assert cache(path, sites_dir, "prune", "--dry-run") == 0
+    assert "would delete 3 versions of 2 pages" in capsys.readouterr().out
+    states = {(g["state"], g["versions"]) for g in shown(path, sites_dir, capsys)["groups"]}
+    assert states == {(EARLIER, 3), (CURRENT, 2)}  # as prune would leave it, on a copy
+    assert cache(path, sites_dir, "export", "forum", str(tmp_path / "out")) == 0  # the thread as a server shows it
+    assert "exported 1 page of forum" in capsys.readouterr().out
+    assert Store(path).versions(carried) == 0  # none of them changed the file
+    assert cache(path, sites_dir, "prune") == 0
+    assert "deleted 3 versions" in capsys.readouterr().out
+    store = Store(path)
+    page = store.page(carried)
+    assert page is not None and page.version == 2 and page.html == "<p>/r/lisp/Macros</p>"
+    assert store.versions(PageKey("forum", "/r/lisp/Quiet", "", MODEL, now)) == 0
+    assert [post.user for post in store.posts("forum", "/r/lisp/Macros")] == ["ada"]
+
+
 def test_prune_with_other_models_deletes_what_they_wrote_from_the_current_config(
     tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -16,15 +19,18 @@ from fakes import (
     ClientFactory,
     FakeEngine,
     eventually,
+    example_sites,
     page_html,
     pages_of,
     region_writer,
     visit,
     ws_messages,
 )
+from starlette.testclient import TestClient
 from test_app import HTMX, live_url, wait_until
 
 from engine.frames import EngineError
+from genui.app import create_app
 from genui.edits import Infill
 from genui.sites import Site, load_site
 from genui.store import Store
@@ -485,3 +491,44 @@ def test_the_quote_buttons_hint_on_a_site_in_another_language_is_plain_text(
     shown = visit(client, THREAD).text
     hint = 'data-genui-hint="Select words in the thread, then quote them in your reply"'
     assert hint in shown and '<span lang="en">Quote the selection</span></button>' in shown
+
+
+def test_a_threads_conversation_is_carried_to_an_edited_site_and_to_a_new_model(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A thread is stored under its route's version and the model: an edit of the forum's brief, or a new model,
+    wrote every thread with readers' posts again whole, their replies gone and the posts listed below it unanswered
+    (a forum host's review). The thread with posts is carried over as it was; one without is written anew."""
+    db = tmp_path / "pages.sqlite3"
+    first = FakeEngine()
+    with TestClient(create_app(example_sites(), first, db_path=db)) as client:
+        visit(client, THREAD)
+        visit(client, "/forum/r/hacking/Quiet")
+        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+        ws_messages(client, live_url(response.text))
+        conversation = page_html(client.get(THREAD).text)
+        assert "Welcome, ada!" in conversation
+    sites_dir = tmp_path / "sites"
+    shutil.copytree(SITES_DIR, sites_dir)
+    toml = sites_dir / "forum" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
+    edited = [load_site(sites_dir / name) for name in ("forum", "os", "wiki")]
+    for engine in (FakeEngine(), FakeEngine(model_id="another-model")):
+        caplog.clear()
+        with (
+            caplog.at_level(logging.INFO, logger="genui"),
+            TestClient(create_app(edited, engine, db_path=db)) as client,
+        ):
+            shown = client.get(THREAD).text
+            assert page_html(shown) == conversation and 'aria-current="page">2</a>' in shown
+            assert "No replies from readers yet" not in shown and engine.calls == [] and engine.infills == []
+            assert page_html(visit(client, "/forum/r/hacking/Quiet").text) and len(engine.calls) == 1
+        (said,) = [record.getMessage() for record in caplog.records if "carried" in record.getMessage()]
+        assert said.startswith("forum/r/hacking/My_first_lisp: its 2 versions, with readers' posts, carried from")
+    assert "model fake-model to this model" in said
+    with contextlib.closing(sqlite3.connect(db)) as read:
+        keys = read.execute(
+            "SELECT model, COUNT(*) FROM pages WHERE path = '/r/hacking/My_first_lisp' GROUP BY model, template"
+        ).fetchall()
+    # the first config's versions stay (to prune), each copy beside them
+    assert sorted(keys) == [("another-model", 2), ("fake-model", 2), ("fake-model", 2)]
