@@ -206,10 +206,12 @@ class PlacedPost:
 
 @dataclass(frozen=True, slots=True)
 class DeletedPost:
-    """What deleting a post took with it: the thread's versions that read it or show it."""
+    """What deleting a post took with it (or would take, dry run): the thread's versions that read it or show it,
+    and how many of the thread's later posts those versions showed, whose replies went with them."""
 
     placed: PlacedPost
     versions: int
+    later: int = 0
 
 
 def _shows(character: str) -> bool:
@@ -971,10 +973,11 @@ class Store:
             rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
         return [PlacedPost(site, path, StoredPost(*post)) for site, path, *post in rows]
 
-    def delete_post(self, post_id: int) -> DeletedPost | None:
+    def delete_post(self, post_id: int, *, dry_run: bool = False) -> DeletedPost | None:
         """Delete a post, and every version of its thread from the first that may have read it or shows it
         (``replied`` or ``answered`` at least its id, or stored after it) on, in one transaction: the versions left
-        run from 1 as before, and none holds the post's text. None when there is no such post."""
+        run from 1 as before, and none holds the post's text. None when there is no such post. ``dry_run``: say
+        what would go, and delete nothing."""
         with self._transaction() as db:
             row = db.execute(
                 "SELECT site, path, id, user, text, created FROM posts WHERE id = ?", (post_id,)
@@ -983,7 +986,7 @@ class Store:
                 return None
             site, path, *columns = row
             post = StoredPost(*columns)
-            deleted = 0
+            deleted, shown = 0, post_id
             # A version stored after the post may have read it even when its ``replied`` is older: a rewrite keeps
             # the ``replied`` of the version it rewrote, and its prompt had every post.
             keys = db.execute(
@@ -992,13 +995,22 @@ class Store:
                 (site, path, post_id, post_id, post.created),
             ).fetchall()
             for query, model, template, posts, first in keys:
-                deleted += db.execute(
-                    "DELETE FROM pages WHERE " + _KEY_WHERE + " AND version >= ?",
-                    (site, path, query, model, template, posts, first),
-                ).rowcount
-                _newest_whole(db, PageKey(site, path, query, model, template, posts))
-            db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
-        return DeletedPost(PlacedPost(site, path, post), deleted)
+                where, args = f"{_KEY_WHERE} AND version >= ?", (site, path, query, model, template, posts, first)
+                count, answered = db.execute(
+                    f"SELECT COUNT(*), MAX(answered) FROM pages WHERE {where}", args
+                ).fetchone()
+                deleted, shown = deleted + count, max(shown, answered or 0)
+                if not dry_run:
+                    db.execute(f"DELETE FROM pages WHERE {where}", args)
+                    _newest_whole(db, PageKey(site, path, query, model, template, posts))
+            # the later posts those versions showed, answered in place there: their replies go too
+            (later,) = db.execute(
+                "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id > ? AND id <= ?",
+                (site, path, post_id, shown),
+            ).fetchone()
+            if not dry_run:
+                db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
+        return DeletedPost(PlacedPost(site, path, post), deleted, later)
 
     def posts(self, site: str, path: str) -> list[StoredPost]:
         """The thread's posts, oldest first."""

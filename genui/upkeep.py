@@ -191,9 +191,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="delete posts, and the versions of their threads that read or show them",
         description="Delete posts, each with every version of its thread from the first that may have read it or "
         "shows it, so that no page keeps its text; the thread's next visit answers the posts left. A reply under "
-        "way that read a deleted post is not stored; whoever watches it is told so.",
+        "way that read a deleted post is not stored; whoever watches it is told so. The replies written to the "
+        "thread's later posts go with those versions, and the next visit answers those posts again in one run: "
+        "--dry-run says how many first.",
     )
     delete.add_argument("ids", nargs="+", type=count, metavar="ID", help="the posts' ids, as genui posts lists them")
+    delete.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=False,
+        help="say what each deletion would take (each as if alone), and delete nothing",
+    )
     shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")
     shared([posts, listed], "--site", metavar="NAME", help="only this site's posts")
     shared(
@@ -545,7 +553,7 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         if site is not None and thread is not None:  # any URL of the thread, as genui serve would route it
             thread, site_name = located(site, thread, store.mounts(site.name)).path, site.name
         if args.action == "delete":
-            return _delete_posts(store, list(dict.fromkeys(args.ids)))
+            return _delete_posts(store, list(dict.fromkeys(args.ids)), dry_run=args.dry_run)
         if site_name is not None and thread is None and site_name not in store.post_counts():
             site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
         if site is not None:
@@ -586,17 +594,26 @@ def shown(text: str) -> str:
     )
 
 
-def _delete_posts(store: Store, ids: list[int]) -> int:
+def _delete_posts(store: Store, ids: list[int], dry_run: bool = False) -> int:
     missing = 0
     for post_id in ids:
-        deleted = store.delete_post(post_id)
+        deleted = store.delete_post(post_id, dry_run=dry_run)
         if deleted is None:
             print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
             missing += 1
             continue
         placed = deleted.placed
+        # the replies to the posts after it go too (a moderator deleting an old post of a long thread lost the
+        # replies to every post since, a forum host's review): said, so that --dry-run shows it before it is done
+        later = (
+            f", with the replies to {counted(deleted.later, 'later post')} (the thread's next visit answers "
+            f"{'it' if deleted.later == 1 else 'them'} again, in one run)"
+            if deleted.later
+            else ""
+        )
         print(
-            f"deleted post {post_id} by {placed.post.user} on {placed.site} {shown(placed.path)}, and "
-            f"{counted(deleted.versions, 'version')} of the thread that read or showed it"
+            f"{'would delete' if dry_run else 'deleted'} post {post_id} by {placed.post.user} on {placed.site} "
+            f"{shown(placed.path)}, and {counted(deleted.versions, 'version')} of the thread that read or showed "
+            f"it{later}"
         )
     return USAGE_ERROR if missing else 0

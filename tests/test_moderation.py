@@ -12,7 +12,7 @@ from test_app import live_url
 
 from genui.cli import main
 from genui.sites import Site
-from genui.store import PageKey, Store
+from genui.store import PageKey, Store, StoredPost
 
 THREAD = "/forum/r/hacking/My_first_lisp"
 PATH = "/r/hacking/My_first_lisp"  # as the forum stores it
@@ -24,6 +24,14 @@ def stored_html(db: Path) -> list[str]:
         groups = [group for group in store.page_groups() if group.site == "forum"]
         keys = [PageKey("forum", PATH, "", group.model, group.template) for group in groups]
         return [page.html for key in keys for n in range(1, store.versions(key) + 1) if (page := store.page(key, n))]
+    finally:
+        store.close()
+
+
+def posts_of(db: Path) -> list[StoredPost]:
+    store = Store(db)
+    try:
+        return store.posts("forum", PATH)
     finally:
         store.close()
 
@@ -52,6 +60,28 @@ def test_a_deleted_post_leaves_no_page_holding_it_and_the_thread_answers_the_res
     assert "a fair question" in shown and "something nasty" not in shown and "troll" not in shown
     assert not any("something nasty" in html for html in stored_html(db))
     assert "something nasty" not in engine.infills[-1].generation.prompt
+
+
+def test_deleting_an_early_post_says_the_later_posts_replies_go_too_and_a_dry_run_deletes_nothing(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = client_factory(all_sites, FakeEngine())
+    db = tmp_path / "db0.sqlite3"
+    visit(client, THREAD)  # version 1, no posts
+    for user, text in (("troll", "something nasty"), ("ada", "a fair question"), ("bob", "and another")):
+        assert client.post(THREAD, data={"user": user, "text": text}, follow_redirects=False).status_code == 303
+        visit(client, THREAD)  # the replies to it, written in place: versions 2, 3 and 4
+    troll = posts_of(db)[0].id
+    said = f"post {troll} by troll on forum {PATH}, and 3 versions of the thread that read or showed it, with the "
+    said += "replies to 2 later posts (the thread's next visit answers them again, in one run)"
+
+    assert main(["posts", "delete", "--dry-run", str(troll), "--db", str(db)]) == 0
+    assert capsys.readouterr().out == f"would delete {said}\n"  # a long thread's moderator sees what goes first
+    assert len(stored_html(db)) == 4 and len(posts_of(db)) == 3  # nothing went
+
+    assert main(["posts", "delete", str(troll), "--db", str(db)]) == 0
+    assert capsys.readouterr().out == f"deleted {said}\n"
+    assert len(stored_html(db)) == 1 and len(posts_of(db)) == 2
 
 
 def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
