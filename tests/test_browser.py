@@ -997,6 +997,22 @@ def test_the_forums_links_meta_lines_and_genuis_quiet_text_can_be_read(server: S
         assert line == "underline", site
 
 
+def test_a_reply_the_model_wrote_after_its_replies_box_closed_is_a_card_in_the_forums_type(
+    server: Server, page: Any
+) -> None:
+    """The shipped model, answering a reader, sometimes closes its `.replies` and writes the next `.reply` after it:
+    that one stood bare on the page's grey, its author's name in the page's 16 px (a forum host's review)."""
+    page.goto(server.url + "/forum/r/linux/Pipes")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    reply = '<div class="reply"><p class="meta"><b>{0}</b> · 2 points</p><p>Hi.</p></div>'
+    written = f"<div class='replies'>{reply.format('inside')}</div>{reply.format('after')}"
+    page.evaluate("html => { document.querySelector('.genui-page').innerHTML = html; }", written)
+    look = "e => [getComputedStyle(e.querySelector('.meta')).fontSize, getComputedStyle(e).backgroundColor]"
+    inside = page.eval_on_selector(".replies > .reply", look)
+    after = page.eval_on_selector(".genui-page > .reply", look)
+    assert after[0] == inside[0] and after[1] == "rgb(255, 255, 255)", (inside, after)
+
+
 def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Server, page: Any) -> None:
     """A search after a search is another page, not a new version of this one: Back named the first `&v=1`."""
     page.goto(server.url + "/wiki/Lisp")
