@@ -21,8 +21,13 @@ class TooManyPosts(HTTPException):
     """A client posted ``limit`` times in the last minute already: a 429 that says when one more is taken."""
 
     def __init__(self, limit: int, seconds: int) -> None:
-        posts = "a reply" if limit == 1 else f"{limit} replies"
-        message = f"You posted {posts} in the last minute. Try again in {seconds} s."
+        # said of the address, not of the visitor: behind a venue's NAT one who posted once was told "You posted 10
+        # replies" (a forum host's review)
+        posts = "A reply was" if limit == 1 else f"{limit} replies were"
+        message = (
+            f"{posts} posted from your address (or network) in the last minute, the most it may post. Try again in"
+            f" {seconds} s."
+        )
         super().__init__(429, message, {"Retry-After": str(seconds)})
 
 

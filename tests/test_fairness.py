@@ -264,7 +264,9 @@ def test_a_client_posting_past_its_limit_a_minute_gets_a_429_that_keeps_its_text
     refused = client.post(THREAD, data={"user": "ada", "text": "one too many"}, headers=HTMX, follow_redirects=False)
     assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
     assert (
-        "Your reply was not posted: you posted 3 replies in the last minute." in refused.text
+        "Your reply was not posted: 3 replies were posted from your address (or network) in the last minute, the most"
+        " it may post."
+        in refused.text
         and ">one too many</textarea>" in refused.text
     )
     assert [post.text for post in pages_of(client).store.posts("forum", THREAD_PATH)] == ["post 0", "post 1", "post 2"]
