@@ -199,6 +199,44 @@
     });
   });
 
+  // A reader's name is typed once: the reply form fills it in with the name this browser last posted under (kept in
+  // the site's local storage, where the browser allows it), as a forum's comment forms do; a reader typed it at every
+  // post (a forum host's review). Filled in as served, it is no text a reload would lose (typing).
+  var NAME_KEY = "genui-reply-name";
+  function keptName(use) {
+    try {
+      return use(window.localStorage);
+    } catch (error) {
+      return null; // storage blocked: the name is typed, as before
+    }
+  }
+  document.addEventListener(
+    "submit",
+    function (event) {
+      var user = event.target.matches && event.target.matches(".genui-reply") ? event.target.elements.user : null;
+      if (user && user.value && user.checkValidity()) {
+        keptName(function (storage) {
+          storage.setItem(NAME_KEY, user.value);
+        });
+      }
+    },
+    true
+  );
+  document.addEventListener("htmx:load", function () {
+    var name = keptName(function (storage) {
+      return storage.getItem(NAME_KEY);
+    });
+    if (!name) {
+      return;
+    }
+    document.querySelectorAll(".genui-reply input[name=user]").forEach(function (user) {
+      if (!user.value && !user.hasAttribute("aria-invalid")) {
+        user.value = name;
+        user.defaultValue = name;
+      }
+    });
+  });
+
   // A reply may quote the thread: words selected in the page or its readers' posts go into the reply as "> " lines,
   // which the post shows set off as a quote (genui/shell.py's post_blocks) and the model reads as they are. The last
   // selection made in the thread is kept, since a tap on the button clears a phone's selection before its click.

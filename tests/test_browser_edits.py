@@ -400,3 +400,27 @@ def test_words_selected_in_the_thread_are_quoted_in_a_reply_and_shown_set_off(se
     blocks = post.eval_on_selector_all(":scope > *", "els => els.map(e => [e.tagName, e.textContent])")
     assert blocks == [["P", "First thought."], ["BLOCKQUOTE", chosen], ["P", "Quite so."]]
     assert problems == []
+
+
+def test_a_readers_name_is_filled_in_after_their_first_post(server: Server, page: Any) -> None:
+    """A reader typed their name at every post (a forum host's review): the browser keeps the last one posted under,
+    and a reply form's empty name box takes it, as served, so a page asking again by itself is not held back."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    assert page.input_value(".genui-reply input[name=user]") == ""
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea[name=text]", "Hello")
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
+    assert page.input_value(".genui-reply input[name=user]") == "ada"  # the form as it came back with the thread
+    page.goto(server.url + "/forum/r/hacking/Another_thread")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    user = ".genui-reply input[name=user]"
+    assert page.input_value(user) == "ada"
+    assert page.eval_on_selector(user, "field => field.value === field.defaultValue")  # no text a reload would lose
+    page.fill(user, "b y")  # a name that is none is not kept: the form refuses it
+    page.fill(".genui-reply textarea[name=text]", "Hi")
+    page.click(".genui-reply button[type=submit]")
+    page.goto(server.url + "/forum/r/hacking/A_third")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    assert page.input_value(user) == "ada"
