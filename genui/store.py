@@ -962,10 +962,13 @@ class Store:
             ).fetchall()
         return {str(path): int(count) for path, count in rows}
 
-    def recent_posts(self, site: str | None = None, path: str | None = None, limit: int = 50) -> list[PlacedPost]:
-        """The newest posts first, of one site or all, of one thread or all."""
+    def recent_posts(
+        self, site: str | None = None, path: str | None = None, limit: int = 50, user: str | None = None
+    ) -> list[PlacedPost]:
+        """The newest posts first, of one site or all, of one thread or all, by one name or any."""
         sql, args = "SELECT site, path, id, user, text, created FROM posts", []
-        wheres = [(column, value) for column, value in (("site", site), ("path", path)) if value is not None]
+        filters = (("site", site), ("path", path), ("user", user))
+        wheres = [(column, value) for column, value in filters if value is not None]
         if wheres:
             sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in wheres)
             args = [value for _, value in wheres]

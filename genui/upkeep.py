@@ -216,6 +216,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=str(SITES_DIR),
         help=f"folder of site folders, for --thread (default: {SITES_DIR})",
     )
+    shared(
+        [posts, listed],
+        "--user",
+        metavar="NAME",
+        help="only the posts made under this name (as the listing writes it), e.g. to delete a spammer's by id",
+    )
     shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
 
@@ -559,13 +565,14 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         if site is not None:
             _served_here(store, [site])
         limit = args.limit or MOST  # 0: all of them, as 0 turns off the other commands' counts
-        placed_posts = store.recent_posts(site_name, thread, limit)
+        user = None if args.user is None else unicodedata.normalize("NFC", args.user)  # as names are stored
+        placed_posts = store.recent_posts(site_name, thread, limit, user)
         if site is not None and thread is not None:
             # posts stored under a URL the thread's route now moves: listed under the thread a server moves them to
             # (by their own ids: listing moves nothing)
             moved_from = [old for old, new in moved_paths(store, SiteRuntime.build(site, "")).items() if new == thread]
             for old in moved_from:
-                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, limit)]
+                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, limit, user)]
             placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)[:limit]
     finally:
         store.close()

@@ -213,3 +213,19 @@ def test_a_post_deleted_while_its_replies_are_being_written_is_in_no_version_sto
     assert len(stored) == 1 and not any("something" in html for html in stored)
     shown = page_html(visit(client, THREAD).text)  # the thread as stored, with no post waiting
     assert "something" not in shown and "troll" not in shown and len(stored_html(db)) == 1
+
+
+def test_posts_lists_one_names_posts_to_clear_out_a_spammer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A host cleaning up after a spammer listed every post and picked theirs out by eye (a forum host's review)."""
+    db = tmp_path / "pages.sqlite3"
+    store = Store(db)
+    for user, text in (("ada", "a question"), ("Zoë", "spam one"), ("bob", "an answer"), ("Zoë", "spam two")):
+        store.add_post("forum", PATH, user, text)
+    store.close()
+    assert main(["posts", "--user", "Zoe\u0308", "--json", "--db", str(db)]) == 0  # typed decomposed: the same name
+    listed = json.loads(capsys.readouterr().out)["posts"]
+    assert [(post["user"], post["text"]) for post in listed] == [("Zoë", "spam two"), ("Zoë", "spam one")]
+    assert main(["posts", "delete", *(str(post["id"]) for post in listed), "--db", str(db)]) == 0
+    assert [post.user for post in posts_of(db)] == ["ada", "bob"]
+    assert main(["posts", "--user", "Zoë", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.endswith("no posts\n")
