@@ -54,6 +54,9 @@ __all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRunt
 R = TypeVar("R", Generation, Variations)
 
 BUSY = "This page is being written right now; try again when it is finished."
+INLINE_POSTS = (
+    '<ol class="genui-postlist genui-inline">'  # where a thread's readers' posts begin (templates/parts.html)
+)
 
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
 CUT = " …"  # ends a post cut to the length the model can read
@@ -400,6 +403,32 @@ class Pages:
         request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
         frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
         return self._start(job, version, frames, prompt.parent, canvases, "whole", ahead=ahead)
+
+    def regenerate(self, job: Job, *, placeholder: bool = False) -> Generation:
+        """The run writing the page's next version anew (Regenerate): whole, or for a thread whose newest version
+        answers readers' posts in place, its conversation kept. Written whole, such a thread lost which reply
+        answers which post: every post was listed below it, none answered (a forum host's review). So only the
+        thread before its first post is written anew, as its first version was (no post in its prompt), and the
+        posts and replies the newest version shows after it follow byte for byte, answering what they answered."""
+        newest = self.page(job) if job.location.route.posts else None
+        cut = -1 if newest is None else newest.html.find(INLINE_POSTS)
+        if newest is None or cut < 0:
+            return self.generation(job, self.versions(job) + 1, placeholder=placeholder)
+        version = newest.version + 1
+        if (running := self._running.get((job.key, version))) is not None:
+            if placeholder:
+                running.claim()
+            return running
+        engine, prompt = self.ready(), self.prompt(replace(job, posts=()))
+        request = job.runtime.request(prompt.text, version - 1, prompt.opening)
+        splice = Splice(
+            after=newest.html[cut:],
+            answered=newest.answered,
+            replied=newest.replied,
+            base=(newest.version, newest.created),
+        )
+        canvases = self._canvases(job)
+        return self._start(job, version, lambda: engine.stream(request), prompt.parent, canvases, "rewrite", splice)
 
     def busy(self) -> bool:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""

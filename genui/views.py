@@ -256,7 +256,7 @@ class Views:
         running = self.pages.running(job, self.pages.versions(job) + 1)
         if running is not None and not running.splice.whole:  # a section or replies being written in place
             raise HTTPException(409, BUSY)
-        generation = self.pages.generation(job, self.pages.versions(job) + 1, placeholder=is_htmx(request))
+        generation = self.pages.regenerate(job, placeholder=is_htmx(request))
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
             return self.screens.live(request, job, generation, headers=_pushed(target))

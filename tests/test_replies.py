@@ -532,3 +532,34 @@ def test_a_threads_conversation_is_carried_to_an_edited_site_and_to_a_new_model(
         ).fetchall()
     # the first config's versions stay (to prune), each copy beside them
     assert sorted(keys) == [("another-model", 2), ("fake-model", 2), ("fake-model", 2)]
+
+
+@pytest.mark.parametrize("headers", [HTMX, {}])
+def test_regenerating_a_thread_writes_its_thread_anew_and_keeps_its_conversation(
+    client_factory: ClientFactory, all_sites: list[Site], headers: dict[str, str]
+) -> None:
+    """Regenerate wrote a thread with readers' replies whole again: every post listed below it, none answered, the
+    replies gone from the newest version (a forum host's review). The thread before its first post is written anew,
+    as its first version was, and the posts and replies follow as they were."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    first = page_html(visit(client, THREAD).text)
+    response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+    ws_messages(client, live_url(response.text))
+    conversation = page_html(client.get(THREAD).text)
+    assert conversation.startswith(first) and "Welcome, ada!" in conversation
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    regenerated = client.post("/_genui/regenerate", data=form, headers=headers, follow_redirects=False)
+    if headers:
+        assert conversation[len(first) :] in regenerated.text  # shown below the thread as it is written anew
+        ws_messages(client, live_url(regenerated.text))
+    else:
+        assert regenerated.status_code == 303 and regenerated.headers["location"] == THREAD + "?v=3"
+    third = client.get(THREAD)
+    assert 'aria-current="page">3</a>' in third.text
+    head = page_html(third.text)[: -len(conversation) + len(first)]
+    assert head != first and "written with seed 2" in head  # the thread anew
+    assert page_html(third.text) == head + conversation[len(first) :]  # its conversation as it was
+    assert "No replies from readers yet" not in third.text and "Macros?" not in third.text.split("</main>")[1]
+    assert "Macros?" not in engine.calls[-1].prompt and engine.calls[-1].seed == 2  # written as its first version
+    assert len(engine.infills) == 1  # the replies once, no more
