@@ -1013,6 +1013,15 @@ def test_a_reply_the_model_wrote_after_its_replies_box_closed_is_a_card_in_the_f
     assert after[0] == inside[0] and after[1] == "rgb(255, 255, 255)", (inside, after)
 
 
+def test_a_wiki_article_on_a_phone_keeps_most_of_the_screens_width_for_its_text(server: Server, page: Any) -> None:
+    """2rem of padding inside the page's own margin left 285 px of text on a 390 px phone (a phone user's review)."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    width = page.eval_on_selector(".genui-page p", "p => p.getBoundingClientRect().width")
+    assert width >= 310, width
+
+
 def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Server, page: Any) -> None:
     """A search after a search is another page, not a new version of this one: Back named the first `&v=1`."""
     page.goto(server.url + "/wiki/Lisp")
