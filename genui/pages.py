@@ -378,7 +378,8 @@ class Pages:
                 return 0  # another process holds the cache: written whole, as before, or carried at the next visit
             if carried:
                 log.info(
-                    "%s%s: its %d versions, with readers' posts, carried from %s to %s (Regenerate writes its thread anew)",
+                    "%s%s: its %d versions, with readers' posts, carried from %s to %s (Regenerate writes its"
+                    " thread anew)",
                     job.runtime.site.name,
                     job.location.url,
                     carried,
