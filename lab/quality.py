@@ -708,7 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if not args.corpus.exists():
             print(
-                f"{args.corpus} is missing: build it with `python -m lab.corpus --out {args.corpus}`", file=sys.stderr
+                f"{args.corpus} is missing: build it with `genui corpus --text-only --out {args.corpus}`",
+                file=sys.stderr,
             )
             return 2
         routers = {name: SiteRouter(site) for name, site in sites.items()}
@@ -771,9 +772,25 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"rescored": str(args.rescore), "resanitised": sum(bool(r.raw) for r in results)}
         _emit(args, sites, summary, rows, reference, results)
         return 0
+    if args.packed and not args.packed.is_file():  # said before the model loads and the pages are written
+        print(f"--packed {args.packed}: no such file (genui adapt --pack makes one)", file=sys.stderr)
+        return 2
     from engine import load_engine  # the model is loaded only when a report is asked for
 
     engine = load_engine(args.model, device=args.device, quantize="int8" if args.int8 else None)
+    packed = None
+    if args.packed:
+        from lab.data import Packed, tokenizer_digest
+
+        packed = Packed.load(args.packed)
+        # another tokenizer's ids are other words to this model: its loss on them is a number, and meaningless
+        if packed.tokenizer and packed.tokenizer != tokenizer_digest(engine.loaded.tokenizer):
+            print(
+                f"--packed {args.packed} was packed with another tokenizer than {engine.model_id}'s: pack the corpus"
+                " for its base (genui adapt --pack data/corpus.jsonl --packed FILE --base BASE)",
+                file=sys.stderr,
+            )
+            return 2
     progress = None if args.json else lambda m: print(m, file=sys.stderr)
 
     async def every_seed() -> list[PageResult]:  # one event loop for the engine, whatever the seeds
@@ -789,12 +806,9 @@ def main(argv: list[str] | None = None) -> int:
         with args.save_pages.open("w", encoding="utf-8") as out:
             for result in results:
                 out.write(json.dumps(asdict(result)) + "\n")
-    if args.packed:
+    if packed is not None:
         import numpy as np
 
-        from lab.data import Packed
-
-        packed = Packed.load(args.packed)
         loss = _loss_function(engine.loaded)
         for row in rows:
             if row.site in packed.group_names:

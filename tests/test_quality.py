@@ -551,3 +551,35 @@ def test_well_formed_as_written_reads_the_models_own_text_which_the_skeleton_see
     assert row.skeleton == 1.0 and row.well_formed == 0.5
     (corpus,) = report([PageResult("wiki", "/wiki/Hash_table", ARTICLE, [], 0.0)], SITES, dictionary=set())
     assert corpus.well_formed is None  # no text of a model's to judge
+
+
+def test_a_pack_of_another_tokenizer_or_none_at_all_is_refused_before_any_page_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held-out loss of a pack made for another base's tokenizer was reported as any other (its ids are other
+    words to the model); a --packed that was not there was a traceback once every page had been written."""
+    from engine_fixtures import build_tiny_adapter
+    from transformers import AutoTokenizer
+
+    monkeypatch.setattr(quality, "load_dictionary", lambda: {"page"})
+    rows = [{"site": "wiki", "path": f"/Page_{i}", "prompt": f"p {i}", "html": "<p>page</p>"} for i in range(4)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({**row, "holdout": i < 2}) + "\n" for i, row in enumerate(rows)))
+    base = build_tiny_llama_base(tmp_path / "tiny")
+    model = build_tiny_adapter(base, tmp_path / "model")
+    other = tmp_path / "other"
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.add_tokens(["<another-word>"])
+    tokenizer.save_pretrained(other)
+    packed = tmp_path / "other.npz"
+    assert adapt_main(["--packed", str(packed), "--base", str(other), "--pack", str(corpus)]) == 0
+    capsys.readouterr()
+    argv = ["--model", str(model), "--corpus", str(corpus), "--per-site", "1", "--device", "cpu"]
+    written = []
+    monkeypatch.setattr(quality, "generate_pages", lambda *args: written.append(args))
+    assert quality.main([*argv, "--packed", str(packed)]) == 2
+    assert "was packed with another tokenizer than" in capsys.readouterr().err and not written
+    assert quality.main([*argv, "--packed", str(tmp_path / "nope.npz")]) == 2
+    assert "nope.npz: no such file" in capsys.readouterr().err and not written
+    assert quality.main(["--corpus", str(tmp_path / "none.jsonl")]) == 2
+    assert "build it with `genui corpus --text-only --out" in capsys.readouterr().err
