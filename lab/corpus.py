@@ -363,6 +363,13 @@ class Sources:
     @classmethod
     def read(cls) -> Sources:
         """This machine's Debian packages (the module's docstring says which)."""
+        wanted = {"dict-foldoc": DICTD / "foldoc.index", "dict-jargon": DICTD / "jargon.index", "fortunes": FORTUNES}
+        missing = [package for package, path in wanted.items() if not path.exists()]
+        if missing:  # else a FileNotFoundError on the first, or an empty forum's IndexError without fortunes
+            raise SystemExit(
+                f"genui corpus: the corpus is written from Debian's packaged text, and {', '.join(missing)} is not"
+                f" installed here: apt-get install {' '.join(missing)} (docs/model.md, Recipe)"
+            )
         entries: dict[str, Entry] = {}
         for name in ("foldoc", "jargon"):
             for raw in read_dictd(name):

@@ -363,3 +363,13 @@ def test_the_url_split_is_the_default_and_holds_out_the_pages_it_always_did() ->
     assert [(p.site, p.path, p.prompt, p.html, p.shared) for p in by_source] == [
         (p.site, p.path, p.prompt, p.html, p.shared) for p in default
     ]
+
+
+def test_a_machine_without_the_text_packages_is_told_which_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without dict-foldoc, `genui corpus` was a FileNotFoundError traceback for /usr/share/dictd/foldoc.dict.dz."""
+    monkeypatch.setattr(lab.corpus, "DICTD", tmp_path / "dictd")
+    monkeypatch.setattr(lab.corpus, "FORTUNES", tmp_path / "fortunes")
+    with pytest.raises(SystemExit, match="apt-get install dict-foldoc dict-jargon fortunes"):
+        Sources.read()
