@@ -367,8 +367,9 @@ class Sources:
         missing = [package for package, path in wanted.items() if not path.exists()]
         if missing:  # else a FileNotFoundError on the first, or an empty forum's IndexError without fortunes
             raise SystemExit(
-                f"genui corpus: the corpus is written from Debian's packaged text, and {', '.join(missing)} is not"
-                f" installed here: apt-get install {' '.join(missing)} (docs/model.md, Recipe)"
+                f"genui corpus: the corpus is written from Debian's packaged text, and this machine lacks"
+                f" {', '.join(missing)}"
+                f": apt-get install {' '.join(missing)} (docs/model.md, Recipe)"
             )
         entries: dict[str, Entry] = {}
         for name in ("foldoc", "jargon"):
