@@ -28,7 +28,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,24 +44,35 @@ MAX_PROMPT = 320  # tokens of a packed page's prompt, its chat template included
 MAX_RESPONSE = 512  # tokens of a packed page with its end-of-text: the largest page budget of the example sites
 
 
+def _setting(default: Any, help: str) -> Any:
+    """A field of AdaptConfig with the help its --flag shows."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
 class AdaptConfig:
-    canvas_length: int = 64  # C: tokens denoised at once
-    steps: int = 3000  # optimiser steps of the whole run (the schedule's length)
-    canvas_tokens: int = 1024  # supervised canvas tokens per optimiser step
-    lr: float = 5e-4
-    warmup: int = 30
-    weight_decay: float = 0.0
-    clip: float = 1.0
-    rank: int = 32  # LoRA rank
-    alpha: int = 64  # LoRA scale numerator (scale = alpha / rank)
-    frozen_layers: int = 10  # bottom layers without an adapter
-    eps: float = 0.05  # lowest corruption level
-    ar_weight: float = 0.5  # weight of the clean pass's next-token loss
-    plausible_noise: float = 0.0  # share of the noised inputs given a plausible wrong token instead (see layout_page)
-    certainty: float = 0.0  # weight of the entropy of canvas slots the model already predicts right (see pages_loss)
-    trajectory_share: float = 0.0  # share of pages drawn from --trajectories (the denoiser's own paths), if given
-    seed: int = 0
+    """A run's settings, each a --flag of genui adapt whose help is its ``help``."""
+
+    canvas_length: int = _setting(64, "tokens denoised at once (C)")
+    steps: int = _setting(3000, "optimiser steps of the whole run: the learning rate schedule's length")
+    canvas_tokens: int = _setting(1024, "supervised canvas tokens per optimiser step")
+    lr: float = _setting(5e-4, "peak learning rate (AdamW)")
+    warmup: int = _setting(30, "steps of linear warm-up")
+    weight_decay: float = _setting(0.0, "AdamW's weight decay")
+    clip: float = _setting(1.0, "gradient norm clipped to this")
+    rank: int = _setting(32, "LoRA rank")
+    alpha: int = _setting(64, "LoRA scale numerator (scale = alpha / rank)")
+    frozen_layers: int = _setting(10, "bottom decoder layers without an adapter (fewer than the base has)")
+    eps: float = _setting(0.05, "lowest corruption level of a canvas")
+    ar_weight: float = _setting(0.5, "weight of the clean pass's next-token loss")
+    plausible_noise: float = _setting(
+        0.0, "share of the noised inputs given a plausible wrong token instead of a uniform one"
+    )
+    certainty: float = _setting(
+        0.0, "weight of the entropy of canvas slots the model already predicts right (certainty forcing)"
+    )
+    trajectory_share: float = _setting(0.0, "share of pages drawn from --trajectories (the denoiser's own paths)")
+    seed: int = _setting(0, "the run's seed: noise, page order and the adapter's first weights")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -764,8 +775,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-pages", type=int, default=1, help="pages in one forward (padded to one length; 16 or so on a GPU)"
     )
-    parser.add_argument("--eval-every", type=int, default=50)
-    parser.add_argument("--save-every", type=int, default=10)
+    parser.add_argument(
+        "--eval-every", type=int, default=50, help="steps between held-out losses (default: %(default)s)"
+    )
+    parser.add_argument("--save-every", type=int, default=10, help="steps between checkpoints (default: %(default)s)")
     parser.add_argument("--export", type=Path, help="after training, write the adapter as a model folder here")
     parser.add_argument("--export-only", action="store_true", help="only export the run's checkpoint to --export")
     parser.add_argument(
@@ -793,7 +806,12 @@ def main(argv: list[str] | None = None) -> int:
         "that matches no training page stops the pack",
     )
     for f in fields(AdaptConfig):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=type(f.default),
+            default=f.default,
+            help=f"{f.metadata['help']} (default: %(default)s)",
+        )
     args = parser.parse_args(argv)
     random.seed(args.seed)
     try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -628,3 +630,17 @@ def test_a_run_stopped_and_resumed_trains_as_the_run_that_never_stopped(tiny_bas
         assert main(["--out", str(tmp_path / run), "--export-only", "--export", str(tmp_path / f"{run}-x")]) == 0
     whole, parts = (load_file(tmp_path / f"{run}-x" / "adapter_model.safetensors") for run in ("whole", "parts"))
     assert whole.keys() == parts.keys() and all(torch.allclose(whole[k], parts[k], atol=1e-6) for k in whole)
+
+
+def test_every_setting_of_a_run_says_what_it_is_and_its_default_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """genui adapt --help listed --frozen-layers, --rank, --lr and the rest bare: a user learned that --frozen-layers
+    is 10 from the error on a 2-layer base (an ML engineer's review of the lab workflow)."""
+    with pytest.raises(SystemExit):
+        adapt.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for setting in dataclasses.fields(adapt.AdaptConfig):
+        flag = "--" + setting.name.replace("_", "-")
+        entry, default = shown.split(f"{flag} {setting.name.upper()} ", 1)[1].split(" (default: ", 1)
+        assert re.search(r"--[a-z-]+ [A-Z_]+ ", entry) is None, flag  # its own help, not the next option's
+        assert entry and default.startswith(f"{setting.default})"), flag
+    assert "steps between checkpoints (default: 10)" in shown
