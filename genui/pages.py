@@ -359,7 +359,11 @@ class Pages:
         return self._failed.pop((key, version), None) or NoSuchVersion(version, REWRITE_STOPPED)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
-        """The cached page (its newest version when ``version`` is None), its links for the site's mount."""
+        """The cached page (its newest version when ``version`` is None), its links for the site's mount. A thread
+        with readers' posts stored under an earlier config or model only is carried first (``versions``), so that
+        a reply or a post waiting for one is answered onto its conversation at the first visit."""
+        if job.cached and job.location.route.posts:
+            self.versions(job)
         page = self.store.page(job.key, version) if job.cached else None
         return None if page is None else job.runtime.remounted(page)
 

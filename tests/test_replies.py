@@ -563,3 +563,42 @@ def test_regenerating_a_thread_writes_its_thread_anew_and_keeps_its_conversation
     assert "No replies from readers yet" not in third.text and "Macros?" not in third.text.split("</main>")[1]
     assert "Macros?" not in engine.calls[-1].prompt and engine.calls[-1].seed == 2  # written as its first version
     assert len(engine.infills) == 1  # the replies once, no more
+
+
+@pytest.mark.parametrize("how", ["a visit", "a plain reply", "a reply while the model loads"])
+def test_a_post_waiting_on_a_thread_carried_to_a_new_model_is_answered_at_once(tmp_path: Path, how: str) -> None:
+    """A thread carried to a new model (a genui upgrade's adapter) at its first visit kept its conversation, but a post
+    waiting for replies (its run cut short by a restart), or one sent from a page opened before the upgrade without
+    scripts, was shown unanswered and no run started: the carrying visit looked for the newest version before the
+    carry (an operator's upgrade review). Now that visit answers it in place; a reply posted while the model loads
+    is stored, not refused as if the thread were not written."""
+    db = tmp_path / "pages.sqlite3"
+    with TestClient(create_app(example_sites(), FakeEngine(), db_path=db)) as client:
+        visit(client, THREAD)
+        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+        ws_messages(client, live_url(response.text))
+        conversation = page_html(client.get(THREAD).text)
+    if how == "a visit":  # stored, its replies' run cut short by the restart into the new release
+        Store(db).add_post("forum", "/r/hacking/My_first_lisp", "bob", "And hygiene?")
+    engine = FakeEngine(model_id="another-model")
+    if how == "a reply while the model loads":
+        gate = threading.Event()
+
+        def load() -> FakeEngine:
+            gate.wait(10)
+            return engine
+
+        app = create_app(example_sites(), db_path=db, load_engine=load, identify_model=lambda: engine.model_id)
+    else:
+        gate = None
+        app = create_app(example_sites(), engine, db_path=db)
+    with TestClient(app) as client:
+        if how != "a visit":
+            posted = client.post(THREAD, data={"user": "bob", "text": "And hygiene?"}, follow_redirects=False)
+            assert posted.status_code == 303
+        if gate is not None:
+            gate.set()
+            eventually(lambda: client.get("/_genui/health").status_code == 200)
+        shown = visit(client, THREAD).text
+        assert engine.calls == [] and len(engine.infills) == 1  # the replies in place, not the thread whole
+        assert page_html(shown).startswith(conversation) and "Welcome, bob!" in shown
