@@ -272,18 +272,21 @@ def _backup(db: Path, out: Path) -> int:
         raise UsageError(f"{out} exists: name a new file (a backup never writes over one)")
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} to write {out.name} in")
-    store = _open_store(db)
+    _checked(db)
+    # Read as it is, not through Store, which brings an earlier genui's file up to today's layout: a backup changed
+    # the file it copied, and failed on an earlier genui's read-only one (an operator's upgrade review)
     try:
-        store.copy_to(out).close()
-        with contextlib.closing(sqlite3.connect(out)) as copy:
+        with (
+            contextlib.closing(sqlite3.connect(db, timeout=COMMAND_BUSY_TIMEOUT_S)) as source,
+            contextlib.closing(sqlite3.connect(out)) as copy,
+        ):
+            source.backup(copy)
             (verdict,) = copy.execute("PRAGMA quick_check").fetchone()
             (posts,) = copy.execute("SELECT COUNT(*) FROM posts").fetchone()
             (versions,) = copy.execute("SELECT COUNT(*) FROM pages").fetchone()
     except sqlite3.Error as err:
         out.unlink(missing_ok=True)
         raise UsageError(f"cannot copy {db} to {out}: {err}") from None
-    finally:
-        store.close()
     if verdict != "ok":
         raise UsageError(f"the copy in {out} does not check out ({verdict}): {db} may be damaged; keep {out} aside")
     print(
@@ -297,6 +300,12 @@ COMMAND_BUSY_TIMEOUT_S = 5.0  # a command waits longer than the server (whose wa
 
 def _open_store(db: Path) -> Store:
     """The page cache at ``db``, or UsageError when there is none (a file genui serve did not make is left alone)."""
+    _checked(db)
+    return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
+
+
+def _checked(db: Path) -> None:
+    """UsageError unless ``db`` is a page cache this genui may open, checked as it is."""
     if not db.is_file():
         raise UsageError(f"no page cache at {db} (genui serve makes it; pass --db to name another)")
     try:
@@ -305,7 +314,6 @@ def _open_store(db: Path) -> Store:
         raise UsageError(f"cannot read {db}: {err}; {fix_for(err)}") from None
     except NotAPageCache as err:
         raise UsageError(str(err)) from None
-    return Store(db, busy_timeout=COMMAND_BUSY_TIMEOUT_S)
 
 
 def _standings(

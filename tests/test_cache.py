@@ -496,6 +496,30 @@ def test_a_backup_taken_while_a_server_writes_holds_every_post_it_acknowledged_a
     assert all(f"post {n}</p>" in shown for n in range(30)) and "after the backup" not in shown
 
 
+def test_a_backup_leaves_an_earlier_genuis_file_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A backup opened the file through Store, which brings an earlier genui's file up to today's layout: it changed
+    the file it copied (and failed on a read-only one; an operator's upgrade review)."""
+    db, out = tmp_path / "earlier.sqlite3", tmp_path / "backup.sqlite3"
+    with contextlib.closing(sqlite3.connect(db)) as earlier:  # the columns every genui made its tables with
+        earlier.execute(
+            "CREATE TABLE pages (site TEXT, path TEXT, query TEXT, model TEXT, template TEXT, posts INTEGER,"
+            " version INTEGER, seed INTEGER, title TEXT, html TEXT, seconds REAL, created REAL,"
+            " PRIMARY KEY (site, path, query, model, template, posts, version))"
+        )
+        earlier.execute(
+            "CREATE TABLE posts (id INTEGER PRIMARY KEY AUTOINCREMENT, site TEXT, path TEXT, user TEXT, text TEXT,"
+            " created REAL)"
+        )
+        earlier.execute(
+            "INSERT INTO posts (site, path, user, text, created) VALUES ('forum', '/r/a/b', 'ada', 'hi', 1)"
+        )
+        earlier.commit()
+    before = db.read_bytes()
+    assert main(["cache", "backup", str(out), "--db", str(db)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("0 page versions, 1 post")
+    assert db.read_bytes() == before
+
+
 def test_cache_show_points_at_the_sites_genui_new_made_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
