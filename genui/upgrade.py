@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 
+from genui.cache import counted
 from genui.links import linked_urls
 from genui.routing import BadRequest
 from genui.runtime import SiteRuntime
@@ -112,7 +113,15 @@ def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
     moves = moved_paths(store, runtime)
     if not moves:
         return []
-    _, _, stayed = store.rehome(runtime.site.name, moves)
+    posts, versions, stayed = store.rehome(runtime.site.name, moves)
+    if posts or versions:  # said, as a thread carried to a new config is (an operator's upgrade review)
+        log.info(
+            "site %s: %s and %s stored under an address its routes now move (%s) moved to the page's own",
+            runtime.site.name,
+            counted(posts, "reader's post").replace("reader's posts", "readers' posts"),
+            counted(versions, "page version"),
+            ", ".join(f"{old} -> {new}" for old, new in list(moves.items())[:3]) + (", ..." if len(moves) > 3 else ""),
+        )
     return stayed
 
 

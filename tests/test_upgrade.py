@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sqlite3
 from contextlib import closing
@@ -213,7 +214,9 @@ async def test_a_reload_while_another_process_holds_the_cache_serves_the_new_con
     store.close()
 
 
-def test_posts_and_pages_stored_under_a_url_a_route_now_moves_go_to_its_page(tmp_path: Path) -> None:
+def test_posts_and_pages_stored_under_a_url_a_route_now_moves_go_to_its_page(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The forum's boards took `case = { board = "lower" }` in session 60: a reply posted to `/r/Linux/Kernel_news`
     before is a reply to `/r/linux/Kernel_news`, the thread the old URL now leads to, and is shown there."""
     db = tmp_path / "genui.sqlite3"
@@ -228,10 +231,16 @@ def test_posts_and_pages_stored_under_a_url_a_route_now_moves_go_to_its_page(tmp
     store.save_page(PageKey("forum", "/r/lisp/Macros", "", MODEL, version), 1, 0, "Macros", "<p>new</p>", 1)
     store.close()
     engine = FakeEngine(model_id=MODEL)
-    with TestClient(create_app([forum.site], engine, db_path=db)) as client:
+    with (
+        caplog.at_level(logging.INFO, logger="genui"),
+        TestClient(create_app([forum.site], engine, db_path=db)) as client,
+    ):
         shown = client.get("/r/linux/Kernel_news").text
         macros = page_html(client.get("/r/lisp/Macros").text)
     assert "Which kernel do you run?" in shown and "<p>A</p>" in shown and engine.calls == []
+    # said at the start, as a thread carried to a new config is (an operator's upgrade review)
+    assert "site forum: 1 reader's post and 1 page version stored under an address its routes now move" in caplog.text
+    assert "/r/Linux/Kernel_news -> /r/linux/Kernel_news" in caplog.text
     assert "<p>new</p>" in macros
     store = Store(db)
     assert [p.id for p in store.posts("forum", "/r/linux/Kernel_news")] == [post.id]
