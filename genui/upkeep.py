@@ -553,7 +553,14 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
     _served_here(store, [site])  # another folder's routes could read the URL as another page's
     location = located(site, args.path, store.mounts(site.name))
     deleted = store.forget(site.name, location.path, location.query_string)
-    print(f"forgot {counted(deleted, 'version')} of {site.name} {shown(location.url)}; its next visit writes it again")
+    posts = len(store.posts(site.name, location.path)) if location.route.posts else 0
+    # a thread's conversation goes with its versions, its posts stay: said, as posts delete says it (a forum host)
+    stay = "stays" if posts == 1 else "stay"
+    kept = f"; its {counted(posts, 'reader post')} {stay}, to be answered anew" if posts else ""
+    print(
+        f"forgot {counted(deleted, 'version')} of {site.name} {shown(location.url)}; its next visit writes it"
+        f" again{kept}"
+    )
     return 0
 
 
