@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -41,7 +40,7 @@ from genui.runtime import SiteRuntime
 from genui.sections import section
 from genui.seen import Seen
 from genui.sites import Route
-from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, is_busy, when_free
+from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
 from genui.words import WORDS
 
@@ -63,9 +62,11 @@ CUT = " …"  # ends a post cut to the length the model can read
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
 STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
-# What a run writes: a whole page, a thread's replies in place, or one section (started again only as what it was).
-Run = Literal["whole", "replies", "rewrite"]
+# What a run writes: a whole page, a thread's replies in place, one section, or a thread before its readers' posts
+# anew (a Regenerate's, its conversation kept); each started again only as what it was.
+Run = Literal["whole", "replies", "rewrite", "regenerate"]
 REWRITE_STOPPED = "The rewrite of a section stopped before it was finished: nothing changed."
+REGENERATE_STOPPED = "The thread's new version stopped before it was finished: nothing changed."
 
 
 class EngineLoading(EngineOverloaded):
@@ -352,11 +353,13 @@ class Pages:
         """What a request for ``version``, neither stored nor being written, is told. A rewrite whose run ended
         unstored is not written again as a whole page: its watchers (the ws extension reconnects when a socket drops)
         hear that it stopped, or that the engine was busy when it was."""
-        if self._started.get((key, version)) != "rewrite":
+        run = self._started.get((key, version))
+        if run not in ("rewrite", "regenerate"):
             return NoSuchVersion(version)
         # told once: a later request (the address the rewrite pushed, reloaded) hears that it stopped, not "busy,
         # try again" for ever about a version nothing will write
-        return self._failed.pop((key, version), None) or NoSuchVersion(version, REWRITE_STOPPED)
+        stopped = REWRITE_STOPPED if run == "rewrite" else REGENERATE_STOPPED
+        return self._failed.pop((key, version), None) or NoSuchVersion(version, stopped)
 
     def page(self, job: Job, version: int | None = None) -> StoredPage | None:
         """The cached page (its newest version when ``version`` is None), its links for the site's mount. A thread
@@ -369,17 +372,14 @@ class Pages:
 
     def versions(self, job: Job) -> int:
         """How many versions of the page are stored. A thread with readers' posts stored under an earlier config or
-        model only is carried to this one first (Store.carry_thread): its conversation is not written again."""
+        model only is carried to this one first (Store.carry_thread): its conversation is not written again. While
+        another process holds the cache, the "locked" sqlite3.OperationalError is raised (a 503 that asks again), not
+        0: the thread written whole as this key's version 1 would never be carried, its conversation lost."""
         if not job.cached:
             return 0
         count = self.store.versions(job.key)
         if count == 0 and job.location.route.posts and (source := self.store.carried_from(job.key)) is not None:
-            try:
-                carried = self.store.carry_thread(job.key, wait=False)  # the event loop's: never the busy timeout
-            except sqlite3.OperationalError as err:
-                if not is_busy(err):
-                    raise
-                return 0  # another process holds the cache: written whole, as before, or carried at the next visit
+            carried = self.store.carry_thread(job.key, wait=False)  # the event loop's: never the busy timeout
             if carried:
                 log.info(
                     "%s%s: its %d versions, with readers' posts, carried from %s to %s (Regenerate writes its"
@@ -433,7 +433,12 @@ class Pages:
             base=(newest.version, newest.created),
         )
         canvases = self._canvases(job)
-        return self._start(job, version, lambda: engine.stream(request), prompt.parent, canvases, "rewrite", splice)
+        return self._start(job, version, lambda: engine.stream(request), prompt.parent, canvases, "regenerate", splice)
+
+    def regenerating(self, job: Job, version: int) -> bool:
+        """Whether the run writing ``version`` is a Regenerate's of a thread, its conversation kept: a second click
+        joins it, as it joins one writing a whole page, where a rewrite or replies under way refuse it."""
+        return self.running(job, version) is not None and self._started.get((job.key, version)) == "regenerate"
 
     def busy(self) -> bool:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
@@ -502,12 +507,14 @@ class Pages:
         crawler, another site's ``<img>``) does not answer posts the newest version already read."""
         if not job.location.route.posts or version is None or version != self.versions(job) + 1:
             return None
-        if self.running(job, version) is not None or self._started.get((job.key, version)) in ("rewrite", "whole"):
-            # a rewrite's version: its watchers hear that it stopped, not a replies run in its place; a Regenerate's:
-            # it is written again whole, as asked, not as the version before with replies
+        started = self._started.get((job.key, version))
+        if self.running(job, version) is not None or started in ("rewrite", "whole", "regenerate"):
+            # a rewrite's version, or a thread's Regenerate's: its watchers hear that it stopped, not a replies run in
+            # its place; a Regenerate's of a whole page: it is written again whole, as asked, not as the version
+            # before with replies
             return None
         newest = self.page(job)
-        if self._started.get((job.key, version)) != "replies" and (newest is None or not self.waiting(job, newest)):
+        if started != "replies" and (newest is None or not self.waiting(job, newest)):
             return None
         return self.append(job, shown)
 

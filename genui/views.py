@@ -251,10 +251,12 @@ class Views:
         return Response(media_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def regenerate(self, request: Request) -> Response:
-        """Write the page's next version whole (form: site, url)."""
+        """Write the page's next version whole, or a thread's before its readers' posts (form: site, url)."""
         _, job = await self._page_form(request)
-        running = self.pages.running(job, self.pages.versions(job) + 1)
-        if running is not None and not running.splice.whole:  # a section or replies being written in place
+        slot = self.pages.versions(job) + 1
+        running = self.pages.running(job, slot)
+        # a section or replies being written in place; a Regenerate's own run (a second click) is joined
+        if running is not None and not running.splice.whole and not self.pages.regenerating(job, slot):
             raise HTTPException(409, BUSY)
         generation = self.pages.regenerate(job, placeholder=is_htmx(request))
         target = versioned(job.url, generation.version) if job.cached else job.url

@@ -602,3 +602,62 @@ def test_a_post_waiting_on_a_thread_carried_to_a_new_model_is_answered_at_once(t
         shown = visit(client, THREAD).text
         assert engine.calls == [] and len(engine.infills) == 1  # the replies in place, not the thread whole
         assert page_html(shown).startswith(conversation) and "Welcome, bob!" in shown
+
+
+def test_a_threads_regenerate_clicked_twice_is_one_run_and_one_that_stopped_says_so(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A thread's Regenerate writes in place (its conversation kept), which a second click, scripts off, was refused
+    as a rewrite under way is (a 409 "being written right now" in place of the page, where a whole page's Regenerate
+    is joined); and a run of it that stopped unwatched said "The rewrite of a section stopped"."""
+    engine = FakeEngine(delay=0.02)
+    client = client_factory(all_sites, engine, follow_redirects=False, app_options={"unclaimed_s": 0.2})
+    visit(client, THREAD, follow_redirects=True)
+    response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+    ws_messages(client, live_url(response.text))
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    answers: list[int | str | None] = []
+
+    def click() -> None:
+        answer = client.post("/_genui/regenerate", data=form)
+        answers.extend([answer.status_code, answer.headers.get("location")])
+
+    written = len(engine.calls)  # the thread's first version
+    first = threading.Thread(target=click)
+    first.start()
+    assert eventually(lambda: len(engine.calls) == written + 1)
+    click()  # the second click, while the first one's run is under way
+    first.join()
+    assert answers == [303, THREAD + "?v=3"] * 2 and len(engine.calls) == written + 1
+    engine.hold = threading.Event()  # a run of it whose stream never connects: it stops unfinished
+    url = live_url(client.post("/_genui/regenerate", data=form, headers=HTMX).text)
+    wait_until(lambda: client.get("/_genui/health").json()["busy"] is False)
+    said = "The thread&#39;s new version stopped before it was finished: nothing changed."
+    response = client.get(url.replace("/_genui/ws?", "/_genui/wait?"))
+    assert response.status_code == 404 and said in response.text and "rewrite of a section" not in response.text
+
+
+def test_a_thread_carried_while_another_process_holds_the_cache_is_asked_again_not_written_whole(
+    tmp_path: Path,
+) -> None:
+    """The carry does not wait for the cache (the event loop's); busy, it left the thread to be written whole as the
+    new key's version 1, which no later visit carries to any more: the conversation was lost to the edited site."""
+    db = tmp_path / "pages.sqlite3"
+    with TestClient(create_app(example_sites(), FakeEngine(), db_path=db)) as client:
+        visit(client, THREAD)
+        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+        ws_messages(client, live_url(response.text))
+        conversation = page_html(client.get(THREAD).text)
+    sites_dir = tmp_path / "sites"
+    shutil.copytree(SITES_DIR, sites_dir)
+    toml = sites_dir / "forum" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
+    engine = FakeEngine()
+    edited = [load_site(sites_dir / name) for name in ("forum", "os", "wiki")]
+    with TestClient(create_app(edited, engine, db_path=db)) as client:
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another process writing (a second server, a prune)
+            busy = client.get(THREAD)
+            other.execute("COMMIT")
+        assert busy.status_code == 503 and "Retry-After" in busy.headers and engine.calls == []
+        assert page_html(client.get(THREAD).text) == conversation and engine.calls == []
