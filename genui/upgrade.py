@@ -37,25 +37,29 @@ def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]
     return rehome_moved(store, runtime)
 
 
-def threads_to_carry(store: Store, runtime: SiteRuntime, model: str) -> list[PageKey]:
+def threads_to_carry(store: Store, runtime: SiteRuntime, model: str, *, other_models: bool = True) -> list[PageKey]:
     """The keys, under ``model`` and the routes' versions of today, of ``runtime``'s threads with readers' posts
-    that were written under an earlier config or another model only (Store.carried_from)."""
+    that were written under an earlier config or another model only (Store.carried_from). ``other_models=False``:
+    not those written under today's config by another model, which a server of that model serves as they are."""
+    current = {runtime.prompts.version(route) for route in runtime.site.routes}
     keys = []
     for path in store.threads_with_posts(runtime.site.name):
         with contextlib.suppress(BadRequest):
             location = runtime.locate(path)
             if location is not None and location.route.posts and location.route.cache != "none":
                 key = runtime.page_key(location, model)
-                if store.carried_from(key) is not None:
+                source = store.carried_from(key)
+                if source is not None and (other_models or source.template not in current):
                     keys.append(key)
     return keys
 
 
-def carry_threads(store: Store, runtime: SiteRuntime, model: str) -> int:
+def carry_threads(store: Store, runtime: SiteRuntime, model: str, *, other_models: bool = True) -> int:
     """``threads_to_carry`` carried to ``model`` and today's config, as a server carries each at its next visit
-    (genui.pages): ``genui cache prune`` deletes an earlier config's pages, and took the conversations with them.
-    How many threads were carried."""
-    return sum(1 for key in threads_to_carry(store, runtime, model) if store.carry_thread(key))
+    (genui.pages): ``genui cache prune`` deletes an earlier config's pages (and with --other-models another model's),
+    and took the conversations with them. How many threads were carried."""
+    keys = threads_to_carry(store, runtime, model, other_models=other_models)
+    return sum(1 for key in keys if store.carry_thread(key))
 
 
 def take_up(store: Store, runtime: SiteRuntime, *, move: bool = True) -> None:

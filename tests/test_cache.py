@@ -139,6 +139,14 @@ def test_prune_carries_a_threads_conversation_to_the_current_config_before_it_de
     assert page is not None and page.version == 2 and page.html == "<p>/r/lisp/Macros</p>"
     assert store.versions(PageKey("forum", "/r/lisp/Quiet", "", MODEL, now)) == 0
     assert [post.user for post in store.posts("forum", "/r/lisp/Macros")] == ["ada"]
+    # another model's thread of today's config is that model's to serve, not copied to this one (a review)
+    save(store, "forum", "/r/lisp/Theirs", OTHER, now)
+    store.add_post("forum", "/r/lisp/Theirs", "bob", "Mine?")
+    store.close()
+    assert cache(path, sites_dir, "prune") == 0
+    assert Store(path).versions(PageKey("forum", "/r/lisp/Theirs", "", MODEL, now)) == 0
+    assert cache(path, sites_dir, "prune", "--other-models") == 0  # which deletes it: carried first
+    assert Store(path).versions(PageKey("forum", "/r/lisp/Theirs", "", MODEL, now)) == 1
 
 
 def test_prune_with_other_models_deletes_what_they_wrote_from_the_current_config(
