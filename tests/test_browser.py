@@ -665,7 +665,10 @@ def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sec
     problems = collect_problems(page)
     page.goto(server.url + "/wiki/Lisp")
     page.wait_for_selector(FINISHED, timeout=15_000)
-    page.keyboard.press("Tab")  # the page landed with the focus on it: its first link is the next stop
+    # the page landed with the focus on it (genui.js moves it there once htmx has settled the swap: pressed before,
+    # on a busy machine, a Tab went from the document's start; a fresh-clone CI run, session 70)
+    page.wait_for_function("() => document.activeElement.id === 'genui-content'", timeout=5_000)
+    page.keyboard.press("Tab")  # its first link is the next stop
     assert page.evaluate("() => document.activeElement.closest('.genui-page') !== null")
     page.reload()  # a cached page's full load leaves the focus at the document's start
     page.wait_for_selector(FINISHED, timeout=15_000)
