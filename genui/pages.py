@@ -169,9 +169,11 @@ class Job:
         return self.runtime.url(self.location.url)
 
 
-def _written_under(source: PageKey, key: PageKey) -> str:
-    """What a thread was written under before, as the log says it: another model's id, or an earlier config."""
-    return f"model {source.model}" if source.model != key.model else "an earlier config of its site"
+def _carried_between(source: PageKey, key: PageKey) -> str:
+    """Where a thread was carried from and to, as the log says it: another model, or an earlier config."""
+    if source.model != key.model:
+        return f"model {source.model} to this model"
+    return "an earlier config of its site to this config"
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,9 +367,9 @@ class Pages:
         """The cached page (its newest version when ``version`` is None), its links for the site's mount. A thread
         with readers' posts stored under an earlier config or model only is carried first (``versions``), so that
         a reply or a post waiting for one is answered onto its conversation at the first visit."""
-        if job.cached and job.location.route.posts:
-            self.versions(job)
         page = self.store.page(job.key, version) if job.cached else None
+        if page is None and job.cached and job.location.route.posts and self.versions(job):  # carried just now
+            page = self.store.page(job.key, version)
         return None if page is None else job.runtime.remounted(page)
 
     def versions(self, job: Job) -> int:
@@ -382,15 +384,13 @@ class Pages:
             carried = self.store.carry_thread(job.key, wait=False)  # the event loop's: never the busy timeout
             if carried:
                 log.info(
-                    "%s%s: its %d versions, with readers' posts, carried from %s to %s (Regenerate writes its"
-                    " thread anew)",
+                    "%s%s: its %d versions, with readers' posts, carried from %s (Regenerate writes its thread anew)",
                     job.runtime.site.name,
                     job.location.url,
                     carried,
-                    _written_under(source, job.key),
-                    "this config" if source.model == job.key.model else "this model",
+                    _carried_between(source, job.key),
                 )
-            count = self.store.versions(job.key)
+            count = carried or self.store.versions(job.key)  # none: another process carried it meanwhile
         return count
 
     def generation(self, job: Job, version: int, *, ahead: bool = False, placeholder: bool = False) -> Generation:

@@ -327,11 +327,10 @@ def _standings(
     _served_here(store, sites)
     runtimes = [SiteRuntime.build(site, "") for site in sites]
     model = model_id_of(args.model)
-    # what prune deletes: an earlier config's pages, and with --other-models another model's (a thread another
-    # model wrote under today's config is served as it is by a server of that model: not copied to this one)
-    others = bool(getattr(args, "other_models", False))
-    carried = any(threads_to_carry(store, runtime, model, other_models=others) for runtime in runtimes)
-    if trial and (carried or any(pending(store, runtime) for runtime in runtimes)):
+    others = _prunes_other_models(args)
+    if trial and any(
+        pending(store, runtime) or threads_to_carry(store, runtime, model, other_models=others) for runtime in runtimes
+    ):
         with _trial_copy(store) as copy:
             return _judged(args, copy, runtimes, model)
     return _judged(args, store, runtimes, model)
@@ -367,6 +366,12 @@ def _served_here(store: Store, sites: list[Site]) -> None:
             )
 
 
+def _prunes_other_models(args: argparse.Namespace) -> bool:
+    """Whether prune deletes other models' pages besides an earlier config's (--other-models): a thread another model
+    wrote under today's config is otherwise that model's, served as it is by its server, and not carried."""
+    return bool(getattr(args, "other_models", False))
+
+
 def _judged(
     args: argparse.Namespace, store: Store, runtimes: list[SiteRuntime], model: str
 ) -> tuple[list[Standing], list[Standing], list[tuple[str, str, str]]]:
@@ -374,7 +379,7 @@ def _judged(
     for runtime in runtimes:  # what an earlier genui stored is looked up again under today's keys: not to be pruned
         stranded += [(runtime.site.name, path, query) for path, query in bring_up_to_date(store, runtime)]
         # a thread's conversation, written under what prune deletes
-        carry_threads(store, runtime, model, other_models=bool(getattr(args, "other_models", False)))
+        carry_threads(store, runtime, model, other_models=_prunes_other_models(args))
     found = standings(store.page_groups(), runtimes, model)
     doomed = [s for s in found if s.state == EARLIER or (args.other_models and s.state == OTHER_MODEL)]
     return found, doomed, stranded

@@ -493,6 +493,27 @@ def test_the_quote_buttons_hint_on_a_site_in_another_language_is_plain_text(
     assert hint in shown and '<span lang="en">Quote the selection</span></button>' in shown
 
 
+def answered_thread(db: Path, *others: str) -> str:
+    """THREAD written, with ada's post answered in place, in the page cache at ``db`` (and ``others`` written); its
+    HTML as served."""
+    with TestClient(create_app(example_sites(), FakeEngine(), db_path=db)) as client:
+        visit(client, THREAD)
+        for other in others:
+            visit(client, other)
+        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
+        ws_messages(client, live_url(response.text))
+        return page_html(client.get(THREAD).text)
+
+
+def edited_sites(tmp_path: Path) -> list[Site]:
+    """The example sites with the forum's brief edited: every forum route's version changes."""
+    sites_dir = tmp_path / "sites"
+    shutil.copytree(SITES_DIR, sites_dir)
+    toml = sites_dir / "forum" / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
+    return [load_site(sites_dir / name) for name in ("forum", "os", "wiki")]
+
+
 def test_a_threads_conversation_is_carried_to_an_edited_site_and_to_a_new_model(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -500,19 +521,9 @@ def test_a_threads_conversation_is_carried_to_an_edited_site_and_to_a_new_model(
     wrote every thread with readers' posts again whole, their replies gone and the posts listed below it unanswered
     (a forum host's review). The thread with posts is carried over as it was; one without is written anew."""
     db = tmp_path / "pages.sqlite3"
-    first = FakeEngine()
-    with TestClient(create_app(example_sites(), first, db_path=db)) as client:
-        visit(client, THREAD)
-        visit(client, "/forum/r/hacking/Quiet")
-        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
-        ws_messages(client, live_url(response.text))
-        conversation = page_html(client.get(THREAD).text)
-        assert "Welcome, ada!" in conversation
-    sites_dir = tmp_path / "sites"
-    shutil.copytree(SITES_DIR, sites_dir)
-    toml = sites_dir / "forum" / "site.toml"
-    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
-    edited = [load_site(sites_dir / name) for name in ("forum", "os", "wiki")]
+    conversation = answered_thread(db, "/forum/r/hacking/Quiet")
+    assert "Welcome, ada!" in conversation
+    edited = edited_sites(tmp_path)
     for engine in (FakeEngine(), FakeEngine(model_id="another-model")):
         caplog.clear()
         with (
@@ -573,11 +584,7 @@ def test_a_post_waiting_on_a_thread_carried_to_a_new_model_is_answered_at_once(t
     carry (an operator's upgrade review). Now that visit answers it in place; a reply posted while the model loads
     is stored, not refused as if the thread were not written."""
     db = tmp_path / "pages.sqlite3"
-    with TestClient(create_app(example_sites(), FakeEngine(), db_path=db)) as client:
-        visit(client, THREAD)
-        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
-        ws_messages(client, live_url(response.text))
-        conversation = page_html(client.get(THREAD).text)
+    conversation = answered_thread(db)
     if how == "a visit":  # stored, its replies' run cut short by the restart into the new release
         Store(db).add_post("forum", "/r/hacking/My_first_lisp", "bob", "And hygiene?")
     engine = FakeEngine(model_id="another-model")
@@ -643,17 +650,9 @@ def test_a_thread_carried_while_another_process_holds_the_cache_is_asked_again_n
     """The carry does not wait for the cache (the event loop's); busy, it left the thread to be written whole as the
     new key's version 1, which no later visit carries to any more: the conversation was lost to the edited site."""
     db = tmp_path / "pages.sqlite3"
-    with TestClient(create_app(example_sites(), FakeEngine(), db_path=db)) as client:
-        visit(client, THREAD)
-        response = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers=HTMX)
-        ws_messages(client, live_url(response.text))
-        conversation = page_html(client.get(THREAD).text)
-    sites_dir = tmp_path / "sites"
-    shutil.copytree(SITES_DIR, sites_dir)
-    toml = sites_dir / "forum" / "site.toml"
-    toml.write_text(toml.read_text(encoding="utf-8").replace("A friendly forum", "A forum"), encoding="utf-8")
+    conversation = answered_thread(db)
     engine = FakeEngine()
-    edited = [load_site(sites_dir / name) for name in ("forum", "os", "wiki")]
+    edited = edited_sites(tmp_path)
     with TestClient(create_app(edited, engine, db_path=db)) as client:
         with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
             other.execute("BEGIN IMMEDIATE")  # another process writing (a second server, a prune)
