@@ -18,7 +18,7 @@
 #   PACKED   the packed corpus to train on, carried in the first call (default data/adapt-packed.npz; e.g.
 #            data/adapt-weak.npz, packed with --repeat: docs/model.md, "Training on a lent GPU")
 #   PACKED_B the packed corpus of the run BESIDE (default PACKED), carried in any call up to the training one (with
-#            part-ac: beside part-aa and PACKED it would pass a call's 64 MiB)
+#            part-ab and .whl: beside part-aa and PACKED, or part-ac and .whl3, it would pass a call's 64 MiB)
 #   TRAJ     a file of the denoiser's own paths (genui trajectories), kept in runs/base/ as PACKED is, in any call up
 #            to the training one; a run trains on it when ARGS or BESIDE say so: "--trajectories runs/base/NAME
 #            --trajectory-share 0.5"
@@ -39,7 +39,7 @@ CALL_START=$(date +%s)
 STAGE=${STAGE:-train}
 mkdir -p runs/base/whl
 cp .base/part-* runs/base/ 2>/dev/null || true
-cp .whl/*.whl runs/base/whl/ 2>/dev/null || true
+cp .whl/*.whl .whl3/*.whl runs/base/whl/ 2>/dev/null || true
 PACKED=${PACKED:-data/adapt-packed.npz}
 PACKED_B=${PACKED_B:-$PACKED}
 cp "$PACKED" "$PACKED_B" data/heldout.jsonl ${TRAJ:+"$TRAJ"} runs/base/ 2>/dev/null || true
@@ -49,11 +49,11 @@ export PYTHONUNBUFFERED=1 GENUI_CACHE=$PWD/runs/cache PYTHONPATH=$PWD
 WHEELS=${WHEELS:-runs/base/whl}
 if [ "$STAGE" = base ]; then
     if [ -n "${PROBE:-}" ]; then
-        # the probe trains with peft and the newer transformers: the wheels the second call carries (none: a dry run
-        # here, with the venv's own)
+        # the probe trains with peft and the newer transformers: the wheels the second call (.whl) and the third
+        # (.whl3, transformers) carry (none: a dry run here, with the venv's own)
         if [ "$WHEELS" != none ]; then
-            if ! compgen -G "$WHEELS/*.whl" >/dev/null; then
-                echo "PROBE=1 needs the wheels (.whl): ask for it in the call that carries them, or a later one" |
+            if ! compgen -G "$WHEELS/transformers-*.whl" >/dev/null || ! compgen -G "$WHEELS/peft-*.whl" >/dev/null; then
+                echo "PROBE=1 needs the wheels (.whl and .whl3): ask for it in a call that carries the last of them, or a later one" |
                     tee "$OUT/probe.log" >&2
                 exit 0
             fi
