@@ -415,10 +415,10 @@ class Pages:
         answers which post: every post was listed below it, none answered (a forum host's review). So only the
         thread before its first post is written anew, as its first version was (no post in its prompt), and the
         posts and replies the newest version shows after it follow byte for byte, answering what they answered."""
-        newest = self.page(job) if job.location.route.posts else None
-        cut = -1 if newest is None else newest.html.find(INLINE_POSTS)
-        if newest is None or cut < 0:
+        found = self._conversation(job)
+        if found is None:
             return self.generation(job, self.versions(job) + 1, placeholder=placeholder)
+        newest, after = found
         version = newest.version + 1
         if (running := self._running.get((job.key, version))) is not None:
             if placeholder:
@@ -427,13 +427,20 @@ class Pages:
         engine, prompt = self.ready(), self.prompt(replace(job, posts=()))
         request = job.runtime.request(prompt.text, version - 1, prompt.opening)
         splice = Splice(
-            after=newest.html[cut:],
+            after=after,
             answered=newest.answered,
             replied=newest.replied,
             base=(newest.version, newest.created),
         )
         canvases = self._canvases(job)
         return self._start(job, version, lambda: engine.stream(request), prompt.parent, canvases, "regenerate", splice)
+
+    def _conversation(self, job: Job) -> tuple[StoredPage, str] | None:
+        """A thread's newest version and its conversation (its readers' posts answered in place, with the replies to
+        them, from the first post on), or None for a page with none."""
+        newest = self.page(job) if job.location.route.posts else None
+        cut = -1 if newest is None else newest.html.find(INLINE_POSTS)
+        return None if newest is None or cut < 0 else (newest, newest.html[cut:])
 
     def regenerating(self, job: Job, version: int) -> bool:
         """Whether the run writing ``version`` is a Regenerate's of a thread, its conversation kept: a second click
@@ -560,7 +567,11 @@ class Pages:
             raise HTTPException(404, "This page has no versions to choose between.")
         if not self.versions(job):  # its first version is the one a click writes (seed 0), not a choice of three
             raise HTTPException(404, "This page has not been written yet: open it first.")
-        prompt = self.prompt(job)
+        # A thread whose readers' posts are answered in place varies as Regenerate writes it anew: the thread before
+        # its first post, as its first version was, the conversation after it kept (keep). Written whole, a kept
+        # candidate listed every post below it, none answered (the forum host's review of session 70).
+        conversation = self._conversation(job) is not None
+        prompt = self.prompt(replace(job, posts=()) if conversation else job)
         request = job.runtime.request(prompt.text, self.versions(job), prompt.opening)
         url = job.location.url
         self.admit(job)
@@ -577,6 +588,7 @@ class Pages:
                     self.unclaimed_s,
                     replied=job.posts[-1].id if job.posts else 0,
                     read=tuple(post.id for post in job.posts),
+                    conversation=conversation,
                 )
             ),
         )
@@ -616,17 +628,27 @@ class Pages:
             version = self.versions(job) + 1
             if self.running(job, version) is not None:
                 raise HTTPException(409, BUSY)
+            kept, answered, replied, base = html, 0, variations.replied, None
+            if variations.conversation:  # the newest version's conversation now, byte for byte, after the thread
+                found = self._conversation(job)
+                if found is None:  # forgotten or deleted meanwhile: nothing to keep it with
+                    raise HTTPException(409, "The thread's readers' posts changed meanwhile; ask for new variations.")
+                newest, after = found
+                kept, answered, replied = html + after, newest.answered, newest.replied
+                base = (newest.version, newest.created)  # gone by the save: nothing kept (EarlierVersionsDeleted)
             return self.store.save_page(  # PageWithdrawn: a 409, and nothing kept
                 job.key,
                 version,
                 version - 1,
-                first_heading(html),
-                html,
+                first_heading(kept),
+                kept,
                 variations.seconds,
-                replied=variations.replied,
+                answered=answered,
+                replied=replied,
                 mount=job.runtime.mount,
                 read=variations.read,
                 wait=False,
+                base=base,
                 exact=True,  # the one the visitor chose, or a 409: not another server's version shown as theirs
             )
 

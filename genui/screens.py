@@ -439,6 +439,7 @@ class Screens:
             "id": variations.id,
             "count": variations.n,
             "pages": variations.pages,
+            "conversation": variations.conversation,
             "address": candidates_url(job, variations),
         }
 

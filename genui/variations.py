@@ -73,10 +73,12 @@ class Variations:
         unclaimed_s: float,
         replied: int = 0,  # the newest reader post the candidates' prompt read (a thread's), kept as StoredPage.replied
         read: tuple[int, ...] = (),  # the ids of every reader post of the thread when it began: one gone, none is kept
+        conversation: bool = False,  # candidates of a thread before its first post: the one kept gets the newest
+        # version's readers' posts and replies after it (Pages.keep)
     ) -> None:
         self.id = secrets.token_urlsafe(12)
         self.runtime, self.key, self.url, self.n, self.replied = runtime, key, url, n, replied
-        self.read = read
+        self.read, self.conversation = read, conversation
         self.seconds = 0.0
         self._latest = Candidates(("",) * n)
         self._drawn: dict[int, tuple[str, str]] = {}  # per candidate: its last draft's text and HTML

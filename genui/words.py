@@ -48,6 +48,8 @@ WORDS: dict[str, str] = {
     "variations_title": "{n} variations of {page}",  # the browser's tab, on a set of variations
     "variations_step": " part {canvas}, step {step}",
     "variations_of": "{n} variations of {page}: keep one as its next version.",
+    # below that, for a thread whose readers' posts are answered in place: the candidates are the thread before them
+    "variations_conversation": "The readers' posts and the replies to them follow the one kept, as they are now.",
     "keep": "Keep variation {n}",
     "variation_label": "Variation {n}",  # a candidate's region, as screen readers name it
     # the readers' form of a page with posts

@@ -576,6 +576,52 @@ def test_regenerating_a_thread_writes_its_thread_anew_and_keeps_its_conversation
     assert len(engine.infills) == 1  # the replies once, no more
 
 
+def test_variations_of_a_thread_vary_its_thread_and_the_one_kept_keeps_its_conversation_as_it_is_then(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
+) -> None:
+    """Variations of a thread with readers' replies in place were whole pages written with the posts in their prompt:
+    the one kept listed every post below it, none answered (session 70's note). They are the thread before its first
+    post, as Regenerate writes it; the one kept gets the newest version's conversation after it, replies written
+    between the variations and the keep included."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    origin = {"Origin": "http://testserver"}
+    first = page_html(visit(client, THREAD).text)
+    reply = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers={**HTMX, **origin})
+    ws_messages(client, live_url(reply.text))
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    candidates = client.post("/_genui/variations", data=form, headers=origin).text  # finished, nothing kept yet
+    assert "Macros?" not in engine.variations[-1][0].prompt  # written as its first version, without the posts
+    assert "posts and the replies to them follow the one kept, as they are now" in candidates
+    assert "Welcome, ada!" not in candidates and "(variation 2)</h1>" in candidates
+    reply = client.post(THREAD, data={"user": "bob", "text": "Hygiene?"}, headers={**HTMX, **origin})
+    ws_messages(client, live_url(reply.text))  # version 3: bob's post answered in place, after the variations
+    conversation = page_html(client.get(THREAD).text)[len(first) :]
+    assert "Welcome, ada!" in conversation and "Welcome, bob!" in conversation
+    keep = re.search(r'<form class="genui-keep"(.*?)value="2">', candidates, re.S)
+    assert keep is not None
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
+    assert client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False).status_code == 303
+    kept = client.get(THREAD).text
+    assert 'aria-current="page">4</a>' in kept
+    shown = page_html(kept)
+    assert "(variation 2)</h1>" in shown and shown.endswith(conversation)  # the thread varied, its conversation kept
+    assert "No replies from readers yet" not in kept and "genui-in-place" not in kept  # nothing waits to be answered
+    assert "Macros?" not in kept.split("</main>")[1] and len(engine.infills) == 2  # no post listed below, none again
+    # A set kept after the thread was forgotten (genui cache forget, beside the server) has no conversation to keep.
+    candidates = client.post("/_genui/variations", data=form, headers=origin).text
+    keep = re.search(r'<form class="genui-keep"(.*?)value="1">', candidates, re.S)
+    assert keep is not None
+    operator = Store(tmp_path / "db0.sqlite3")
+    try:
+        assert operator.forget("forum", "/r/hacking/My_first_lisp") == 4
+    finally:
+        operator.close()
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
+    refused = client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False)
+    assert refused.status_code == 409 and "ask for new variations" in refused.text
+
+
 @pytest.mark.parametrize("how", ["a visit", "a plain reply", "a reply while the model loads"])
 def test_a_post_waiting_on_a_thread_carried_to_a_new_model_is_answered_at_once(tmp_path: Path, how: str) -> None:
     """A thread carried to a new model (a genui upgrade's adapter) at its first visit kept its conversation, but a post
