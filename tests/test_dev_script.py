@@ -26,6 +26,8 @@ def checkout(tmp_path: Path) -> Path:
         f'if [ "$1" = -m ] && [ "$2" = pip ]; then echo "$*" >>"{tmp_path}/pip.log"; exit 0; fi\n'
         # PyTorch's CPU index answers (no network here): the choice is then nvidia-smi's
         'case "$2" in *urlopen*) exit 0 ;; esac\n'
+        # the base weights' fetch (engine.base), logged: a test fetches nothing
+        f'case "$2" in *ensure_base*) echo fetched >>"{tmp_path}/base.log"; exit 0 ;; esac\n'
         f'exec {sys.executable} "$@"\n'
     )
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -78,3 +80,26 @@ def test_dev_takes_pytorchs_cuda_build_only_where_nvidia_smi_lists_a_gpu(checkou
     assert "--index-url" not in torch_call("echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'")
     # a list written in more than one go (eight GPUs with MIG): read whole, not cut short and taken for no GPU
     assert "--index-url" not in torch_call("echo 'GPU 0: NVIDIA H100'; sleep 0.3; echo 'GPU 1: NVIDIA H100'")
+
+
+def test_dev_setup_fetches_the_base_weights_so_serve_runs_offline_after(checkout: Path) -> None:
+    """./dev setup installed everything but the default model's base weights, which the first serve fetched: a
+    laptop set up at home had none on the train (a developer on a train's review)."""
+    setup(checkout)
+    assert (checkout / "base.log").read_text() == "fetched\n"
+
+
+def test_dev_offline_after_a_pull_says_the_version_installed_before_still_runs(checkout: Path) -> None:
+    """A pull changes what .venv was installed from, and ./dev installs again: offline that failed with pip's retries
+    and nothing else, though .venv/bin/genui ran as before (a developer on a train's review)."""
+    setup(checkout)
+    genui = checkout / ".venv" / "bin" / "genui"
+    command(genui, "exit 0")
+    python = checkout / ".venv" / "bin" / "python"
+    python.write_text(python.read_text().replace("exit 0; fi", "exit 1; fi", 1))  # pip fails: no index to reach
+    (checkout / "constraints.txt").write_text((checkout / "constraints.txt").read_text() + "\n")
+    env = {**os.environ, "PATH": f"{checkout / 'bin'}:/usr/bin:/bin"}
+    ran = subprocess.run(["bash", "dev", "serve"], cwd=checkout, env=env, capture_output=True, text=True)
+    assert ran.returncode == 1
+    assert "installing genui's packages failed (is this machine offline?)" in ran.stderr
+    assert ".venv/bin/genui serve" in ran.stderr
