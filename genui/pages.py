@@ -629,6 +629,10 @@ class Pages:
             if self.running(job, version) is not None:
                 raise HTTPException(409, BUSY)
             kept, answered, replied, base = html, 0, variations.replied, None
+            if not variations.conversation and self._conversation(job) is not None:
+                # answered in place since the set began (replies under way as it was asked for): a whole page kept
+                # now would list every post below it, none answered
+                raise HTTPException(409, "The thread's readers' posts changed meanwhile; ask for new variations.")
             if variations.conversation:  # the newest version's conversation now, byte for byte, after the thread
                 found = self._conversation(job)
                 if found is None:  # forgotten or deleted meanwhile: nothing to keep it with

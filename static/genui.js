@@ -48,6 +48,9 @@
   document.addEventListener("htmx:afterRequest", function (event) {
     if (event.detail.xhr && event.detail.xhr.status > 0) {
       reached = true;
+      if (polling || document.getElementById("genui-offline")) {
+        backOnline(); // the server answers: whatever the browser says, this is not offline
+      }
     }
   });
 
@@ -804,7 +807,7 @@
       // the server may answer before the browser says it is online (a server on this laptop, restarted)
       polling = window.setInterval(function () {
         probe(function (answers) {
-          if (answers && waitingFor) {
+          if (answers) {
             backOnline();
           }
         });
@@ -826,8 +829,8 @@
   window.addEventListener("offline", function () {
     reached = false;
     probe(function (answers) {
-      if (answers) {
-        return; // a server on this device: nothing changed for it
+      if (answers || navigator.onLine !== false) {
+        return; // a server on this device, or back online before this failed: nothing to say
       }
       var progress = document.querySelector(".genui-live #genui-progress");
       if (progress) {

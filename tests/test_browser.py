@@ -1392,6 +1392,49 @@ def test_a_server_on_this_device_is_browsed_with_the_browser_offline(server: Ser
     assert page.query_selector("#genui-offline") is None
 
 
+def test_the_offline_line_goes_once_a_server_on_this_device_answers_a_later_click(server: Server, page: Any) -> None:
+    """Wifi off, genui serve on this laptop restarting: a link tapped meanwhile says it opens once the connection is
+    back; another tapped once the server is up lands. The line then said "You are offline." for as long as the wifi
+    stayed off, and the health URL was asked every 4 s for as long (a review of session 71)."""
+    probes: list[str] = []
+    page.on("request", lambda request: probes.append(request.url) if "/_genui/health" in request.url else None)
+    page.add_init_script("Object.defineProperty(Navigator.prototype, 'onLine', { get: () => false })")
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    links = page.eval_on_selector_all(".genui-page a[href^='/wiki/']", "as => as.map(a => a.getAttribute('href'))")
+    first, second = links[0], links[1]
+    page.route("**" + first, lambda route: route.abort("connectionrefused"))  # the server restarting
+    page.click(f".genui-page a[href='{first}']")
+    page.wait_for_selector("#genui-offline:text-matches('opens once the connection is back')")
+    page.unroute("**" + first)
+    page.click(f".genui-page a[href='{second}']")  # the server is up again: this one lands
+    page.wait_for_url(server.url + second, timeout=15_000)
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.wait_for_selector("#genui-offline", state="detached", timeout=5_000)
+    asked = len(probes)
+    page.wait_for_timeout(5_000)
+    assert len(probes) == asked  # no more asking once the server answered
+
+
+def test_a_probe_that_fails_after_the_browser_is_back_online_does_not_say_offline(server: Server, page: Any) -> None:
+    """The network drops and comes back before the probe of the health URL, asked as it dropped, fails: the offline
+    line came up while online, and stayed until the next time the network dropped (a review of session 71)."""
+    page.add_init_script(
+        "window.__online = true; Object.defineProperty(Navigator.prototype, 'onLine', { get: () => window.__online })"
+    )
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    held: list[Any] = []
+    page.route("**/_genui/health", lambda route: held.append(route))
+    page.evaluate("() => { window.__online = false; window.dispatchEvent(new Event('offline')); }")
+    while not held:
+        page.wait_for_timeout(20)
+    page.evaluate("() => { window.__online = true; window.dispatchEvent(new Event('online')); }")
+    held.pop().abort("internetdisconnected")  # asked while the network was down
+    page.wait_for_timeout(500)
+    assert page.query_selector("#genui-offline") is None
+
+
 def test_a_reply_typed_after_a_link_tapped_offline_is_not_left_when_back_online(server: Server, page: Any) -> None:
     """Back online, the link tapped offline opened and took the reply typed since with it (a review)."""
     thread = "/forum/r/hacking/My_first_lisp"

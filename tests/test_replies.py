@@ -622,6 +622,29 @@ def test_variations_of_a_thread_vary_its_thread_and_the_one_kept_keeps_its_conve
     assert refused.status_code == 409 and "ask for new variations" in refused.text
 
 
+def test_variations_asked_while_a_threads_first_replies_are_written_are_not_kept_over_its_conversation(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Variations asked for while a thread's first post's replies are written in place are whole pages (no
+    conversation yet); kept once the replies landed, the conversation was dropped: the post listed below the thread,
+    never answered, as its replied covered it (a review of session 71)."""
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    origin = {"Origin": "http://testserver"}
+    visit(client, THREAD)
+    engine.delay = 0.05  # the replies are still being written as the variations are asked for
+    reply = client.post(THREAD, data={"user": "ada", "text": "Macros?"}, headers={**HTMX, **origin})
+    form = {"site": "forum", "url": "/r/hacking/My_first_lisp"}
+    candidates = client.post("/_genui/variations", data=form, headers=origin).text
+    ws_messages(client, live_url(reply.text))  # version 2: ada's post answered in place
+    keep = re.search(r'<form class="genui-keep"(.*?)value="2">', candidates, re.S)
+    assert keep is not None
+    fields = dict(re.findall(r'name="([a-z]+)" value="([^"]*)"', keep.group(0)))
+    refused = client.post("/_genui/keep", data=fields, headers=origin, follow_redirects=False)
+    assert refused.status_code == 409 and "ask for new variations" in refused.text
+    assert "Welcome, ada!" in page_html(client.get(THREAD).text)  # the conversation stays the newest version
+
+
 @pytest.mark.parametrize("how", ["a visit", "a plain reply", "a reply while the model loads"])
 def test_a_post_waiting_on_a_thread_carried_to_a_new_model_is_answered_at_once(tmp_path: Path, how: str) -> None:
     """A thread carried to a new model (a genui upgrade's adapter) at its first visit kept its conversation, but a post
