@@ -34,7 +34,15 @@
   }
 
   function probe(then) {
-    window.fetch(HEALTH, { cache: "no-store" }).then(
+    // a network that takes connections and never answers (a train's wifi, half there) ends each probe in 3 s: hung
+    // ones, one every 4 s, would take the browser's few connections to the server from the visitor's own requests
+    var ended = window.AbortController ? new AbortController() : null;
+    if (ended) {
+      window.setTimeout(function () {
+        ended.abort();
+      }, 3000);
+    }
+    window.fetch(HEALTH, { cache: "no-store", signal: ended ? ended.signal : undefined }).then(
       function () {
         reached = true; // any answer, a 503 while the model loads too
         then(true);

@@ -1435,6 +1435,19 @@ def test_a_probe_that_fails_after_the_browser_is_back_online_does_not_say_offlin
     assert page.query_selector("#genui-offline") is None
 
 
+def test_offline_on_a_network_that_never_answers_is_said_once_the_probe_gives_up(server: Server, page: Any) -> None:
+    """A network that takes connections and never answers (a train's wifi, half there): the probe of the health URL
+    hung, so the offline line never came (a review of session 71)."""
+    page.add_init_script(
+        "window.__online = true; Object.defineProperty(Navigator.prototype, 'onLine', { get: () => window.__online })"
+    )
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.route("**/_genui/health", lambda route: None)  # asked, never answered
+    page.evaluate("() => { window.__online = false; window.dispatchEvent(new Event('offline')); }")
+    page.wait_for_selector("#genui-offline", timeout=6_000)
+
+
 def test_a_reply_typed_after_a_link_tapped_offline_is_not_left_when_back_online(server: Server, page: Any) -> None:
     """Back online, the link tapped offline opened and took the reply typed since with it (a review)."""
     thread = "/forum/r/hacking/My_first_lisp"
