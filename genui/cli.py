@@ -81,13 +81,16 @@ def _default_loader(model: str | None, device: str | None, int8: bool) -> OwnedE
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
-def _stopping_server(config: Any, app: Any) -> Any:
+def _stopping_server(config: Any, app: Any, signals: list[int] | None = None) -> Any:
     """uvicorn's server for ``app``, which tells it as it begins to stop (SIGTERM, Ctrl+C): a request waiting for a
-    page (a no-script client's wait URL) is answered then, to ask again, where the stop waited for its page."""
+    page (a no-script client's wait URL) is answered then, to ask again, where the stop waited for its page. Each
+    signal that stops it is added to ``signals``."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if signals is not None:
+                signals.append(sig)
             loop.call_soon_threadsafe(app.state.pages.stopping.set)  # from a signal handler: through the loop
             super().handle_exit(sig, frame)
 
@@ -159,17 +162,20 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             log_config=log_config,
             access_log=not args.no_access_log,
         )
-        server = _stopping_server(config, app)
+        server = _stopping_server(config, app, signals)
         await server.serve()
         if failed:
             raise failed[0]
 
+    signals: list[int] = []
     try:
         asyncio.run(serve())
     except KeyboardInterrupt:  # Ctrl+C: uvicorn stops, then raises it again
         _exit_if_loading(loader, 130)
         raise
-    _exit_if_loading(loader, 0)
+    # uvicorn raises the signal again once it has stopped, but a Ctrl+C can reach asyncio's runner first, which then
+    # returns (a test run on a busy machine): stopped by a signal while loading, the status says which, as a shell's
+    _exit_if_loading(loader, 128 + signals[0] if signals else 0)
     return 0
 
 

@@ -629,14 +629,16 @@ class Pages:
             if self.running(job, version) is not None:
                 raise HTTPException(409, BUSY)
             kept, answered, replied, base = html, 0, variations.replied, None
-            if not variations.conversation and self._conversation(job) is not None:
-                # answered in place since the set began (replies under way as it was asked for): a whole page kept
-                # now would list every post below it, none answered
+            found = self._conversation(job)
+            # Candidates of the thread before its first post (asked for on a conversation, or before any post) take
+            # the newest version's conversation as it is now; whole pages written from posts (asked for as a
+            # thread's first replies were written) would drop one answered in place since, and a conversation set
+            # has none to take once the thread is forgotten: either way, new variations
+            if (found is None and variations.conversation) or (
+                found is not None and variations.read and not variations.conversation
+            ):
                 raise HTTPException(409, "The thread's readers' posts changed meanwhile; ask for new variations.")
-            if variations.conversation:  # the newest version's conversation now, byte for byte, after the thread
-                found = self._conversation(job)
-                if found is None:  # forgotten or deleted meanwhile: nothing to keep it with
-                    raise HTTPException(409, "The thread's readers' posts changed meanwhile; ask for new variations.")
+            if found is not None:  # the newest version's conversation now, byte for byte, after the thread
                 newest, after = found
                 kept, answered, replied = html + after, newest.answered, newest.replied
                 base = (newest.version, newest.created)  # gone by the save: nothing kept (EarlierVersionsDeleted)

@@ -28,6 +28,11 @@ from genui.sites import load_site
 
 pytestmark = pytest.mark.browser
 FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
+# navigator.onLine as a test sets it (window.__online, true to begin with), and the browser going offline
+ONLINE_AS_SET = (
+    "window.__online = true; Object.defineProperty(Navigator.prototype, 'onLine', { get: () => window.__online })"
+)
+GO_OFFLINE = "() => { window.__online = false; window.dispatchEvent(new Event('offline')); }"
 
 
 @dataclass
@@ -1419,14 +1424,12 @@ def test_the_offline_line_goes_once_a_server_on_this_device_answers_a_later_clic
 def test_a_probe_that_fails_after_the_browser_is_back_online_does_not_say_offline(server: Server, page: Any) -> None:
     """The network drops and comes back before the probe of the health URL, asked as it dropped, fails: the offline
     line came up while online, and stayed until the next time the network dropped (a review of session 71)."""
-    page.add_init_script(
-        "window.__online = true; Object.defineProperty(Navigator.prototype, 'onLine', { get: () => window.__online })"
-    )
+    page.add_init_script(ONLINE_AS_SET)
     page.goto(server.url + "/wiki/Lisp")
     page.wait_for_selector(FINISHED, timeout=15_000)
     held: list[Any] = []
     page.route("**/_genui/health", lambda route: held.append(route))
-    page.evaluate("() => { window.__online = false; window.dispatchEvent(new Event('offline')); }")
+    page.evaluate(GO_OFFLINE)
     while not held:
         page.wait_for_timeout(20)
     page.evaluate("() => { window.__online = true; window.dispatchEvent(new Event('online')); }")
@@ -1438,13 +1441,11 @@ def test_a_probe_that_fails_after_the_browser_is_back_online_does_not_say_offlin
 def test_offline_on_a_network_that_never_answers_is_said_once_the_probe_gives_up(server: Server, page: Any) -> None:
     """A network that takes connections and never answers (a train's wifi, half there): the probe of the health URL
     hung, so the offline line never came (a review of session 71)."""
-    page.add_init_script(
-        "window.__online = true; Object.defineProperty(Navigator.prototype, 'onLine', { get: () => window.__online })"
-    )
+    page.add_init_script(ONLINE_AS_SET)
     page.goto(server.url + "/wiki/Lisp")
     page.wait_for_selector(FINISHED, timeout=15_000)
     page.route("**/_genui/health", lambda route: None)  # asked, never answered
-    page.evaluate("() => { window.__online = false; window.dispatchEvent(new Event('offline')); }")
+    page.evaluate(GO_OFFLINE)
     page.wait_for_selector("#genui-offline", timeout=6_000)
 
 
