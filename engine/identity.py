@@ -23,6 +23,11 @@ class ModelLoadError(EngineError):
     """The model could not be loaded; the message names what was asked for and how to fix it."""
 
 
+class ModelUnreachable(ModelLoadError):
+    """The model's weights are elsewhere, and this machine cannot reach them now (no network): the same load may work
+    later, with nothing changed."""
+
+
 def model_id(model: str | Path | None = None) -> str:
     """The id ``load_model(model)`` reports, found without loading weights (a few small reads, the hub not asked):
     what a page cache keys on, so that cached pages can be served while the model loads. Raises ModelLoadError as
@@ -127,7 +132,7 @@ def hub_source(name: str) -> str:
             if cached is not None
             else f"no copy of hub id {name!r} in the hub's cache ({constants.HF_HUB_CACHE})"
         )
-        raise ModelLoadError(
+        raise ModelUnreachable(
             f"no folder {name!r} here, {held}, and the model hub cannot be asked: {out_of_reach}. Name an existing"
             f" folder (./{name} for one here), or fetch the model where the hub can be reached"
         )

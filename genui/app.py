@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_r
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
+from engine.identity import ModelUnreachable
 from genui.assets import ASSETS_PATH, Revalidated
 from genui.errors import exception_handlers
 from genui.hosts import HostCheck, host_name
@@ -169,6 +170,9 @@ async def _in_daemon_thread(call: Callable[[], T]) -> T:
     return await done
 
 
+UNREACHED_RELOAD_S = 60.0  # how often a model whose weights could not be fetched (no network) is tried again
+
+
 async def _load(
     pages: Pages,
     loader: Callable[[], OwnedEngine],
@@ -182,7 +186,27 @@ async def _load(
     try:
         if identify is not None:
             pages.expected_model = await _in_daemon_thread(identify)
-        engine = await _in_daemon_thread(loader)
+        while True:
+            try:
+                engine = await _in_daemon_thread(loader)
+                break
+            except ModelUnreachable as err:
+                # No network to fetch its weights from (a laptop on a train, its genui cache cleared): the pages
+                # cached for it are served, and the load tried again, rather than none served and the server gone.
+                # Where none are cached there is nothing to serve, and the error is the answer, as any other's.
+                cached = pages.store.pages_by(pages.expected_model) if pages.expected_model is not None else 0
+                if not cached:
+                    raise
+                if pages.unreached is None:
+                    model_log.warning(
+                        "the model did not load: %s. The %d pages cached for it are served, and replies to them are"
+                        " kept; genui tries again every %.0f s",
+                        err,
+                        cached,
+                        UNREACHED_RELOAD_S,
+                    )
+                pages.unreached = str(err)
+                await asyncio.sleep(UNREACHED_RELOAD_S)
     except Exception as err:  # noqa: BLE001 - every failure is the answer to every page from now on
         pages.expected_model, pages.load_error = None, str(err)
         if failed is not None:
@@ -191,7 +215,7 @@ async def _load(
             model_log.error("the model did not load: %s", err)
         return None
     finally:
-        pages.loading = False
+        pages.loading, pages.unreached = False, None
     if pages.expected_model not in (None, engine.model_id):  # a loader and an identify that disagree: a bug
         model_log.warning("expected model %s, loaded %s", pages.expected_model, engine.model_id)
     pages.loaded(engine)

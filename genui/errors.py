@@ -93,6 +93,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, EngineLoading):
         seconds = math.ceil(error.retry_after)
         said = "loading" if asks_again else "loading_later"
+        if error.unreached:  # no network to fetch the weights from: the reason is the console's, and the health URL's
+            said = "unreached" if asks_again else "unreached_later"
         return _worded(503, "loading_heading", said, {"Retry-After": str(seconds)}, seconds=seconds)
     if isinstance(error, EngineOverloaded):
         seconds = math.ceil(error.retry_after)

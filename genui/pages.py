@@ -60,6 +60,7 @@ INLINE_POSTS = (
 POSTS_IN_PROMPT = 20  # newest posts a thread's prompt carries; all of them are still shown
 CUT = " …"  # ends a post cut to the length the model can read
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
+UNREACHED_RETRY_S = 15.0  # the same, while the model's weights could not be fetched and genui tries again (genui.app)
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
 STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
 # What a run writes: a whole page, a thread's replies in place, one section, or a thread before its readers' posts
@@ -70,11 +71,14 @@ REGENERATE_STOPPED = "The thread's new version stopped before it was finished: n
 
 
 class EngineLoading(EngineOverloaded):
-    """The app answers before its model has loaded: a page asked for meanwhile is refused, to be asked again."""
+    """The app answers before its model has loaded: a page asked for meanwhile is refused, to be asked again.
+    ``unreached``: why the last try could not fetch its weights (no network), while genui tries again (genui.app)."""
 
-    def __init__(self) -> None:
-        EngineError.__init__(self, "the model is still loading")
-        self.retry_after = LOADING_RETRY_S
+    def __init__(self, unreached: str | None = None) -> None:
+        said = f"the model's weights could not be fetched ({unreached}); genui tries again" if unreached else ""
+        EngineError.__init__(self, said or "the model is still loading")
+        self.unreached = unreached
+        self.retry_after = UNREACHED_RETRY_S if unreached else LOADING_RETRY_S
 
 
 # An app mounted in another ASGI app whose lifespan does not run it (Starlette runs no mounted app's own): it loads no
@@ -216,6 +220,7 @@ class Pages:
         self.loading = False  # the app is loading its engine in the background (genui.app)
         self.started = False  # the app's lifespan has begun: it loads its engine, keeps its notes, closes the cache
         self.load_error: str | None = None  # why it did not load
+        self.unreached: str | None = None  # while loading: why the last try could not reach its weights (genui.app)
         self.expected_model: str | None = None  # the id of the model loading, known before its weights (genui.app)
         self.config_errors: dict[str, str] = {}  # sites whose edited config failed to load (genui/reload.py)
         self.store = store
@@ -249,7 +254,7 @@ class Pages:
         if self.engine is not None:
             return self.engine
         if self.loading:
-            raise EngineLoading()
+            raise EngineLoading(self.unreached)
         if not self.started:
             raise EngineError(NOT_STARTED)
         raise EngineError(f"the model did not load: {self.load_error}" if self.load_error else "no model is loaded")

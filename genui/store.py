@@ -861,6 +861,15 @@ class Store:
             (posts,) = self._db.execute("SELECT COUNT(*) FROM posts WHERE site = ?", (site,)).fetchone()
         return int(pages), int(posts)
 
+    def pages_by(self, model: str) -> int:
+        """How many pages (URLs) ``model`` wrote that are stored, any site's."""
+        with self._lock:
+            (pages,) = self._db.execute(
+                "SELECT COUNT(DISTINCT site || char(0) || path || char(0) || query) FROM pages WHERE model = ?",
+                (model,),
+            ).fetchone()
+        return int(pages)
+
     def names_served_from(self, folder: Path) -> list[str]:
         """The site names servers have served ``folder`` under, as noted (record_served), the newest first."""
         with self._lock:

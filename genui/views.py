@@ -46,6 +46,7 @@ from genui.pages import (
     BUSY,
     LOADING_RETRY_S,
     NOT_STARTED,
+    UNREACHED_RETRY_S,
     Job,
     NoSuchVersion,
     Pages,
@@ -110,14 +111,15 @@ class Views:
             status, code = "failed", 503
         elif engine is not None:
             status, code = ("ready", 200) if stopped is None else ("failed", 503)
-        elif pages.loading:
-            status, code, headers = "loading", 503, {"Retry-After": str(int(LOADING_RETRY_S))}
+        elif pages.loading:  # (its weights out of reach, genui tries again: still loading, the reason its error)
+            retry = UNREACHED_RETRY_S if pages.unreached else LOADING_RETRY_S
+            status, code, headers = "loading", 503, {"Retry-After": str(int(retry))}
         else:
             status, code = "failed", 503
         body = {
             "status": status,
             "model": pages.model_id,  # while it loads: the one being loaded, once known
-            "error": gone or (pages.load_error if stopped is None else str(stopped)) or not_started,
+            "error": gone or (pages.load_error if stopped is None else str(stopped)) or pages.unreached or not_started,
             "sites": list(pages.sites),
             "busy": pages.busy(),
             "reading_ahead": pages.reader.reading,

@@ -85,6 +85,9 @@ WORDS: dict[str, str] = {
     "loading_heading": "Loading the model",
     "loading": "genui is loading its model. This page tries again in {seconds} s.",
     "loading_later": "genui is loading its model. Try again in {seconds} s.",  # a form posted: not sent again
+    # its weights could not be fetched (no network), and genui tries again: its cached pages are served meanwhile
+    "unreached": "genui cannot fetch its model yet, and tries again. This page tries again in {seconds} s.",
+    "unreached_later": "genui cannot fetch its model yet, and tries again. Try again in {seconds} s.",
     "busy_heading": "Busy",
     "busy": "The model is busy. This page tries again in {seconds} s.",
     "busy_later": "The model is busy. Try again in {seconds} s.",  # a form posted: not sent again

