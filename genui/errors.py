@@ -31,6 +31,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from markupsafe import Markup
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -43,7 +44,7 @@ from genui.routing import BadRequest
 from genui.screens import Screens, words_of
 from genui.security import security_headers
 from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, cannot_store, is_busy
-from genui.words import WORDS, Words
+from genui.words import WORDS, Refusal, Words
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 CACHE_BUSY_RETRY_S = 2  # seconds a request the page cache was too busy for is asked to wait
@@ -69,6 +70,15 @@ class Problem:
         heading, message, values = self.words
         return words.text(heading), words.text(message, **values)
 
+    def shown(self, words: Words) -> tuple[Markup, Markup]:
+        """The heading and message as HTML, as ``said``: genui's English, where the site has no words of its own for
+        them, marked as English on a site in another language, so that a screen reader reads it in an English voice
+        (a French site's "No such version" was read in French)."""
+        if self.words is None:
+            return words.english(self.heading), words.english(self.message)
+        heading, message, values = self.words
+        return words.say(heading), words.say(message, **values)
+
 
 def _worded(
     status: int, heading: str, message: str, headers: dict[str, str] | None = None, **values: object
@@ -89,7 +99,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, PostRejected):
         return Problem(400, "Bad request", f"{error}.")
     if isinstance(error, NoSuchVersion):
-        return Problem(404, "No such version", str(error))
+        if str(error) == WORDS["no_version"].format(n=error.version):
+            return _worded(404, "no_version_heading", "no_version", n=error.version)
+        return Problem(404, "No such version", str(error))  # a run that stopped: why
     if isinstance(error, EngineLoading):
         seconds = math.ceil(error.retry_after)
         said = "loading" if asks_again else "loading_later"
@@ -105,9 +117,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
         message = f"The page was written, but {error}, so it was not kept. {then}"
         return Problem(503, "Busy", message, {"Retry-After": str(CACHE_BUSY_RETRY_S)})
     if isinstance(error, ServerStopping):  # a restart, most likely: the page's run is asked for again after it
-        then = f"This page tries again in {STOPPING_RETRY_S} s." if asks_again else "Try again in a moment."
-        message = f"genui is stopping, most likely to start again. {then}"
-        return Problem(503, "Restarting", message, {"Retry-After": str(STOPPING_RETRY_S)})
+        said = "restarting" if asks_again else "restarting_later"
+        retry = {"Retry-After": str(STOPPING_RETRY_S)}
+        return _worded(503, "restarting_heading", said, retry, seconds=STOPPING_RETRY_S)
     if isinstance(error, StillWriting):  # the same run goes on, and the request asked again joins it
         retry = {"Retry-After": str(STILL_WRITING_RETRY_S)}
         return _worded(503, "writing_heading", "still_writing", retry, seconds=STILL_WRITING_RETRY_S)
@@ -148,6 +160,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, HTTPException):
         if error.status_code == 404 and error.detail == WORDS["no_page"]:
             return _worded(404, "not_found_heading", "no_page", dict(error.headers or {}))
+        if isinstance(error, Refusal):
+            heading, message, values = error.words
+            return _worded(error.status_code, heading, message, dict(error.headers or {}), **values)
         heading = http.HTTPStatus(error.status_code).phrase.capitalize()
         return Problem(error.status_code, heading, error.detail, dict(error.headers or {}))
     return None
@@ -161,7 +176,9 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         answer = problem(error, asks_again=request.scope.get("method") == "GET")  # as Screens.error asks again
         assert answer is not None
         runtime = getattr(request.state, "runtime", None)
-        heading, message = answer.said(words_of(runtime)) if runtime is not None else (answer.heading, answer.message)
+        if runtime is None:
+            return screens.error(request, None, answer.status_code, answer.heading, answer.message, answer.headers)
+        heading, message = answer.shown(words_of(runtime))
         return screens.error(request, runtime, answer.status_code, heading, message, answer.headers)
 
     async def server_error(request: Request, error: Exception) -> Response:
@@ -170,7 +187,10 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         runtime = getattr(request.state, "runtime", None)
         if runtime is not None:
             with contextlib.suppress(Exception):  # the bug may be in the site's own shell; then the plain page
-                return screens.error(request, runtime, 500, heading, message, headers=headers)
+                words = words_of(runtime)
+                return screens.error(
+                    request, runtime, 500, words.english(heading), words.english(message), headers=headers
+                )
         return screens.error(request, None, 500, heading, message, headers=headers)
 
     async def database(request: Request, error: Exception) -> Response:

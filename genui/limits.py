@@ -11,24 +11,20 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from starlette.exceptions import HTTPException
+from genui.words import Refusal
 
 WINDOW_S = 60.0  # the span the limit counts posts over
 SWEEP_AT = 10_000  # clients remembered before those with no post in the window are forgotten
 
 
-class TooManyPosts(HTTPException):
+class TooManyPosts(Refusal):
     """A client posted ``limit`` times in the last minute already: a 429 that says when one more is taken."""
 
     def __init__(self, limit: int, seconds: int) -> None:
         # said of the address, not of the visitor: behind a venue's NAT one who posted once was told "You posted 10
         # replies" (a forum host's review)
-        posts = "A reply was" if limit == 1 else f"{limit} replies were"
-        message = (
-            f"{posts} posted from your address (or network) in the last minute, the most it may post. Try again in"
-            f" {seconds} s."
-        )
-        super().__init__(429, message, {"Retry-After": str(seconds)})
+        said = "too_many_posts_one" if limit == 1 else "too_many_posts"
+        super().__init__(429, "too_many_heading", said, {"Retry-After": str(seconds)}, n=limit, seconds=seconds)
 
 
 class PostRate:

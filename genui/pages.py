@@ -42,7 +42,7 @@ from genui.seen import Seen
 from genui.sites import Route
 from genui.store import PageKey, PageWithdrawn, Store, StoredPage, StoredPost, VersionTaken, when_free
 from genui.variations import Variations, VariationSets, wait_cancelled
-from genui.words import WORDS
+from genui.words import WORDS, Refusal
 
 log = logging.getLogger("genui")
 
@@ -89,16 +89,15 @@ NOT_STARTED = (
 )
 
 
-class TooManyRuns(HTTPException):
+class TooManyRuns(Refusal):
     """A client asked for another page to be written while ``limit`` of its own were still being written: a 429
     with Retry-After, so that one client (a crawler, a script, a tab-happy visitor) cannot take the engine from all
     the others."""
 
     def __init__(self, limit: int) -> None:
-        pages = "a page" if limit == 1 else f"{limit} pages"
         seconds = math.ceil(LOADING_RETRY_S)
-        message = f"You have {pages} being written already. Try again in {seconds} s."
-        super().__init__(429, message, {"Retry-After": str(seconds)})
+        said = "too_many_runs_one" if limit == 1 else "too_many_runs"
+        super().__init__(429, "too_many_heading", said, {"Retry-After": str(seconds)}, n=limit, seconds=seconds)
 
 
 class RouteTooLong(EngineError):

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
+from markupsafe import Markup
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
@@ -159,8 +160,8 @@ class Screens:
         request: HTTPConnection,
         runtime: SiteRuntime | None,
         status_code: int,
-        heading: str,
-        message: str,
+        heading: str | Markup,
+        message: str | Markup,
         headers: Mapping[str, str] | None = None,
         thread: dict[str, Any] | None = None,
         back: Mapping[str, str] | None = None,
@@ -168,8 +169,8 @@ class Screens:
         """An error page: in the site's shell when there is a site, on the index page otherwise. ``back`` (url,
         title): the page to go back to, where the error is of one (the site's front page otherwise)."""
         if runtime is None:
-            return self.index(request, status_code, heading, message, headers)
-        context = self._site_context(runtime, heading)
+            return self.index(request, status_code, plain(heading), plain(message), headers)
+        context = self._site_context(runtime, plain(heading))  # (the tab's title: text; the heading may be marked)
         # A page asked for too soon (503 with Retry-After) asks again by itself, as its message says; only a GET's.
         retry = (headers or {}).get("Retry-After") if request.scope.get("method") == "GET" else None
         # The URL asked for, as a path: never "//host/…", which a browser would take for another site; under the
@@ -242,11 +243,11 @@ class Screens:
 
     def failed(
         self,
-        message: str,
+        message: str | Markup,
         retry_url: str | None,
         retry_after: str | None = None,
         words: Words | None = None,
-        heading: str = "",
+        heading: str | Markup = "",
         site: str = "",
         kept: str = "",
     ) -> str:
@@ -255,7 +256,10 @@ class Screens:
         and names the browser's tab with the site's title (``site``), as an error page does. ``kept``: stored HTML
         shown below it (a thread whose replies could not be written, with the post)."""
         refresh = {"seconds": retry_after, "url": retry_url} if retry_after and retry_url else None
-        title = "" if kept else f"{heading} — {site}" if heading and site else heading or site  # kept: the page's
+        heading_text = plain(heading)  # (the tab's title: text; the heading may be marked)
+        title = (
+            "" if kept else f"{heading_text} — {site}" if heading and site else heading_text or site
+        )  # kept: the page's
         say = (words or Words()).say
         return self.shell.part("failed", message, retry_url, refresh, say, heading, title, kept)
 
@@ -460,3 +464,8 @@ def _rewritable(runtime: SiteRuntime, location: Location, html: str) -> list[Sec
 def words_of(runtime: SiteRuntime) -> Words:
     """The words of genui's own parts of the site's pages: its [words], else genui's English."""
     return Words(dict(runtime.site.words), runtime.site.lang)
+
+
+def plain(text: str | Markup) -> str:
+    """``text`` as plain text: HTML (genui's words, marked with their language) with its tags left out."""
+    return text.striptags() if isinstance(text, Markup) else text

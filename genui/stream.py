@@ -196,7 +196,7 @@ class Stream:
     ) -> str:
         """A run that could not be written, said in the site's words with its heading, in place of the page (and
         above ``kept``, the stored HTML shown below it)."""
-        heading, message = answer.said(words)
+        heading, message = answer.shown(words)
         return self.screens.failed(message, retry, retry_after, words, heading=heading, site=site, kept=kept)
 
     async def _pump_variations(self, websocket: WebSocket) -> None:

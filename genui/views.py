@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from markupsafe import Markup
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -60,7 +61,7 @@ from genui.screens import SENT_FIELD, SENT_TOKEN, Screens, candidates_url, words
 from genui.shell import is_htmx
 from genui.store import PostRejected, StoredPage, when_free
 from genui.variations import Variations, VariationsCancelled
-from genui.words import WORDS
+from genui.words import WORDS, Refusal
 
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
 FOREIGN_FORM = "That form belongs to another site."
@@ -206,11 +207,8 @@ class Views:
             raise HTTPException(404, NOWHERE)
         if request.method not in ("GET", "HEAD", "POST"):  # the methods this page takes, and no others
             allowed = "GET, HEAD, POST" if location.route.posts else "GET, HEAD"
-            raise HTTPException(
-                405,
-                "This page is only read" + (" and replied to." if location.route.posts else "."),
-                {"Allow": allowed},
-            )
+            said = "only_read_replied" if location.route.posts else "only_read"
+            raise Refusal(405, "not_allowed_heading", said, {"Allow": allowed})
         if location.aliased:  # one URL per page; 308 keeps a reply's POST a POST
             url = runtime.url(location.url)
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)
@@ -382,7 +380,7 @@ class Views:
 
     async def _reply(self, request: Request, runtime: SiteRuntime, location: Location) -> Response:
         if not location.route.posts:
-            raise HTTPException(405, "This page takes no replies.", {"Allow": "GET, HEAD"})
+            raise Refusal(405, "not_allowed_heading", "takes_no_replies", {"Allow": "GET, HEAD"})
         if not same_origin(request):
             raise HTTPException(403, FOREIGN_FORM)
         form = await small_form(request)
@@ -419,12 +417,17 @@ class Views:
             thread = self.pages.reply_form(runtime, location)  # the job, or the posts before the model is named
             if resent is not None:  # sent again, stored the first time (its answer lost): saved, whatever refuses
                 # (not "try again": sent again a minute later, it would be a second post)
-                reason = (
-                    f"Your reply is saved, and is answered once the thread can be written ({answer.heading.lower()})."
-                )
+                say = words_of(runtime).say
+                why = answer.said(words_of(runtime))[0]  # "loading the model", "busy"
                 posts = self.screens.thread(thread)  # the post among them, and an empty form: nothing to send again
                 return self.screens.error(
-                    request, runtime, answer.status_code, "Reply saved", reason, answer.headers, thread=posts
+                    request,
+                    runtime,
+                    answer.status_code,
+                    say("reply_saved_heading"),
+                    say("reply_saved", why=why[:1].lower() + why[1:]),
+                    answer.headers,
+                    thread=posts,
                 )
             invalid = err.field if isinstance(err, PostRejected) else ""  # the field the reason is about
             reason = answer.said(words_of(runtime))[1]  # a busy or loading model in the site's words
@@ -453,9 +456,14 @@ class Views:
             response.headers.update(newest)
             return response
         except TooManyRuns as err:  # a resend of a post stored before, the client at its limit: it waits, kept
-            reason = f"Your reply is saved, and waits for the thread to be written. {err.detail}"
+            words = words_of(job.runtime)
+            answer = problem(err, asks_again=False)
+            assert answer is not None
+            reason = words.say("reply_waits") + Markup(" ") + answer.shown(words)[1]
             posts = self.screens.thread(job)  # the post among them, and an empty form: nothing to send again
-            return self.screens.error(request, job.runtime, 429, "Reply saved", reason, err.headers, thread=posts)
+            return self.screens.error(
+                request, job.runtime, 429, words.say("reply_saved_heading"), reason, err.headers, thread=posts
+            )
 
     def _not_posted(
         self,

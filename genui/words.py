@@ -3,10 +3,10 @@ notices, what a screen reader is told as a page lands), in English unless a site
 
 A site in another language says them in its own (``site.toml``: ``[words]``, docs/sites.md); each is one line of text,
 and a ``{name}`` in it is a value genui fills in (``{n}``, ``{title}``), which a site's words may leave out but not add.
-What the server says of a page it cannot give now (the model loading or busy, a page still being written, no page at
-an address) is among them; the rest of what it says of a failure (a malformed request, a refused post's reason)
-stays English.
-"""
+What the server says of a page it cannot give now (the model loading or busy, a page still being written, no page or
+version at an address, too many requests: docs/sites.md lists them) is among them; the rest of what it says of a
+failure (a malformed request's reason, a refused post's reason) stays English, marked so on a site in another
+language (``Words.english``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
+from starlette.exceptions import HTTPException
 
 WORDS: dict[str, str] = {
     # the page's frame
@@ -95,6 +96,29 @@ WORDS: dict[str, str] = {
     "still_writing": "The page is still being written. This page asks again in {seconds} s.",
     "not_found_heading": "Not found",
     "no_page": "No page lives at this address.",
+    "no_version_heading": "No such version",
+    "no_version": "There is no version {n} of this page.",  # ?v=N past its newest
+    "not_allowed_heading": "Method not allowed",  # a 405: a PUT or DELETE of a page, a reply to a page of no thread
+    "only_read": "This page is only read.",
+    "only_read_replied": "This page is only read and replied to.",
+    "takes_no_replies": "This page takes no replies.",
+    "too_many_heading": "Too many requests",  # a 429: one client's runs under way, or its posts in a minute
+    "too_many_runs_one": "You have a page being written already. Try again in {seconds} s.",
+    "too_many_runs": "You have {n} pages being written already. Try again in {seconds} s.",
+    "too_many_posts_one": (
+        "A reply was posted from your address (or network) in the last minute, the most it may post. Try again in"
+        " {seconds} s."
+    ),
+    "too_many_posts": (
+        "{n} replies were posted from your address (or network) in the last minute, the most it may post. Try again"
+        " in {seconds} s."
+    ),
+    "restarting_heading": "Restarting",
+    "restarting": "genui is stopping, most likely to start again. This page tries again in {seconds} s.",
+    "restarting_later": "genui is stopping, most likely to start again. Try again in a moment.",
+    "reply_saved_heading": "Reply saved",  # a reply sent again, stored the first time, that cannot be answered now
+    "reply_saved": "Your reply is saved, and is answered once the thread can be written ({why}).",  # why: a heading
+    "reply_waits": "Your reply is saved, and waits for the thread to be written.",
     # an address of a route of the site bar's with nothing in its box (/search, /search?q=%20): the box, not a page
     "blank": "Nothing was asked yet: type it in the {field} box above.",
 }
@@ -170,6 +194,11 @@ class Words:
         own = {name: _in(self.lang, value) if isinstance(value, str) else value for name, value in values.items()}
         return _in("en", Markup(escape(WORDS[key])).format(**own))
 
+    def english(self, text: str) -> Markup:
+        """genui's English that no site's words say (a malformed request's reason), as HTML: marked as English on a
+        site in another language, as ``say`` marks the words a site left out."""
+        return Markup(escape(text)) if self.lang.split("-")[0].lower() == "en" else _in("en", text)
+
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""
         return self.own.get(key, WORDS[key]).format(**values)
@@ -177,3 +206,14 @@ class Words:
     def for_script(self) -> dict[str, str]:
         """The words static/genui.js says, as text: it fills in their values itself."""
         return {key: self.own.get(key, WORDS[key]) for key in SCRIPT_WORDS}
+
+
+class Refusal(HTTPException):
+    """An HTTP refusal said in genui's words (``heading`` and ``message``, ``values`` filled in), so that a site says
+    it in its own: its detail is the English."""
+
+    def __init__(
+        self, status_code: int, heading: str, message: str, headers: Mapping[str, str] | None = None, **values: object
+    ) -> None:
+        super().__init__(status_code, WORDS[message].format(**values), dict(headers or {}))
+        self.words = (heading, message, values)

@@ -1115,6 +1115,49 @@ def test_a_page_a_site_cannot_give_now_is_said_in_its_own_words(
     )
 
 
+def test_every_refusal_a_reader_meets_is_said_in_the_sites_words_or_marked_english(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A French wiki's "No such version", "Method not allowed", "Too many requests" and "Bad request" pages were
+    English that its [words] could not say, and not marked English either, so a screen reader read them in its French
+    voice (a review of a site in another language)."""
+    words = {
+        "no_version_heading": "Version introuvable",
+        "no_version": "Cette page n'a pas de version {n}.",
+        "not_allowed_heading": "Méthode refusée",
+        "only_read": "Cette page se lit seulement.",
+        "too_many_heading": "Trop de demandes",
+        "too_many_runs_one": "Une page s'écrit déjà pour vous. Réessayez dans {seconds} s.",
+    }
+    sites = [
+        replace(site, lang="fr", words=tuple(words.items())) if site.name == "wiki" else site for site in all_sites
+    ]
+    engine = FakeEngine(delay=0.2)
+    client = client_factory(sites, engine, app_options={"runs_per_client": 1})
+    visit(client, "/wiki/Lisp")
+    version = client.get("/wiki/Lisp?v=9")
+    assert version.status_code == 404 and "<h1>Version introuvable</h1>" in version.text
+    assert "<p>Cette page n&#39;a pas de version 9.</p>" in version.text
+    assert "<title>Version introuvable — Genpedia</title>" in version.text  # the tab's: text, never markup
+    deleted = client.delete("/wiki/Lisp")
+    assert deleted.status_code == 405 and deleted.headers["allow"] == "GET, HEAD"
+    assert "<h1>Méthode refusée</h1>" in deleted.text and "<p>Cette page se lit seulement.</p>" in deleted.text
+    first = client.get("/wiki/Smalltalk")
+    assert first.status_code == 200
+    second = client.get("/wiki/Prolog")
+    assert second.status_code == 429 and "<h1>Trop de demandes</h1>" in second.text
+    assert "<p>Une page s&#39;écrit déjà pour vous. Réessayez dans 5 s.</p>" in second.text
+    # what no site's words say (a malformed address's reason) is English, marked so; the tab's title is text
+    bad = client.get("/wiki/%C3")
+    assert bad.status_code == 400 and '<h1><span lang="en">Bad request</span></h1>' in bad.text
+    assert '<p><span lang="en">' in bad.text and "<title>Bad request — Genpedia</title>" in bad.text
+    # an English site's pages carry no such marks
+    english = client.get("/os/files/home?v=9")
+    assert (
+        english.status_code == 404 and "<h1>No such version</h1>" in english.text and '<span lang' not in english.text
+    )
+
+
 def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_waits(
     client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
 ) -> None:
