@@ -13,8 +13,8 @@ Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html
 it in a folder of its own: ``/search?q=lisp`` is ``search/~%3Fq=lisp/index.html``. Names are percent-encoded but for
 what every common file system takes (``_disk_name``); a name too long for one (over 200 bytes) is cut, with a hash
 of the whole; pages whose names differ only in letter case, one name on macOS and Windows, each have a file of their
-own (``_distinct``). A page whose file's path would be longer than 1,024 bytes (29 segments of emoji, percent-encoded:
-5.6 KB) is ``~long/<hash>/index.html``, and a page's first folder named ``_genui``, where genui's own files go, is
+own (``_distinct``). A page whose file's path would be longer than 1,024 bytes (29 segments of 16 emoji: 1.9 KB) is
+``~long/<hash>/index.html``, and a page's first folder named ``_genui``, where genui's own files go, is
 ``~_genui``.
 """
 
@@ -28,6 +28,7 @@ import os
 import posixpath
 import shutil
 import threading
+import unicodedata
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -98,14 +99,24 @@ def file_of(location: Location) -> str:
 
 def _disk_name(segment: str) -> str:
     """A path segment as a folder's name: percent-encoded but for what every common file system takes (Windows
-    refuses `?`, `:`, `*`, `"`, `<`, `>`, `|`, and drops a name's last `.`), so `What_is_V.11?` is `What_is_V.11%3F`
-    and `etc.` is `etc%2E`; one that is `index.html`, or starts with `~`, gets a `~` before it (a page's folder could
-    otherwise be another page's file), and so does one Windows keeps for a device (`NUL`, `com1.txt`)."""
-    name = quote(segment, safe=_DISK_SAFE)
+    refuses `?`, `:`, `*`, `"`, `<`, `>`, `|`, and drops a name's last `.`; ``_on_disk``), so `What_is_V.11?` is
+    `What_is_V.11%3F`, `Crème brûlée` is `Crème%20brûlée` and `etc.` is `etc%2E`; one that is `index.html`, or
+    starts with `~`, gets a `~` before it (a page's folder could otherwise be another page's file), and so does one
+    Windows keeps for a device (`NUL`, `com1.txt`)."""
+    name = "".join(char if _on_disk(char) else quote(char, safe=_DISK_SAFE) for char in segment)
     if name.endswith("."):
         name = name[:-1] + "%2E"
     escaped = name == "index.html" or name.startswith("~") or name.partition(".")[0].upper() in _DEVICES
     return _short("~" + name if escaped else name)
+
+
+def _on_disk(char: str) -> bool:
+    """Whether a file's name holds ``char`` as it is: ASCII's letters, digits and _DISK_SAFE, and any other script's
+    letters, marks, digits and signs (`Crème_brûlée`, `東京`: percent-encoded, a copy's address bar read
+    `Cr%25C3%25A8me…`), but not spaces, controls or format characters (a right-to-left mark) of any script."""
+    if char.isascii():
+        return char.isalnum() or char in _DISK_SAFE
+    return unicodedata.category(char)[0] not in "CZ"
 
 
 def _distinct(files: dict[str, str]) -> dict[str, str]:
@@ -115,10 +126,10 @@ def _distinct(files: dict[str, str]) -> dict[str, str]:
     distinct: dict[str, str] = {}
     for url, own in files.items():
         chosen, number = own, 1
-        while chosen.lower() in taken:  # names are ASCII (percent-encoded), so lower() is their case folding
+        while chosen.casefold() in taken:  # (`Éclair` and `éclair` too; folding more than a disk does costs a ~2)
             number += 1
             chosen = posixpath.join(posixpath.dirname(own), f"~{number}", "index.html")
-        taken.add(chosen.lower())
+        taken.add(chosen.casefold())
         distinct[url] = chosen
     return distinct
 

@@ -129,6 +129,28 @@ def test_chromium_opens_an_export_from_its_files_and_follows_its_links(
     assert problems == []
 
 
+@pytest.mark.browser
+def test_pages_with_other_scripts_names_have_files_of_those_names_and_their_links_find_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`/Crème_brûlée` was the folder `Cr%C3%A8me_br%C3%BBl%C3%A9e`, linked as `Cr%25C3%25A8me…`: the copy's address
+    bar read so, and its own address, typed, was no page (a review of a site in another language)."""
+    written(
+        tmp_path / "genui.sqlite3", "wiki", ["/", "/Crème_brûlée", "/Crème_brûlée_tree", "/東京", "/Crème_brûlée%3F"]
+    )
+    out = exported(tmp_path, "wiki", capsys)
+    names = {str(path.relative_to(out)) for path in out.rglob("index.html")}
+    assert {"Crème_brûlée/index.html", "Crème_brûlée_tree/index.html", "東京/index.html"} <= names, names
+    assert "Crème_brûlée%3F/index.html" in names  # (the wiki's titles: spaces are _; what Windows refuses, escaped)
+    with browser_page() as page:
+        problems = collect_problems(page)
+        page.goto((out / "Crème_brûlée" / "index.html").as_uri())
+        page.click("text=Crème brûlée tree")
+        page.wait_for_url("**/Cr%C3%A8me_br%C3%BBl%C3%A9e_tree/index.html")  # encoded once, as any address
+        assert page.locator("h1").first.inner_text() == "Crème brûlée tree"
+    assert problems == []
+
+
 def test_names_no_file_system_refuses_and_no_page_takes_another_pages_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
