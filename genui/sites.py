@@ -59,7 +59,36 @@ def valid_lang(tag: str) -> bool:
 
 
 # Languages written right to left (their BCP 47 primary subtags): a site in one is laid out so (<html dir="rtl">).
-RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ks", "ku", "ps", "sd", "ug", "ur", "yi"})
+# languages written right to left unless a script subtag says otherwise (the old tags iw and ji too)
+RIGHT_TO_LEFT = frozenset(
+    {
+        "ar",
+        "arc",
+        "bal",
+        "bqi",
+        "ckb",
+        "dv",
+        "fa",
+        "glk",
+        "he",
+        "iw",
+        "ji",
+        "ks",
+        "ku",
+        "lrc",
+        "mzn",
+        "nqo",
+        "ps",
+        "rhg",
+    }
+    | {"sd", "sdh", "syr", "ug", "ur", "yi"}
+)
+# ISO 15924 scripts written right to left: a tag's script subtag decides before its language (pa-Arab, ku-Latn)
+RIGHT_TO_LEFT_SCRIPTS = frozenset(
+    {"adlm", "arab", "aran", "armi", "avst", "cprt", "hebr", "khar", "lydi", "mand", "mani", "mend", "narb", "nbat"}
+    | {"nkoo", "orkh", "palm", "phli", "phlp", "phnx", "prti", "rohg", "samr", "sarb", "sogd", "sogo", "syrc", "thaa"}
+    | {"yezi"}
+)
 NAV_LIMIT = 20  # written pages a navigation section lists unless it says otherwise
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(str|path))?\}")
 _TYPED = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*):([^{}]*)\}")
@@ -263,8 +292,14 @@ class Site:
 
     @property
     def direction(self) -> str:
-        """ "rtl" for a site in a language written right to left (Arabic, Hebrew, Persian, Urdu, ...), else "ltr"."""
-        return "rtl" if self.lang.split("-")[0].lower() in RIGHT_TO_LEFT else "ltr"
+        """ "rtl" for a site in a language written right to left (Arabic, Hebrew, Persian, Urdu, ...) or in a script
+        written so (``pa-Arab``), else "ltr" (``ku-Latn``, ``sd-Deva``: the script decides)."""
+        language, *rest = self.lang.lower().split("-")
+        rest = rest[: next((at for at, part in enumerate(rest) if len(part) == 1), len(rest))]  # not -x-… or -u-…
+        script = next((part for part in rest if len(part) == 4 and part.isalpha()), None)
+        if script is not None:
+            return "rtl" if script in RIGHT_TO_LEFT_SCRIPTS else "ltr"
+        return "rtl" if language in RIGHT_TO_LEFT else "ltr"
 
     @property
     def prompts_dir(self) -> Path:

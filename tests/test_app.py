@@ -60,6 +60,18 @@ def test_index_lists_every_site(client_factory: ClientFactory, all_sites: list[S
         assert f'href="/{site.name}/"' in response.text and site.title in response.text
 
 
+def test_the_index_says_each_sites_title_and_brief_in_its_own_language_and_direction(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """An Arabic forum's brief was laid out left to right on the English index, its parentheses on the wrong side, and
+    a French wiki's title read in an English voice (a review of sites in other languages)."""
+    langs = {"forum": "ar", "wiki": "fr"}
+    sites = [replace(site, lang=langs[site.name]) if site.name in langs else site for site in all_sites]
+    index = client_factory(sites).get("/").text
+    assert '<li lang="ar" dir="rtl"><a href="/forum/">' in index and '<li lang="fr"><a href="/wiki/">' in index
+    assert '<li><a href="/os/">' in index and index.startswith('<!doctype html><html lang="en">')
+
+
 def test_a_site_name_without_slash_redirects_to_its_home(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     response = client_factory(all_sites).get("/wiki", follow_redirects=False)
     assert response.status_code == 307 and response.headers["location"] == "/wiki/"
@@ -1154,7 +1166,7 @@ def test_every_refusal_a_reader_meets_is_said_in_the_sites_words_or_marked_engli
     # an English site's pages carry no such marks
     english = client.get("/os/files/home?v=9")
     assert (
-        english.status_code == 404 and "<h1>No such version</h1>" in english.text and '<span lang' not in english.text
+        english.status_code == 404 and "<h1>No such version</h1>" in english.text and "<span lang" not in english.text
     )
 
 
