@@ -43,7 +43,16 @@ from genui.prompts import PromptError
 from genui.routing import BadRequest
 from genui.screens import Screens, words_of
 from genui.security import security_headers
-from genui.store import PageWithdrawn, PostRejected, ReadPostDeleted, VersionTaken, cannot_store, is_busy
+from genui.store import (
+    MAX_USER,
+    USER_RULE,
+    PageWithdrawn,
+    PostRejected,
+    ReadPostDeleted,
+    VersionTaken,
+    cannot_store,
+    is_busy,
+)
 from genui.words import WORDS, Refusal, Words
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
@@ -96,6 +105,8 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     form posted (Regenerate, Rewrite) is not sent again by itself."""
     if isinstance(error, BadRequest):
         return Problem(400, "Bad request", str(error))
+    if isinstance(error, PostRejected) and str(error) == USER_RULE:  # the name's rule, as the form's hint says it
+        return _worded(400, "reply_not_posted_heading", "user_rule", n=MAX_USER)
     if isinstance(error, PostRejected):
         return Problem(400, "Bad request", f"{error}.")
     if isinstance(error, NoSuchVersion):

@@ -29,7 +29,7 @@ from genui.sections import Section
 from genui.sections import sections as page_sections
 from genui.shell import Shell
 from genui.sites import Route
-from genui.store import MAX_POST, MAX_USER, USER_PATTERN, USER_RULE, StoredPage, StoredPost
+from genui.store import MAX_POST, MAX_USER, USER_PATTERN, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
 from genui.words import Words
 
@@ -321,7 +321,7 @@ class Screens:
             "text": text,
             "words": job.location.route.reply_words,
             "max_user": MAX_USER,
-            "user_rule": USER_RULE,
+            "user_rule": words_of(job.runtime).text("user_rule", n=MAX_USER),
             "user_pattern": USER_PATTERN,
             "max_text": MAX_POST,
             # this form's own token: the same post sent again from it is stored once, whatever came between

@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from genui.words import WORDS
+
 MAX_USER = 32  # characters of a user name
 MAX_POST = 2000  # characters of one post
 POST_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # in a post: a C0 or C1 control, but a tab or a line break
@@ -28,8 +30,23 @@ SAME_POST_S = 60.0  # seconds within which the same post to the same thread is t
 # A reader's name: letters, their marks and digits of any script (太郎, محمد, Zoë), - and _; no spaces, punctuation or
 # invisible characters (a right-to-left override would turn the names after it around). ASCII letters alone refused
 # every reader of a Japanese or Arabic site (a walkthrough of sites in other languages).
-USER_RULE = f"a name is 1 to {MAX_USER} letters or digits, of any script, - and _, with no spaces (ada_l, not Ada L.)"
-USER_PATTERN = r"[\p{L}\p{M}\p{N}_\-]+"  # the same, for the form's field (an HTML pattern is a v-mode JS regex)
+USER_RULE = WORDS["user_rule"].format(n=MAX_USER)
+# the same, for the form's field (an HTML pattern is a v-mode JS regex), with the joiners (valid_user says where)
+USER_PATTERN = r"[\p{L}\p{M}\p{N}_\-\u200C\u200D\u00B7\u30FB]+"
+ZWNJ, ZWJ = "\u200c", "\u200d"
+MIDDLE_DOT, KATAKANA_MIDDLE_DOT = "\u00b7", "\u30fb"  # Catalan's col·lega; a Japanese name's ジョン・スミス
+# Blocks of the scripts whose letters join (Arabic, Syriac, N'Ko, Mongolian and their kin): a zero-width non-joiner
+# between two of their letters shows, as the break in a Persian علی‌رضا
+_JOINING = (
+    (0x0600, 0x06FF),
+    (0x0700, 0x074F),
+    (0x0750, 0x077F),
+    (0x07C0, 0x07FF),
+    (0x0860, 0x08FF),
+    (0x1800, 0x18AF),
+    (0xFB50, 0xFDFF),
+    (0xFE70, 0xFEFF),
+)
 
 
 # Letters and marks that show nothing (Unicode's Default_Ignorable_Code_Point outside the format characters, which
@@ -53,14 +70,37 @@ def valid_user(user: str) -> bool:
     if not 1 <= len(user) <= MAX_USER or unicodedata.category(user[0])[0] == "M":  # a mark goes on a letter
         return False
     marks = 0
-    for c in user:
+    for at, c in enumerate(user):
         kind = unicodedata.category(c)[0]
+        if c in (ZWNJ, ZWJ):
+            if not _joiner_shows(user, at):
+                return False
+            continue
+        if c in (MIDDLE_DOT, KATAKANA_MIDDLE_DOT):  # between two letters (IDNA's CONTEXTO), l·l for the first
+            before, after = user[at - 1 : at], user[at + 1 : at + 2]
+            between = before.isalpha() and after.isalpha()
+            if not between or (c == MIDDLE_DOT and (before + after).lower() != "ll"):
+                return False
+            continue
         if not (c in "_-" or kind in "LMN") or any(low <= ord(c) <= high for low, high in _IGNORABLE):
             return False
         marks = marks + 1 if kind == "M" else 0
         if marks > MARKS_IN_A_ROW:
             return False
     return True
+
+
+def _joiner_shows(user: str, at: int) -> bool:
+    """Whether the joiner at ``at`` changes how the name looks, where IDNA (RFC 5892's CONTEXTJ) takes one: either
+    joiner after a virama (Indic conjuncts: क्‍ष), a non-joiner between two letters of a joining script (Persian,
+    Kurdish, Urdu). Elsewhere it shows nothing, and "a‌da" would read as another reader's "ada"."""
+    before, after = user[at - 1 : at], user[at + 1 : at + 2]
+    if not before or not after or after in (ZWNJ, ZWJ):
+        return False
+    if unicodedata.combining(before) == 9:  # a virama
+        return True
+    joining = [any(low <= ord(c) <= high for low, high in _JOINING) for c in (before, after)]
+    return user[at] == ZWNJ and all(joining) and unicodedata.category(after)[0] == "L"
 
 
 _SCHEMA = """

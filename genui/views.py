@@ -494,7 +494,8 @@ class Views:
             return self.screens.page(request, job, page, shown, status_code=status, thread=thread)
         thread = self.screens.thread(job, error=error, user=user, text=text, invalid=invalid)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
-        return self.screens.error(request, job.runtime, status, "Reply not posted", message, headers, thread=thread)
+        heading = words_of(job.runtime).say("reply_not_posted_heading")
+        return self.screens.error(request, job.runtime, status, heading, message, headers, thread=thread)
 
 
 def _serving(request: Request, runtime: SiteRuntime) -> SiteRuntime:

@@ -116,6 +116,9 @@ WORDS: dict[str, str] = {
     "restarting_heading": "Restarting",
     "restarting": "genui is stopping, most likely to start again. This page tries again in {seconds} s.",
     "restarting_later": "genui is stopping, most likely to start again. Try again in a moment.",
+    "reply_not_posted_heading": "Reply not posted",  # a reply refused on a thread not written yet: an error page
+    # a reader's name as a reply takes it: the name field's hint, and the reason a name is refused
+    "user_rule": "a name is 1 to {n} letters or digits, of any script, - and _, with no spaces (ada_l, not Ada L.)",
     "reply_saved_heading": "Reply saved",  # a reply sent again, stored the first time, that cannot be answered now
     "reply_saved": "Your reply is saved, and is answered once the thread can be written ({why}).",  # why: a heading
     "reply_waits": "Your reply is saved, and waits for the thread to be written.",

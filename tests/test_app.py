@@ -1170,6 +1170,23 @@ def test_every_refusal_a_reader_meets_is_said_in_the_sites_words_or_marked_engli
     )
 
 
+def test_a_readers_name_rule_is_said_in_the_sites_words(client_factory: ClientFactory, all_sites: list[Site]) -> None:
+    """An Arabic forum's name field showed its rule in English, and a refused name was told so in English inside the
+    site's own words (a review of sites in other languages)."""
+    words = {"user_rule": "اسم من 1 إلى {n} حرفًا أو رقمًا", "not_posted": "لم يُنشر ردك: {reason}"}
+    sites = [
+        replace(site, lang="ar", words=tuple(words.items())) if site.name == "forum" else site for site in all_sites
+    ]
+    client = client_factory(sites)
+    thread = visit(client, THREAD).text
+    assert 'title="اسم من 1 إلى 32 حرفًا أو رقمًا"' in thread
+    refused = client.post(
+        THREAD, data={"user": "أحمد علي", "text": "مرحبا"}, headers={**HTMX, "Origin": "http://testserver"}
+    )
+    assert refused.status_code == 400 and "لم يُنشر ردك: اسم من 1 إلى 32 حرفًا أو رقمًا" in refused.text
+    assert "letters or digits" not in refused.text
+
+
 def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_waits(
     client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
 ) -> None:

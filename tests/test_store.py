@@ -272,6 +272,12 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
         ("\u3164", "hi"),  # a Hangul filler: a name no one sees
         ("ada\u034f", "hi"),  # a combining grapheme joiner: another "ada"
         ("ada\ufe0f", "hi"),  # a variation selector
+        ("a\u200cda", "hi"),  # a zero-width non-joiner between Latin letters shows nothing: another "ada"
+        ("東\u200c京", "hi"),  # nor between Han
+        ("علی\u200c\u200cرضا", "hi"),  # two of them
+        ("\u200dada", "hi"),  # a joiner on nothing
+        ("a·b", "hi"),  # a middle dot but in l·l
+        ("ジョン・", "hi"),  # a katakana middle dot on no letter after it
         ("a" + "\u0301" * 6, "hi"),  # marks stacked on one letter (NFC composes the first)
         # posts that showed as a blank box, or sent a terminal's escapes on to the model (a forum user's review)
         ("ada", "\u200b\u200b"),  # zero-width spaces
@@ -792,6 +798,10 @@ def test_readers_post_under_names_in_any_script(store: Store) -> None:
     """Only A-Z, a-z, digits, - and _ were names: every reader of a Japanese or Arabic forum was refused (a
     walkthrough of sites in other languages)."""
     for user in ("太郎", "محمد", "Zoë", "अमित", "ada_l", "Ωmega-2"):
+        assert store.add_post("forum", "/r/a/T", user, "hi").user == user
+    # Persian's non-joiner, an Indic conjunct's joiner, Catalan's l·l, a Japanese name's middle dot: refused, though
+    # each is a name as its script writes it (a review of sites in other languages)
+    for user in ("علی\u200cرضا", "क्\u200dष", "col·lega", "ジョン・スミス"):
         assert store.add_post("forum", "/r/a/T", user, "hi").user == user
     decomposed = "Zoe\u0308"  # typed with a combining diaeresis: the same name as Zoë
     assert store.add_post("forum", "/r/a/T", decomposed, "again").user == "Zoë"
