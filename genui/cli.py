@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
+import contextlib
 import errno
 import importlib
+import io
 import json
 import logging
 import os
@@ -276,9 +279,9 @@ def _new(args: argparse.Namespace, loader: EngineLoader) -> int:
     if site.lang.split("-")[0].lower() != "en":
         print(
             f"its pages are {site.lang}, but its own text is English until you translate it: the headings of its"
-            " openings (prompts/*_opening.j2), its [[navigation]] headings and labels, and genui's words (the"
-            " toolbar, the reply form: a [words] table in site.toml, docs/sites.md); the shipped model writes"
-            " English"
+            " openings (prompts/*_opening.j2), its [[navigation]] headings and labels, each route's bar label (bar ="
+            " in its [[routes]]), reply_form and page_title, and genui's words (the toolbar, notices, error pages: a"
+            " [words] table in site.toml); docs/sites.md lists each. The shipped model writes English"
         )
     print(
         "(add --reload while you edit it: each change is served from the next request on, with no restart; a genui"
@@ -717,9 +720,22 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, frozenset[str]]:
     return found
 
 
+def _escaping_what_cannot_be_shown() -> None:
+    """Output in an encoding that cannot say every character (Windows' cp1252, a file redirected there) says what it
+    cannot as ``\\u6771`` escapes: a Japanese site's title ended `genui sites` as "an argument is not UTF-8 text", and
+    ended `genui cache forget` so after it had forgotten the page (a review of sites in other languages)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not isinstance(stream, io.TextIOWrapper) or stream.errors != "strict":
+            continue
+        with contextlib.suppress(LookupError, TypeError):
+            if codecs.lookup(stream.encoding).name != "utf-8":
+                stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = None) -> int:
     """Run the genui command. ``load_engine`` replaces the default model loader (tests pass a fake)."""
     argv = sys.argv[1:] if argv is None else argv
+    _escaping_what_cannot_be_shown()
     if argv[:1] and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
     parser = _parser()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -555,6 +556,23 @@ def test_output_read_by_a_reader_gone_away_ends_quietly_as_a_shells_writer() -> 
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_output_in_an_encoding_without_a_sites_letters_escapes_them_and_does_what_it_was_asked(tmp_path: Path) -> None:
+    """On Windows' cp1252 (or a file redirected there) a Japanese site's title ended `genui sites` as "an argument is
+    not UTF-8 text", and `genui cache forget` so, after it had forgotten the page (a review of sites in other
+    languages)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "hyakka")
+    toml = tmp_path / "sites" / "hyakka" / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(re.sub(r'^title = ".*"$', 'title = "百科事典"', text, count=1, flags=re.M), encoding="utf-8")
+    genui = str(Path(sys.executable).parent / "genui")
+    cp1252 = {**os.environ, "PYTHONIOENCODING": "cp1252"}
+    done = subprocess.run(
+        [genui, "sites", "--sites-dir", str(tmp_path / "sites")], capture_output=True, env=cp1252, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"\\u767e\\u79d1\\u4e8b\\u5178" in done.stdout and b"not UTF-8" not in done.stderr
 
 
 def test_genui_sites_notes_what_a_routes_templates_read_that_its_context_leaves_out(

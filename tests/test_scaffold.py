@@ -336,6 +336,7 @@ def test_a_new_site_takes_its_title_and_language_from_the_command(
     # its own text stays English, which a team took --help to say it would not (a hackathon team's review)
     said = capsys.readouterr().out
     assert "its pages are fr, but its own text is English until you translate it" in said and "[words]" in said
+    assert "reply_form" in said and "bar =" in said  # a French scaffold's search box said "Search" (a review)
     site = load_site(folder / "cuisine")
     assert (site.title, site.lang) == ("La Cuisine */ x", "fr")
     css = (folder / "cuisine" / "cuisine.css").read_text(encoding="utf-8")
