@@ -211,13 +211,18 @@ class _TitleValue(str):
         return recased(str(self), rule) if rule else str(self)
 
 
-def recased(value: str, rule: str) -> str:
+def recased(value: str, rule: str, lang: str = "") -> str:
     """``value`` in the letter case a route's ``case`` gives its parameter: "lower" (`Linux` is `linux`) or
-    "upper-first" (`hash_table` is `Hash_table`; a first letter whose capital is two letters, `ß`, stays)."""
+    "upper-first" (`hash_table` is `Hash_table`; a first letter whose capital is two letters, `ß`, stays; a digraph
+    takes its title case, `ǆungla` is `ǅungla`), in the site's language ``lang`` where it has rules of its own: in
+    Turkish and Azerbaijani `i` is `İ` and `I` is `ı` (`/istanbul` is `/İstanbul`, as MediaWiki has it there)."""
+    turkic = lang.split("-")[0].lower() in TURKIC_CASING
     if rule == "lower":
-        value = value.lower()
-    elif rule == "upper-first" and value and len(first := value[0].upper()) == 1:
-        value = first + value[1:]
+        value = (value.replace("İ", "i").replace("I", "ı") if turkic else value).lower()
+    elif rule == "upper-first" and value:
+        first = "İ" if turkic and value[0] == "i" else value[0].title()
+        if len(first) == 1:
+            value = first + value[1:]
     return unicodedata.normalize("NFC", value)  # composed, as resolve reads every path
 
 
@@ -225,7 +230,7 @@ def normalise_path(path: str) -> str:
     """Collapse repeated and trailing slashes; refuse dot segments, control characters and overlong paths."""
     if len(path) > MAX_PATH:
         raise BadRequest(f"path longer than {MAX_PATH} characters")
-    if FORBIDDEN_IN_PATH.search(path):
+    if FORBIDDEN_IN_PATH.search(DIRECTION_MARKS.sub("", path)):  # (marks: the page at the path without them)
         raise BadRequest("path contains a control character, a bidi control (U+202E and its kin) or a backslash")
     if "\ufffd" in path:  # what a request's decoding makes of a byte that is no UTF-8 (%FF), or the character typed
         raise BadRequest("path is not UTF-8 text (a %-escape that decodes to no character)")
@@ -236,6 +241,10 @@ def normalise_path(path: str) -> str:
 
 
 _BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+TURKIC_CASING = frozenset({"tr", "az", "crh", "kaa"})  # languages whose i and I are two letters each
+# Left-to-right, right-to-left and Arabic letter marks: a Hebrew or Arabic title copied from a page often carries one at
+# an end, which shows nothing. A path holding them is the page at the path without them (it was a 400).
+DIRECTION_MARKS = re.compile("[\u200e\u200f\u061c]")
 
 
 def normalise_query(route: Route, items: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -379,9 +388,10 @@ class SiteRouter:
                 raise SiteConfigError(file, key, f"no route serves {url!r}", fix)
             raise SiteConfigError(file, key, f"no route serves {url!r}", "write a URL that one of the routes matches")
         if location.aliased:
-            raise SiteConfigError(
-                file, key, f"{url!r} redirects to {location.path!r}", f"write the page's own URL, {location.path!r}"
-            )
+            said = f"{url!r} redirects to {location.path!r}"
+            if unicodedata.normalize("NFC", url) != url:  # escaped as well: the two read alike (a review)
+                said += f": it holds decomposed accents ({url!a}), its page's URL composed ones ({location.path!a})"
+            raise SiteConfigError(file, key, said, f"write the page's own URL, {location.path!r}")
         if untaken := untaken_keys(url, location):  # the page would open without them
             raise SiteConfigError(file, key, untaken, "use the route's query keys, or add them to its query = [...]")
 
@@ -410,7 +420,7 @@ class SiteRouter:
         """The first route (then alias) that ``path`` matches, and the page's own path by that route's rules."""
         written_path = normalise_path(path)
         # One page, one URL: `Café` written with a combining accent (NFD, as macOS's file names) is `Café` composed
-        canonical = unicodedata.normalize("NFC", written_path)
+        canonical = unicodedata.normalize("NFC", DIRECTION_MARKS.sub("", written_path))
         # "/files/" must still reach "/files/{path:path}" although trailing slashes are otherwise dropped.
         candidates = (canonical,) if canonical == "/" else (canonical, canonical + "/")
         for aliased, table in ((False, self._routes), (True, self._aliases)):
@@ -428,7 +438,8 @@ class SiteRouter:
                     if any(_blank(params[name]) and written[name] for name in params):  # `/_`, `/%E2%80%8B`
                         return None  # a name that shows nothing names no page (`/files/` is the folder `/`)
                     if compiled.route.case:
-                        params = {**params, **{name: recased(params[name], rule) for name, rule in compiled.route.case}}
+                        lang, case = self.site.lang, compiled.route.case
+                        params = {**params, **{name: recased(params[name], rule, lang) for name, rule in case}}
                     # an alias, or a page whose URL writes spaces, letter case or accents another way
                     moved = aliased or params != written or canonical != written_path
                     # normalised again: a parameter may bring a "/" or a "." that the pattern's own text does not

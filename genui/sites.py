@@ -380,7 +380,11 @@ def _check_pattern(file: Path, key: str, pattern: str) -> None:
     if unicodedata.normalize("NFC", sample) != sample:  # requests are matched composed (routing reads paths as NFC)
         composed = unicodedata.normalize("NFC", pattern)
         raise SiteConfigError(
-            file, key, f"{pattern!r} holds decomposed accents", f"write it composed (NFC): {composed!r}"
+            # escaped as well: the two read alike, and "write '/é' as '/é'" named no difference (a review)
+            file,
+            key,
+            f"{pattern!r} holds decomposed accents ({pattern!a})",
+            f"write it composed (NFC): {composed!r} ({composed!a})",
         )
     if len(sample) > MAX_PATH:
         raise SiteConfigError(file, key, f"{pattern!r} is longer than {MAX_PATH} characters", "shorten it")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genui.routing import MAX_PATH, MAX_QUERY_VALUE, BadRequest, SiteRouter, normalise_path
+from genui.routing import MAX_PATH, MAX_QUERY_VALUE, BadRequest, SiteRouter, normalise_path, recased
 from genui.sites import Route, Site, SiteConfigError, load_site
 
 SITES = Path(__file__).resolve().parent.parent / "sites"
@@ -87,6 +87,18 @@ def test_a_title_written_with_a_small_first_letter_is_the_page_with_a_capital(
     if page is not None:
         assert wiki_router.link_target(path + "#Uses") == page + "#Uses"
         assert wiki_router.resolve(page) == replace(location, aliased=False)  # the page's own URL moves no more
+
+
+def test_letter_case_follows_the_sites_language_where_it_has_rules_of_its_own() -> None:
+    """A Turkish wiki's `/istanbul` was `/Istanbul`, a page beside `/İstanbul`, and `ǆungla`'s capital was the
+    all-capital `Ǆ` (a review of sites in other languages)."""
+    wiki = load_site(SITES / "wiki")
+    turkish, english = SiteRouter(replace(wiki, lang="tr")), SiteRouter(wiki)
+    assert turkish.resolve("/istanbul").path == "/İstanbul"  # type: ignore[union-attr]
+    assert english.resolve("/istanbul").path == "/Istanbul"  # type: ignore[union-attr]
+    assert english.resolve("/ǆungla").path == "/ǅungla"  # type: ignore[union-attr]
+    assert recased("IĞDIR", "lower", "tr") == "ığdır" and recased("İzmir", "lower", "az") == "izmir"
+    assert recased("IĞDIR", "lower", "en") == "iğdir"
 
 
 @pytest.mark.parametrize(
@@ -244,11 +256,20 @@ def test_query_value_too_long_is_bad_request(wiki_router: SiteRouter) -> None:
 def test_a_path_with_a_c1_or_bidi_control_is_refused(wiki_router: SiteRouter) -> None:
     """A thread's path of C1 controls (a terminal's OSC and CSI) and a right-to-left override was stored, and printed
     raw by genui posts (a security review). A right-to-left title still routes."""
-    for control in ("\x9b2J", "\x9d0;pwned\x9c", "\u202eevil", "\u2066x\u2069", "a\u200fb"):
+    for control in ("\x9b2J", "\x9d0;pwned\x9c", "\u202eevil", "\u2066x\u2069", "a\u200f\u202eb"):
         with pytest.raises(BadRequest, match="control character, a bidi control"):
             wiki_router.resolve(f"/Hi{control}")
     arabic = wiki_router.resolve("/\u0628\u064a\u062a")
     assert arabic is not None and arabic.params == {"title": "\u0628\u064a\u062a"}
+    # A Hebrew title copied with the right-to-left mark at its end, which shows nothing, was a 400: it is the page
+    # without it, as a title written another way is (a review of sites in other languages)
+    for marked in (
+        "/\u05e9\u05dc\u05d5\u05dd\u200f",
+        "/\u200e\u05e9\u05dc\u05d5\u05dd",
+        "/\u05e9\u05dc\u061c\u05d5\u05dd",
+    ):
+        hebrew = wiki_router.resolve(marked)
+        assert hebrew is not None and hebrew.aliased and hebrew.path == "/\u05e9\u05dc\u05d5\u05dd", marked
 
 
 def test_a_backslash_in_a_query_value_is_text_and_a_control_character_is_refused(
