@@ -46,9 +46,10 @@ from genui.runtime import SiteRuntime
 from genui.screens import words_of
 from genui.sites import Site
 from genui.store import Store
+from genui.words import WORDS
 
 STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
-NOT_EXPORTED = "not in this copy"  # the title of a link to a page that was not exported
+NOT_EXPORTED = WORDS["not_in_copy"]  # the title of a link to a page that was not exported, in English
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
 # bytes of a file's path inside the export; the export's own folder comes on top (Linux takes 4,096 bytes for a whole
@@ -347,7 +348,7 @@ class _Rewriter(HTMLParser):
             target = _target(named.get("href") or "", self.runtime, self.files)
             if target is None:  # a placeholder link, as HTML has them: styled as the site's links, leads nowhere
                 kept = [(name, value) for name, value in kept if name not in ("href", "title")]
-                kept.append(("title", NOT_EXPORTED))
+                kept.append(("title", words_of(self.runtime).text("not_in_copy")))
             elif target:
                 file, fragment = target
                 href = link(self.own, file) + (f"#{fragment}" if fragment else "")

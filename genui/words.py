@@ -23,6 +23,7 @@ WORDS: dict[str, str] = {
     "all_sites": "all sites",
     "footer": "Every page here is written on the fly by {model}.",
     "copy_footer": "A static copy of pages written by {model} with genui.",  # genui cache export's pages
+    "not_in_copy": "not in this copy",  # the title of a link of an exported page to a page it does not hold
     "ways_on": "Ways on from this page",  # a [[navigation]] section with no heading, as screen readers name it
     "one_reply": "1 reply",  # beside a thread a [[navigation]] section lists: its readers' posts
     "replies": "{n} replies",

@@ -256,7 +256,9 @@ def test_the_copys_footer_is_in_the_sites_words(tmp_path: Path, capsys: pytest.C
     shutil.copytree(SITES_DIR / "wiki", sites / "wiki")
     toml = sites / "wiki" / "site.toml"
     toml.write_text(
-        toml.read_text("utf-8") + '\n[words]\ncopy_footer = "Copie statique de pages écrites par {model}."\n'
+        toml.read_text("utf-8")
+        + '\n[words]\ncopy_footer = "Copie statique de pages écrites par {model}."\n'
+        + 'not_in_copy = "absente de cette copie"\n'
     )
     db = tmp_path / "genui.sqlite3"
     with TestClient(create_app([load_site(sites / "wiki")], FakeEngine(model_id="a<b"), db_path=db)) as client:
@@ -267,6 +269,7 @@ def test_the_copys_footer_is_in_the_sites_words(tmp_path: Path, capsys: pytest.C
     )
     home = (out / "index.html").read_text("utf-8")
     assert "Copie statique de pages écrites par <code>a&lt;b</code>." in home and "A static copy" not in home
+    assert 'title="absente de cette copie"' in home and NOT_EXPORTED not in home  # its links to pages not copied
 
 
 def test_a_colon_in_a_pages_name_is_no_scheme_in_its_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
