@@ -333,7 +333,9 @@
     if (field.maxLength > 0 && before.length + quote.length > field.maxLength) {
       // the field's own limit: whole lines of the quote, as many as fit
       var room = Math.max(0, field.maxLength - before.length - 2);
-      quote = lines.join("\n").slice(0, room).replace(/\n[^\n]*$/, "") + "\n\n";
+      // (a line cut at the end of the room, where no whole line fits, is cut between characters: an emoji is two
+      // UTF-16 units, and half of one was posted as "\ufffd")
+      quote = lines.join("\n").slice(0, room).replace(/\n[^\n]*$/, "").replace(/[\uD800-\uDBFF]$/, "") + "\n\n";
     }
     field.value = before + quote;
     field.focus();

@@ -402,6 +402,32 @@ def test_words_selected_in_the_thread_are_quoted_in_a_reply_and_shown_set_off(se
     assert problems == []
 
 
+def test_a_quote_cut_to_the_replys_room_never_cuts_an_emoji_in_half(server: Server, page: Any) -> None:
+    """The quote is cut to what the field's maxlength leaves, in UTF-16 units: a cut inside an emoji left half of it,
+    which the browser posts as U+FFFD (session 70's note)."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    room = page.eval_on_selector(".genui-reply textarea", "field => field.maxLength")
+    # then "\n\n" before the quote and after it, which leaves 5 units: "> 😀" and half the next 😀
+    page.fill(".genui-reply textarea", "x" * (room - 9))
+    page.evaluate(
+        """() => {
+            const paragraph = document.querySelector('.genui-page p');
+            paragraph.textContent = '\\u{1F600}'.repeat(6);
+            const range = document.createRange();
+            range.selectNodeContents(paragraph);
+            getSelection().removeAllRanges();
+            getSelection().addRange(range);
+        }"""
+    )
+    page.click(".genui-reply .genui-quote")
+    value = page.input_value(".genui-reply textarea")
+    assert value.endswith("\n\n> \U0001f600\n\n"), value[-12:]
+    assert not page.eval_on_selector(
+        ".genui-reply textarea", "field => /[\\uD800-\\uDBFF](?![\\uDC00-\\uDFFF])/.test(field.value)"
+    )
+
+
 def test_a_readers_name_is_filled_in_after_their_first_post(server: Server, page: Any) -> None:
     """A reader typed their name at every post (a forum host's review): the browser keeps the last one posted under,
     and a reply form's empty name box takes it, as served, so a page asking again by itself is not held back."""
