@@ -22,7 +22,6 @@ from typing import Protocol, TypeVar
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_response
@@ -30,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.frames import TextEngine
 from engine.identity import ModelUnreachable
-from genui.assets import ASSETS_PATH, Revalidated
+from genui.assets import ASSETS_PATH, Compressed, Revalidated
 from genui.errors import exception_handlers
 from genui.hosts import HostCheck, host_name
 from genui.pages import UNCLAIMED_S, Pages
@@ -373,7 +372,7 @@ def create_app(
             # compressed: htmx, its ws extension, genui.js and genui.css are 119 KB as they are (37 KB so), 9 s of a
             # first visit on a slow phone link (a reader on a flaky network's review); they hold no secret, so no
             # BREACH (pages are sent as they are, for that reason)
-            Mount(prefix + "/_genui/static", GZipMiddleware(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
+            Mount(prefix + "/_genui/static", Compressed(Revalidated(directory=STATIC_DIR), minimum_size=1024)),
             Route(prefix + "/_genui/css/{site}.css", views.stylesheet),
             Route(prefix + ASSETS_PATH + "{site}/{path:path}", EveryMethod(views.asset)),  # 405 but for GET, HEAD
             Route(prefix + REGENERATE_PATH, views.regenerate, methods=["POST"]),

@@ -178,3 +178,8 @@ def test_genuis_scripts_are_sent_compressed_to_a_browser_that_takes_it(
         "/_genui/static/htmx.min.js", headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]}
     )
     assert unchanged.status_code == 304 and not unchanged.content
+    # each copy its own ETag: the same strong one told a cache the two bodies were byte for byte the same (a note)
+    assert packed.headers["etag"] == "W/" + whole.headers["etag"] and not whole.headers["etag"].startswith("W/")
+    for etag in (whole.headers["etag"], packed.headers["etag"]):  # either still answers a browser's ask with a 304
+        again = client.get("/_genui/static/htmx.min.js", headers={"Accept-Encoding": "identity", "If-None-Match": etag})
+        assert again.status_code == 304, etag
