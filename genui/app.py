@@ -193,7 +193,8 @@ async def _load(
                 # No network to fetch its weights from (a laptop on a train, its genui cache cleared): the pages
                 # cached for it are served, and the load tried again, rather than none served and the server gone.
                 # Where none are cached there is nothing to serve, and the error is the answer, as any other's.
-                cached = pages.store.pages_by(pages.expected_model) if pages.expected_model is not None else 0
+                model, served = pages.expected_model, list(pages.sites)
+                cached = pages.store.pages_by(model, served) if model is not None else 0
                 if not cached:
                     raise
                 if pages.unreached is None:

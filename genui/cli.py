@@ -149,7 +149,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
-        log_config = server_log_config(developing=args.reload)
+        log_config = server_log_config(developing=args.reload, access_log=not args.no_access_log)
         # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
         # h11, not httptools: it refuses a request whose line and headers pass HEADERS_LIMIT (httptools read a 100 MB
         # header, and held the memory of ten unfinished ones, 1 GB, as long as their clients stayed).

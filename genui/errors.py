@@ -79,6 +79,10 @@ class Problem:
         heading, message, values = self.words
         return words.text(heading), words.text(message, **values)
 
+    def english(self, words: Words) -> bool:
+        """Whether its message is genui's English on a site in another language (a page marks it so)."""
+        return words.lang.split("-")[0].lower() != "en" and (self.words is None or self.words[1] not in words.own)
+
     def shown(self, words: Words) -> tuple[Markup, Markup]:
         """The heading and message as HTML, as ``said``: genui's English, where the site has no words of its own for
         them, marked as English on a site in another language, so that a screen reader reads it in an English voice

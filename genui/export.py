@@ -63,8 +63,12 @@ _DROPPED_IDS = {"genui-toolbar", "genui-indicator", "genui-announce"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 _SAFE = "!$&'()*+,;=@-._~"  # what a link's segment holds as it is (RFC 3986 pchar, less `%` and `:`, a scheme's end)
 _DISK_SAFE = "!$&'()+,;=@-._~"  # what a file's name holds as it is (and letters and digits)
-# the names Windows keeps for devices, with any extension ("Naming Files, Paths, and Namespaces")
-_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))})
+# the names Windows keeps for devices, with any extension ("Naming Files, Paths, and Namespaces"): the superscript
+# digits too, which a name now keeps as they are (COM¹)
+_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+    | {f"{port}{n}" for port in ("COM", "LPT") for n in [*"123456789", "¹", "²", "³"]}
+)
 
 
 class ExportError(ValueError):

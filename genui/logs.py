@@ -40,8 +40,18 @@ class OncePerWhile(logging.Filter):
         return True
 
 
-def server_log_config(developing: bool) -> dict[str, Any]:
-    """uvicorn's logging configuration for ``genui serve``; ``developing`` (``--reload``) also logs what genui does."""
+class NoRequestLines(logging.Filter):
+    """Holds back uvicorn's line for each WebSocket a client opens (its address, the page's URL, the time), which
+    uvicorn logs as a server message, not as an access line: ``--no-access-log`` still logged every page a browser
+    with scripts opened (a data-protection review)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith('%s - "WebSocket '))
+
+
+def server_log_config(developing: bool, access_log: bool = True) -> dict[str, Any]:
+    """uvicorn's logging configuration for ``genui serve``; ``developing`` (``--reload``) also logs what genui does;
+    without ``access_log`` no line names a request, a WebSocket's included."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     for formatter in config["formatters"].values():  # each line with its time, as a server's log has it
         formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
@@ -52,5 +62,9 @@ def server_log_config(developing: bool) -> dict[str, Any]:
     # (reloads, pages read ahead)
     config["loggers"]["genui"] = {**info, "level": "INFO" if developing else "WARNING"}
     config.setdefault("filters", {})["genui_quiet"] = {"()": OncePerWhile}
-    config["loggers"]["uvicorn.error"] = {**config["loggers"]["uvicorn.error"], "filters": ["genui_quiet"]}
+    filters = ["genui_quiet"]
+    if not access_log:
+        config["filters"]["genui_no_requests"] = {"()": NoRequestLines}
+        filters.append("genui_no_requests")
+    config["loggers"]["uvicorn.error"] = {**config["loggers"]["uvicorn.error"], "filters": filters}
     return config

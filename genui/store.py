@@ -35,18 +35,18 @@ USER_RULE = WORDS["user_rule"].format(n=MAX_USER)
 USER_PATTERN = r"[\p{L}\p{M}\p{N}_\-\u200C\u200D\u00B7\u30FB]+"
 ZWNJ, ZWJ = "\u200c", "\u200d"
 MIDDLE_DOT, KATAKANA_MIDDLE_DOT = "\u00b7", "\u30fb"  # Catalan's col·lega; a Japanese name's ジョン・スミス
-# Blocks of the scripts whose letters join (Arabic, Syriac, N'Ko, Mongolian and their kin): a zero-width non-joiner
-# between two of their letters shows, as the break in a Persian علی‌رضا
-_JOINING = (
-    (0x0600, 0x06FF),
-    (0x0700, 0x074F),
-    (0x0750, 0x077F),
-    (0x07C0, 0x07FF),
-    (0x0860, 0x08FF),
-    (0x1800, 0x18AF),
-    (0xFB50, 0xFDFF),
-    (0xFE70, 0xFEFF),
+# The Arabic script's letters (its blocks: Arabic, its Supplement and Extended-A) that join on both sides, as
+# Unicode's ArabicShaping.txt types them: all but the right-joining ones (alef, dal, reh, waw and their kin, which
+# never join the letter after them) and the non-joining hamza. A zero-width non-joiner shows only after a letter that
+# would have joined the next one, and before one that joins (Persian's علی‌رضا, IDNA's CONTEXTJ).
+_ARABIC_LETTERS = ((0x0620, 0x06FF), (0x0750, 0x077F), (0x08A0, 0x08FF))
+_RIGHT_JOINING = frozenset(
+    [0x0622, 0x0623, 0x0624, 0x0625, 0x0627, 0x0629, 0x062F, 0x0630, 0x0631, 0x0632, 0x0648, 0x0671, 0x0672]
+    + [0x0673, 0x0675, 0x0676, 0x0677, *range(0x0688, 0x069A), 0x06C0, *range(0x06C3, 0x06CC), 0x06CD, 0x06CF]
+    + [0x06D2, 0x06D3, 0x06D5, 0x06EE, 0x06EF, 0x0759, 0x075A, 0x075B, 0x076B, 0x076C, 0x0771, 0x0773, 0x0774]
+    + [0x0778, 0x0779, 0x08AA, 0x08AB, 0x08AC, 0x08AE, 0x08B1, 0x08B2, 0x08B9]
 )
+_NON_JOINING = frozenset([0x0621, 0x0674])
 
 
 # Letters and marks that show nothing (Unicode's Default_Ignorable_Code_Point outside the format characters, which
@@ -92,15 +92,25 @@ def valid_user(user: str) -> bool:
 
 def _joiner_shows(user: str, at: int) -> bool:
     """Whether the joiner at ``at`` changes how the name looks, where IDNA (RFC 5892's CONTEXTJ) takes one: either
-    joiner after a virama (Indic conjuncts: क्‍ष), a non-joiner between two letters of a joining script (Persian,
-    Kurdish, Urdu). Elsewhere it shows nothing, and "a‌da" would read as another reader's "ada"."""
+    joiner after a virama and before a letter of the virama's own script (an Indic conjunct: क्‍ष), a non-joiner
+    between an Arabic letter that joins the next and one that joins the last (Persian, Kurdish, Urdu). Elsewhere it
+    shows nothing, and "a‌da" (or "ا‌بجد", whose alef joins nothing after it) would read as another reader's name."""
     before, after = user[at - 1 : at], user[at + 1 : at + 2]
-    if not before or not after or after in (ZWNJ, ZWJ):
+    if not before or not after or unicodedata.category(after)[0] != "L":
         return False
-    if unicodedata.combining(before) == 9:  # a virama
-        return True
-    joining = [any(low <= ord(c) <= high for low, high in _JOINING) for c in (before, after)]
-    return user[at] == ZWNJ and all(joining) and unicodedata.category(after)[0] == "L"
+    if unicodedata.combining(before) == 9:  # a virama: its script's block is the letter's (128 code points each)
+        return ord(before) >> 7 == ord(after) >> 7
+    if user[at] != ZWNJ:
+        return False
+    letter = at - 1
+    while letter > 0 and unicodedata.category(user[letter]) == "Mn":  # its marks (a vowel sign) are seen through
+        letter -= 1
+    joins_next = _arabic(user[letter]) and ord(user[letter]) not in _RIGHT_JOINING | _NON_JOINING
+    return joins_next and _arabic(after) and ord(after) not in _NON_JOINING
+
+
+def _arabic(char: str) -> bool:
+    return unicodedata.category(char)[0] == "L" and any(low <= ord(char) <= high for low, high in _ARABIC_LETTERS)
 
 
 _SCHEMA = """
@@ -901,12 +911,14 @@ class Store:
             (posts,) = self._db.execute("SELECT COUNT(*) FROM posts WHERE site = ?", (site,)).fetchone()
         return int(pages), int(posts)
 
-    def pages_by(self, model: str) -> int:
-        """How many pages (URLs) ``model`` wrote that are stored, any site's."""
+    def pages_by(self, model: str, sites: Sequence[str]) -> int:
+        """How many pages (URLs) of these ``sites`` that ``model`` wrote are stored."""
+        marks = ", ".join("?" * len(sites))
         with self._lock:
             (pages,) = self._db.execute(
-                "SELECT COUNT(DISTINCT site || char(0) || path || char(0) || query) FROM pages WHERE model = ?",
-                (model,),
+                "SELECT COUNT(DISTINCT site || char(0) || path || char(0) || query) FROM pages"
+                f" WHERE model = ? AND site IN ({marks})",
+                (model, *sites),
             ).fetchone()
         return int(pages)
 

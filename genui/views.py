@@ -431,7 +431,10 @@ class Views:
                 )
             invalid = err.field if isinstance(err, PostRejected) else ""  # the field the reason is about
             reason = answer.said(words_of(runtime))[1]  # a busy or loading model in the site's words
-            return self._not_posted(request, thread, answer.status_code, reason, user, text, answer.headers, invalid)
+            english = answer.english(words_of(runtime))  # on an error page: marked so
+            return self._not_posted(
+                request, thread, answer.status_code, reason, user, text, answer.headers, invalid, english
+            )
         # The thread as it was, byte for byte, then the new post and the replies written to it, streaming in. A
         # thread not written yet is written whole, with the post in its prompt.
         job = self.pages.job(runtime, location, client=client)
@@ -475,10 +478,12 @@ class Views:
         text: str,
         headers: Mapping[str, str] | None = None,
         invalid: str = "",
+        english: bool = False,
     ) -> Response:
         """A refused reply: the thread with the reason above its form, which keeps what was typed (``invalid``: the
         field the reason is about, marked for screen readers and given the focus); a thread not written yet (or
-        whose page cannot be read), an error page with the posts and the form."""
+        whose page cannot be read), an error page with the posts and the form (``english``: the reason is genui's
+        English on a site in another language, and is marked so there)."""
         error = words_of(job.runtime).text("not_posted", reason=f"{reason[0].lower()}{reason[1:]}")
         try:
             page = self.pages.page(job) if job.key.model else None  # before the model is named: no cached page
@@ -494,8 +499,9 @@ class Views:
             return self.screens.page(request, job, page, shown, status_code=status, thread=thread)
         thread = self.screens.thread(job, error=error, user=user, text=text, invalid=invalid)
         message = reason if reason.startswith("genui") else reason[0].upper() + reason[1:]  # genui is written so
+        said = words_of(job.runtime).english(message) if english else message
         heading = words_of(job.runtime).say("reply_not_posted_heading")
-        return self.screens.error(request, job.runtime, status, heading, message, headers, thread=thread)
+        return self.screens.error(request, job.runtime, status, heading, said, headers, thread=thread)
 
 
 def _serving(request: Request, runtime: SiteRuntime) -> SiteRuntime:

@@ -1185,6 +1185,16 @@ def test_a_readers_name_rule_is_said_in_the_sites_words(client_factory: ClientFa
     )
     assert refused.status_code == 400 and "لم يُنشر ردك: اسم من 1 إلى 32 حرفًا أو رقمًا" in refused.text
     assert "letters or digits" not in refused.text
+    # a reason no site's words say, on the error page of a thread not written yet: English, and marked so (a review)
+    long = client.post(
+        "/forum/r/linux/Never_written",
+        data={"user": "ada", "text": "x" * 2001},
+        headers={**HTMX, "Origin": "http://testserver"},
+    )
+    assert (
+        long.status_code == 400
+        and '<p><span lang="en">The post is longer than 2000 characters.</span></p>' in long.text
+    )
 
 
 def test_a_sets_wait_that_outlasts_a_proxys_patience_is_answered_and_the_set_waits(

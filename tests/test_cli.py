@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import types
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -673,6 +674,52 @@ def test_websocket_messages_that_are_no_utf8_are_logged_once_a_while_without_tra
     logged = capfd.readouterr().err
     assert logged.count("Invalid UTF-8 sequence received from client.") == 1, logged
     assert "Traceback" not in logged and "failed" not in logged, logged
+
+
+@pytest.mark.parametrize("access_log", [True, False])
+def test_no_access_log_logs_no_line_for_a_websocket_either(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], access_log: bool
+) -> None:
+    """uvicorn logs a WebSocket's opening as a server message, with the client's address and the page's URL: with
+    --no-access-log every page a browser with scripts opened was still logged (a data-protection review)."""
+    import base64
+    import logging
+
+    import uvicorn
+    from chromium import served
+
+    from genui.logs import NoRequestLines
+
+    # logging's configuration adds a logger's filters to those it has: an earlier test's server, started with
+    # --no-access-log in this process, left its filter on uvicorn's logger (one genui serve configures it once)
+    server_log = logging.getLogger("uvicorn.error")
+    server_log.filters = [kept for kept in server_log.filters if not isinstance(kept, NoRequestLines)]
+    made: list[uvicorn.Config] = []
+
+    async def serve(self: uvicorn.Server) -> None:
+        made.append(self.config)
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", *([] if access_log else ["--no-access-log"])]
+    assert main(argv, load_engine=fake_loader) == 0
+    monkeypatch.undo()
+    (config,) = made
+    capfd.readouterr()
+    with served(config.app, config=config) as url:  # type: ignore[arg-type]
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            key = base64.b64encode(os.urandom(16)).decode()
+            client.sendall(
+                f"GET /_genui/ws?site=wiki&url=/Private_matter HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Sec-WebSocket-Version: 13\r\nOrigin: {url}\r\n\r\n".encode()
+            )
+            assert client.recv(4096).startswith(b"HTTP/1.1 101")
+        urllib.request.urlopen(url + "/_genui/live", timeout=10).read()
+    logged = capfd.readouterr()
+    said = logged.out + logged.err
+    assert ("Private_matter" in said) == access_log and ("/_genui/live" in said) == access_log, said
+    assert "Application startup complete" in said  # the server's own messages stay
 
 
 def test_genui_sites_points_at_the_sites_genui_new_made_here(

