@@ -458,6 +458,9 @@ class Store:
         # A big write (a migration of every row, an earlier cache adopted) leaves the WAL file as large as the
         # database for as long as the server runs, unless it is cut back after each checkpoint.
         self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
+        # What is deleted is overwritten, not left in the file's free pages (SQLite's default, though some builds
+        # turn it on): a reader's post deleted on request was still in the file, and in every backup of it after
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
         self._at = self.path.resolve()  # the file opened, whatever folder the process is in later
         self._file = self._identity()
@@ -936,6 +939,13 @@ class Store:
         with self._transaction() as db:
             cursor = db.execute("DELETE FROM pages WHERE site = ? AND path = ? AND query = ?", (site, path, query))
         return cursor.rowcount
+
+    def flush_journal(self) -> bool:
+        """Copy the write-ahead log into the file and empty it, so that what was deleted is in neither: whether it
+        was emptied (False while another process, a server, reads it; it empties at that one's next checkpoint)."""
+        with self._lock:
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
 
     def vacuum(self) -> bool:
         """Give the space of deleted rows back to the file system: whether the file is smaller now, or only once

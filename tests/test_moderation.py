@@ -229,3 +229,51 @@ def test_posts_lists_one_names_posts_to_clear_out_a_spammer(tmp_path: Path, caps
     assert [post.user for post in posts_of(db)] == ["ada", "bob"]
     assert main(["posts", "--user", "Zoë", "--db", str(db)]) == 0
     assert capsys.readouterr().out.endswith("no posts\n")
+
+
+def test_a_deleted_post_is_gone_from_the_files_bytes_and_its_write_ahead_log_while_a_server_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a SQLite built without secure delete (its default) a deleted post stayed in the file's free pages, and in
+    every backup made after; while a server held the file, its write-ahead log kept 13 copies (a data-protection
+    review)."""
+    connect = sqlite3.connect
+
+    def as_most_builds(*args: object, **kwargs: object) -> sqlite3.Connection:
+        made = connect(*args, **kwargs)  # type: ignore[arg-type]
+        made.execute("PRAGMA secure_delete=OFF")  # this machine's Python turns it on at build time
+        return made
+
+    monkeypatch.setattr(sqlite3, "connect", as_most_builds)
+    db = tmp_path / "genui.sqlite3"
+    server = Store(db)  # a server holding the file, idle between requests
+    for n in range(3):
+        server.add_post("forum", PATH, "dave", f"DAVE-SECRET {n} " + "x" * 300)
+    server.add_post("forum", PATH, "ada", "kept")
+    ids = [post.id for post in server.posts("forum", PATH) if post.user == "dave"]
+    assert main(["posts", "delete", *map(str, ids), "--db", str(db)]) == 0
+    assert "note:" not in capsys.readouterr().err  # the log emptied: nothing said of it
+    wal = db.with_name(db.name + "-wal")
+    for file in (db, wal):
+        assert b"DAVE-SECRET" not in (file.read_bytes() if file.exists() else b""), file
+    assert [post.text for post in server.posts("forum", PATH)] == ["kept"]
+    server.close()
+
+
+def test_listing_a_names_posts_says_when_more_are_stored_than_it_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reader's request for every post they made was answered with the newest 50 and no word (a data-protection
+    review)."""
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    for n in range(52):
+        store.add_post("forum", PATH, "heavy", f"post {n}")
+    store.close()
+    assert main(["posts", "--db", str(db), "--user", "heavy", "--json"]) == 0
+    said = capsys.readouterr()
+    listed = json.loads(said.out)
+    assert len(listed["posts"]) == 50 and listed["more"] is True and "--limit 0 lists them all" in said.err
+    assert main(["posts", "--db", str(db), "--user", "heavy", "--json", "--limit", "0"]) == 0
+    said = capsys.readouterr()
+    assert len(json.loads(said.out)["posts"]) == 52 and json.loads(said.out)["more"] is False and said.err == ""
