@@ -602,13 +602,14 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
             _served_here(store, [site])
         limit = args.limit or MOST  # 0: all of them, as 0 turns off the other commands' counts
         user = None if args.user is None else unicodedata.normalize("NFC", args.user)  # as names are stored
-        placed_posts = store.recent_posts(site_name, thread, min(limit + 1, MOST), user)  # one more: are there more
+        asked = min(limit + 1, MOST)  # one more than listed: whether there are more
+        placed_posts = store.recent_posts(site_name, thread, asked, user)
         if site is not None and thread is not None:
             # posts stored under a URL the thread's route now moves: listed under the thread a server moves them to
             # (by their own ids: listing moves nothing)
             moved_from = [old for old, new in moved_paths(store, SiteRuntime.build(site, "")).items() if new == thread]
             for old in moved_from:
-                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, min(limit + 1, MOST), user)]
+                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, asked, user)]
             placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)
     finally:
         store.close()
