@@ -1034,14 +1034,23 @@ class Store:
         return {str(path): int(count) for path, count in rows}
 
     def recent_posts(
-        self, site: str | None = None, path: str | None = None, limit: int = 50, user: str | None = None
+        self,
+        site: str | None = None,
+        path: str | None = None,
+        limit: int = 50,
+        user: str | None = None,
+        holding: str | None = None,
     ) -> list[PlacedPost]:
-        """The newest posts first, of one site or all, of one thread or all, by one name or any."""
+        """The newest posts first, of one site or all, of one thread or all, by one name or any, holding these words
+        or any (``holding``: as written, ASCII's letter case aside)."""
         sql, args = "SELECT site, path, id, user, text, created FROM posts", []
-        filters = (("site", site), ("path", path), ("user", user))
-        wheres = [(column, value) for column, value in filters if value is not None]
+        filters = (("site = ?", site), ("path = ?", path), ("user = ?", user))
+        wheres = [(condition, value) for condition, value in filters if value is not None]
+        if holding is not None:  # LIKE's own % and _ taken as themselves
+            escaped = holding.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            wheres.append(("text LIKE ? ESCAPE '\\'", f"%{escaped}%"))
         if wheres:
-            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in wheres)
+            sql += " WHERE " + " AND ".join(condition for condition, _ in wheres)
             args = [value for _, value in wheres]
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()

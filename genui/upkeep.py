@@ -36,6 +36,7 @@ from genui.sites import Site, site_folders, valid_site_name
 from genui.store import (
     NotAPageCache,
     PageGroup,
+    PlacedPost,
     SiteRenameRefused,
     Store,
     check_page_cache,
@@ -221,6 +222,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--user",
         metavar="NAME",
         help="only the posts made under this name (as the listing writes it), e.g. to delete a spammer's by id",
+    )
+    shared(
+        [posts, listed],
+        "--text",
+        metavar="WORDS",
+        help="only the posts holding these words (ASCII's letter case aside), e.g. to find the posts that quoted one",
     )
     shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
@@ -603,13 +610,17 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         limit = args.limit or MOST  # 0: all of them, as 0 turns off the other commands' counts
         user = None if args.user is None else unicodedata.normalize("NFC", args.user)  # as names are stored
         asked = min(limit + 1, MOST)  # one more than listed: whether there are more
-        placed_posts = store.recent_posts(site_name, thread, asked, user)
+
+        def recent(path: str | None) -> list[PlacedPost]:
+            return store.recent_posts(site_name, path, asked, user, args.text)
+
+        placed_posts = recent(thread)
         if site is not None and thread is not None:
             # posts stored under a URL the thread's route now moves: listed under the thread a server moves them to
             # (by their own ids: listing moves nothing)
             moved_from = [old for old, new in moved_paths(store, SiteRuntime.build(site, "")).items() if new == thread]
             for old in moved_from:
-                placed_posts += [replace(p, path=thread) for p in store.recent_posts(site_name, old, asked, user)]
+                placed_posts += [replace(p, path=thread) for p in recent(old)]
             placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)
     finally:
         store.close()

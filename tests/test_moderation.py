@@ -277,3 +277,22 @@ def test_listing_a_names_posts_says_when_more_are_stored_than_it_lists(
     assert main(["posts", "--db", str(db), "--user", "heavy", "--json", "--limit", "0"]) == 0
     said = capsys.readouterr()
     assert len(json.loads(said.out)["posts"]) == 52 and json.loads(said.out)["more"] is False and said.err == ""
+
+
+def test_posts_holding_some_words_are_listed_to_find_the_quotes_of_a_post_to_erase(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reader's erased post stayed in another's that quoted it, and nothing found those (a data-protection
+    review)."""
+    db = tmp_path / "genui.sqlite3"
+    store = Store(db)
+    store.add_post("forum", PATH, "alice", "My student id is S1234567")
+    store.add_post("forum", PATH, "carol", "> My student id is S1234567\n\nNice one")
+    store.add_post("forum", PATH, "bo", "100% sure_thing")
+    store.close()
+    assert main(["posts", "--db", str(db), "--text", "student ID is s1234567", "--json"]) == 0
+    assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["carol", "alice"]
+    assert main(["posts", "--db", str(db), "--text", "100% sure_", "--json"]) == 0  # % and _ as themselves
+    assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["bo"]
+    assert main(["posts", "--db", str(db), "--text", "0%_s", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["posts"] == []
