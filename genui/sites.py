@@ -824,6 +824,22 @@ def _check_opening_quotes(file: Path, full: str, path: Path) -> None:
         )
 
 
+def _bare_key_fix(text: str, error: str) -> str | None:
+    """The fix for a key TOML cannot read bare (`titré = …`: a bare key is ASCII's letters and digits, `-` and `_`),
+    where the error's line starts with one; None otherwise. tomllib said only "Expected '=' after a key"."""
+    where = re.search(r"at line (\d+), column \d+", error)
+    lines = text.splitlines()
+    if where is None or not 0 < int(where[1]) <= len(lines) or "=" not in lines[int(where[1]) - 1]:
+        return None
+    key = lines[int(where[1]) - 1].split("=", 1)[0].strip()
+    if not key or key[0] in "\"'[" or re.fullmatch(r"[A-Za-z0-9_.\- \t]+", key):
+        return None
+    return (
+        f"{key} is no bare key (those are ASCII letters, digits, - and _): genui's keys are English as written in"
+        f' docs/sites.md ([words] included: regenerate = "…"), and a key of other characters is quoted, "{key}" = …'
+    )
+
+
 def load_site(root: Path | str) -> Site:
     """Load and validate ``root/site.toml``."""
     root = Path(root)
@@ -848,7 +864,7 @@ def load_site(root: Path | str) -> Site:
             f"write each {single[1].removesuffix('s')}'s header [[{single[1]}]], with two brackets (one entry of an"
             f" array); [{single[1]}] is one table, which a second header declares again"
             if single is not None
-            else "fix the syntax at the position given"
+            else _bare_key_fix(text, str(err)) or "fix the syntax at the position given"
         )
         raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", fix) from None
     except ValueError as err:  # an integer of more digits than Python converts (4,300)

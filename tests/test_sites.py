@@ -813,6 +813,19 @@ def test_a_route_header_with_one_bracket_is_said_to_need_two(tmp_path: Path, fir
         load_site(tmp_path)
 
 
+@pytest.mark.parametrize("key", ["régénérer", "名前", "titré"])
+def test_a_key_of_other_letters_is_said_to_be_no_bare_key(tmp_path: Path, key: str) -> None:
+    """A French translator's `[words]` key in French got TOML's "Expected '=' after a key" and "fix the syntax at the
+    position given" (a review of sites in other languages)."""
+    write_site(tmp_path, f'{GOOD}\n[words]\n{key} = "x"\n')
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert f"{key} is no bare key" in caught.value.fix and f'"{key}" = …' in caught.value.fix
+    write_site(tmp_path, f'{GOOD}\n[words]\n"{key}" = "x"\n')  # quoted, it is read: and said to be no word
+    with pytest.raises(SiteConfigError, match="is none of genui's words"):
+        load_site(tmp_path)
+
+
 @pytest.mark.parametrize(("written", "shown"), [("<name>", "<name>"), ("<int:name>", "<int:name>"), (":name", ":name")])
 def test_another_frameworks_parameter_says_how_genui_writes_one(tmp_path: Path, written: str, shown: str) -> None:
     """`/book/<title>` and `/shelf/:genre` loaded as literal paths, and the errors that followed spoke of a `case`
