@@ -111,7 +111,7 @@ class Screens:
         context = self._page_context(job, None, generation.splice.answered)
         base = job.runtime.base
         context.update(
-            live_url=f"{base}{WS_PATH}?{query}", wait_url=f"{base}{WAIT_PATH}?{query}", splice=generation.splice
+            live_url=f"{base}{WS_PATH}?{query}", wait_url=self.wait_url(job, generation), splice=generation.splice
         )
         # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
         # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
@@ -446,6 +446,10 @@ class Screens:
             "conversation": variations.conversation,
             "address": candidates_url(job, variations),
         }
+
+    def wait_url(self, job: Job, generation: Generation) -> str:
+        """The address that answers once the run's page is finished (for clients without scripts)."""
+        return f"{job.runtime.base}{WAIT_PATH}?{self._watch_query(job, generation)}"
 
     def _watch_query(self, job: Job, generation: Generation) -> str:
         query = {"site": job.runtime.site.name, "url": job.location.url, VERSION_KEY: str(generation.version)}

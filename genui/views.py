@@ -262,8 +262,7 @@ class Views:
         target = versioned(job.url, generation.version) if job.cached else job.url
         if is_htmx(request):
             return self.screens.live(request, job, generation, headers=_pushed(target))
-        page = await _finished(request, generation)
-        return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
+        return await self._written(request, job, generation, target)
 
     async def rewrite(self, request: Request) -> Response:
         """Write one section of a page version again (form: site, url, v, section, instruction); the new version
@@ -278,8 +277,7 @@ class Views:
         target = versioned(job.url, generation.version)
         if is_htmx(request):
             return self.screens.live(request, job, generation, headers=_pushed(target))
-        page = await _finished(request, generation)
-        return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
+        return await self._written(request, job, generation, target)
 
     async def variations(self, request: Request) -> Response:
         """Write candidates of a page's next version side by side (form: site, url). The set has an address of its
@@ -290,10 +288,14 @@ class Views:
         if is_htmx(request):
             # the set claims its first showing itself (Variations), as a run does its placeholder's
             return self.screens.variations(request, job, variations, headers={"HX-Push-Url": address}, claim=False)
-        # without scripts nothing streams: the finished candidates, at their address (a reload would post again)
+        # without scripts nothing streams: the finished candidates, at their address (a reload would post again);
+        # past WAIT_ANSWER_S, the address that waits for them, as a page's wait URL does (see _written)
         result = asyncio.ensure_future(_candidates_written(variations))
-        if not await _before_disconnect(request, result):
-            return Response(status_code=CLIENT_GONE)
+        try:
+            if not await _before_disconnect(request, result, WAIT_ANSWER_S, variations.claim):
+                return Response(status_code=CLIENT_GONE)
+        except StillWriting:
+            return RedirectResponse(f"{address}&wait=1", status_code=303)
         return RedirectResponse(address, status_code=303)
 
     async def candidates(self, request: Request) -> Response:
@@ -355,6 +357,17 @@ class Views:
             return self.screens.page(request, job, page)
         newest = page.version == self.pages.versions(job)
         return RedirectResponse(job.url if newest else versioned(job.url, page.version), status_code=303)
+
+    async def _written(self, request: Request, job: Job, generation: Generation, target: str) -> Response:
+        """A page control's run, for a client without scripts: to ``target`` once it is written; past WAIT_ANSWER_S,
+        to the version's wait URL, which answers within as long again and is then asked again. The form's request
+        held out until the page was written, however long, and a proxy's 60 s cut it off, which dropped the run (a
+        text-browser reader's review). The run waits for the wait's request as for a placeholder's stream."""
+        try:
+            page = await _finished(request, generation, WAIT_ANSWER_S)
+        except StillWriting:
+            return RedirectResponse(self.screens.wait_url(job, generation), status_code=303)
+        return RedirectResponse(target, status_code=303) if page else Response(status_code=CLIENT_GONE)
 
     async def _page_form(self, request: Request) -> tuple[FormData, Job]:
         """The form of one of genui's own page controls and the (cached) page it names: ``site`` and ``url``."""

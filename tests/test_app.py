@@ -1059,6 +1059,38 @@ def test_a_wait_that_outlasts_a_proxys_patience_is_answered_and_asked_again_join
     assert len(engine.calls) == 1 and engine.cancelled == 0  # one run, never dropped
 
 
+def test_a_page_controls_form_without_scripts_is_answered_before_a_proxys_patience_ends(
+    client_factory: ClientFactory, all_sites: list[Site], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without scripts, Regenerate and variations held their POST until the page was written, however long: behind
+    nginx (60 s) the reader got a 504, and the run was dropped with the request (a text-browser reader's review).
+    Past WAIT_ANSWER_S they go to the address that waits for it, and the run waits for that request."""
+    import genui.views
+
+    monkeypatch.setattr(genui.views, "WAIT_ANSWER_S", 0.3)
+    engine = FakeEngine()
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    engine.hold = threading.Event()  # the next version is not written within the wait
+    form = {"site": "wiki", "url": "/Lisp"}
+    answer = client.post("/_genui/regenerate", data=form, follow_redirects=False)
+    assert answer.status_code == 303
+    wait = answer.headers["location"]
+    assert wait == "/_genui/wait?site=wiki&url=%2FLisp&v=2"
+    time.sleep(0.5)  # a browser follows the redirect at once; the run waits for it meanwhile
+    done = asked_again_as_it_ends(client, wait, engine)
+    assert done.status_code == 303 and done.headers["location"] == "/wiki/Lisp"
+    assert "seed 1" in client.get("/wiki/Lisp?v=2").text and engine.cancelled == 0  # one run, never dropped
+    engine.hold = threading.Event()
+    answer = client.post("/_genui/variations", data=form, follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"].endswith("&wait=1")
+    time.sleep(0.5)
+    engine.hold.set()
+    written = client.get(answer.headers["location"], follow_redirects=False)
+    assert written.status_code == 303 and "wait" not in written.headers["location"]
+    assert engine.cancelled == 0
+
+
 def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     """A Japanese forum's toolbar, skip link, footer and readers' notices were English (a walkthrough of sites in
     other languages): a site's [words] says them, values filled in and escaped."""
