@@ -786,6 +786,22 @@
     }
   });
 
+  // Scripts on, yet htmx or its ws extension never ran (a browser too old to read htmx's newer syntax, an old
+  // e-reader's; a script a blocker kept out): no stream is made for the placeholder, so neither of the above ever
+  // comes, and <noscript> does not apply. "Loading…" stayed for good (a text-browser reader's review). A placeholder
+  // that has no socket a few seconds on goes to its wait URL, as one whose stream never opens does.
+  var NO_STREAM_MS = 4000;
+  window.setTimeout(function () {
+    var live = document.querySelector("#genui-content[ws-connect][data-genui-wait]");
+    if (!live || !live.dataset.genuiWait || offlineNow()) {
+      return;
+    }
+    var internal = live["htmx-internal-data"]; // what htmx keeps of an element it has processed (ws.js: webSocket)
+    if (!internal || !internal.webSocket) {
+      window.location.replace(live.dataset.genuiWait);
+    }
+  }, NO_STREAM_MS);
+
   // Offline, the page being read stays: a link tapped waits for the connection (the browser's own page said "no
   // internet" in place of the page read, and came back by itself up to half a minute after the network did), and a
   // page being written says why no frame comes.

@@ -693,6 +693,20 @@ def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sec
     assert problems == []
 
 
+@pytest.mark.parametrize("script", ["htmx.min.js", "ws.js"])
+def test_a_page_being_written_lands_where_htmx_or_its_ws_extension_never_ran(
+    tmp_path: Path, page: Any, script: str
+) -> None:
+    """Scripts on, but htmx unread (a browser too old for its syntax, an old e-reader's) or blocked: no stream was
+    ever made, <noscript> did not apply, and "Loading…" stayed for good (a text-browser reader's review)."""
+    engine = FakeEngine(delay=0.05, steps=3)
+    with served(create_app(example_sites(), engine, db_path=tmp_path / "pages.sqlite3")) as url:
+        page.route(f"**/_genui/static/{script}", lambda route: route.abort("blockedbyclient"))
+        page.goto(url + "/wiki/Lambda_calculus")
+        page.wait_for_selector(FINISHED + ":text-is('Lambda calculus')", timeout=20_000)
+        assert page.url == url + "/wiki/Lambda_calculus" and engine.finished == 1
+
+
 def test_a_page_whose_stream_cannot_connect_lands_all_the_same(tmp_path: Path, page: Any) -> None:
     """A reverse proxy that does not pass WebSockets on (nginx's default): the ws extension tries again and again,
     and "Waiting for the model…" stayed for good though the page was written."""
