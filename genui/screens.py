@@ -97,6 +97,11 @@ class Screens:
         context = self._page_context(job, page)
         if thread is not None:
             context["thread"] = thread
+        if thread is not None and thread.get("error"):
+            # the tab says so, where the reason is at the foot of a long thread, above the form that kept the text:
+            # a 400 read as the thread itself, a reply posted (a text-browser reader's review)
+            refused = words_of(job.runtime).text("reply_not_posted_heading")
+            context["document_title"] = f"{refused} — {context['document_title']}"
         return self.shell.response(request, "page.html", context, status_code, headers)
 
     def live(

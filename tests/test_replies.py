@@ -370,7 +370,10 @@ def test_a_refused_reply_keeps_the_thread_on_screen_with_the_reason_at_its_form(
     shown = client.get(THREAD).text
     refused = client.post(THREAD, data={"user": "Ada Lovelace", "text": "typed\nhere"}, headers=headers)
     assert refused.status_code == 400 and page_html(refused.text) == page_html(shown) and first in refused.text
-    assert "Reply not posted" not in refused.text and "Back to" not in refused.text
+    assert "<h1>Reply not posted</h1>" not in refused.text and "Back to" not in refused.text
+    # the tab says it was refused, where the reason is at the foot of the thread (a text-browser reader's review)
+    title = "Reply not posted — My first lisp — Greddit"
+    assert f"<title>{title}</title>" in refused.text or f'data-document-title="{title}"' in refused.text
     form = refused.text[refused.text.index('<form class="genui-reply"') :]
     assert '<p id="genui-form-error" class="genui-form-error">Your reply was not posted: a name is 1 to 32' in form
     assert 'value="Ada Lovelace"' in form and ">typed\nhere</textarea>" in form
