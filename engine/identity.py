@@ -132,9 +132,9 @@ def hub_source(name: str) -> str:
             if cached is not None
             else f"no copy of hub id {name!r} in the hub's cache ({constants.HF_HUB_CACHE})"
         )
-        # set offline, it stays so (the setting is read once): no use trying again, as for an unreachable hub
-        kind = ModelLoadError if constants.is_offline_mode() else ModelUnreachable
-        raise kind(
+        # (set offline, it stays so until a restart: trying again changes nothing, and costs nothing either, while
+        # the pages cached for the model are served)
+        raise ModelUnreachable(
             f"no folder {name!r} here, {held}, and the model hub cannot be asked: {out_of_reach}. Name an existing"
             f" folder (./{name} for one here), or fetch the model where the hub can be reached"
         )

@@ -44,11 +44,17 @@ class Compressed:
         self.app = GZipMiddleware(app, minimum_size=minimum_size)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        asked = dict(scope.get("headers") or []).get(b"if-none-match", b"")
+
         async def weakened(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 etag = headers.get("etag")
-                if etag and headers.get("content-encoding") == "gzip" and not etag.startswith("W/"):
+                # a 304 to the compressed copy's tag too (a cache takes a 304's headers for the copy it holds)
+                compressed = headers.get("content-encoding") == "gzip" or (
+                    message["status"] == 304 and asked.startswith(b"W/")
+                )
+                if etag and compressed and not etag.startswith("W/"):
                     headers["etag"] = "W/" + etag
             await send(message)
 

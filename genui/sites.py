@@ -828,7 +828,7 @@ def _bare_key_fix(text: str, error: str) -> str | None:
     """The fix for a key TOML cannot read bare (`titré = …`: a bare key is ASCII's letters and digits, `-` and `_`),
     where the error's line starts with one; None otherwise. tomllib said only "Expected '=' after a key"."""
     where = re.search(r"at line (\d+), column \d+", error)
-    lines = text.splitlines()
+    lines = text.split("\n")  # as TOML counts them (splitlines also ends a line at U+2028, which a string may hold)
     if where is None or not 0 < int(where[1]) <= len(lines) or "=" not in lines[int(where[1]) - 1]:
         return None
     key = lines[int(where[1]) - 1].split("=", 1)[0].strip()

@@ -46,7 +46,7 @@ _RIGHT_JOINING = frozenset(
     + [0x06D2, 0x06D3, 0x06D5, 0x06EE, 0x06EF, 0x0759, 0x075A, 0x075B, 0x076B, 0x076C, 0x0771, 0x0773, 0x0774]
     + [0x0778, 0x0779, 0x08AA, 0x08AB, 0x08AC, 0x08AE, 0x08B1, 0x08B2, 0x08B9]
 )
-_NON_JOINING = frozenset([0x0621, 0x0674])
+_NON_JOINING = frozenset([0x0621, 0x0674, 0x06E5, 0x06E6, 0x08AD, 0x08C9])
 
 
 # Letters and marks that show nothing (Unicode's Default_Ignorable_Code_Point outside the format characters, which
@@ -76,10 +76,12 @@ def valid_user(user: str) -> bool:
             if not _joiner_shows(user, at):
                 return False
             continue
-        if c in (MIDDLE_DOT, KATAKANA_MIDDLE_DOT):  # between two letters (IDNA's CONTEXTO), l·l for the first
+        if c in (MIDDLE_DOT, KATAKANA_MIDDLE_DOT):  # between two letters (IDNA's CONTEXTO): l·l, and ・ in Japanese
             before, after = user[at - 1 : at], user[at + 1 : at + 2]
             between = before.isalpha() and after.isalpha()
             if not between or (c == MIDDLE_DOT and (before + after).lower() != "ll"):
+                return False
+            if c == KATAKANA_MIDDLE_DOT and not any(_japanese(letter) for letter in user):  # col・lega reads col·lega
                 return False
             continue
         if not (c in "_-" or kind in "LMN") or any(low <= ord(c) <= high for low, high in _IGNORABLE):
@@ -88,6 +90,11 @@ def valid_user(user: str) -> bool:
         if marks > MARKS_IN_A_ROW:
             return False
     return True
+
+
+def _folded(text: str) -> str:
+    """``text`` as words are compared: composed (NFC), then case-folded."""
+    return unicodedata.normalize("NFC", text).casefold()
 
 
 def _joiner_shows(user: str, at: int) -> bool:
@@ -107,6 +114,12 @@ def _joiner_shows(user: str, at: int) -> bool:
         letter -= 1
     joins_next = _arabic(user[letter]) and ord(user[letter]) not in _RIGHT_JOINING | _NON_JOINING
     return joins_next and _arabic(after) and ord(after) not in _NON_JOINING
+
+
+def _japanese(char: str) -> bool:
+    """Hiragana, katakana (but its middle dot) or a Han ideograph."""
+    code = ord(char)
+    return (0x3040 <= code <= 0x30FF and code != 0x30FB) or 0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF
 
 
 def _arabic(char: str) -> bool:
@@ -1042,19 +1055,28 @@ class Store:
         holding: str | None = None,
     ) -> list[PlacedPost]:
         """The newest posts first, of one site or all, of one thread or all, by one name or any, holding these words
-        or any (``holding``: as written, ASCII's letter case aside)."""
+        or any (``holding``: letter case and the way accents are written aside, as NFC and casefold have them)."""
         sql, args = "SELECT site, path, id, user, text, created FROM posts", []
-        filters = (("site = ?", site), ("path = ?", path), ("user = ?", user))
-        wheres = [(condition, value) for condition, value in filters if value is not None]
-        if holding is not None:  # LIKE's own % and _ taken as themselves
-            escaped = holding.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            wheres.append(("text LIKE ? ESCAPE '\\'", f"%{escaped}%"))
+        filters = (("site", site), ("path", path), ("user", user))
+        wheres = [(column, value) for column, value in filters if value is not None]
         if wheres:
-            sql += " WHERE " + " AND ".join(condition for condition, _ in wheres)
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in wheres)
             args = [value for _, value in wheres]
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
-        return [PlacedPost(site, path, StoredPost(*post)) for site, path, *post in rows]
+        if holding is None:
+            with self._lock:
+                rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+            return [PlacedPost(site, path, StoredPost(*post)) for site, path, *post in rows]
+        words = _folded(holding)
+        with self._lock:  # read in turn, newest first, until ``limit`` hold the words (a moderator's command)
+            cursor = self._db.execute(sql + " ORDER BY id DESC", args)
+            found: list[PlacedPost] = []
+            for site_name, post_path, *post in cursor:
+                if words in _folded(post[2]):
+                    found.append(PlacedPost(site_name, post_path, StoredPost(*post)))
+                    if len(found) >= limit:
+                        break
+            cursor.close()
+        return found
 
     def delete_post(self, post_id: int, *, dry_run: bool = False) -> DeletedPost | None:
         """Delete a post, and every version of its thread from the first that may have read it or shows it

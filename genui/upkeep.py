@@ -46,6 +46,7 @@ from genui.store import (
 from genui.upgrade import bring_up_to_date, carry_threads, moved_paths, pending, threads_to_carry
 
 DAY_S = 86_400.0
+FLUSH_TRIES, FLUSH_PAUSE_S = 5, 0.5  # a deletion's write-ahead log emptied: tries, and the pause between them
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -227,7 +228,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         [posts, listed],
         "--text",
         metavar="WORDS",
-        help="only the posts holding these words (ASCII's letter case aside), e.g. to find the posts that quoted one",
+        help="only the posts holding these words (letter case aside), e.g. to find the posts that quoted one",
     )
     shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
@@ -681,10 +682,14 @@ def _delete_posts(store: Store, ids: list[int], dry_run: bool = False) -> int:
 
 
 def _flushed(store: Store) -> None:
-    """After a deletion: the deleted text out of the write-ahead log too, or a note of where it stays."""
-    if not store.flush_journal():
-        print(
-            "note: a server reading the page cache keeps the deleted text in its write-ahead log (-wal) until its"
-            " next checkpoint; genui cache prune --vacuum with the server stopped clears it at once",
-            file=sys.stderr,
-        )
+    """After a deletion: the deleted text out of the write-ahead log too (tried for a few seconds, while a server's
+    reads come and go), or a note of where it stays."""
+    for _ in range(FLUSH_TRIES):
+        if store.flush_journal():
+            return
+        time.sleep(FLUSH_PAUSE_S)
+    print(
+        "note: a server reading the page cache held its write-ahead log (-wal), which keeps the deleted text until"
+        " the server stops; genui cache prune --vacuum with the server stopped clears it",
+        file=sys.stderr,
+    )

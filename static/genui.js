@@ -789,18 +789,34 @@
   // Scripts on, yet htmx or its ws extension never ran (a browser too old to read htmx's newer syntax, an old
   // e-reader's; a script a blocker kept out): no stream is made for the placeholder, so neither of the above ever
   // comes, and <noscript> does not apply. "Loading…" stayed for good (a text-browser reader's review). A placeholder
-  // that has no socket a few seconds on goes to its wait URL, as one whose stream never opens does.
+  // that has no socket a few seconds after it came goes to its wait URL, as one whose stream never opens does: the
+  // page's own, and each that htmx swaps in (a click, where htmx runs and its ws extension does not), checked once
+  // htmx has processed it (htmx:load), never in the moment between its swap and its settling.
   var NO_STREAM_MS = 4000;
-  window.setTimeout(function () {
-    var live = document.querySelector("#genui-content[ws-connect][data-genui-wait]");
-    if (!live || !live.dataset.genuiWait || offlineNow()) {
-      return;
+  function streamOrWait(live) {
+    window.setTimeout(function () {
+      if (!live.isConnected || !live.hasAttribute("ws-connect") || !live.dataset.genuiWait || offlineNow()) {
+        return; // landed, or let go for the wait URL already
+      }
+      var internal = live["htmx-internal-data"]; // what htmx keeps of an element it has processed (ws.js: webSocket)
+      if (!internal || !internal.webSocket) {
+        window.location.replace(live.dataset.genuiWait);
+      }
+    }, NO_STREAM_MS);
+  }
+  var servedLive = document.querySelector("#genui-content[ws-connect][data-genui-wait]");
+  if (servedLive) {
+    streamOrWait(servedLive);
+  }
+  document.addEventListener("htmx:load", function (event) {
+    var loaded = event.target;
+    var live = loaded && loaded.matches && loaded.matches("#genui-content[ws-connect][data-genui-wait]")
+      ? loaded
+      : loaded && loaded.querySelector ? loaded.querySelector("#genui-content[ws-connect][data-genui-wait]") : null;
+    if (live && live !== servedLive) {
+      streamOrWait(live);
     }
-    var internal = live["htmx-internal-data"]; // what htmx keeps of an element it has processed (ws.js: webSocket)
-    if (!internal || !internal.webSocket) {
-      window.location.replace(live.dataset.genuiWait);
-    }
-  }, NO_STREAM_MS);
+  });
 
   // Offline, the page being read stays: a link tapped waits for the connection (the browser's own page said "no
   // internet" in place of the page read, and came back by itself up to half a minute after the network did), and a

@@ -296,3 +296,8 @@ def test_posts_holding_some_words_are_listed_to_find_the_quotes_of_a_post_to_era
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["bo"]
     assert main(["posts", "--db", str(db), "--text", "0%_s", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["posts"] == []
+    store = Store(db)
+    store.add_post("forum", PATH, "zoe", "Cafe\u0301 CRÈME")  # an accent typed as a combining mark
+    store.close()
+    assert main(["posts", "--db", str(db), "--text", "café crème", "--json"]) == 0  # (a review)
+    assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["zoe"]

@@ -281,6 +281,8 @@ def test_a_posts_line_breaks_count_as_a_browser_counts_them(store: Store) -> Non
         ("\u200dada", "hi"),  # a joiner on nothing
         ("a·b", "hi"),  # a middle dot but in l·l
         ("ジョン・", "hi"),  # a katakana middle dot on no letter after it
+        ("col・lega", "hi"),  # nor in a name with no Japanese letter: it reads as col·lega (a review)
+        ("ب\u06e5\u200cب", "hi"),  # a non-joiner after a small waw, which joins nothing
         ("a" + "\u0301" * 6, "hi"),  # marks stacked on one letter (NFC composes the first)
         # posts that showed as a blank box, or sent a terminal's escapes on to the model (a forum user's review)
         ("ada", "\u200b\u200b"),  # zero-width spaces
