@@ -1102,6 +1102,13 @@ def test_a_page_controls_form_without_scripts_is_answered_before_a_proxys_patien
     assert engine.cancelled == 0
 
 
+def in_language(sites: list[Site], name: str, lang: str, words: dict[str, str] | None = None) -> list[Site]:
+    """The sites, with site ``name`` in language ``lang`` and saying ``words`` of genui's in its own."""
+    return [
+        replace(site, lang=lang, words=tuple((words or {}).items())) if site.name == name else site for site in sites
+    ]
+
+
 def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     """A Japanese forum's toolbar, skip link, footer and readers' notices were English (a walkthrough of sites in
     other languages): a site's [words] says them, values filled in and escaped."""
@@ -1113,9 +1120,7 @@ def test_a_site_says_genuis_own_words_in_its_own(client_factory: ClientFactory, 
         "no_replies": "まだ返信はありません。",
         "loaded": "読み込みました: {title}",
     }
-    sites = [
-        replace(site, lang="ja", words=tuple(words.items())) if site.name == "forum" else site for site in all_sites
-    ]
+    sites = in_language(all_sites, "forum", "ja", words)
     client = client_factory(sites)
     page = visit(client, "/forum/r/hacking/My_first_lisp").text
     assert '<a class="genui-skip" href="#genui-content">本文へ</a>' in page
@@ -1151,7 +1156,7 @@ def test_a_page_a_site_cannot_give_now_is_said_in_its_own_words(
         "back_to": "{title}に戻る",
         "try_again": "もう一度",
     }
-    sites = [replace(site, lang="ja", words=tuple(words.items())) if site.name == "os" else site for site in all_sites]
+    sites = in_language(all_sites, "os", "ja", words)
     engine = FakeEngine(overloaded=3)
     client = client_factory(sites, engine)
     busy = client.get("/os/files/home", headers={"Accept": "text/html"})
@@ -1184,9 +1189,7 @@ def test_every_refusal_a_reader_meets_is_said_in_the_sites_words_or_marked_engli
         "too_many_heading": "Trop de demandes",
         "too_many_runs_one": "Une page s'écrit déjà pour vous. Réessayez dans {seconds} s.",
     }
-    sites = [
-        replace(site, lang="fr", words=tuple(words.items())) if site.name == "wiki" else site for site in all_sites
-    ]
+    sites = in_language(all_sites, "wiki", "fr", words)
     engine = FakeEngine(delay=0.2)
     client = client_factory(sites, engine, app_options={"runs_per_client": 1})
     visit(client, "/wiki/Lisp")
@@ -1217,9 +1220,7 @@ def test_a_readers_name_rule_is_said_in_the_sites_words(client_factory: ClientFa
     """An Arabic forum's name field showed its rule in English, and a refused name was told so in English inside the
     site's own words (a review of sites in other languages)."""
     words = {"user_rule": "اسم من 1 إلى {n} حرفًا أو رقمًا", "not_posted": "لم يُنشر ردك: {reason}"}
-    sites = [
-        replace(site, lang="ar", words=tuple(words.items())) if site.name == "forum" else site for site in all_sites
-    ]
+    sites = in_language(all_sites, "forum", "ar", words)
     client = client_factory(sites)
     thread = visit(client, THREAD).text
     assert 'title="اسم من 1 إلى 32 حرفًا أو رقمًا"' in thread

@@ -12,6 +12,7 @@ import time
 import types
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import EXAMPLES, SITES_DIR, FakeEngine
@@ -627,6 +628,37 @@ def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypat
             assert client.recv(1024).startswith(b"HTTP/1.1 ")  # a header of a proxy's size is read
 
 
+def _served_config(monkeypatch: pytest.MonkeyPatch, argv: list[str], loader: Any = None) -> Any:
+    """The uvicorn configuration genui serve makes for ``argv`` (its app included), without serving it."""
+    import uvicorn
+
+    made: list[uvicorn.Config] = []
+
+    async def serve(self: uvicorn.Server) -> None:
+        made.append(self.config)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(uvicorn.Server, "serve", serve)
+        assert main(argv, load_engine=loader or fake_loader) == 0
+    (config,) = made
+    return config
+
+
+def _websocket(host: str, port: str, url: str, page: str) -> socket.socket:
+    """A connection whose WebSocket handshake for ``page``'s stream was accepted."""
+    import base64
+
+    client = socket.create_connection((host, int(port)), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    client.sendall(
+        f"GET /_genui/ws?site=wiki&url={page} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        f"Sec-WebSocket-Version: 13\r\nOrigin: {url}\r\n\r\n".encode()
+    )
+    assert client.recv(4096).startswith(b"HTTP/1.1 101")
+    return client
+
+
 def _text_frame(payload: bytes) -> bytes:
     """A client's WebSocket text frame (masked, as a client's must be), of under 126 bytes."""
     mask = os.urandom(4)
@@ -638,34 +670,17 @@ def test_websocket_messages_that_are_no_utf8_are_logged_once_a_while_without_tra
 ) -> None:
     """Each such message logged uvicorn's traceback, and genui's own for the frame it then could not send: fifteen
     lines a message, which any client could send as fast as it liked (a security review)."""
-    import base64
     import time
 
-    import uvicorn
     from chromium import served
 
-    made: list[uvicorn.Config] = []
-
-    async def serve(self: uvicorn.Server) -> None:
-        made.append(self.config)
-
-    monkeypatch.setattr(uvicorn.Server, "serve", serve)
     slow = lambda model, device, int8: FakeEngine(delay=0.05, steps=40)  # noqa: E731 - frames while it is sent
-    assert main(["serve", "--site", "wiki", "--port", "0", "--db", ":memory:"], load_engine=slow) == 0
-    monkeypatch.undo()
-    (config,) = made
+    config = _served_config(monkeypatch, ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:"], slow)
     capfd.readouterr()
-    with served(config.app, config=config) as url:  # type: ignore[arg-type]
+    with served(config.app, config=config) as url:
         host, port = url.removeprefix("http://").split(":")
         for _ in range(3):
-            with socket.create_connection((host, int(port)), timeout=10) as client:
-                key = base64.b64encode(os.urandom(16)).decode()
-                client.sendall(
-                    f"GET /_genui/ws?site=wiki&url=/Hash_table HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                    f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                    f"Sec-WebSocket-Version: 13\r\nOrigin: {url}\r\n\r\n".encode()
-                )
-                assert client.recv(4096).startswith(b"HTTP/1.1 101")
+            with _websocket(host, port, url, "/Hash_table") as client:
                 client.sendall(_text_frame(b"\xff\xfe no text"))
                 answer = b""
                 while b"\x88\x02\x03\xef" not in answer:  # uvicorn closes with 1007, after the frames sent so far
@@ -682,10 +697,8 @@ def test_no_access_log_logs_no_line_for_a_websocket_either(
 ) -> None:
     """uvicorn logs a WebSocket's opening as a server message, with the client's address and the page's URL: with
     --no-access-log every page a browser with scripts opened was still logged (a data-protection review)."""
-    import base64
     import logging
 
-    import uvicorn
     from chromium import served
 
     from genui.logs import NoRequestLines
@@ -694,27 +707,12 @@ def test_no_access_log_logs_no_line_for_a_websocket_either(
     # --no-access-log in this process, left its filter on uvicorn's logger (one genui serve configures it once)
     server_log = logging.getLogger("uvicorn.error")
     server_log.filters = [kept for kept in server_log.filters if not isinstance(kept, NoRequestLines)]
-    made: list[uvicorn.Config] = []
-
-    async def serve(self: uvicorn.Server) -> None:
-        made.append(self.config)
-
-    monkeypatch.setattr(uvicorn.Server, "serve", serve)
     argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", *([] if access_log else ["--no-access-log"])]
-    assert main(argv, load_engine=fake_loader) == 0
-    monkeypatch.undo()
-    (config,) = made
+    config = _served_config(monkeypatch, argv)
     capfd.readouterr()
-    with served(config.app, config=config) as url:  # type: ignore[arg-type]
+    with served(config.app, config=config) as url:
         host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as client:
-            key = base64.b64encode(os.urandom(16)).decode()
-            client.sendall(
-                f"GET /_genui/ws?site=wiki&url=/Private_matter HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                f"Sec-WebSocket-Version: 13\r\nOrigin: {url}\r\n\r\n".encode()
-            )
-            assert client.recv(4096).startswith(b"HTTP/1.1 101")
+        _websocket(host, port, url, "/Private_matter").close()
         urllib.request.urlopen(url + "/_genui/live", timeout=10).read()
     logged = capfd.readouterr()
     said = logged.out + logged.err

@@ -28,6 +28,17 @@ def stored_html(db: Path) -> list[str]:
         store.close()
 
 
+def posted(db: Path, posts: list[tuple[str, str]]) -> Path:
+    """``db`` with these posts (name, text) added to the thread, in turn."""
+    store = Store(db)
+    try:
+        for user, text in posts:
+            store.add_post("forum", PATH, user, text)
+    finally:
+        store.close()
+    return db
+
+
 def posts_of(db: Path) -> list[StoredPost]:
     store = Store(db)
     try:
@@ -265,11 +276,7 @@ def test_listing_a_names_posts_says_when_more_are_stored_than_it_lists(
 ) -> None:
     """A reader's request for every post they made was answered with the newest 50 and no word (a data-protection
     review)."""
-    db = tmp_path / "genui.sqlite3"
-    store = Store(db)
-    for n in range(52):
-        store.add_post("forum", PATH, "heavy", f"post {n}")
-    store.close()
+    db = posted(tmp_path / "genui.sqlite3", [("heavy", f"post {n}") for n in range(52)])
     assert main(["posts", "--db", str(db), "--user", "heavy", "--json"]) == 0
     said = capsys.readouterr()
     listed = json.loads(said.out)
@@ -284,20 +291,14 @@ def test_posts_holding_some_words_are_listed_to_find_the_quotes_of_a_post_to_era
 ) -> None:
     """A reader's erased post stayed in another's that quoted it, and nothing found those (a data-protection
     review)."""
-    db = tmp_path / "genui.sqlite3"
-    store = Store(db)
-    store.add_post("forum", PATH, "alice", "My student id is S1234567")
-    store.add_post("forum", PATH, "carol", "> My student id is S1234567\n\nNice one")
-    store.add_post("forum", PATH, "bo", "100% sure_thing")
-    store.close()
+    quoted = [("alice", "My student id is S1234567"), ("carol", "> My student id is S1234567\n\nNice one")]
+    db = posted(tmp_path / "genui.sqlite3", [*quoted, ("bo", "100% sure_thing")])
     assert main(["posts", "--db", str(db), "--text", "student ID is s1234567", "--json"]) == 0
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["carol", "alice"]
     assert main(["posts", "--db", str(db), "--text", "100% sure_", "--json"]) == 0  # % and _ as themselves
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["bo"]
     assert main(["posts", "--db", str(db), "--text", "0%_s", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["posts"] == []
-    store = Store(db)
-    store.add_post("forum", PATH, "zoe", "Cafe\u0301 CRÈME")  # an accent typed as a combining mark
-    store.close()
+    posted(db, [("zoe", "Cafe\u0301 CRÈME")])  # an accent typed as a combining mark
     assert main(["posts", "--db", str(db), "--text", "café crème", "--json"]) == 0  # (a review)
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["zoe"]
