@@ -81,7 +81,7 @@ class Problem:
 
     def english(self, words: Words) -> bool:
         """Whether its message is genui's English on a site in another language (a page marks it so)."""
-        return words.lang.split("-")[0].lower() != "en" and (self.words is None or self.words[1] not in words.own)
+        return words.foreign and (self.words is None or self.words[1] not in words.own)
 
     def shown(self, words: Words) -> tuple[Markup, Markup]:
         """The heading and message as HTML, as ``said``: genui's English, where the site has no words of its own for
@@ -114,9 +114,9 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
     if isinstance(error, PostRejected):
         return Problem(400, "Bad request", f"{error}.")
     if isinstance(error, NoSuchVersion):
-        if str(error) == WORDS["no_version"].format(n=error.version):
-            return _worded(404, "no_version_heading", "no_version", n=error.version)
-        return Problem(404, "No such version", str(error))  # a run that stopped: why
+        if error.stopped:  # a run that stopped: why
+            return Problem(404, "No such version", error.stopped)
+        return _worded(404, "no_version_heading", "no_version", n=error.version)
     if isinstance(error, EngineLoading):
         seconds = math.ceil(error.retry_after)
         said = "loading" if asks_again else "loading_later"

@@ -141,9 +141,9 @@ class StillWriting(Exception):
 class NoSuchVersion(LookupError):
     """``?v=N`` names a version of a page that is neither stored nor being written."""
 
-    def __init__(self, version: int, message: str = "") -> None:
-        super().__init__(message or f"There is no version {version} of this page.")
-        self.version = version
+    def __init__(self, version: int, stopped: str = "") -> None:
+        super().__init__(stopped or WORDS["no_version"].format(n=version))
+        self.version, self.stopped = version, stopped  # stopped: why the run writing it ended unstored
 
 
 @dataclass(frozen=True, slots=True)

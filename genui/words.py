@@ -188,11 +188,16 @@ class Words:
     own: Mapping[str, str] = field(default_factory=dict)
     lang: str = "en"  # the site's language (site.toml's lang)
 
+    @property
+    def foreign(self) -> bool:
+        """Whether the site is in another language than genui's English (its English is then marked so)."""
+        return self.lang.split("-")[0].lower() != "en"
+
     def say(self, key: str, **values: object) -> Markup:
         """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup). genui's English on a
         site in another language, which has no words of its own for ``key``, is marked as English (``lang="en"``),
         or a screen reader reads it in the site's voice; in an attribute, ``|striptags`` leaves the text."""
-        if key in self.own or self.lang.split("-")[0].lower() == "en":
+        if key in self.own or not self.foreign:
             return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
         # the values filled in (a page's title, its link) are the site's, in its own language
         own = {name: _in(self.lang, value) if isinstance(value, str) else value for name, value in values.items()}
@@ -201,7 +206,7 @@ class Words:
     def english(self, text: str) -> Markup:
         """genui's English that no site's words say (a malformed request's reason), as HTML: marked as English on a
         site in another language, as ``say`` marks the words a site left out."""
-        return Markup(escape(text)) if self.lang.split("-")[0].lower() == "en" else _in("en", text)
+        return _in("en", text) if self.foreign else Markup(escape(text))
 
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""
