@@ -92,6 +92,12 @@ class Scheduler:
         """Why the engine can write nothing more (its worker stopped), or None while it can."""
         return self._failure
 
+    @property
+    def requests(self) -> tuple[int, int]:
+        """Requests waiting in the queue, and requests in the running batch (genui's /_genui/metrics)."""
+        with self._lock:
+            return len(self._pending), len(self._running)
+
     # -- the caller's side (event loop) -------------------------------------------------------------------------
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:

@@ -32,6 +32,7 @@ from engine.identity import ModelUnreachable
 from genui.assets import ASSETS_PATH, Compressed, Revalidated
 from genui.errors import exception_handlers
 from genui.hosts import HostCheck, host_name
+from genui.metrics import Counted
 from genui.pages import UNCLAIMED_S, Pages
 from genui.reload import SiteReloader
 from genui.resources import bundled, data_dir
@@ -42,6 +43,7 @@ from genui.screens import (
     INTENT_PATH,
     KEEP_PATH,
     LIVE_PATH,
+    METRICS_PATH,
     REGENERATE_PATH,
     REWRITE_PATH,
     VARIATIONS_PATH,
@@ -385,6 +387,7 @@ def create_app(
             Route(prefix + INTENT_PATH, views.intent, methods=["POST"]),
             Route(prefix + HEALTH_PATH, views.health),
             Route(prefix + LIVE_PATH, views.live),
+            Route(prefix + METRICS_PATH, views.metrics),
             WebSocketRoute(prefix + WS_PATH, stream.serve),
             WebSocketRoute(prefix + VARIATIONS_WS_PATH, stream.serve_variations),
             # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
@@ -415,5 +418,6 @@ def create_app(
     if hosts is not None:  # inside SecurityHeaders: its refusals carry them
         app.add_middleware(HostCheck, hosts=frozenset(host_name(host) for host in hosts))
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(Counted, metrics=pages.metrics)  # outermost: the host check's refusals are counted too
     app.state.pages = pages
     return app

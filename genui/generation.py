@@ -153,6 +153,8 @@ class Generation:
         self._claims = Claims(unclaimed_s, self._abandon)  # placeholders handed out whose watcher has not come yet
         self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
         self._keeping = False  # written whole, waiting to be kept: kept though its watchers leave
+        self.cancelled = False  # ended by cancel() (left unwatched, a server stopping), not by the engine
+        self.done: DoneFrame | None = None  # the engine's last frame, once written: its statistics (genui.metrics)
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()  # whoever asked for the run watches it a round trip later
 
@@ -237,6 +239,7 @@ class Generation:
 
     def cancel(self) -> asyncio.Task[None]:
         """Stop the run, whoever watches it; returns its task to await. Watchers see it end with an error."""
+        self.cancelled = self.cancelled or not self._snapshot.finished
         self._on_end(self)
         self._fail(EngineError("the generation was cancelled"))  # also when the task is cancelled before it starts
         self._task.cancel()
@@ -284,6 +287,7 @@ class Generation:
                         continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
                 elif isinstance(frame, DoneFrame):
+                    self.done = frame
                     self._publish(replace(self._snapshot, page=await self._finish(frame)))
                     return
             raise EngineError("the engine's stream ended without a final frame")
@@ -298,6 +302,7 @@ class Generation:
                 log.error("%s was written but could not be kept: %s", url, err)
                 self._fail(EngineError(f"the page was written, but the page cache could not keep it ({err})"))
         except asyncio.CancelledError:
+            self.cancelled = self.cancelled or not self._snapshot.finished
             self._fail(EngineError("the generation was cancelled"))
             raise
         except Exception as err:  # an engine bug must still end every watcher's wait

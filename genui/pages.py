@@ -33,6 +33,7 @@ from genui.edits import (
 )
 from genui.generation import WHOLE, Generation, Splice, first_heading
 from genui.limits import PostRate
+from genui.metrics import Metrics
 from genui.prompts import Parent, Post, PromptError
 from genui.readahead import ReadAhead
 from genui.routing import BadRequest, Location
@@ -237,6 +238,7 @@ class Pages:
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
         self.seen = Seen(store)  # when each cached page was last shown (genui cache prune --unseen)
+        self.metrics = Metrics(self)  # /_genui/metrics
 
     @property
     def model_id(self) -> str | None:
@@ -450,6 +452,11 @@ class Pages:
         """Whether the run writing ``version`` is a Regenerate's of a thread, its conversation kept: a second click
         joins it, as it joins one writing a whole page, where a rewrite or replies under way refuse it."""
         return self.running(job, version) is not None and self._started.get((job.key, version)) == "regenerate"
+
+    def under_way(self) -> tuple[int, int]:
+        """The runs under way: a visitor's (pages, replies, rewrites, sets of variations), and reading ahead."""
+        ahead = sum(run in self._ahead for run in self._running.values())
+        return len(self._running) - ahead + self.variations.writing, ahead
 
     def busy(self) -> bool:
         """Whether a visitor's run is under way (a page, a reply, a rewrite or variations): the engine is theirs."""
@@ -696,7 +703,7 @@ class Pages:
             splice = replace(splice, read=tuple(post.id for post in job.posts))
 
         def ended(generation: Generation) -> None:
-            self._ended(generation, job)
+            self._ended(generation, job, "ahead" if ahead else run)
 
         running = Generation(
             job.runtime, job.key, version, frames, parent, canvases, store, ended, self.unclaimed_s, splice
@@ -857,11 +864,12 @@ class Pages:
         assert fitted is not None
         return fitted
 
-    def _ended(self, generation: Generation, job: Job) -> None:
+    def _ended(self, generation: Generation, job: Job, kind: str) -> None:
         slot = (generation.key, generation.version)
         if self._running.get(slot) is not generation:
             return  # told already (a cancelled run tells twice)
         del self._running[slot]
+        self.metrics.ended(generation, kind)
         if isinstance(generation.error, EngineOverloaded) and slot in self._started:
             self._failed[slot] = generation.error
         else:

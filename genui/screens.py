@@ -42,6 +42,7 @@ VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next vers
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
 INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
+METRICS_PATH = "/_genui/metrics"  # counters and gauges in Prometheus's text format (genui.metrics)
 LIVE_PATH = "/_genui/live"  # whether the server answers at all (cached pages while the model loads), as JSON
 REPLIES_AGAIN_S = 3  # seconds before a thread whose newest posts wait for replies is loaded again, which writes them
 SENT_FIELD = "sent"  # the reply form's hidden field: its own token (Store.add_post's ``sent``)

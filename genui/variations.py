@@ -239,6 +239,11 @@ class VariationSets:
         """Whether a set is still being written."""
         return any(not variations.finished for variations in self._sets.values())
 
+    @property
+    def writing(self) -> int:
+        """How many sets are being written."""
+        return sum(not variations.finished for variations in self._sets.values())
+
     def get(self, set_id: str) -> Variations | None:
         return self._sets.get(set_id)
 

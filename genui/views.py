@@ -43,6 +43,7 @@ from genui.inputs import (
     site_named,
     small_form,
 )
+from genui.metrics import CONTENT_TYPE
 from genui.pages import (
     BUSY,
     LOADING_RETRY_S,
@@ -135,6 +136,11 @@ class Views:
         stopping = self.pages.stopping.is_set()
         body = {"status": "stopping" if stopping else "serving", "model": self.pages.model_id}
         return JSONResponse(body, 503 if stopping else 200, {"Cache-Control": "no-store"})
+
+    async def metrics(self, request: Request) -> Response:
+        """The server's counters and gauges in Prometheus's text format (genui.metrics), for a scraper."""
+        body = self.pages.metrics.text()  # in the event loop: it reads the runs under way, which the loop changes
+        return Response(body, 200, {"Cache-Control": "no-store"}, media_type=CONTENT_TYPE)
 
     async def intent(self, request: Request) -> Response:
         """A visitor's pointer rests on a link, or their keyboard's focus: the page it leads to is likely their next
@@ -423,6 +429,7 @@ class Views:
                     functools.partial(self.pages.store.add_post, site, path, user.strip(), text, False, sent)
                 )
                 self.pages.post_rate.posted(client)
+                self.pages.metrics.posted(site)
         except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored
             answer = problem(err, asks_again=False)
             if answer is None:

@@ -142,9 +142,11 @@ async def test_infill_keeps_both_sides(scheduler: Scheduler) -> None:
 async def test_a_full_queue_refuses_at_once(loaded: LoadedModel) -> None:
     engine = Scheduler(loaded, max_queue=1, max_batch=1)
     running = engine.stream(LONG)
+    assert engine.requests == (0, 0)
     await anext(running)  # the worker is busy with it
     queued = asyncio.ensure_future(anext(engine.stream(LONG)))
     await asyncio.sleep(0)  # now it waits in the queue
+    assert engine.requests == (1, 1)  # as /_genui/metrics says them: waiting, running
     with pytest.raises(EngineOverloaded) as refused:
         await anext(engine.stream(LONG))
     assert refused.value.retry_after >= 1

@@ -1,0 +1,104 @@
+"""/_genui/metrics: what the server has done and is doing, in Prometheus's text format, read back by its parser."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import ClientFactory, FakeEngine, example_sites, visit, ws_messages
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+from test_app import HTMX, live_url, wait_until
+
+from genui.sites import Site
+
+LISP = "/_genui/ws?site=wiki&url=/Lisp&v=1"
+THREAD = "/forum/r/hacking/My_first_lisp"
+
+
+def scraped(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /_genui/metrics by its name and labels, as a Prometheus server reads them."""
+    answer = client.get("/_genui/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain; version=")
+    assert answer.headers["cache-control"] == "no-store"
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def test_a_written_page_is_counted_with_its_seconds_tokens_canvases_and_steps(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    client = client_factory([wiki], FakeEngine(steps=3, canvas_chars=120))
+    before = scraped(client)
+    assert before[("genui_model_ready", ())] == 1
+    assert before[("genui_model_info", (("model", "fake-model"),))] == 1
+    assert ("genui_runs_total", (("kind", "whole"), ("outcome", "written"), ("site", "wiki"))) not in before
+    assert client.get("/wiki/Lisp").status_code == 200
+    ws_messages(client, LISP)
+    after = scraped(client)
+    assert after[("genui_runs_total", (("kind", "whole"), ("outcome", "written"), ("site", "wiki")))] == 1
+    assert after[("genui_run_seconds_count", (("site", "wiki"),))] == 1
+    assert after[("genui_run_first_frame_seconds_count", (("site", "wiki"),))] == 1
+    # the fake engine's page: two canvases of three steps, their tokens its words
+    assert after[("genui_canvases_total", (("site", "wiki"), ("stopped_early", "false")))] == 2
+    assert after[("genui_denoising_steps_total", (("site", "wiki"),))] == 6
+    assert after[("genui_tokens_total", (("site", "wiki"),))] > 10
+    assert after[("genui_runs_active", (("run", "visitor"),))] == 0
+    # the page's GET and the scrape before this one, at least
+    assert after[("genui_http_responses_total", (("code", "200"),))] >= 2
+    assert ("genui_http_responses_total", (("code", "404"),)) not in after
+    assert client.get("/_genui/nothing").status_code == 404
+    assert scraped(client)[("genui_http_responses_total", (("code", "404"),))] == 1
+
+
+def test_a_page_left_unwatched_is_counted_cancelled_and_a_refused_one_overloaded(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    engine = FakeEngine(delay=0.05, steps=50)
+    client = client_factory([wiki], engine)
+    with client.websocket_connect(LISP) as socket:
+        socket.receive_text()
+        assert scraped(client)[("genui_runs_active", (("run", "visitor"),))] == 1
+    wait_until(lambda: engine.cancelled == 1)
+    counted = scraped(client)
+    assert counted[("genui_runs_total", (("kind", "whole"), ("outcome", "cancelled"), ("site", "wiki")))] == 1
+    assert counted[("genui_runs_active", (("run", "visitor"),))] == 0
+    engine.overloaded, engine.delay = 4, 0.0
+    ws_messages(client, LISP.replace("/Lisp", "/Scheme"))
+    counted = scraped(client)
+    assert counted[("genui_runs_total", (("kind", "whole"), ("outcome", "overloaded"), ("site", "wiki")))] == 1
+    assert ("genui_run_seconds_count", (("site", "wiki"),)) not in counted  # no written run timed
+
+
+def test_a_readers_post_is_counted_and_its_replies_run_by_its_kind(client_factory: ClientFactory) -> None:
+    client = client_factory(example_sites(), FakeEngine())
+    visit(client, THREAD)
+    response = client.post(THREAD, data={"user": "ada", "text": "Hello all"}, headers=HTMX)
+    assert response.status_code == 200
+    ws_messages(client, live_url(response.text))
+    counted = scraped(client)
+    assert counted[("genui_posts_total", (("site", "forum"),))] == 1
+    assert counted[("genui_runs_total", (("kind", "replies"), ("outcome", "written"), ("site", "forum")))] == 1
+    # a post refused (no name) is no post stored
+    assert client.post(THREAD, data={"user": "", "text": "Hello"}, headers=HTMX).status_code == 400
+    assert scraped(client)[("genui_posts_total", (("site", "forum"),))] == 1
+
+
+def test_a_server_error_is_counted_as_its_500(
+    client_factory: ClientFactory, wiki: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starlette answers an unhandled error outside every middleware added: counted all the same."""
+    monkeypatch.setattr("genui.views.Views.live", lambda *_: 1 / 0)
+    client = client_factory([wiki], FakeEngine(), raise_server_exceptions=False)
+    assert client.get("/_genui/live").status_code == 500
+    assert scraped(client)[("genui_http_responses_total", (("code", "500"),))] == 1
+
+
+def test_the_metrics_are_under_the_base_path_and_each_apps_own(client_factory: ClientFactory, wiki: Site) -> None:
+    first = client_factory([wiki], FakeEngine(), app_options={"base_path": "/demo"})
+    second = client_factory([wiki], FakeEngine())
+    for _ in range(3):
+        assert first.get("/demo/_genui/live").status_code == 200
+    assert first.get("/demo/_genui/metrics").status_code == 200
+    assert scraped(second).get(("genui_http_responses_total", (("code", "200"),)), 0) == 0  # none of the first's
