@@ -1078,6 +1078,15 @@ class Store:
             cursor.close()
         return found
 
+    def posts_before(self, created: float, site: str | None = None, path: str | None = None) -> list[int]:
+        """The ids of the posts made before ``created`` (seconds since the epoch), of one site or all, of one thread
+        or all, oldest first."""
+        filters = [(column, value) for column, value in (("site", site), ("path", path)) if value is not None]
+        sql = "SELECT id FROM posts WHERE created < ?" + "".join(f" AND {column} = ?" for column, _ in filters)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id", (created, *(value for _, value in filters)))
+            return [post_id for (post_id,) in rows]
+
     def delete_post(self, post_id: int, *, dry_run: bool = False) -> DeletedPost | None:
         """Delete a post, and every version of its thread from the first that may have read it or shows it
         (``replied`` or ``answered`` at least its id, or stored after it) on, in one transaction: the versions left

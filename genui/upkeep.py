@@ -197,7 +197,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "thread's later posts go with those versions, and the next visit answers those posts again in one run: "
         "--dry-run says how many first.",
     )
-    delete.add_argument("ids", nargs="+", type=count, metavar="ID", help="the posts' ids, as genui posts lists them")
+    delete.add_argument("ids", nargs="*", type=count, metavar="ID", help="the posts' ids, as genui posts lists them")
+    delete.add_argument(
+        "--older-than",
+        type=days,
+        metavar="DAYS",
+        help="in place of ids: every post made more than DAYS days ago (of --site's or --thread's only, if given),"
+        " oldest first; a retention period, run daily from cron",
+    )
     delete.add_argument(
         "--dry-run",
         action="store_true",
@@ -205,15 +212,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="say what each deletion would take (each as if alone), and delete nothing",
     )
     shared([posts, listed, delete], "--db", default=str(DEFAULT_DB), help=f"SQLite page cache (default: {DEFAULT_DB})")
-    shared([posts, listed], "--site", metavar="NAME", help="only this site's posts")
+    shared([posts, listed, delete], "--site", metavar="NAME", help="only this site's posts")
     shared(
-        [posts, listed],
+        [posts, listed, delete],
         "--thread",
         metavar="PATH",
         help="only this thread's, e.g. /r/lisp/Macros (with --site: any URL of it, its address in a browser too)",
     )
     shared(
-        [posts, listed],
+        [posts, listed, delete],
         "--sites-dir",
         default=str(SITES_DIR),
         help=f"folder of site folders, for --thread (default: {SITES_DIR})",
@@ -603,7 +610,7 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
         if site is not None and thread is not None:  # any URL of the thread, as genui serve would route it
             thread, site_name = located(site, thread, store.mounts(site.name)).path, site.name
         if args.action == "delete":
-            return _delete_posts(store, list(dict.fromkeys(args.ids)), dry_run=args.dry_run)
+            return _delete(args, store, site_name, thread)
         if site_name is not None and thread is None and site_name not in store.post_counts():
             site_name = site_from(site_name, Path(args.sites_dir)).name  # a site with no posts yet, or a typo
         if site is not None:
@@ -652,6 +659,31 @@ def shown(text: str) -> str:
         char.encode("unicode_escape").decode("ascii") if unicodedata.category(char).startswith("C") else char
         for char in text
     )
+
+
+def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: str | None) -> int:
+    """genui posts delete: the posts named by id, or every one older than --older-than days."""
+    if args.older_than is None:
+        if not args.ids:
+            raise UsageError("genui posts delete: name the posts' ids (genui posts lists them), or --older-than DAYS")
+        if site is not None or thread is not None:
+            raise UsageError("genui posts delete: --site and --thread choose posts for --older-than; ids name posts")
+        return _delete_posts(store, list(dict.fromkeys(args.ids)), dry_run=args.dry_run)
+    if args.ids:
+        raise UsageError("genui posts delete: give the posts' ids or --older-than, not both")
+    if site is not None and site not in store.post_counts():
+        site_from(site, Path(args.sites_dir))  # a site with no posts yet, or a typo (which says so)
+    before = time.time() - args.older_than * DAY_S
+    ids = store.posts_before(before, site, thread)
+    where = " of " + " ".join(shown(part) for part in (site, thread) if part is not None) if site or thread else ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(before))
+    if not ids:
+        print(f"no posts{where} made before {when} ({args.older_than} days ago)")
+        return 0
+    code = _delete_posts(store, ids, dry_run=args.dry_run)
+    done = "would delete" if args.dry_run else "deleted"
+    print(f"{done} {counted(len(ids), 'post')}{where} made before {when} ({args.older_than} days ago)")
+    return code
 
 
 def _delete_posts(store: Store, ids: list[int], dry_run: bool = False) -> int:

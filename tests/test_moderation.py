@@ -112,9 +112,8 @@ def test_posts_lists_one_threads_posts_and_an_unknown_id_is_an_error(
     assert main(["posts", "delete", "999", str(first.id), "--db", str(db)]) == 2
     captured = capsys.readouterr()
     assert "no post 999" in captured.err and f"deleted post {first.id}" in captured.out  # the others still go
-    with pytest.raises(SystemExit):
-        main(["posts", "delete", "--db", str(db)])  # argparse: the ids are required
-    assert "ID" in capsys.readouterr().err
+    assert main(["posts", "delete", "--db", str(db)]) == 2  # no ids, and no --older-than
+    assert "ids" in capsys.readouterr().err
 
 
 def test_posts_lists_a_posts_control_characters_as_escapes_not_as_terminal_commands(
@@ -302,3 +301,54 @@ def test_posts_holding_some_words_are_listed_to_find_the_quotes_of_a_post_to_era
     posted(db, [("zoe", "Cafe\u0301 CRÈME")])  # an accent typed as a combining mark
     assert main(["posts", "--db", str(db), "--text", "café crème", "--json"]) == 0  # (a review)
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["zoe"]
+
+
+def test_posts_older_than_a_retention_period_are_deleted_with_the_versions_that_show_them(
+    client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data-protection officer's retention period (session 72's review: genui deleted no post by itself), as a
+    daily cron job runs it: the posts made before it, a dry run first; a site's or a thread's only; none is no
+    error."""
+    client = client_factory(all_sites, FakeEngine())
+    db = tmp_path / "db0.sqlite3"
+    visit(client, THREAD)  # version 1, no posts
+    for user, text in (("older", "said longer ago"), ("old", "said long ago"), ("new", "said today")):
+        assert client.post(THREAD, data={"user": user, "text": text}, follow_redirects=False).status_code == 303
+        visit(client, THREAD)  # versions 2, 3 and 4
+    with sqlite3.connect(db) as db_file:  # the thread written 200 days ago, the first two posts 100 and 40 days ago
+        for days, user, version in ((200, None, 1), (100, "older", 2), (40, "old", 3)):
+            db_file.execute("UPDATE posts SET created = created - ? * 86400 WHERE user = ?", (days, user))
+            db_file.execute("UPDATE pages SET created = created - ? * 86400 WHERE version = ?", (days, version))
+    db_file.close()
+
+    assert main(["posts", "delete", "--older-than", "30", "--dry-run", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would delete post ") == 2 and "would delete 2 posts made before " in out, out
+    assert len(posts_of(db)) == 3 and len(stored_html(db)) == 4  # nothing went
+
+    assert main(["posts", "--site", "wiki", "delete", "--older-than", "30", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("no posts of wiki made before ")
+    assert main(["posts", "--site", "wikki", "delete", "--older-than", "30", "--db", str(db)]) == 2  # a typo
+    assert "wikki" in capsys.readouterr().err
+
+    assert main(["posts", "delete", "--site", "forum", "--older-than", "60", "--db", str(db)]) == 0
+    assert "deleted 1 post of forum made before " in capsys.readouterr().out
+    assert [post.user for post in posts_of(db)] == ["old", "new"]
+    assert len(stored_html(db)) == 1  # the versions that read "older", and so the later ones
+    assert main(["posts", "delete", "--older-than", "30", "--db", str(db)]) == 0
+    assert [post.user for post in posts_of(db)] == ["new"]
+    assert len(stored_html(db)) == 1  # the thread as it was before them; the next visit answers "new" again
+    assert not any("said long" in html for html in stored_html(db))
+    shown = page_html(visit(client, THREAD).text)
+    assert "said today" in shown and "said long" not in shown
+
+
+def test_posts_delete_takes_ids_or_a_retention_period(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = posted(tmp_path / "db.sqlite3", [("ada", "hello")])
+    assert main(["posts", "delete", "1", "--older-than", "30", "--db", str(db)]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["posts", "--site", "forum", "delete", "1", "--db", str(db)]) == 2  # ids name posts of any site
+    assert "--older-than" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's own usage error: at least a day
+        main(["posts", "delete", "--older-than", "0", "--db", str(db)])
+    assert len(posts_of(db)) == 1
