@@ -389,7 +389,10 @@ class Views:
             raise HTTPException(404, NOWHERE)
         if location.url != url:  # an alias, or an address written otherwise: another page's, or none genui showed
             raise BadRequest("url is not a page's address as genui writes it")
-        return form, self.pages.job(runtime, location, client=client_address(request))
+        job = self.pages.job(runtime, location, client=client_address(request))
+        # what the control refuses (busy, a version taken meanwhile) leads back to this page, not the site's front
+        request.state.back = self.screens.varied(job)
+        return form, job
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
         shown = self.pages.open(job, asked, write_next=write_next, placeholder=True)

@@ -265,7 +265,11 @@ def test_keeping_a_candidate_still_being_written_is_a_409(client_factory: Client
     visit(client, "/wiki/Lisp")
     engine.delay = 0.05
     keep = live_keep(client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX).text)
-    assert client.post("/_genui/keep", data=keep).status_code == 409
+    refused = client.post("/_genui/keep", data=keep)
+    assert refused.status_code == 409
+    # without scripts this page stands in for the page: it leads back there, not to the site's front page (session
+    # 72's text-browser review)
+    assert '<a href="/wiki/Lisp" hx-get="/wiki/Lisp"' in refused.text and ">Back to Lisp</a>" in refused.text
     wait_until(lambda: len(engine.variations) == 1)
 
 
