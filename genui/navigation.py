@@ -108,7 +108,7 @@ def _written(
             continue
         if any(location.params.get(name) != value for name, value in shared.items()):
             continue
-        found.append((location, row.title or guessed_title(location)))
+        found.append((location, row.title or guessed_title(location, lang=runtime.site.lang)))
         if len(found) == section.limit:
             break
     # a thread's replies from readers, beside it (a forum's lists said nothing of which threads are talked in)

@@ -186,15 +186,16 @@ def _blank(value: str) -> bool:
     return all(character.isspace() or unicodedata.category(character) in ("Cf", "Zs") for character in value)
 
 
-def guessed_title(location: Location, own: bool = True) -> str:
+def guessed_title(location: Location, own: bool = True, lang: str = "") -> str:
     """A title for a page not written yet, or written with no <h1>: its route's ``page_title`` filled in ("Terminal:
-    ls"), else its query, or its last path parameter ("Hash_table" -> "Hash table")."""
+    ls"), else its query, or its last path parameter ("Hash_table" -> "Hash table"). ``lang``: the site's, whose
+    letter case a ``page_title``'s ``{x:upper-first}`` follows (``recased``)."""
     route = location.route
     if own and route.page_title is not None:  # own=False: the page's name alone, as a link's text reads it
         values = {**dict.fromkeys(route.query, ""), **location.query, **location.params}
         if route.spaces:  # as a title reads: /Hash_table is "Hash table"
             values = {name: value.replace(route.spaces, " ") for name, value in values.items()}
-        return route.page_title.format_map({name: _TitleValue(value) for name, value in values.items()})
+        return route.page_title.format_map({name: _TitleValue(value, lang) for name, value in values.items()})
     if location.query:
         return next(iter(location.query.values()))
     if location.params:
@@ -207,8 +208,15 @@ class _TitleValue(str):
     """A value in a ``page_title``: ``{panel}`` as it is, ``{panel:upper-first}`` in that letter case (``recased``),
     for a value a route's ``case`` keeps lower in its address (the desktop's "Settings: Display")."""
 
+    lang: str
+
+    def __new__(cls, value: str, lang: str = "") -> _TitleValue:
+        made = super().__new__(cls, value)
+        made.lang = lang
+        return made
+
     def __format__(self, rule: str) -> str:
-        return recased(str(self), rule) if rule else str(self)
+        return recased(str(self), rule, self.lang) if rule else str(self)
 
 
 def recased(value: str, rule: str, lang: str = "") -> str:
@@ -620,7 +628,7 @@ class SiteRouter:
             location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
         except ValueError:  # BadRequest, or not a URL ("//[")
             return ""
-        return "" if location is None else guessed_title(location, own=False)
+        return "" if location is None else guessed_title(location, own=False, lang=self.site.lang)
 
     def leads_to_page(self, href: str) -> bool:
         """Whether a link's ``href`` is a site-relative URL that resolves to one of the site's routes."""

@@ -198,7 +198,12 @@ class Screens:
     def varied(self, job: Job) -> dict[str, str]:
         """The page a set of variations is of, as its address names it (url, title): its newest version's title."""
         newest = self.pages.page(job)
-        return {"url": job.url, "title": newest.title if newest and newest.title else guessed_title(job.location)}
+        return {
+            "url": job.url,
+            "title": newest.title
+            if newest and newest.title
+            else guessed_title(job.location, lang=job.runtime.site.lang),
+        }
 
     def index(
         self,
@@ -380,7 +385,9 @@ class Screens:
         return "no model"
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
-        title = page.title if page is not None and page.title else guessed_title(job.location)
+        title = (
+            page.title if page is not None and page.title else guessed_title(job.location, lang=job.runtime.site.lang)
+        )
         context = self._site_context(job.runtime, title)
         for form in context["forms"]:  # the bar's box of the page's own route says what it asked (a reload, a link)
             if form["route"] is job.location.route:

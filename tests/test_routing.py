@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genui.routing import MAX_PATH, MAX_QUERY_VALUE, BadRequest, SiteRouter, normalise_path, recased
+from genui.routing import (
+    MAX_PATH,
+    MAX_QUERY_VALUE,
+    BadRequest,
+    SiteRouter,
+    guessed_title,
+    normalise_path,
+    recased,
+)
 from genui.sites import Route, Site, SiteConfigError, load_site
 
 SITES = Path(__file__).resolve().parent.parent / "sites"
@@ -99,6 +107,11 @@ def test_letter_case_follows_the_sites_language_where_it_has_rules_of_its_own() 
     assert english.resolve("/ǆungla").path == "/ǅungla"  # type: ignore[union-attr]
     assert recased("IĞDIR", "lower", "tr") == "ığdır" and recased("İzmir", "lower", "az") == "izmir"
     assert recased("IĞDIR", "lower", "en") == "iğdir"
+    # a page_title's {panel:upper-first} too: the Turkish desktop's settings panel `internet` was "Settings: Internet"
+    desktop = load_site(SITES / "os")
+    for lang, title in (("tr", "Settings: İnternet"), ("en", "Settings: Internet")):
+        location = SiteRouter(replace(desktop, lang=lang)).resolve("/settings/internet")
+        assert location is not None and guessed_title(location, lang=lang) == title
 
 
 @pytest.mark.parametrize(
