@@ -273,6 +273,7 @@ def create_app(
     hosts: Collection[str] | None = None,
     mounted: bool = False,
     base_path: str = "",
+    metrics: bool = True,
 ) -> Starlette:
     """The app serving ``sites`` (default: every site under sites/) with ``engine``.
 
@@ -387,7 +388,7 @@ def create_app(
             Route(prefix + INTENT_PATH, views.intent, methods=["POST"]),
             Route(prefix + HEALTH_PATH, views.health),
             Route(prefix + LIVE_PATH, views.live),
-            Route(prefix + METRICS_PATH, views.metrics),
+            *([Route(prefix + METRICS_PATH, views.metrics)] if metrics else []),
             WebSocketRoute(prefix + WS_PATH, stream.serve),
             WebSocketRoute(prefix + VARIATIONS_WS_PATH, stream.serve_variations),
             # the rest of /_genui/ is genui's too: a 404, where a site served at / would write a page for it
@@ -418,6 +419,8 @@ def create_app(
     if hosts is not None:  # inside SecurityHeaders: its refusals carry them
         app.add_middleware(HostCheck, hosts=frozenset(host_name(host) for host in hosts))
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(Counted, metrics=pages.metrics)  # outermost: the host check's refusals are counted too
+    if metrics:
+        pages.metrics.routes(routes)
+        app.add_middleware(Counted, metrics=pages.metrics)  # outermost: the host check's refusals are counted too
     app.state.pages = pages
     return app

@@ -140,6 +140,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             posts_per_minute=args.posts_per_minute,
             reload=args.reload,
             edits=not args.no_edits,
+            metrics=not args.no_metrics,
             robots=ROBOTS if args.robots is None else args.robots,
             hosts=allowed_hosts(args.host, args.allowed_host or []),
             sites_dir=None if args.site else Path(args.sites_dir),  # sites named: no others join them
@@ -529,6 +530,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="log no line for each request (uvicorn's access log, on stdout, records each path and query: a search's "
         "words, a terminal's commands; a reverse proxy keeps its own); genui's warnings and errors are logged still",
+    )
+    serve.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="answer no /_genui/metrics (Prometheus's format: how busy the server is, how many pages and posts each "
+        "site has had; open to whoever reaches the server, as /_genui/health is)",
     )
     serve.add_argument(
         "--robots",

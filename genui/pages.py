@@ -245,6 +245,18 @@ class Pages:
         """The model the page cache is keyed on: the engine's, or, while it loads, the one being loaded if known."""
         return self.engine.model_id if self.engine is not None else self.expected_model
 
+    def status(self) -> str:
+        """The server's state, as /_genui/health says it: ``ready`` to write pages; ``loading`` its model; ``failed``
+        (the model did not load, the engine stopped for good, or the page cache's file was deleted or replaced);
+        ``stopping``, once the server has begun to stop (a load balancer sends no one new to it)."""
+        if self.stopping.is_set():
+            return "stopping"
+        if self.store.gone() is not None:  # what it would store is lost: the operator restarts
+            return "failed"
+        if self.engine is not None:
+            return "ready" if getattr(self.engine, "failure", None) is None else "failed"
+        return "loading" if self.loading else "failed"
+
     def loaded(self, engine: TextEngine) -> None:
         """The engine is ready: pages are written from now on, and reading ahead starts on what was listed."""
         self.engine, self.expected_model = engine, None

@@ -92,6 +92,7 @@ class Stream:
             with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
                 await websocket.send_text(self.screens.failed(FOREIGN_SOCKET, None))
                 await websocket.close(code=POLICY_VIOLATION)
+            self.pages.metrics.stream_ended("refused")
             return
         pump = asyncio.ensure_future(pumping(websocket))
         gone = asyncio.ensure_future(_closed(websocket))
@@ -110,6 +111,7 @@ class Stream:
                     await task
         ended = pump.done() and not pump.cancelled()
         error = pump.exception() if ended else None
+        self.pages.metrics.stream_ended(_end(ended, error, gone))
         if error is not None and not isinstance(error, WebSocketDisconnect | OSError):  # OSError: uvicorn's disconnect
             # A bug: log it, and close rather than leave the client waiting on an open socket for ever.
             log.error("stream %s failed", websocket.url.query, exc_info=error)
@@ -244,6 +246,16 @@ async def _send(websocket: WebSocket, text: str) -> None:
         await websocket.send_text(text)
     except RuntimeError as closed:
         raise WebSocketDisconnect(INVALID_DATA) from closed
+
+
+def _end(ended: bool, error: BaseException | None, gone: asyncio.Future[int]) -> str:
+    """How a stream ended, as genui.metrics counts it."""
+    if ended and error is None:
+        return "sent"  # the page, or why it could not be written
+    if error is not None and not isinstance(error, WebSocketDisconnect | OSError):
+        return "error"
+    left = gone.done() and not gone.cancelled() and gone.exception() is None and gone.result() in LEFT
+    return "left" if left else "dropped"
 
 
 async def _broke(websocket: WebSocket) -> bool:

@@ -101,23 +101,14 @@ class Views:
         """200 once the model is ready; 503 while it loads (with Retry-After), after it failed to load, once the
         engine has stopped, or once the page cache's file was deleted or replaced."""
         pages = self.pages
-        engine = pages.engine
         # an engine whose worker stopped for good (engine.Scheduler.failure) can write nothing more
-        stopped = getattr(engine, "failure", None)
-        headers: dict[str, str] = {}
+        stopped = getattr(pages.engine, "failure", None)
         gone = pages.store.gone()
-        not_started = None if pages.started or engine is not None else NOT_STARTED
-        if pages.stopping.is_set():  # a load balancer sends no one new to a server on its way out
-            status, code = "stopping", 503
-        elif gone is not None:  # what it would store is lost: a load balancer sends no one, the operator restarts
-            status, code = "failed", 503
-        elif engine is not None:
-            status, code = ("ready", 200) if stopped is None else ("failed", 503)
-        elif pages.loading:  # (its weights out of reach, genui tries again: still loading, the reason its error)
-            retry = UNREACHED_RETRY_S if pages.unreached else LOADING_RETRY_S
-            status, code, headers = "loading", 503, {"Retry-After": str(int(retry))}
-        else:
-            status, code = "failed", 503
+        not_started = None if pages.started or pages.engine is not None else NOT_STARTED
+        status = pages.status()
+        code, headers = (200 if status == "ready" else 503), {}
+        if status == "loading":  # (its weights out of reach, genui tries again: still loading, the reason its error)
+            headers = {"Retry-After": str(int(UNREACHED_RETRY_S if pages.unreached else LOADING_RETRY_S))}
         body = {
             "status": status,
             "model": pages.model_id,  # while it loads: the one being loaded, once known
@@ -396,6 +387,8 @@ class Views:
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
         shown = self.pages.open(job, asked, write_next=write_next, placeholder=True)
+        if request.method == "GET":
+            self.pages.metrics.page_asked(job.runtime.site.name, isinstance(shown, StoredPage))
         if isinstance(shown, Generation):
             return self.screens.live(request, job, shown)
         return self.screens.page(request, job, shown)
