@@ -81,7 +81,7 @@ class Problem:
 
     def english(self, words: Words) -> bool:
         """Whether its message is genui's English on a site in another language (a page marks it so)."""
-        return words.foreign and (self.words is None or self.words[1] not in words.own)
+        return words.foreign and (self.words is None or not words.says(self.words[1]))
 
     def shown(self, words: Words) -> tuple[Markup, Markup]:
         """The heading and message as HTML, as ``said``: genui's English, where the site has no words of its own for

@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 from engine.frames import MIN_TEMPERATURE
-from genui.words import WORDS, fields, problem
+from genui.words import WORDS, Forms, fields, problem
 
 ASSETS_DIR = "assets"  # a site's own files, served as they are (genui.assets)
 
@@ -288,7 +288,8 @@ class Site:
     model: ModelSettings = field(default_factory=ModelSettings)
     navigation: tuple[NavSection, ...] = ()
     lang: str = "en"  # the language of its pages, as <html lang> says it
-    words: tuple[tuple[str, str], ...] = ()  # genui's words (genui.words.WORDS) this site says otherwise
+    # genui's words (genui.words.WORDS) this site says otherwise: a line, or a count's plural forms (genui.words.Forms)
+    words: tuple[tuple[str, str | Forms], ...] = ()
 
     @property
     def direction(self) -> str:
@@ -1082,7 +1083,7 @@ def _routes(file: Path, root: Path, data: dict[str, Any], problems: Problems) ->
     return tuple(route for route in loaded if route is not None)
 
 
-def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str | Forms], ...]:
     """The site's ``[words]``: genui's own words on its pages that it says otherwise (genui/words.py)."""
 
     table = data.get("words", {})
@@ -1092,14 +1093,18 @@ def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         wrong = problem(key, text)
         if wrong is not None:
             near = difflib.get_close_matches(key, list(WORDS), n=1, cutoff=0.75) if key not in WORDS else []
-            if key in WORDS:
+            if key in WORDS and isinstance(text, dict):
+                fix = f'write {key} = {{ one = "…", other = "…" }}, with the forms its language has (docs/sites.md)'
+                if "n" not in fields(WORDS[key]):
+                    fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
+            elif key in WORDS:
                 fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
             elif near:  # (a misspelt key was told every one of genui's fifty-odd words: a site developer's review)
                 wrong, fix = f"{wrong} (did you mean {near[0]!r}?)", f"write {near[0]}"
             else:
                 fix = f"use one of genui's words: {', '.join(WORDS)}"
             raise SiteConfigError(file, f"words.{key}", wrong, fix)
-    return tuple((key, text) for key, text in table.items())
+    return tuple((key, tuple(text.items()) if isinstance(text, dict) else text) for key, text in table.items())
 
 
 def _reads_brief(data: dict[str, Any]) -> bool:

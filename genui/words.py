@@ -3,6 +3,8 @@ notices, what a screen reader is told as a page lands), in English unless a site
 
 A site in another language says them in its own (``site.toml``: ``[words]``, docs/sites.md); each is one line of text,
 and a ``{name}`` in it is a value genui fills in (``{n}``, ``{title}``), which a site's words may leave out but not add.
+Words with an ``{n}`` may be a table of the language's plural forms instead (``{ one = "…", few = "…", other = "…" }``,
+Unicode CLDR's categories), of which the one for ``n`` is said, as Babel's plural rules for the site's language have it.
 What the server says of a page it cannot give now (the model loading or busy, a page still being written, no page or
 version at an address, too many requests: docs/sites.md lists them) is among them; the rest of what it says of a
 failure (a malformed request's reason, a refused post's reason) stays English, marked so on a site in another
@@ -10,10 +12,12 @@ language (``Words.english``)."""
 
 from __future__ import annotations
 
+import functools
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from babel import Locale, UnknownLocaleError
 from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException
 
@@ -146,6 +150,23 @@ SCRIPT_WORDS = (
     "waiting",
 )
 MOST = 200  # characters of one of a site's words
+PLURAL_FORMS = ("zero", "one", "two", "few", "many", "other")  # Unicode CLDR's plural categories, as Babel names them
+# words genui says for a count of 1 in place of the count's own (no {n}: "1 reply", "a page being written"), where the
+# site says them, or says the count's words as one line; a site whose count is a table of plural forms says 1 by it
+SINGULAR = {"one_reply": "replies", "too_many_runs_one": "too_many_runs", "too_many_posts_one": "too_many_posts"}
+Forms = tuple[tuple[str, str], ...]  # a site's plural forms of one of its words: (category, text), as Site keeps them
+
+
+@functools.lru_cache(maxsize=64)
+def plural_rule(lang: str) -> Callable[[float], str]:
+    """The plural category of a count in ``lang`` (a BCP 47 tag): CLDR's rules by Babel, for the tag, else its
+    language alone (``de-CH-1996``: German's), else English's."""
+    for tag in (lang, lang.split("-")[0]):
+        try:
+            return Locale.parse(tag, sep="-").plural_form
+        except (ValueError, TypeError, UnknownLocaleError):
+            continue
+    return lambda n: "one" if n == 1 else "other"
 
 
 def _in(lang: str, text: str) -> Markup:
@@ -164,9 +185,17 @@ def fields(text: str) -> list[str]:
 
 
 def problem(key: str, text: object) -> str | None:
-    """What is wrong with a site's words for ``key``, None if nothing."""
+    """What is wrong with a site's words for ``key`` (a line, or a table of plural forms), None if nothing."""
     if key not in WORDS:
         return f"{key!r} is none of genui's words"
+    if isinstance(text, dict):
+        if "n" not in fields(WORDS[key]):
+            return f"{key}: expected one line of text (a table of plural forms is for words with a count, {{n}})"
+        unknown = [form for form in text if form not in PLURAL_FORMS]
+        if unknown or "other" not in text:
+            said = f"{unknown[0]!r} is no plural form" if unknown else "it has no 'other' form"
+            return f"{key}: {said}; its forms are CLDR's: {', '.join(PLURAL_FORMS)}, with 'other' at least"
+        return next((wrong for form in text.values() if (wrong := problem(key, form)) is not None), None)
     if not isinstance(text, str) or not text.strip() or len(text) > MOST or "\n" in text:
         return f"{key}: expected one line of text ({MOST} characters at most)"
     try:
@@ -185,7 +214,7 @@ def problem(key: str, text: object) -> str | None:
 class Words:
     """A site's words: its own where it has them, else genui's English."""
 
-    own: Mapping[str, str] = field(default_factory=dict)
+    own: Mapping[str, str | Forms] = field(default_factory=dict)
     lang: str = "en"  # the site's language (site.toml's lang)
 
     @property
@@ -193,12 +222,16 @@ class Words:
         """Whether the site is in another language than genui's English (its English is then marked so)."""
         return self.lang.split("-")[0].lower() != "en"
 
+    def says(self, key: str) -> bool:
+        """Whether the site has words of its own for ``key`` (for a count of 1: its plural forms of the count's)."""
+        return key in self.own or isinstance(self.own.get(SINGULAR.get(key, "")), tuple)
+
     def say(self, key: str, **values: object) -> Markup:
         """The words for ``key`` as HTML, ``values`` filled in (escaped unless already Markup). genui's English on a
         site in another language, which has no words of its own for ``key``, is marked as English (``lang="en"``),
         or a screen reader reads it in the site's voice; in an attribute, ``|striptags`` leaves the text."""
-        if key in self.own or not self.foreign:
-            return Markup(escape(self.own.get(key, WORDS[key]))).format(**values)
+        if self.says(key) or not self.foreign:
+            return Markup(escape(self._line(key, values))).format(**values)
         # the values filled in (a page's title, its link) are the site's, in its own language
         own = {name: _in(self.lang, value) if isinstance(value, str) else value for name, value in values.items()}
         return _in("en", Markup(escape(WORDS[key])).format(**own))
@@ -210,11 +243,29 @@ class Words:
 
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""
-        return self.own.get(key, WORDS[key]).format(**values)
+        return self._line(key, values).format(**values)
 
-    def for_script(self) -> dict[str, str]:
-        """The words static/genui.js says, as text: it fills in their values itself."""
-        return {key: self.own.get(key, WORDS[key]) for key in SCRIPT_WORDS}
+    def for_script(self) -> dict[str, str | dict[str, str]]:
+        """The words static/genui.js says, as text (a word's plural forms as a table): it fills in their values and
+        picks a form itself."""
+        return {
+            key: (dict(said) if isinstance(said := self.own.get(key, WORDS[key]), tuple) else said)
+            for key in SCRIPT_WORDS
+        }
+
+    def _line(self, key: str, values: dict[str, object]) -> str:
+        """The site's line for ``key`` (the plural form its count takes, where it has forms), else genui's."""
+        said = self.own.get(key)
+        if said is None and isinstance(self.own.get(SINGULAR.get(key, "")), tuple):
+            said, values["n"] = self.own[SINGULAR[key]], 1  # 1 said by the count's forms ("1 ответ")
+        if isinstance(said, tuple):
+            forms = dict(said)
+            count = values.get("n")
+            form = (
+                plural_rule(self.lang)(count) if isinstance(count, int | float) and not isinstance(count, bool) else ""
+            )
+            return forms.get(form, forms["other"])
+        return WORDS[key] if said is None else said
 
 
 class Refusal(HTTPException):

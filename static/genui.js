@@ -11,8 +11,23 @@
     WORDS = {};
   }
 
+  // A count's words may be its language's plural forms (genui/words.py): the form for values.n, by the browser's
+  // own CLDR rules for the page's language, as the server picks it by Babel's.
+  function form(forms, n) {
+    var category = "other";
+    try {
+      category = new Intl.PluralRules(document.documentElement.lang || "en").select(Number(n));
+    } catch (error) {
+      category = Number(n) === 1 ? "one" : "other";
+    }
+    return forms[category] || forms.other;
+  }
+
   function say(key, values, fallback) {
     var text = WORDS[key] || fallback;
+    if (typeof text === "object") {
+      text = form(text, values && values.n);
+    }
     return text.replace(/\{\{|\}\}|\{(\w+)\}/g, function (whole, name) {
       if (!name) {
         return whole.charAt(0); // {{ and }} are a brace, as in Python's str.format

@@ -956,6 +956,24 @@ def test_what_a_screen_reader_is_told_is_in_the_sites_words(tmp_path: Path) -> N
         assert said == ["書いています: Genpedia tree — Genpedia", "読み込みました: Genpedia tree — Genpedia {ok}"], said
 
 
+def test_a_count_genui_js_says_takes_the_sites_plural_form(tmp_path: Path) -> None:
+    """A Polish site's "3 variations written" took one form for every count: genui.js picks the form for the count
+    by the browser's plural rules for the page's language, as the server does by Babel's."""
+    from dataclasses import replace
+
+    written = (("one", "Napisano {n} wariant"), ("few", "Napisano {n} warianty"), ("other", "Napisano {n} wariantów"))
+    words = (("variations_written", written),)
+    sites = [replace(site, lang="pl", words=words) if site.name == "wiki" else site for site in example_sites()]
+    app = create_app(sites, FakeEngine(delay=0.02, steps=2), db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page() as page:
+        page.goto(url + "/wiki/")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        page.click(".genui-vary button[type=submit]")
+        page.wait_for_selector(".genui-candidate form", timeout=20_000)
+        page.wait_for_function("() => document.getElementById('genui-announce').textContent.startsWith('Napisano')")
+        assert page.text_content("#genui-announce") == "Napisano 3 warianty"
+
+
 def _luminance(css: str) -> float:
     """The relative luminance (WCAG 2) of a computed `rgb(r, g, b)` colour."""
     channels = [int(part) / 255 for part in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]

@@ -8,6 +8,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,22 @@ def test_a_threads_listed_say_how_many_readers_replied_to_each(
     }
     assert navigation(text)["Threads"][0] == ("Vim or emacs", "/forum/r/linux/Vim_or_emacs")  # the link's own text
     assert '<span class="genui-count">1 reply</span>' in client.get("/forum/r/linux/Kernel_panic").text  # its board's
+
+
+def test_a_threads_count_of_replies_takes_its_sites_plural_forms(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    forms = (("one", "{n} ответ"), ("few", "{n} ответа"), ("many", "{n} ответов"), ("other", "{n} ответа"))
+    russian = [
+        replace(site, lang="ru", words=(("replies", forms),)) if site.name == "forum" else site for site in all_sites
+    ]
+    client = forum_with_threads(client_factory, russian)
+    store = client.app.state.pages.store  # type: ignore[attr-defined]
+    for n in range(5):
+        store.add_post("forum", "/r/linux/Kernel_panic", f"u{n}", "Да.")
+    store.add_post("forum", "/r/linux/Vim_or_emacs", "cy", "ed.")
+    text = visit(client, "/forum/").text
+    assert '<span class="genui-count">5 ответов</span>' in text and '<span class="genui-count">1 ответ</span>' in text
 
 
 def test_the_desktop_shows_the_icons_of_its_config(client_factory: ClientFactory, all_sites: list[Site]) -> None:

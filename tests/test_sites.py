@@ -796,6 +796,43 @@ def test_a_sites_words_say_genuis_own_in_its_language_and_a_wrong_one_is_named(t
         assert caught.value.key == key and said in str(caught.value), str(caught.value)
 
 
+def test_a_count_in_a_sites_words_takes_its_languages_plural_forms(tmp_path: Path) -> None:
+    """A Russian forum's lists said "5 ответа" or "5 ответов" for every count, one line for all of them (session 72's
+    review of sites in other languages): a word with a count may be a table of CLDR's plural forms, of which the one
+    for the count is said, by Babel's rules for the site's language."""
+    from genui.words import Words
+
+    forms = '{ one = "{n} ответ", few = "{n} ответа", many = "{n} ответов", other = "{n} ответа" }'
+    site = load_site(
+        write_site(
+            tmp_path / "ru",
+            GOOD.replace('title = "Demo"', 'title = "Demo"\nlang = "ru"') + f"\n[words]\nreplies = {forms}\n",
+        )
+    )
+    words = Words(dict(site.words), site.lang)
+    assert [words.text("replies", n=n) for n in (1, 2, 5, 11, 21, 22)] == [
+        "1 ответ", "2 ответа", "5 ответов", "11 ответов", "21 ответ", "22 ответа",
+    ]  # fmt: skip
+    assert words.say("one_reply") == "1 ответ"  # 1 by the count's forms, not genui's English "1 reply"
+    arabic = Words(
+        {"too_many_runs": (("two", "لديك صفحتان"), ("few", "لديك {n} صفحات"), ("other", "لديك {n} صفحة"))}, "ar"
+    )
+    said = [arabic.text("too_many_runs", n=n, seconds=5) for n in (2, 3, 100)]
+    assert said == ["لديك صفحتان", "لديك 3 صفحات", "لديك 100 صفحة"]
+    assert (
+        Words({"replies": (("one", "{n} reply"), ("other", "{n} replies"))}, "xx-YY").text("replies", n=1) == "1 reply"
+    )
+    for written, said in (
+        ('skip = { one = "a", other = "b" }', "a table of plural forms is for words with a count, {n}"),
+        ('replies = { one = "{n} ответ", several = "{n}" }', "'several' is no plural form"),
+        ('replies = { one = "{n} ответ" }', "it has no 'other' form"),
+        ('replies = { one = "{m} ответ", other = "{n}" }', "{m} is not one of its values ({n})"),
+    ):
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(write_site(tmp_path / str(len(written)), f"{GOOD}\n[words]\n{written}\n"))
+        assert caught.value.key == f"words.{written.split()[0]}" and said in str(caught.value), str(caught.value)
+
+
 def test_every_one_of_genuis_words_is_in_the_docs_table() -> None:
     from genui.words import WORDS
 
