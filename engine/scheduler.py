@@ -94,7 +94,8 @@ class Scheduler:
 
     @property
     def requests(self) -> tuple[int, int]:
-        """Requests waiting in the queue, and requests in the running batch (genui's /_genui/metrics)."""
+        """Jobs waiting in the queue, and jobs in the running batch (a set of variants is one), for a caller's
+        metrics."""
         with self._lock:
             return len(self._pending), len(self._running)
 

@@ -194,7 +194,8 @@ def exception_handlers(screens: Screens) -> dict[type[Exception], Handler]:
         if runtime is None:
             return screens.error(request, None, answer.status_code, answer.heading, answer.message, answer.headers)
         heading, message = answer.shown(words_of(runtime))
-        back = getattr(request.state, "back", None)  # the page a control was posted from (views._page_form)
+        job = getattr(request.state, "job", None)  # the page a control was posted from (views._page_form)
+        back = None if job is None else screens.varied(job)
         return screens.error(request, runtime, answer.status_code, heading, message, answer.headers, back=back)
 
     async def server_error(request: Request, error: Exception) -> Response:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -38,9 +37,8 @@ if TYPE_CHECKING:
     from genui.pages import Pages
 
 # OpenMetrics' `_created` series, which the text format gives as gauges named like counters (`genui_runs_created`,
-# a time) and a fifth more series: not written (an SRE's review)
+# a time) and a fifth more series: not written (an SRE's review). The switch is the process's, turned as genui loads.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 KINDS = ("whole", "regenerate", "replies", "rewrite", "ahead")  # genui.pages.Run, and reading ahead
 OUTCOMES = ("written", "cancelled", "overloaded", "withdrawn", "failed")
 STREAM_ENDS = ("sent", "left", "dropped", "refused", "error")
@@ -227,7 +225,8 @@ class _Now(Collector):
         if isinstance(requests, tuple):
             queue = GaugeMetricFamily(
                 "genui_engine_requests",
-                "The engine's requests: waiting in its queue, or in its running batch",
+                "The engine's jobs (a page, a thread's replies, a set of variations): waiting in its queue, or in its "
+                "running batch",
                 labels=["state"],
             )
             queue.add_metric(["waiting"], requests[0])

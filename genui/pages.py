@@ -876,7 +876,7 @@ class Pages:
         assert fitted is not None
         return fitted
 
-    def _ended(self, generation: Generation, job: Job, kind: str) -> None:
+    def _ended(self, generation: Generation, job: Job, kind: Run | Literal["ahead"]) -> None:
         slot = (generation.key, generation.version)
         if self._running.get(slot) is not generation:
             return  # told already (a cancelled run tells twice)

@@ -165,6 +165,7 @@ class SiteReloader:
                 self._unloaded.discard(folder.name)
                 self.pages.config_errors.pop(folder.name, None)
             self.pages.sites[site.name] = runtime
+            self.pages.metrics.served([site.name])  # its series from 0, as the others' from the start
             self._roots[site.name] = root
             # listed among the others as at start-up (genui.sites.site_folders: by folder), not last
             ordered = sorted(self.pages.sites.items(), key=lambda item: str(item[1].site.root))

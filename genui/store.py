@@ -979,17 +979,23 @@ class Store:
         click, a resend after a dropped answer) is not stored twice, that post returned: the same post again from the
         form that sent it (``sent``: its token, the reply form's own), whenever and whatever was posted between; or,
         with no token, the thread's newest within ``SAME_POST_S``. ``wait=False`` as for save_page."""
+        return self.stored_post(site, path, user, text, wait, sent)[0]
+
+    def stored_post(
+        self, site: str, path: str, user: str, text: str, wait: bool = True, sent: str | None = None
+    ) -> tuple[StoredPost, bool]:
+        """``add_post``'s post, and whether it was stored now (False: the form's post, stored before)."""
         user, text = check_post(user, text)
         created = time.time()
         with self._transaction(wait) as db:
             if (first := _sent_before(db, site, path, user, text, created, sent)) is not None:
-                return first
+                return first, False
             cursor = db.execute(
                 "INSERT INTO posts (site, path, user, text, created, sent) VALUES (?, ?, ?, ?, ?, ?)",
                 (site, path, user, text, created, sent),
             )
         assert cursor.lastrowid is not None
-        return StoredPost(cursor.lastrowid, user, text, created)
+        return StoredPost(cursor.lastrowid, user, text, created), True
 
     def resent(self, site: str, path: str, user: str, text: str, sent: str | None = None) -> StoredPost | None:
         """The stored post that ``add_post`` would return for this one, sent again (see there); None when it would

@@ -261,7 +261,7 @@ def _end(ended: bool, error: BaseException | None, gone: asyncio.Future[int]) ->
 async def _broke(websocket: WebSocket) -> bool:
     """Whether a stream whose frame could not be sent lost its connection, not its visitor: a page left closes its
     stream with 1000, and a frame sent after that failed too, so the run was held for a reconnect that never came
-    (10 s of a busy engine's time; a test failed 1 run in 8 on a busy CPU)."""
+    (30 s of a busy engine's time; a test failed 1 run in 8 on a busy CPU)."""
     gone = getattr(websocket.state, GONE, None)
     if gone is None:
         return True

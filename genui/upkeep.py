@@ -671,8 +671,8 @@ def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: st
         return _delete_posts(store, list(dict.fromkeys(args.ids)), dry_run=args.dry_run)
     if args.ids:
         raise UsageError("genui posts delete: give the posts' ids or --older-than, not both")
-    if site is not None and site not in store.post_counts():
-        site_from(site, Path(args.sites_dir))  # a site with no posts yet, or a typo (which says so)
+    if site is not None and site not in store.post_counts():  # a site's folder, one with no posts yet, or a typo
+        site = site_from(site, Path(args.sites_dir)).name
     before = time.time() - args.older_than * DAY_S
     ids = store.posts_before(before, site, thread)
     where = " of " + " ".join(shown(part) for part in (site, thread) if part is not None) if site or thread else ""
@@ -680,18 +680,22 @@ def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: st
     if not ids:
         print(f"no posts{where} made before {when} ({args.older_than} days ago)")
         return 0
-    code = _delete_posts(store, ids, dry_run=args.dry_run)
+    # a post deleted meanwhile (a moderator, another run) is no error here: it is gone, as asked
+    deleted = _delete_posts(store, ids, dry_run=args.dry_run, gone_ok=True)
     done = "would delete" if args.dry_run else "deleted"
-    print(f"{done} {counted(len(ids), 'post')}{where} made before {when} ({args.older_than} days ago)")
-    return code
+    print(f"{done} {counted(deleted, 'post')}{where} made before {when} ({args.older_than} days ago)")
+    return 0
 
 
-def _delete_posts(store: Store, ids: list[int], dry_run: bool = False) -> int:
+def _delete_posts(store: Store, ids: list[int], dry_run: bool = False, gone_ok: bool = False) -> int:
+    """Delete the posts ``ids``, saying what went with each: the exit code, or with ``gone_ok`` (a post not there
+    is no error) how many were deleted."""
     missing = 0
     for post_id in ids:
         deleted = store.delete_post(post_id, dry_run=dry_run)
         if deleted is None:
-            print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
+            if not gone_ok:
+                print(f"genui posts: no post {post_id} (genui posts lists them)", file=sys.stderr)
             missing += 1
             continue
         placed = deleted.placed
@@ -710,6 +714,8 @@ def _delete_posts(store: Store, ids: list[int], dry_run: bool = False) -> int:
         )
     if not dry_run and len(ids) > missing:
         _flushed(store)
+    if gone_ok:
+        return len(ids) - missing
     return USAGE_ERROR if missing else 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from markupsafe import Markup
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -43,7 +44,6 @@ from genui.inputs import (
     site_named,
     small_form,
 )
-from genui.metrics import CONTENT_TYPE
 from genui.pages import (
     BUSY,
     LOADING_RETRY_S,
@@ -131,7 +131,7 @@ class Views:
     async def metrics(self, request: Request) -> Response:
         """The server's counters and gauges in Prometheus's text format (genui.metrics), for a scraper."""
         body = self.pages.metrics.text()  # in the event loop: it reads the runs under way, which the loop changes
-        return Response(body, 200, {"Cache-Control": "no-store"}, media_type=CONTENT_TYPE)
+        return Response(body, 200, {"Cache-Control": "no-store"}, media_type=CONTENT_TYPE_LATEST)
 
     async def intent(self, request: Request) -> Response:
         """A visitor's pointer rests on a link, or their keyboard's focus: the page it leads to is likely their next
@@ -382,7 +382,7 @@ class Views:
             raise BadRequest("url is not a page's address as genui writes it")
         job = self.pages.job(runtime, location, client=client_address(request))
         # what the control refuses (busy, a version taken meanwhile) leads back to this page, not the site's front
-        request.state.back = self.screens.varied(job)
+        request.state.job = job
         return form, job
 
     def _show(self, request: Request, job: Job, asked: int | None = None, *, write_next: bool = True) -> Response:
@@ -421,11 +421,12 @@ class Views:
                     # started while the post waited for the cache leaves it stored, waiting for the thread's next run)
                     self.pages.admit(job)
                 # another process holding the cache (a prune, a second server) holds up no other visitor meanwhile
-                await when_free(
-                    functools.partial(self.pages.store.add_post, site, path, user.strip(), text, False, sent)
+                _, stored = await when_free(
+                    functools.partial(self.pages.store.stored_post, site, path, user.strip(), text, False, sent)
                 )
                 self.pages.post_rate.posted(client)
-                self.pages.metrics.posted(site)
+                if stored:  # not a second click's, stored meanwhile by the first
+                    self.pages.metrics.posted(site)
         except Exception as err:  # refused: the thread, with what was typed kept in its form, and nothing stored
             answer = problem(err, asks_again=False)
             if answer is None:

@@ -191,6 +191,8 @@ def problem(key: str, text: object) -> str | None:
     if isinstance(text, dict):
         if "n" not in fields(WORDS[key]):
             return f"{key}: expected one line of text (a table of plural forms is for words with a count, {{n}})"
+        if not all(isinstance(form, str) for form in text.values()):
+            return f"{key}: expected each plural form as one line of text"
         unknown = [form for form in text if form not in PLURAL_FORMS]
         if unknown or "other" not in text:
             said = f"{unknown[0]!r} is no plural form" if unknown else "it has no 'other' form"

@@ -15,8 +15,11 @@
   // own CLDR rules for the page's language, as the server picks it by Babel's.
   function form(forms, n) {
     var category = "other";
+    var lang = document.documentElement.lang || "en";
     try {
-      category = new Intl.PluralRules(document.documentElement.lang || "en").select(Number(n));
+      // a tag the browser does not know takes English's rules, as on the server (Intl would take the browser's own)
+      lang = Intl.PluralRules.supportedLocalesOf([lang]).length ? lang : "en";
+      category = new Intl.PluralRules(lang).select(Number(n));
     } catch (error) {
       category = Number(n) === 1 ? "one" : "other";
     }

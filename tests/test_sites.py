@@ -827,6 +827,7 @@ def test_a_count_in_a_sites_words_takes_its_languages_plural_forms(tmp_path: Pat
         ('replies = { one = "{n} ответ", several = "{n}" }', "'several' is no plural form"),
         ('replies = { one = "{n} ответ" }', "it has no 'other' form"),
         ('replies = { one = "{m} ответ", other = "{n}" }', "{m} is not one of its values ({n})"),
+        ('replies = { other = { other = "{n}" } }', "expected each plural form as one line of text"),
     ):
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / str(len(written)), f"{GOOD}\n[words]\n{written}\n"))
