@@ -71,6 +71,7 @@ BROKEN_PIPE = 128 + 13  # the status a shell gives a writer whose reader went aw
 RUNS_PER_CLIENT = 3  # pages one client may have genui serve write at once
 QUEUE = 8  # pages that may wait for genui's engine at once unless --queue says (the Scheduler's max_queue)
 QUEUE_MOST = 1000
+LOG_FORMATS = ("text", "json")  # genui serve --log-format: genui.logs.server_log_config's forms
 POSTS_PER_MINUTE = 10  # readers' posts one client may store a minute under genui serve
 
 
@@ -111,6 +112,10 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
 
     from genui.logs import server_log_config
 
+    if args.log_format == "json":  # a progress bar's redrawn line is no JSON: a log store took each for a message
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     broken: list[SiteConfigError] = []
     if args.reload and not args.site:  # a site that does not load is served once it does, at its name
         sites, broken = loading_sites(Path(args.sites_dir))
@@ -150,7 +155,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
-        log_config = server_log_config(developing=args.reload, access_log=not args.no_access_log)
+        log_config = server_log_config(args.reload, access_log=not args.no_access_log, form=args.log_format)
         # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
         # h11, not httptools: it refuses a request whose line and headers pass HEADERS_LIMIT (httptools read a 100 MB
         # header, and held the memory of ten unfinished ones, 1 GB, as long as their clients stayed).
@@ -530,6 +535,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="log no line for each request (uvicorn's access log, on stdout, records each path and query: a search's "
         "words, a terminal's commands; a reverse proxy keeps its own); genui's warnings and errors are logged still",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: a line a message, with its time (the default); json: one JSON object a line (time, level, logger, "
+        "message; an access line's client, method, path and status as fields), for a log store",
     )
     serve.add_argument(
         "--no-metrics",

@@ -49,12 +49,37 @@ class NoRequestLines(logging.Filter):
         return not (isinstance(record.msg, str) and record.msg.startswith('%s - "WebSocket '))
 
 
-def server_log_config(developing: bool, access_log: bool = True) -> dict[str, Any]:
+class AccessFields(logging.Filter):
+    """uvicorn's access line's parts as fields of their own, for a JSON log (``--log-format json``): ``client``,
+    ``method``, ``path`` (with its query) and ``status``, where a log store reads them without parsing the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) == 5:  # uvicorn's (client, method, path, http, status)
+            record.client, record.method, record.path, _, record.status = record.args
+        return True
+
+
+# a JSON log line's fields, as python-json-logger writes them: one object a line, its time in ISO 8601 (UTC)
+JSON_FORMATTER = {
+    "()": "pythonjsonlogger.json.JsonFormatter",
+    "fmt": "%(levelname)s %(name)s %(message)s",
+    "rename_fields": {"levelname": "level", "name": "logger"},
+    "timestamp": "time",
+}
+
+
+def server_log_config(developing: bool, access_log: bool = True, form: str = "text") -> dict[str, Any]:
     """uvicorn's logging configuration for ``genui serve``; ``developing`` (``--reload``) also logs what genui does;
-    without ``access_log`` no line names a request, a WebSocket's included."""
+    without ``access_log`` no line names a request, a WebSocket's included; ``form`` "json": each line a JSON object
+    (``JSON_FORMATTER``), an access line's parts among its fields (``AccessFields``)."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    for formatter in config["formatters"].values():  # each line with its time, as a server's log has it
-        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    if form == "json":
+        config["formatters"] = {name: dict(JSON_FORMATTER) for name in config["formatters"]}
+        config.setdefault("filters", {})["genui_access_fields"] = {"()": AccessFields}
+        config["handlers"]["access"]["filters"] = ["genui_access_fields"]
+    else:
+        for formatter in config["formatters"].values():  # each line with its time, as a server's log has it
+            formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
     info = {"handlers": ["default"], "level": "INFO", "propagate": False}
     config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
     # genui's warnings and errors (a template that fails, a cache that cannot store) always, with their level and

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -718,6 +719,31 @@ def test_no_access_log_logs_no_line_for_a_websocket_either(
     said = logged.out + logged.err
     assert ("Private_matter" in said) == access_log and ("/_genui/live" in said) == access_log, said
     assert "Application startup complete" in said  # the server's own messages stay
+
+
+def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A log store (Loki, Elasticsearch) parsed genui's text lines with a pattern of its own: --log-format json writes
+    each as a JSON object, a request's client, method, path and status among its fields."""
+    from chromium import served
+    from transformers.utils import logging as transformers_logging
+
+    argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", "--log-format", "json"]
+    config = _served_config(monkeypatch, argv)
+    assert not transformers_logging.is_progress_bar_enabled()  # a bar's redrawn line is no JSON
+    transformers_logging.enable_progress_bar()  # (the process's: other tests' loads show theirs)
+    capfd.readouterr()
+    with served(config.app, config=config) as url:
+        urllib.request.urlopen(url + "/_genui/live?who=me", timeout=10).read()
+    logged = capfd.readouterr()
+    lines = [line for line in (logged.out + logged.err).splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line an object: none half text
+    (access,) = [record for record in records if record["logger"] == "uvicorn.access"]
+    assert access["method"] == "GET" and access["path"] == "/_genui/live?who=me" and access["status"] == 200
+    assert access["client"].startswith("127.0.0.1:") and access["level"] == "INFO"
+    assert access["time"].startswith(str(datetime.date.today().year)) and "T" in access["time"]
+    assert any(record["message"] == "Application startup complete." for record in records)
 
 
 def test_genui_sites_points_at_the_sites_genui_new_made_here(
