@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -423,7 +424,10 @@ class Pages:
                 running.claim()
             return running
         engine, prompt = self.ready(), self.prompt(job)
-        request = job.runtime.request(prompt.text, version - 1, prompt.opening)  # version n is seed n - 1
+        # version n is seed n - 1; a page never stored is written afresh at each visit, so with a seed of its own: it
+        # was seed 0 each time, the same text again at full cost (a hackathon team's game, whose fights were one)
+        seed = version - 1 if job.cached else random.randrange(2**31)
+        request = job.runtime.request(prompt.text, seed, prompt.opening)
         frames, canvases = (lambda: engine.stream(request)), self._canvases(job)
         return self._start(job, version, frames, prompt.parent, canvases, "whole", ahead=ahead)
 

@@ -192,6 +192,20 @@ def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: Clie
     assert response.status_code == 200 and "<h1>Lisp</h1>" in response.text and "ws-connect" not in response.text
 
 
+def test_a_page_never_stored_is_written_with_a_seed_of_its_own_at_each_visit(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    """`cache = "none"` is written afresh at each visit: it was seed 0 each time, the same text again at full cost (a
+    hackathon team's game, whose every fight with a goblin was one)."""
+    uncached = replace(wiki, routes=tuple(replace(route, cache="none") for route in wiki.routes))
+    engine = FakeEngine()
+    client = client_factory([uncached], engine)
+    for _ in range(3):
+        ws_messages(client, "/_genui/ws?site=wiki&url=/Goblin&v=1")
+    seeds = [call.seed for call in engine.calls]
+    assert len(seeds) == 3 and len(set(seeds)) == 3, seeds
+
+
 def test_the_stream_watches_the_run_the_request_started(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     engine = FakeEngine(delay=0.01)
     client = client_factory(all_sites, engine)
