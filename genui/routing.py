@@ -527,6 +527,10 @@ class SiteRouter:
             return None
         if named is not None:
             return urlunsplit(("", "", url_path(named.path), parts.query, parts.fragment))
+        if dict(query) != location.query:  # a key the route does not take (a version's `v`, the model's `gold=5`)
+            # or an empty value: the page's own query, as a request of it is redirected to (a `v` led to "No such
+            # version", an unknown key stayed in the address bar after an htmx click: a hackathon team's game)
+            return urlunsplit(("", "", url_path(location.path), location.query_string, parts.fragment))
         return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
 
     def _followed(self, href: str, on: Location) -> str | None:
