@@ -42,7 +42,11 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
     for section in runtime.site.navigation:
         if here.route.pattern not in section.on:
             continue
-        links = [Link(link.label, runtime.url(link.url), link.url == here.url) for link in section.links]
+        carried = [runtime.router.carried(link.url, here) for link in section.links]  # a game's state goes on
+        links = [
+            Link(link.label, runtime.url(url), url == here.url)
+            for link, url in zip(section.links, carried, strict=True)
+        ]
         if section.look == "icons" and not any(link.current for link in links):
             links = _program_open(runtime, here, section, links)
         if section.pages is not None:

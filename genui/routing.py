@@ -481,10 +481,34 @@ class SiteRouter:
         if on is not None and on.route.follow_links is not None:
             return self._followed(href, on)
         target = self._routed(href, text)
+        if target is not None and on is not None:
+            target = self.carried(target, on)
         if target is not None and on is not None and self._is_page(target, on):
             fragment = urlsplit(target).fragment
             return f"#{fragment}" if fragment else None
         return target
+
+    def carried(self, href: str, on: Location) -> str:
+        """A site-relative ``href`` with the site's ``carry`` keys that the page ``on`` has and ``href`` leaves out,
+        where the page it leads to takes them: a game's inventory goes on with the player, whatever link the model
+        wrote (it was lost at the first link written without it: a hackathon team's game). A key ``href`` gives,
+        empty too, is its own."""
+        parts = urlsplit(href)
+        if not self.site.carry or not parts.path:
+            return href
+        given = {key for key, _ in parse_qsl(parts.query, keep_blank_values=True)}
+        try:
+            location = self.resolve(unquote(parts.path), parse_qsl(parts.query))
+        except BadRequest:
+            return href
+        if location is None:
+            return href
+        takes = location.route.query
+        added = {key: on.query[key] for key in self.site.carry if key in takes and key not in given and key in on.query}
+        if not added:
+            return href
+        query = urlencode(sorted({**location.query, **added}.items()))
+        return urlunsplit(("", "", url_path(location.path), query, parts.fragment))
 
     def _is_page(self, href: str, page: Location) -> bool:
         """Whether a site-relative ``href`` (one ``_routed`` gave) leads to ``page``, fragment or none."""

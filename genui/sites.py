@@ -49,7 +49,7 @@ ROUTE_KEYS = (
 # its two fields' labels, its button.
 REPLY_FORM = {"heading": "Replies from readers", "name": "Name", "text": "Reply", "button": "Post reply"}
 NAV_KEYS = ("on", "heading", "links", "pages", "look", "limit")
-TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation", "words")
+TOP_KEYS = ("name", "title", "brief", "lang", "stylesheet", "model", "routes", "navigation", "words", "carry")
 _LANG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # a BCP 47 tag as HTML's lang takes it: en, ja, pt-BR, zh-Hant
 
 
@@ -290,6 +290,8 @@ class Site:
     lang: str = "en"  # the language of its pages, as <html lang> says it
     # genui's words (genui.words.WORDS) this site says otherwise: a line, or a count's plural forms (genui.words.Forms)
     words: tuple[tuple[str, str | Forms], ...] = ()
+    # query keys a page's links carry on from it where they leave them out (a game's inventory: `carry = ["items"]`)
+    carry: tuple[str, ...] = ()
 
     @property
     def direction(self) -> str:
@@ -927,6 +929,7 @@ def load_site(root: Path | str) -> Site:
         for i, raw in enumerate(raw_navigation)
         if (section := problems.check(_load_navigation, file, i, raw, patterns)) is not None
     )
+    carry = problems.check(_carry, file, data, routes) or ()
     problems.raise_found()
     return Site(
         name=name,
@@ -939,7 +942,24 @@ def load_site(root: Path | str) -> Site:
         navigation=navigation,
         lang=lang,
         words=words,
+        carry=carry,
     )
+
+
+def _carry(file: Path, data: dict[str, Any], routes: tuple[Route, ...]) -> tuple[str, ...]:
+    """The site's ``carry``: query keys a page's links carry on from it, each a query key of some route."""
+    carry = data.get("carry", [])
+    taken = sorted({key for route in routes for key in route.query})
+    example = f'carry = ["{taken[0] if taken else "items"}"]'
+    if not isinstance(carry, list) or not all(isinstance(key, str) for key in carry):
+        raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), f"write {example}")
+    for key in carry:
+        if routes and key not in taken:
+            said = ", ".join(taken) or "none: give a route query = [...] first"
+            raise SiteConfigError(
+                file, "carry", f"{key!r} is no route's query key (theirs: {said})", f"write {example}"
+            )
+    return tuple(dict.fromkeys(carry))
 
 
 def _name(file: Path, data: dict[str, Any]) -> str:

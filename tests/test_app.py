@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 from fakes import (
@@ -190,6 +190,23 @@ def test_the_wait_serves_a_page_that_is_never_cached_itself(client_factory: Clie
     assert target is not None
     response = client.get(target)  # its URL would only write another page: no redirect
     assert response.status_code == 200 and "<h1>Lisp</h1>" in response.text and "ws-connect" not in response.text
+
+
+def test_a_games_state_goes_on_in_the_links_of_the_page_as_written(
+    client_factory: ClientFactory, tmp_path: Path
+) -> None:
+    from test_sites import GAME, write_site
+
+    from genui.sites import load_site
+
+    site = load_site(write_site(tmp_path / "game", GAME))
+    engine = FakeEngine(lambda prompt, seed: '<h1>Hall</h1><p><a href="/scene/well">Go to the well</a></p>')
+    client = client_factory([site], engine)
+    url = "/scene/hall?carrying=sword&health=7"
+    ws_messages(client, f"/_genui/ws?site=game&url={quote(url)}&v=1")
+    shown = client.get(url).text
+    assert 'href="/scene/well?carrying=sword&amp;health=7"' in shown, shown
+    assert 'href="/inventory?carrying=sword"' in shown  # the site's own Inventory link too
 
 
 def test_a_page_never_stored_is_written_with_a_seed_of_its_own_at_each_visit(

@@ -834,6 +834,71 @@ def test_a_count_in_a_sites_words_takes_its_languages_plural_forms(tmp_path: Pat
         assert caught.value.key == f"words.{written.split()[0]}" and said in str(caught.value), str(caught.value)
 
 
+GAME = """\
+name = "game"
+title = "The Lamp"
+brief = "A text adventure."
+carry = ["carrying", "health"]
+
+[[routes]]
+pattern = "/"
+template = "home.j2"
+
+[[routes]]
+pattern = "/scene/{place}"
+template = "page.j2"
+query = ["carrying", "health"]
+
+[[routes]]
+pattern = "/inventory"
+template = "page.j2"
+query = ["carrying"]
+
+[[navigation]]
+on = ["/scene/{place}"]
+links = [{ label = "Inventory", url = "/inventory" }, { label = "Restart", url = "/" }]
+"""
+
+
+def test_a_games_state_goes_on_with_every_link_the_model_writes_and_the_sites_own(tmp_path: Path) -> None:
+    """A text adventure's inventory (`?carrying=sword`) was lost at the first link the model wrote without it, and
+    the site's own Inventory link could not hold it (a hackathon team's game): the keys a site's `carry` names go on
+    from a page to the pages its links lead to, where those take them and the link gives none."""
+    from genui.navigation import sections
+    from genui.routing import SiteRouter
+    from genui.store import Store
+
+    site = load_site(write_site(tmp_path / "game", GAME))
+    router = SiteRouter(site)
+    here = router.resolve("/scene/hall", [("carrying", "sword"), ("health", "7")])
+    assert here is not None and site.carry == ("carrying", "health")
+    assert router.link_target("/scene/well", on=here) == "/scene/well?carrying=sword&health=7"
+    assert router.link_target("/scene/well?health=3#top", on=here) == "/scene/well?carrying=sword&health=3#top"
+    assert router.link_target("/scene/well?carrying=", on=here) == "/scene/well?health=7"  # dropped: its own
+    assert router.link_target("/inventory", on=here) == "/inventory?carrying=sword"  # only what its route takes
+    assert router.link_target("/", on=here) == "/"
+    assert router.link_target("/scene/well") == "/scene/well"  # on no page: nothing to carry
+    from genui.runtime import SiteRuntime
+
+    runtime = SiteRuntime.build(site, "")
+    store = Store(tmp_path / "pages.sqlite3")
+    try:
+        (shown,) = sections(runtime, here, store, "model")
+    finally:
+        store.close()
+    assert [(link.label, link.url) for link in shown.links] == [
+        ("Inventory", "/inventory?carrying=sword"),
+        ("Restart", "/"),
+    ]
+    for written, said in (
+        ('carry = "carrying"', "'carrying' is not a list of query keys"),
+        ('carry = ["gold"]', "'gold' is no route's query key (theirs: carrying, health)"),
+    ):
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(write_site(tmp_path / str(len(written)), GAME.replace('carry = ["carrying", "health"]', written)))
+        assert caught.value.key == "carry" and said in str(caught.value), str(caught.value)
+
+
 def test_every_one_of_genuis_words_is_in_the_docs_table() -> None:
     from genui.words import WORDS
 
