@@ -230,6 +230,16 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
         key = location.route.query[0]
         raise UsageError(f"{location.url} asks for nothing, and genui serve writes no page for it: give {key} a value")
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
+    if args.prompt:  # what the templates made of the page, as the model reads it: no model needed
+        if args.json:
+            print(json.dumps({"prompt": request.prompt, "opening": request.opening, "gaps": list(request.gaps)}))
+            return 0
+        print(request.prompt)
+        if request.opening:
+            holes = f", then the model's words and {len(request.gaps)} more piece(s) of it" if request.gaps else ""
+            print(f"--- the opening: the page starts with it, word for word{holes} ---")
+            print(request.opening)
+        return 0
 
     async def generate() -> DoneFrame:
         engine = loader(args.model, args.device, args.int8)
@@ -586,6 +596,12 @@ def _parser() -> argparse.ArgumentParser:
         "--no-opening",
         action="store_true",
         help="leave out the route's opening (site.toml), so the model writes the whole page",
+    )
+    render.add_argument(
+        "--prompt",
+        action="store_true",
+        help="print the prompt and the opening the model would be given, and load no model (with --json: "
+        '{"prompt", "opening", "gaps"}); a page asked for with no parent page, as a typed URL is',
     )
     render.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     model_options(render)

@@ -152,6 +152,23 @@ def test_render_json_has_html_canvases_and_seconds(capsys: pytest.CaptureFixture
     assert result["canvases"] and all(set(c) == {"steps", "tokens", "seconds"} for c in result["canvases"])
 
 
+def test_render_prompt_prints_what_the_model_would_read_and_loads_no_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """A site developer could not see the prompt their templates made without the model (a hackathon team's game:
+    a trailing `{% include %}` left three blank lines)."""
+
+    def no_model(*_: object) -> FakeEngine:
+        raise AssertionError("render --prompt loaded a model")
+
+    assert main(["render", "wiki", "/wiki/Hash_table", "--prompt"], load_engine=no_model) == 0
+    out = capsys.readouterr().out
+    assert "<title>Hash table</title>" in out and "--- the opening: the page starts with it, word for word ---" in out
+    assert out.rstrip().endswith("<h1>Hash table</h1>")
+    assert main(["render", "os", "/settings/display", "--prompt", "--json"], load_engine=no_model) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "<panel>display</panel>" in shown["prompt"] and shown["opening"].startswith('<div class="window">')
+    assert isinstance(shown["gaps"], list)
+
+
 def test_render_of_a_page_too_long_for_the_model_says_what_to_shorten_in_the_site(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
