@@ -364,7 +364,8 @@ class Screens:
             "model_id": self._model_id(),
             # where genui.js tells it the link pointed at
             "hint_url": runtime.base + INTENT_PATH if self.pages.reader.links else None,
-            "document_title": f"{title} — {site.title}" if title else site.title,
+            # a front page titled as its site ("The Lamp — The Lamp" in the tab: a hackathon team's game) once
+            "document_title": f"{title} — {site.title}" if title and title != site.title else site.title,
             "thread": None,
             "navigation": [],
             "live_url": None,

@@ -209,6 +209,15 @@ def test_a_games_state_goes_on_in_the_links_of_the_page_as_written(
     assert 'href="/inventory?carrying=sword"' in shown  # the site's own Inventory link too
 
 
+def test_a_front_page_titled_as_its_site_says_the_title_once_in_the_tab(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """ "The Lamp — The Lamp" in the tab (a hackathon team's game); another page keeps the site's name after its own."""
+    client = client_factory(all_sites)
+    assert "<title>Genpedia</title>" in visit(client, "/wiki/").text  # its <h1> is Genpedia
+    assert "<title>Lisp — Genpedia</title>" in visit(client, "/wiki/Lisp").text
+
+
 def test_a_page_never_stored_is_written_with_a_seed_of_its_own_at_each_visit(
     client_factory: ClientFactory, wiki: Site
 ) -> None:
