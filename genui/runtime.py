@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import html
+import logging
 import re
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
@@ -17,6 +18,8 @@ from genui.sanitize import sanitize_html
 from genui.sections import sections
 from genui.sites import Problems, Route, Site, SiteConfigError
 from genui.store import PageKey, StoredPage
+
+log = logging.getLogger("genui")
 
 # A link the model wrote with nothing in it (`<a href="/r/science/The_world_Your_world_is"></a>`, a board's listing
 # in session 48): the sanitiser drops it as an element left empty, and the listing loses that thread. Given the title
@@ -139,11 +142,19 @@ class SiteRuntime:
             return sanitize_html(text, allow_images=False, draft=True)  # drafts keep no link targets to rewrite
         links = self.links
         if on is not None:  # its links are the web page's (``follow_links``), and a link to itself is none
-            links = LinkRewriter(
-                self.mount, functools.partial(self.router.link_target, on=on), self.router.link_reading
-            )
+            links = LinkRewriter(self.mount, functools.partial(self._target, on=on), self.router.link_reading)
         titled = functools.partial(self._titled, on=on)
         return links(sanitize_html(BARE_LINK.sub(titled, text), image=self.shows_image))
+
+    def _target(self, href: str, text: str, on: Location) -> str | None:
+        """``SiteRouter.link_target`` of a page's link, a link left as its text said in the log at INFO (shown under
+        genui serve --reload): a game's actions turned to plain text with no word why (a hackathon team's)."""
+        target = self.router.link_target(href, text, on=on)
+        if target is None and log.isEnabledFor(logging.INFO):
+            why = "it leads to the page it is on" if self.router.link_target(href, text) else "no route serves it"
+            why = "it leads to no web address" if on.route.follow_links is not None else why
+            log.info("%s: the link to %s is left as its text (%r): %s", self.url(on.url), href, text[:60], why)
+        return target
 
     def shows_image(self, url: str) -> bool:
         """Whether an ``<img src>`` of this site's pages may be ``url``: an image of its assets folder."""

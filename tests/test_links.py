@@ -252,3 +252,27 @@ def test_a_pres_leading_blank_line_survives_the_link_rewriting_and_a_move(mount:
     served = LinkRewriter(mount)(once)
     assert served.startswith("<pre>\n\n  +--+\n</pre>")
     assert remount(served, mount, "/other").startswith("<pre>\n\n  +--+\n</pre>")
+
+
+def test_a_link_left_as_its_text_is_said_in_the_log_and_why(caplog: pytest.LogCaptureFixture) -> None:
+    """A game's actions turned to plain text with no word why (a hackathon team's): at INFO (genui serve --reload
+    shows it), each link of a page written that is left as its text, with the reason."""
+    import logging
+    from pathlib import Path
+
+    from genui.runtime import SiteRuntime
+    from genui.sites import load_site
+
+    wiki = load_site(Path(__file__).resolve().parent.parent / "sites" / "wiki")
+    runtime = SiteRuntime.build(wiki, "/wiki")
+    here = runtime.locate("/Lisp")
+    assert here is not None
+    text = '<p><a href="/go/north">Go north</a>, <a href="/Lisp">Lisp</a> or <a href="/Scheme">Scheme</a></p>'
+    with caplog.at_level(logging.INFO, logger="genui"):
+        html = runtime.render(text, on=here)
+    assert "Go north" in html and 'href="/wiki/Scheme"' in html
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "/wiki/Lisp: the link to /go/north is left as its text ('Go north'): no route serves it",
+        "/wiki/Lisp: the link to /Lisp is left as its text ('Lisp'): it leads to the page it is on",
+    ], said
