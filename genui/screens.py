@@ -395,24 +395,29 @@ class Screens:
                 form["value"] = job.location.query.get(form["key"], "")
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
-        context["toolbar_later"] = page is None and job.cached and self.pages.edits  # Regenerate, once it lands
+        context["toolbar_later"] = page is None and job.cached and self._edits(job)  # Regenerate, once it lands
         context["toolbar_short"] = context["toolbar_versions"] = False  # (a page being written: live())
         if (model := self.pages.model_id) is not None:
             context["navigation"] = sections(job.runtime, job.location, self.pages.store, model)
         return context
 
-    def _editable(self) -> bool:
+    def _edits(self, job: Job) -> bool:
+        """Whether visitors may write the page's next versions: the server lets them (not --no-edits), and its
+        route does (not edits = false)."""
+        return self.pages.edits and job.location.route.edits
+
+    def _editable(self, job: Job) -> bool:
         """Whether a page's toolbar offers its rewrite and variations. While the model loads, the controls it will
         answer are there already (genui's engine edits); a click before it is ready is told when to try again, as
         Regenerate's is."""
         engine = self.pages.engine
-        return self.pages.edits and (editing(engine) is not None if engine is not None else self.pages.loading)
+        return self._edits(job) and (editing(engine) is not None if engine is not None else self.pages.loading)
 
     def _route_sectioned(self, job: Job) -> bool | None:
         """Whether the newest page shown of the job's route had sections to rewrite; before one is shown since the
         server started, whether the route's newest page stored has; None before any is."""
         route = (job.runtime.site.name, job.location.route.pattern)
-        if not self._editable():
+        if not self._editable(job):
             return False  # no rewrite box: one line
         if route not in self._sectioned and job.cached:
             runtime, model = job.runtime, job.key.model
@@ -427,15 +432,15 @@ class Screens:
         if page is None or not job.cached:
             return None
         versions = self.pages.versions(job)
-        if not self.pages.edits and versions < 2:  # nothing to offer: no controls, no other version
+        if not self._edits(job) and versions < 2:  # nothing to offer: no controls, no other version
             return None
-        editable = self._editable()
+        editable = self._editable(job)
         sections = _rewritable(job.runtime, job.location, page.html) if editable else []
         if editable:
             self._sectioned[job.runtime.site.name, job.location.route.pattern] = bool(sections)
         return {
             "say": words_of(job.runtime).say,
-            "regenerate": self.pages.edits,
+            "regenerate": self._edits(job),
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,

@@ -44,6 +44,7 @@ ROUTE_KEYS = (
     "bar",
     "reply_form",
     "page_title",
+    "edits",
 )
 # The words of the readers' form below a page with posts (a route's reply_form may say each otherwise): its heading,
 # its two fields' labels, its button.
@@ -238,6 +239,9 @@ class Route:
     bar_button: str | None = None  # the words of that form's button, None for its label's ("Run" for "Command")
     # the words of the readers' form below its pages (posts = true), each of REPLY_FORM's keys a site may say otherwise
     reply_form: tuple[tuple[str, str], ...] = ()
+    # visitors may write its pages' next versions (Regenerate, a section rewritten, variations): false keeps each page
+    # as first written (a game's scene, which one player's Regenerate changed for everyone), as --no-edits does all
+    edits: bool = True
     # the title of a page the model writes no <h1> for, and of any page before it is written: "{name}" is a
     # parameter's or a query key's value ("Terminal: {cmd}"); None: the query's value, or the last parameter's
     page_title: str | None = None
@@ -480,6 +484,9 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     posts = data.get("posts", False)
     if not isinstance(posts, bool):
         raise SiteConfigError(file, f"{where}posts", "expected true or false", "write posts = true or remove it")
+    edits = data.get("edits", True)
+    if not isinstance(edits, bool):
+        raise SiteConfigError(file, f"{where}edits", "expected true or false", "write edits = false or remove it")
     if posts and "posts" not in context:
         context = (*context, "posts")
     if "posts" in context and not posts:  # readers post only where posts = true: the template would see none, ever
@@ -538,6 +545,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         bar=bar,
         bar_button=bar_button,
         page_title=page_title,
+        edits=edits,
     )
 
 

@@ -82,6 +82,7 @@ def _pushed(url: str) -> dict[str, str]:
 
 
 NO_EDITS = "This server writes no page again for its visitors: its operator turned that off (genui serve --no-edits)."
+NO_ROUTE_EDITS = "This page is kept as first written: its site writes no page of its kind again (edits = false)."
 
 
 class Views:
@@ -380,6 +381,8 @@ class Views:
             raise HTTPException(404, NOWHERE)
         if location.url != url:  # an alias, or an address written otherwise: another page's, or none genui showed
             raise BadRequest("url is not a page's address as genui writes it")
+        if not location.route.edits:
+            raise HTTPException(403, NO_ROUTE_EDITS)
         job = self.pages.job(runtime, location, client=client_address(request))
         # what the control refuses (busy, a version taken meanwhile) leads back to this page, not the site's front
         request.state.job = job

@@ -623,6 +623,27 @@ def test_a_server_without_edits_offers_none_and_refuses_their_forms(
     assert posted.status_code == 303  # a forum's replies are its pages' own, not an edit
 
 
+def test_a_route_without_edits_offers_none_and_refuses_their_forms_while_the_others_keep_theirs(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """One player's Regenerate changed a game's scene for everyone, and the only switch was --no-edits for the
+    whole server (a hackathon team's game): a route's `edits = false` keeps its own pages as first written."""
+    wiki = next(site for site in all_sites if site.name == "wiki")
+    articles = replace(wiki, routes=tuple(replace(route, edits=route.pattern != "/{title}") for route in wiki.routes))
+    sites = [articles if site.name == "wiki" else site for site in all_sites]
+    engine = FakeEngine()
+    client = client_factory(sites, engine)
+    visit(client, "/wiki/Lisp")
+    shown = client.get("/wiki/Lisp").text
+    assert "genui-regenerate" not in shown and "genui-rewrite" not in shown and "genui-vary" not in shown
+    for path in ("/_genui/regenerate", "/_genui/variations"):
+        refused = client.post(path, data={"site": "wiki", "url": "/Lisp"}, follow_redirects=False)
+        assert refused.status_code == 403 and "edits = false" in refused.text, path
+    visit(client, "/wiki/")  # the front page's route keeps its controls
+    assert "genui-regenerate" in client.get("/wiki/").text
+    assert len(engine.calls) == 2
+
+
 def test_htmx_regenerate_streams_the_next_version(client_factory: ClientFactory, all_sites: list[Site]) -> None:
     client = client_factory(all_sites)
     visit(client, "/wiki/Lisp")

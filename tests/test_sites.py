@@ -899,6 +899,20 @@ def test_a_games_state_goes_on_with_every_link_the_model_writes_and_the_sites_ow
         assert caught.value.key == "carry" and said in str(caught.value), str(caught.value)
 
 
+def test_a_routes_edits_is_true_or_false(tmp_path: Path) -> None:
+    site = load_site(
+        write_site(tmp_path / "off", GOOD.replace('template = "home.j2"\n', 'template = "home.j2"\nedits = false\n', 1))
+    )
+    assert [route.edits for route in site.routes] == [False, True, True, True]
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(
+            write_site(
+                tmp_path / "bad", GOOD.replace('template = "home.j2"\n', 'template = "home.j2"\nedits = "no"\n', 1)
+            )
+        )
+    assert caught.value.key == "routes[0].edits" and "write edits = false or remove it" in str(caught.value)
+
+
 def test_every_one_of_genuis_words_is_in_the_docs_table() -> None:
     from genui.words import WORDS
 
