@@ -236,9 +236,11 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
             return 0
         print(request.prompt)
         if request.opening:
-            holes = f", then the model's words and {len(request.gaps)} more piece(s) of it" if request.gaps else ""
-            print(f"--- the opening: the page starts with it, word for word{holes} ---")
+            print("--- the opening: the page starts with it, word for word ---")
             print(request.opening)
+        for number, piece in enumerate(request.gaps, 1):
+            print(f"--- after the model's words in gap {number}, the opening goes on ---")
+            print(piece)
         return 0
 
     async def generate() -> DoneFrame:
@@ -601,7 +603,7 @@ def _parser() -> argparse.ArgumentParser:
         "--prompt",
         action="store_true",
         help="print the prompt and the opening the model would be given, and load no model (with --json: "
-        '{"prompt", "opening", "gaps"}); a page asked for with no parent page, as a typed URL is',
+        '{"prompt", "opening", "gaps"}); a page asked for with no parent page or readers\' posts, as a typed URL is',
     )
     render.add_argument("--sites-dir", default=str(SITES_DIR), help="folder of site folders (default: %(default)s)")
     model_options(render)

@@ -61,11 +61,20 @@ class AccessFields(logging.Filter):
 
 # a JSON log line's fields, as python-json-logger writes them: one object a line, its time in ISO 8601 (UTC)
 JSON_FORMATTER = {
-    "()": "pythonjsonlogger.json.JsonFormatter",
+    "()": "genui.logs.json_formatter",
     "fmt": "%(levelname)s %(name)s %(message)s",
     "rename_fields": {"levelname": "level", "name": "logger"},
     "timestamp": "time",
 }
+
+
+def json_formatter(**options: Any) -> logging.Formatter:
+    """python-json-logger's formatter, leaving out uvicorn's ``color_message`` (its message again, in terminal
+    colours' escapes)."""
+    from pythonjsonlogger.core import RESERVED_ATTRS
+    from pythonjsonlogger.json import JsonFormatter
+
+    return JsonFormatter(**options, reserved_attrs=[*RESERVED_ATTRS, "color_message"])
 
 
 def server_log_config(developing: bool, access_log: bool = True, form: str = "text") -> dict[str, Any]:
@@ -77,6 +86,10 @@ def server_log_config(developing: bool, access_log: bool = True, form: str = "te
         config["formatters"] = {name: dict(JSON_FORMATTER) for name in config["formatters"]}
         config.setdefault("filters", {})["genui_access_fields"] = {"()": AccessFields}
         config["handlers"]["access"]["filters"] = ["genui_access_fields"]
+        # what other libraries say (transformers' own handler, Python's warnings) in the same lines, not as text
+        logging.captureWarnings(True)
+        for name in ("transformers", "py.warnings"):
+            config["loggers"][name] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
     else:
         for formatter in config["formatters"].values():  # each line with its time, as a server's log has it
             formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
@@ -86,6 +99,8 @@ def server_log_config(developing: bool, access_log: bool = True, form: str = "te
     # time (they went to Python's last resort, bare); a developer at work (--reload) is also told what genui does
     # (reloads, pages read ahead)
     config["loggers"]["genui"] = {**info, "level": "INFO" if developing else "WARNING"}
+    # the engine's (a batch that failed, its threads): with their level and time too, not Python's last resort's
+    config["loggers"]["engine"] = {**info, "level": "WARNING"}
     config.setdefault("filters", {})["genui_quiet"] = {"()": OncePerWhile}
     filters = ["genui_quiet"]
     if not access_log:

@@ -50,7 +50,7 @@ def sections(runtime: SiteRuntime, here: Location, store: Store, model: str) -> 
         if section.look == "icons" and not any(link.current for link in links):
             links = _program_open(runtime, here, section, links)
         if section.pages is not None:
-            fixed = {link.url for link in section.links}  # a written page that is a fixed link too is listed once
+            fixed = set(carried)  # a written page that is a fixed link too (its state carried) is listed once
             links += _written(runtime, here, section, store, model, fixed)
         if links:
             shown.append(Section(section.heading, section.look, tuple(links)))

@@ -188,7 +188,7 @@ def _blank(value: str) -> bool:
 
 def guessed_title(location: Location, own: bool = True, lang: str = "") -> str:
     """A title for a page not written yet, or written with no <h1>: its route's ``page_title`` filled in ("Terminal:
-    ls"), else its query, or its last path parameter ("Hash_table" -> "Hash table"). ``lang``: the site's, whose
+    ls"), else its last path parameter ("Hash_table" -> "Hash table"), or its query. ``lang``: the site's, whose
     letter case a ``page_title``'s ``{x:upper-first}`` follows (``recased``)."""
     route = location.route
     if own and route.page_title is not None:  # own=False: the page's name alone, as a link's text reads it
@@ -196,11 +196,11 @@ def guessed_title(location: Location, own: bool = True, lang: str = "") -> str:
         if route.spaces:  # as a title reads: /Hash_table is "Hash table"
             values = {name: value.replace(route.spaces, " ") for name, value in values.items()}
         return route.page_title.format_map({name: _TitleValue(value, lang) for name, value in values.items()})
-    if location.query:
-        return next(iter(location.query.values()))
-    if location.params:
+    if location.params:  # before a query: a game's `/scene/well?carrying=sword` is the well, not the sword
         last = list(location.params.values())[-1].rstrip("/").rsplit("/", 1)[-1]
         return " ".join(last.replace("_", " ").split())
+    if location.query:
+        return next(iter(location.query.values()))
     return ""
 
 
@@ -551,10 +551,12 @@ class SiteRouter:
             return None
         if named is not None:
             return urlunsplit(("", "", url_path(named.path), parts.query, parts.fragment))
-        if dict(query) != location.query:  # a key the route does not take (a version's `v`, the model's `gold=5`)
-            # or an empty value: the page's own query, as a request of it is redirected to (a `v` led to "No such
-            # version", an unknown key stayed in the address bar after an htmx click: a hackathon team's game)
-            return urlunsplit(("", "", url_path(location.path), location.query_string, parts.fragment))
+        written = parse_qsl(parts.query, keep_blank_values=True)
+        if any(key not in location.route.query for key, _ in written):  # a version's `v`, the model's `gold=5`: out
+            # (a `v` led to "No such version", an unknown key stayed in the address bar after an htmx click: a
+            # hackathon team's game); the keys the route takes as written, an empty one too (a carried key emptied)
+            kept = dict(reversed([(key, value) for key, value in written if key in location.route.query]))
+            return urlunsplit(("", "", url_path(location.path), urlencode(sorted(kept.items())), parts.fragment))
         return urlunsplit(("", "", url_path(location.path), parts.query, parts.fragment)) if location.aliased else href
 
     def _followed(self, href: str, on: Location) -> str | None:

@@ -153,7 +153,7 @@ class SiteRuntime:
         if target is None and log.isEnabledFor(logging.INFO):
             why = "it leads to the page it is on" if self.router.link_target(href, text) else "no route serves it"
             why = "it leads to no web address" if on.route.follow_links is not None else why
-            log.info("%s: the link to %s is left as its text (%r): %s", self.url(on.url), href, text[:60], why)
+            log.info("%s: the link to %r is left as its text (%r): %s", self.url(on.url), href[:200], text[:60], why)
         return target
 
     def shows_image(self, url: str) -> bool:

@@ -10,7 +10,7 @@ import re
 import tomllib
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
@@ -938,6 +938,13 @@ def load_site(root: Path | str) -> Site:
         if (section := problems.check(_load_navigation, file, i, raw, patterns)) is not None
     )
     carry = problems.check(_carry, file, data, routes) or ()
+    # a route whose one query key is carried state asks the visitor nothing: no box in the site bar for it, unless
+    # its bar says one (an Inventory box where a player typed any inventory, and /inventory with nothing carried
+    # was "nothing asked yet" rather than a page: a review)
+    routes = tuple(
+        replace(route, bar="") if route.bar is None and len(route.query) == 1 and route.query[0] in carry else route
+        for route in routes
+    )
     problems.raise_found()
     return Site(
         name=name,

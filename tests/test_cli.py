@@ -751,11 +751,26 @@ def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
     assert not transformers_logging.is_progress_bar_enabled()  # a bar's redrawn line is no JSON
     transformers_logging.enable_progress_bar()  # (the process's: other tests' loads show theirs)
     capfd.readouterr()
-    with served(config.app, config=config) as url:
-        urllib.request.urlopen(url + "/_genui/live?who=me", timeout=10).read()
+    import logging
+    import warnings
+
+    try:
+        with served(config.app, config=config) as url:
+            urllib.request.urlopen(url + "/_genui/live?who=me", timeout=10).read()
+            logging.getLogger("engine.scheduler").warning("a batch failed")  # the engine's, and others', alike
+            logging.getLogger("transformers.modeling_utils").warning("a weight was not used")
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")  # shown, as outside the tests, not raised
+                warnings.warn("a deprecation", UserWarning, stacklevel=1)
+    finally:
+        logging.captureWarnings(False)
     logged = capfd.readouterr()
     lines = [line for line in (logged.out + logged.err).splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line an object: none half text
+    said = {record["message"].split(":")[-1].strip(): record["logger"] for record in records}
+    assert said["a batch failed"] == "engine.scheduler" and said["a weight was not used"].startswith("transformers")
+    assert any("a deprecation" in record["message"] for record in records)
+    assert not any("color_message" in record for record in records)  # uvicorn's message again, in terminal escapes
     (access,) = [record for record in records if record["logger"] == "uvicorn.access"]
     assert access["method"] == "GET" and access["path"] == "/_genui/live?who=me" and access["status"] == 200
     assert access["client"].startswith("127.0.0.1:") and access["level"] == "INFO"

@@ -273,6 +273,6 @@ def test_a_link_left_as_its_text_is_said_in_the_log_and_why(caplog: pytest.LogCa
     assert "Go north" in html and 'href="/wiki/Scheme"' in html
     said = [record.getMessage() for record in caplog.records]
     assert said == [
-        "/wiki/Lisp: the link to /go/north is left as its text ('Go north'): no route serves it",
-        "/wiki/Lisp: the link to /Lisp is left as its text ('Lisp'): it leads to the page it is on",
+        "/wiki/Lisp: the link to '/go/north' is left as its text ('Go north'): no route serves it",
+        "/wiki/Lisp: the link to '/Lisp' is left as its text ('Lisp'): it leads to the page it is on",
     ], said

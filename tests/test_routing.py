@@ -77,7 +77,7 @@ def test_a_title_written_with_spaces_is_the_page_with_underscores(
     location = wiki_router.resolve(path)
     assert location is not None and location.aliased and location.path == page
     assert location.params == {"title": "Hash_table"}
-    # a query key the route does not take is no part of the page: left out, as a request of it is redirected
+    # a query key the route does not take is no part of the page: left out of the link
     assert wiki_router.link_target(path + "?x=1#Uses") == page + "#Uses"
     assert wiki_router.locate(quote(path)) == location  # as a request's URL has it
 

@@ -875,9 +875,16 @@ def test_a_games_state_goes_on_with_every_link_the_model_writes_and_the_sites_ow
     assert router.link_target("/scene/well", on=here) == "/scene/well?carrying=sword&health=7"
     assert router.link_target("/scene/well?health=3#top", on=here) == "/scene/well?carrying=sword&health=3#top"
     assert router.link_target("/scene/well?carrying=", on=here) == "/scene/well?health=7"  # dropped: its own
+    assert router.link_target("/scene/well?carrying=&v=3", on=here) == "/scene/well?health=7"  # v out, still empty
     assert router.link_target("/inventory", on=here) == "/inventory?carrying=sword"  # only what its route takes
     assert router.link_target("/", on=here) == "/"
     assert router.link_target("/scene/well") == "/scene/well"  # on no page: nothing to carry
+    from genui.routing import guessed_title
+
+    assert guessed_title(here) == "hall"  # the scene, not the sword it carries
+    inventory = router.resolve("/inventory", [])
+    # state, not a question: no box in the site bar, and /inventory with nothing carried is a page
+    assert inventory is not None and inventory.route.bar_label is None and not inventory.blank
     from genui.runtime import SiteRuntime
 
     runtime = SiteRuntime.build(site, "")
