@@ -207,7 +207,9 @@ class Views:
             allowed = "GET, HEAD, POST" if location.route.posts else "GET, HEAD"
             said = "only_read_replied" if location.route.posts else "only_read"
             raise Refusal(405, "not_allowed_heading", said, {"Allow": allowed})
-        if location.aliased:  # one URL per page; 308 keeps a reply's POST a POST
+        # a query key the route does not take (`?utm=x`, a link of another site's) is no part of the page either
+        extra = any(key not in location.route.query and key != VERSION_KEY for key in request.query_params)
+        if location.aliased or extra:  # one URL per page; 308 keeps a reply's POST a POST
             url = runtime.url(location.url)
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)
         if request.method == "POST":

@@ -305,6 +305,8 @@ def test_a_single_site_is_served_at_the_root(client_factory: ClientFactory, wiki
         ("/wiki/wiki/Lisp/", "/wiki/Lisp"),
         ("/wiki/lisp?v=2", "/wiki/Lisp?v=2"),  # the wiki's titles start with a capital (case)
         ("/forum/r/Linux", "/forum/r/linux"),  # and the forum's boards are lower-case
+        ("/wiki/Lisp?utm=x", "/wiki/Lisp"),  # a query key no route takes: the page's own address (a review)
+        ("/wiki/search?q=lisp&gold=5&v=2", "/wiki/search?q=lisp&v=2"),
     ],
 )
 def test_an_alias_redirects_to_the_pages_own_url(
