@@ -43,12 +43,8 @@ KINDS = ("whole", "regenerate", "replies", "rewrite", "ahead")  # genui.pages.Ru
 OUTCOMES = ("written", "cancelled", "overloaded", "withdrawn", "failed")
 STREAM_ENDS = ("sent", "left", "dropped", "refused", "error")
 STATUSES = ("ready", "loading", "failed", "stopping")  # as /_genui/health says them (Pages.status)
-CODES = (
-    "200",
-    "429",
-    "500",
-    "503",
-)  # each handler's from 0: served, and what an alert watches (too many, broken, busy)
+# each handler's codes from 0: served, and what an alert watches (too many, broken, busy)
+CODES = ("200", "429", "500", "503")
 # a page's seconds on a laptop CPU run from about 1 s (a short page, a fast machine) to a minute (a long thread on
 # a slow one); its first frame comes within a fraction of a second unless the run waited for the engine
 RUN_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0, 120.0)

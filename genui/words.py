@@ -233,7 +233,8 @@ class Words:
         site in another language, which has no words of its own for ``key``, is marked as English (``lang="en"``),
         or a screen reader reads it in the site's voice; in an attribute, ``|striptags`` leaves the text."""
         if self.says(key) or not self.foreign:
-            return Markup(escape(self._line(key, values))).format(**values)
+            line, values = self._line(key, values)
+            return Markup(escape(line)).format(**values)
         # the values filled in (a page's title, its link) are the site's, in its own language
         own = {name: _in(self.lang, value) if isinstance(value, str) else value for name, value in values.items()}
         return _in("en", Markup(escape(WORDS[key])).format(**own))
@@ -245,7 +246,8 @@ class Words:
 
     def text(self, key: str, **values: object) -> str:
         """The words for ``key`` as plain text, ``values`` filled in."""
-        return self._line(key, values).format(**values)
+        line, values = self._line(key, values)
+        return line.format(**values)
 
     def for_script(self) -> dict[str, str | dict[str, str]]:
         """The words static/genui.js says, as text (a word's plural forms as a table): it fills in their values and
@@ -255,19 +257,20 @@ class Words:
             for key in SCRIPT_WORDS
         }
 
-    def _line(self, key: str, values: dict[str, object]) -> str:
-        """The site's line for ``key`` (the plural form its count takes, where it has forms), else genui's."""
+    def _line(self, key: str, values: dict[str, object]) -> tuple[str, dict[str, object]]:
+        """The site's line for ``key`` (the plural form its count takes, where it has forms), else genui's, and the
+        values it is filled in with."""
         said = self.own.get(key)
         if said is None and isinstance(self.own.get(SINGULAR.get(key, "")), tuple):
-            said, values["n"] = self.own[SINGULAR[key]], 1  # 1 said by the count's forms ("1 ответ")
+            said, values = self.own[SINGULAR[key]], {**values, "n": 1}  # 1 said by the count's forms ("1 ответ")
         if isinstance(said, tuple):
             forms = dict(said)
             count = values.get("n")
             form = (
                 plural_rule(self.lang)(count) if isinstance(count, int | float) and not isinstance(count, bool) else ""
             )
-            return forms.get(form, forms["other"])
-        return WORDS[key] if said is None else said
+            return forms.get(form, forms["other"]), values
+        return (WORDS[key] if said is None else said), values
 
 
 class Refusal(HTTPException):
