@@ -367,8 +367,14 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         if model.entropy_bound is not None:
             settings.append(f"entropy bound {model.entropy_bound:g}")
         print(f"  model: {', '.join(settings)} (the rest from the model's generation_config.json)")
-        for route in site.routes:
-            query = "?" + "&".join(route.query) if route.query else ""
+        if site.carry:
+            print(f"  carries: {', '.join(site.carry)} (query keys its pages' links carry on)")
+        patterns = [route.pattern + ("?" + "&".join(route.query) if route.query else "") for route in site.routes]
+        wide = max(
+            map(len, patterns), default=0
+        )  # each column as wide as its longest (a pattern of any length lines up)
+        tall = max((len(route.template) for route in site.routes), default=0)
+        for route, pattern in zip(site.routes, patterns, strict=True):
             flags = [f"context: {', '.join(route.context)}"]
             if route.opening:
                 flags.append(f"opens with {route.opening}")
@@ -378,7 +384,11 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                 flags.append("readers may post")
             if route.follow_links:
                 flags.append(f"follows links ({route.follow_links})")
-            print(f"  {route.pattern + query:<28} {route.template:<14} {'; '.join(flags)}")
+            if not route.edits:
+                flags.append("no edits")
+            if route.aliases:
+                flags.append(f"aliases: {', '.join(route.aliases)}")
+            print(f"  {pattern:<{wide}}  {route.template:<{tall}}  {'; '.join(flags)}")
             if len(route.query) > 1 and not route.params and route.bar is None:
                 print(
                     f"    note: no form in the site bar (it asks one query key, and this route has {len(route.query)}):"

@@ -72,6 +72,25 @@ def test_sites_lists_each_site_and_its_routes(tmp_path: Path, capsys: pytest.Cap
     assert "no site named 'wikki' under" in said and "(have: forum, os, wiki)" in said
 
 
+def test_sites_lines_up_its_columns_however_long_a_pattern_and_shows_aliases_edits_and_carry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A text adventure's routes: a pattern longer than the 28 characters the column once had made its row stick out.
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    text = toml.read_text(encoding="utf-8").replace('pattern = "/search"', 'pattern = "/a/rather/long/route/to/search"')
+    text = text.replace('query = ["q"]', 'query = ["q"]\nedits = false')
+    toml.write_text(text.replace('stylesheet = "wiki.css"', 'stylesheet = "wiki.css"\ncarry = ["q"]'), "utf-8")
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  /")]
+    assert [row.split()[0] for row in rows] == ["/", "/a/rather/long/route/to/search?q", "/{title}"]
+    assert len({row.index(".j2") - len(row.split()[1]) for row in rows}) == 1  # the templates start in one column
+    assert len({row.index("context:") for row in rows}) == 1
+    assert rows[1].endswith("no edits") and rows[2].endswith("aliases: /wiki/{title}")
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    assert "  carries: q (query keys its pages' links carry on)" in capsys.readouterr().out
+
+
 def test_sites_notes_a_route_whose_second_query_key_took_its_bar_form_away(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
