@@ -236,6 +236,7 @@ class Pages:
         self._started: OrderedDict[tuple[PageKey, int], Run] = OrderedDict()
         self._failed: dict[tuple[PageKey, int], EngineOverloaded] = {}  # of those, the ones refused by a busy engine
         self._ahead: set[Generation] = set()  # the runs under way that read ahead (genui/readahead.py)
+        self._joined: set[Generation] = set()  # those of them a visitor came to: theirs in the metrics
         self.variations = VariationSets()
         self.reader = ReadAhead(self, read_ahead)  # pages linked from the newest page shown, written while idle
         self.seen = Seen(store)  # when each cached page was last shown (genui cache prune --unseen)
@@ -420,6 +421,8 @@ class Pages:
         running = self._running.get(slot)
         if running is not None:
             self.reader.opened(running)  # a visitor joining the page read ahead
+            if running in self._ahead:
+                self._joined.add(running)
             if placeholder:
                 running.claim()
             return running
@@ -470,8 +473,9 @@ class Pages:
         return self.running(job, version) is not None and self._started.get((job.key, version)) == "regenerate"
 
     def under_way(self) -> tuple[int, int]:
-        """The runs under way: a visitor's (pages, replies, rewrites, sets of variations), and reading ahead."""
-        ahead = sum(run in self._ahead for run in self._running.values())
+        """The runs under way: a visitor's (pages, replies, rewrites, sets of variations, a run read ahead that a
+        visitor came to), and reading ahead."""
+        ahead = sum(run in self._ahead and run not in self._joined for run in self._running.values())
         return len(self._running) - ahead + self.variations.writing, ahead
 
     def busy(self) -> bool:
@@ -885,6 +889,9 @@ class Pages:
         if self._running.get(slot) is not generation:
             return  # told already (a cancelled run tells twice)
         del self._running[slot]
+        if generation in self._joined:  # read ahead, and a visitor came to it: a page's first version, as theirs is
+            self._joined.discard(generation)
+            kind = "whole"
         self.metrics.ended(generation, kind)
         if isinstance(generation.error, EngineOverloaded) and slot in self._started:
             self._failed[slot] = generation.error

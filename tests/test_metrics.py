@@ -8,6 +8,7 @@ import pytest
 from fakes import ClientFactory, FakeEngine, example_sites, visit, ws_messages
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 from test_app import HTMX, live_url, wait_until
 
 from genui.sites import Site
@@ -152,3 +153,25 @@ def test_the_status_follows_the_model_loading(wiki: Site, tmp_path: Path) -> Non
         assert loading[("genui_status", (("status", "loading"),))] == 1 and loading[("genui_model_ready", ())] == 0
         release.set()
         wait_until(lambda: scraped(client)[("genui_status", (("status", "ready"),))] == 1)
+
+
+def test_a_run_read_ahead_that_a_visitor_comes_to_is_counted_theirs(client_factory: ClientFactory, wiki: Site) -> None:
+    engine = FakeEngine(steps=40, delay=0.02)
+    client = client_factory([wiki], engine, read_ahead=1)
+    visit(client, "/Lisp")
+    wait_until(lambda: len(engine.calls) == 2)  # /Lisp_tree, its first link, read ahead
+    before = scraped(client)
+    assert before[("genui_runs_active", (("run", "ahead"),))] == 1
+    with client.websocket_connect("/_genui/ws?site=wiki&url=/Lisp_tree&v=1") as socket:
+        socket.receive_text()
+        during = scraped(client)
+        assert during[("genui_runs_active", (("run", "visitor"),))] == 1
+        assert during[("genui_runs_active", (("run", "ahead"),))] == 0
+        with pytest.raises(WebSocketDisconnect):  # the server closes the stream once the page has landed
+            while True:
+                socket.receive_text()
+    engine.delay = 0.5  # the next page read ahead stays under way (20 s): only the two runs before it end
+    wait_until(lambda: len(engine.calls) == 3, 15)  # the page it leads to, read ahead in turn
+    after = scraped(client)
+    assert after[("genui_runs_total", (("kind", "whole"), ("outcome", "written"), ("site", "wiki")))] == 2
+    assert after[("genui_runs_total", (("kind", "ahead"), ("outcome", "written"), ("site", "wiki")))] == 0
