@@ -72,18 +72,31 @@ def wait_ready(url: str, seconds: float) -> None:
         time.sleep(0.5)
 
 
+# The test being set up now (conftest.py's pytest_runtest_setup): a test that opens Chromium must be marked browser.
+RUNNING: list[pytest.Item] = []
+
+
+def launch(playwright: Any) -> Any:
+    """Debian's Chromium, launched by Playwright with CHROMIUM_ARGS. Fails (never skips: a browser test skipped on a
+    fresh clone tests nothing) without it, and in a test not marked ``browser``, which ``-m "not browser"`` would
+    otherwise run (a contributor's quick run, on a machine without Chromium, failed on two such tests)."""
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is not installed at /usr/bin/chromium (./dev setup installs it)")
+    if RUNNING and RUNNING[-1].get_closest_marker("browser") is None:
+        pytest.fail(f"{RUNNING[-1].nodeid} opens Chromium: mark it @pytest.mark.browser (or its module's pytestmark)")
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+
+
 @contextlib.contextmanager
 def browser_page(**context_options: Any) -> Iterator[Any]:
-    """A fresh Chromium page that reports CSP violations as console errors; skips without Debian's chromium.
+    """A fresh Chromium page that reports CSP violations as console errors (launch: fails without Debian's chromium).
 
     ``context_options`` go to Playwright's ``new_context`` (``java_script_enabled=False``: a browser without scripts).
     """
-    if not CHROMIUM.exists():  # a failure, not a skip: a browser test skipped on a fresh clone tests nothing
-        pytest.fail("Debian's chromium is not installed at /usr/bin/chromium (./dev setup installs it)")
     from playwright import sync_api
 
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         context = browser.new_context(**context_options)
         context.add_init_script(REPORT_CSP)
         try:

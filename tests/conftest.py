@@ -5,12 +5,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import chromium
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, example_sites
 from starlette.testclient import TestClient
 
 from genui.app import create_app
 from genui.sites import Site, load_site
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Says which test is being set up, before its fixtures are (a module's browser too): chromium.launch checks
+    that it is marked browser."""
+    chromium.RUNNING[:] = [item]
 
 
 @pytest.fixture(autouse=True)

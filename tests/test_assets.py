@@ -117,6 +117,7 @@ def test_an_opening_image_named_by_the_page_is_the_pages_own(client_factory: Cli
     assert "<p>Shop logo</p>" in visit(client, "/Sea_charts").text
 
 
+@pytest.mark.browser
 def test_an_export_copies_the_assets_and_its_pages_show_them_from_their_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,6 +153,7 @@ def test_an_export_copies_the_assets_and_its_pages_show_them_from_their_files(
     assert "font-src 'self'" in page  # a stylesheet's font of the assets folder is allowed in the copy too
 
 
+@pytest.mark.browser
 def test_chromium_draws_a_pages_image_under_the_servers_policy(tmp_path: Path) -> None:
     app = create_app([shop_site(tmp_path)], FakeEngine(), db_path=tmp_path / "pages.sqlite3")
     with served(app) as url, browser_page() as page:
