@@ -115,6 +115,28 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     assert len(server.engine.calls) == 1 and problems == []
 
 
+def test_a_readers_own_font_size_sizes_the_text_of_every_site(server: Server, page: Any) -> None:
+    """Chromium's font size set to "Very large" (24 px for 16): the pages' text grows with it, as their headings do.
+    A body of 16 px (and the wiki's 15 px, the terminal's 14 px) kept paragraphs their size while headings grew."""
+    problems = collect_problems(page)
+    devtools = page.context.new_cdp_session(page)
+    sizes = (
+        "() => ['.genui-page p', '.genui-page h1', '.genui-page pre', '.genui-bar input', '.genui-footer']"
+        ".map(s => document.querySelector(s)).map(e => e ? parseFloat(getComputedStyle(e).fontSize) : 0)"
+    )
+    for url in ["/wiki/Lisp", "/forum/r/linux/Kernels", "/os/terminal?cmd=ls"]:
+        seen = []
+        for standard, fixed in [(16, 13), (24, 20)]:
+            devtools.send("Page.setFontSizes", {"fontSizes": {"standard": standard, "fixed": fixed}})
+            page.goto(server.url + url)
+            page.wait_for_selector(FINISHED if "terminal" not in url else "#genui-content:not(.genui-live) pre")
+            seen.append(page.evaluate(sizes))
+        for default, large in zip(*seen, strict=True):
+            assert large == pytest.approx(default * 1.5, rel=0.05), (url, seen)  # each element 1.5 times as large
+        assert seen[0][0 if "terminal" not in url else 2] > 0, (url, seen)  # the text: a paragraph, the output
+    assert problems == []
+
+
 @pytest.mark.parametrize("width", [1280, 375])
 def test_a_page_that_lands_does_not_move_down_for_its_toolbar(server: Server, width: int) -> None:
     """The toolbar came with the finished page, empty until then, and pushed the page down 56 px as the visitor
