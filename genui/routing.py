@@ -449,14 +449,17 @@ class SiteRouter:
                         lang, case = self.site.lang, compiled.route.case
                         params = {**params, **{name: recased(params[name], rule, lang) for name, rule in case}}
                     # an alias, or a page whose URL writes spaces, letter case or accents another way
-                    moved = aliased or params != written or canonical != written_path
+                    rewritten = aliased or params != written or canonical != written_path
                     # normalised again: a parameter may bring a "/" or a "." that the pattern's own text does not
                     # (an alias "/old{p:path}" takes "/evil.example" whole, and "//evil.example" is another host)
                     page = (
                         normalise_path(replace_params(compiled.path_format, convertors, dict(params))[0])
-                        if moved
+                        if rewritten
                         else candidate
                     )
+                    # or one written with a slash too many (`/Lisp/`, `//Lisp`) or too few (`/files` for `/files/`):
+                    # a bookmark held two addresses of one page, and Back after a Regenerate led to `/Lisp/?v=1`
+                    moved = rewritten or page != path
                     return Location(compiled.route, page, params, normalise_query(compiled.route, pairs), moved)
         return None
 

@@ -303,6 +303,10 @@ def test_a_single_site_is_served_at_the_root(client_factory: ClientFactory, wiki
         ("/wiki/wiki/Lisp", "/wiki/Lisp"),
         ("/wiki/wiki/Lisp?v=2&utm=x", "/wiki/Lisp?v=2"),
         ("/wiki/wiki/Lisp/", "/wiki/Lisp"),
+        ("/wiki/Lisp/", "/wiki/Lisp"),  # a slash too many: a bookmark held two addresses of one page
+        ("/wiki//Lisp?v=2", "/wiki/Lisp?v=2"),
+        ("/wiki/search/?q=lisp", "/wiki/search?q=lisp"),
+        ("/os/files", "/os/files/"),  # the folder / has its slash
         ("/wiki/lisp?v=2", "/wiki/Lisp?v=2"),  # the wiki's titles start with a capital (case)
         ("/forum/r/Linux", "/forum/r/linux"),  # and the forum's boards are lower-case
         ("/wiki/Lisp?utm=x", "/wiki/Lisp"),  # a query key no route takes: the page's own address (a review)

@@ -218,11 +218,18 @@ def test_path_parameter_spans_slashes(os_router: SiteRouter) -> None:
 def test_repeated_and_trailing_slashes_are_canonicalised(wiki_router: SiteRouter) -> None:
     location = wiki_router.resolve("//Hash_table/")
     assert location is not None and location.path == "/Hash_table"
+    assert location.aliased  # a request for it is redirected there: one URL per page (a reader's bookmark held two)
+    assert not wiki_router.resolve("/Hash_table").aliased  # type: ignore[union-attr]
 
 
 def test_trailing_slash_still_reaches_an_empty_path_parameter(os_router: SiteRouter) -> None:
     location = os_router.resolve("/files/")
     assert location is not None and location.path == "/files/" and location.params == {"path": ""}
+    assert not location.aliased
+    without = os_router.resolve("/files")  # the same folder, whose own address has the slash
+    assert without is not None and without.path == "/files/" and without.aliased
+    deeper = os_router.resolve("/files//home/")
+    assert deeper is not None and deeper.path == "/files/home" and deeper.aliased
 
 
 def test_unknown_path_matches_nothing(os_router: SiteRouter) -> None:
