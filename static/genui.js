@@ -849,6 +849,23 @@
     }
   }
 
+  // What the live region says is emptied ANNOUNCED_MS after it is said, as react-aria's announcer empties its own:
+  // left there, a copy of the whole page (Ctrl+A, Ctrl+C) began "Loaded: Lisp — Genpedia", and the browser's find
+  // met a thread's title there before the thread's own heading (an everyday reader's review).
+  var ANNOUNCED_MS = 7000;
+  var region = document.getElementById("genui-announce");
+  if (region && window.MutationObserver) {
+    var quiet = null;
+    new MutationObserver(function () {
+      window.clearTimeout(quiet);
+      if (region.textContent) {
+        quiet = window.setTimeout(function () {
+          region.textContent = "";
+        }, ANNOUNCED_MS);
+      }
+    }).observe(region, { childList: true, characterData: true, subtree: true });
+  }
+
   function offline(url) {
     waitingFor = url || waitingFor;
     var line = document.getElementById("genui-offline");
