@@ -438,6 +438,13 @@ class PromptRenderer:
         except OSError as err:
             raise SiteConfigError(file, key, f"cannot read it ({err.strerror or err})", "make it readable") from None
 
+    def written_in(self, opening: str, text: str) -> str:
+        """The file among ``opening`` and those it pulls in whose source holds ``text`` (an opening's link, say),
+        ``opening`` itself first; ``opening`` where none does (the text is made at render time)."""
+        sources = self._sources(opening, self._html)[0]
+        holding = [name for name, source in sources.items() if source is not None and text in source]
+        return opening if opening in holding or not holding else holding[0]
+
     def left_out(self, route: Route) -> list[str]:
         """What the route's templates (its prompt, its openings and every file they pull in) read that its
         ``context`` leaves out, so that it is always empty: "brief" (``site.brief`` is ""), "parent" (None), "posts"

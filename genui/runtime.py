@@ -201,10 +201,13 @@ def _check_opening_links(site: Site, router: SiteRouter, prompts: PromptRenderer
                 continue
             shown = f"{href}…" if open_ended else href
             patterns = ", ".join(other.pattern for other in site.routes)
+            # the file the link is written in: a panel the opening includes, not the opening, where it is there
+            holder = prompts.written_in(route.opening, href)
+            where = "" if holder == route.opening else f" (in {holder}, which it includes)"
             raise SiteConfigError(
                 site.root / "site.toml",
                 f"routes[{index}].opening",
-                f"{route.opening} links to {shown}, which no route serves (routes: {patterns})",
+                f"{route.opening} links to {shown}{where}, which no route serves (routes: {patterns})",
                 "link to one of the routes, or give the route it means that path as an alias",
             )
 

@@ -297,6 +297,13 @@ def test_an_opening_whose_link_leads_to_no_route_is_refused_at_load(tmp_path: Pa
     with pytest.raises(SiteConfigError) as caught:
         SiteRuntime.build(load_site(root), "")
     assert "links to /nowhere/at/all, which no route serves" in str(caught.value)
+    # A link written in a file the opening includes is said to be there (the error named the opening only)
+    (root / "prompts" / "_panel.j2").write_text('<p><a href="/nowhere/in/a/panel">x</a></p>\n', encoding="utf-8")
+    opening.write_text('<h1>Home</h1>\n{% include "_panel.j2" %}\n', encoding="utf-8")
+    with pytest.raises(SiteConfigError) as caught:
+        SiteRuntime.build(load_site(root), "")
+    said = "home_opening.j2 links to /nowhere/in/a/panel (in _panel.j2, which it includes), which no route serves"
+    assert said in str(caught.value)
     # An href left open loads where some route's path could start so (a review of the check's first form refused
     # `<a href="/`, the model choosing the page, and a route's literal text past the opening's end).
     for left_open in ('<ul><li><a href="/', '<a href="/reci', '<a href="/recipe/Pan', '<a data-href="/x" href="/'):
