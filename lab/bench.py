@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="genui bench", description=__doc__.splitlines()[0].replace("``", ""), allow_abbrev=False
     )
-    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
+    parser.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
     parser.add_argument("--model", help="checkpoint folder or hub id (default: the shipped models/genui-smollm)")
     parser.add_argument(
         "--tokens",
