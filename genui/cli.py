@@ -227,7 +227,7 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     runtime = SiteRuntime.build(site, "")
     location = located(site, args.path)
     if location.blank:  # as a server answers it: no page
-        key = location.route.query[0]
+        key = location.route.form[0][0] if location.route.form else location.route.query[0]
         raise UsageError(f"{location.url} asks for nothing, and genui serve writes no page for it: give {key} a value")
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
     if args.prompt:  # what the templates made of the page, as the model reads it: no model needed
@@ -388,12 +388,14 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                 flags.append("no edits")
             if route.aliases:
                 flags.append(f"aliases: {', '.join(route.aliases)}")
+            if route.form:
+                flags.append(f"form: {', '.join(key for key, _ in route.form)}")
             print(f"  {pattern:<{wide}}  {route.template:<{tall}}  {'; '.join(flags)}")
-            if len(route.query) > 1 and not route.params and route.bar is None:
+            if len(route.query) > 1 and not route.params and route.bar is None and not route.form:
                 print(
                     f"    note: no form in the site bar (it asks one query key, and this route has {len(route.query)}):"
-                    " its pages are reached by links only; give it one query key for the form, or bar = false to"
-                    " say so"
+                    " its pages are reached by links only; give it a form of its own (form = { fields = { key ="
+                    ' "Label", ... } }), or bar = false to say so'
                 )
             for name in runtime.prompts.left_out(route) if runtime is not None else ():
                 shown = {"brief": "site.brief", "parent": "parent", "posts": "posts"}[name]

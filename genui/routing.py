@@ -86,7 +86,10 @@ class Location:
     @property
     def blank(self) -> bool:
         """Whether this is an address of a route the site bar asks with (one query key) with nothing in its box
-        (``/search``, ``/search?q=%20``): no page is written for it, which would be a page about nothing."""
+        (``/search``, ``/search?q=%20``), or of a route with a form with nothing in its fields (``/plan``, a value
+        carried on aside): no page is written for it, which would be a page about nothing."""
+        if self.route.form:
+            return not any(self.query.get(key) for key, _ in self.route.form)
         return self.route.bar_label is not None and not self.query
 
     @property

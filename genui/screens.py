@@ -28,7 +28,6 @@ from genui.runtime import SiteRuntime
 from genui.sections import Section
 from genui.sections import sections as page_sections
 from genui.shell import Shell
-from genui.sites import Route
 from genui.store import MAX_POST, MAX_USER, USER_PATTERN, StoredPage, StoredPost
 from genui.variations import Candidates, Variations
 from genui.words import Words
@@ -47,6 +46,22 @@ LIVE_PATH = "/_genui/live"  # whether the server answers at all (cached pages wh
 REPLIES_AGAIN_S = 3  # seconds before a thread whose newest posts wait for replies is loaded again, which writes them
 SENT_FIELD = "sent"  # the reply form's hidden field: its own token (Store.add_post's ``sent``)
 SENT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a token as the form has it (secrets.token_urlsafe), or none
+
+
+def query_form(runtime: SiteRuntime, location: Location) -> dict[str, Any] | None:
+    """The form of the route of the page at ``location`` (``Route.form``), its fields filled in with what the page
+    asked, and the route's other query keys the page has (a game's carried state) sent on unseen; None where the
+    route has none."""
+    route = location.route
+    if not route.form:
+        return None
+    asked = {key for key, _ in route.form}
+    return {
+        "action": runtime.url(route.pattern),
+        "fields": [{"key": key, "label": label, "value": location.query.get(key, "")} for key, label in route.form],
+        "kept": [(key, value) for key, value in sorted(location.query.items()) if key not in asked],
+        "button": route.form_words,
+    }
 
 
 def candidates_url(job: Job, variations: Variations) -> str:
@@ -171,9 +186,11 @@ class Screens:
         headers: Mapping[str, str] | None = None,
         thread: dict[str, Any] | None = None,
         back: Mapping[str, str] | None = None,
+        query_form: dict[str, Any] | None = None,
     ) -> Response:
         """An error page: in the site's shell when there is a site, on the index page otherwise. ``back`` (url,
-        title): the page to go back to, where the error is of one (the site's front page otherwise)."""
+        title): the page to go back to, where the error is of one (the site's front page otherwise). ``query_form``:
+        a route's form (query_form()), shown above the message."""
         if runtime is None:
             return self.index(request, status_code, plain(heading), plain(message), headers)
         context = self._site_context(runtime, plain(heading))  # (the tab's title: text; the heading may be marked)
@@ -186,12 +203,18 @@ class Screens:
         here = url_path(under) + (f"?{request.url.query}" if request.url.query else "")
         refresh = {"seconds": retry, "url": here} if retry else None
         context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
-        context["navigation"] = everywhere(runtime)
+        context.update(navigation=everywhere(runtime), query_form=query_form)
         return self.shell.response(request, "error.html", context, status_code, headers)
 
-    def blank(self, request: HTTPConnection, runtime: SiteRuntime, route: Route) -> Response:
-        """The page of an address of ``route``'s, which the site bar asks with, with nothing asked (``/search``): its
-        box's label as its heading, and where to type. Nothing is written or stored."""
+    def blank(self, request: HTTPConnection, runtime: SiteRuntime, location: Location) -> Response:
+        """The page of an address of a route the site bar asks with, with nothing asked (``/search``): its box's
+        label as its heading, and where to type; or of a route with a form (``/plan``): the form, to fill in.
+        Nothing is written or stored."""
+        route = location.route
+        if route.form:
+            form = query_form(runtime, location)
+            said = words_of(runtime).text("blank_form")
+            return self.error(request, runtime, 200, route.form_words, said, query_form=form)
         label = route.bar_label or ""
         return self.error(request, runtime, 200, label, words_of(runtime).text("blank", field=label))
 
@@ -367,6 +390,7 @@ class Screens:
             # a front page titled as its site ("The Lamp — The Lamp" in the tab: a hackathon team's game) once
             "document_title": f"{title} — {site.title}" if title and title != site.title else site.title,
             "thread": None,
+            "query_form": None,  # the page's route's form (query_form()), above the page
             "navigation": [],
             "live_url": None,
             "wait_url": None,
@@ -393,6 +417,7 @@ class Screens:
         for form in context["forms"]:  # the bar's box of the page's own route says what it asked (a reload, a link)
             if form["route"] is job.location.route:
                 form["value"] = job.location.query.get(form["key"], "")
+        context["query_form"] = query_form(job.runtime, job.location)  # its own form's, all it asked
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
         context["toolbar_later"] = page is None and job.cached and self._edits(job)  # Regenerate, once it lands

@@ -45,6 +45,7 @@ ROUTE_KEYS = (
     "reply_form",
     "page_title",
     "edits",
+    "form",
 )
 # The words of the readers' form below a page with posts (a route's reply_form may say each otherwise): its heading,
 # its two fields' labels, its button.
@@ -237,6 +238,9 @@ class Route:
     # the label its pattern makes ("/search": "Search")
     bar: str | None = None
     bar_button: str | None = None  # the words of that form's button, None for its label's ("Run" for "Command")
+    # the form genui draws above the route's pages, asking for several of its query keys: (key, label) in order
+    form: tuple[tuple[str, str], ...] = ()
+    form_button: str | None = None  # the words of its button, None for the pattern's ("/plan": "Plan")
     # the words of the readers' form below its pages (posts = true), each of REPLY_FORM's keys a site may say otherwise
     reply_form: tuple[tuple[str, str], ...] = ()
     # visitors may write its pages' next versions (Regenerate, a section rewritten, variations): false keeps each page
@@ -257,6 +261,11 @@ class Route:
         if len(self.query) != 1 or self.params or self.bar == "":
             return None
         return self.bar or " ".join(re.split(r"[/_-]+", self.pattern.strip("/"))).capitalize()
+
+    @property
+    def form_words(self) -> str:
+        """The words of the button of the route's form (``form``), and its name."""
+        return self.form_button or " ".join(re.split(r"[/_-]+", self.pattern.strip("/"))).capitalize() or "Go"
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -519,6 +528,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
                 f"{example} (its form's label), or bar = false for none",
             )
     reply_form = _reply_form(file, where, data, posts)
+    form, form_button = _form(file, where, data, pattern, query)
     page_title = _page_title(file, where, data, pattern, query)
     reply_opening = None
     if "reply_opening" in data:
@@ -544,12 +554,71 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         follow_links=follow_links,
         bar=bar,
         bar_button=bar_button,
+        form=form,
+        form_button=form_button,
         page_title=page_title,
         edits=edits,
     )
 
 
 BAR_KEYS = ("label", "button")
+FORM_KEYS = ("fields", "button")
+
+
+def _form(
+    file: Path, where: str, data: dict[str, Any], pattern: str, query: tuple[str, ...]
+) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """A route's ``form``: the query keys it asks for, each with its label, in the order written, and its button's
+    words (None where left out). A trip planner asked for four values, which a site bar's box (one key) could not,
+    and the sanitiser drops a form the model writes (a hackathon team's app)."""
+    form = data.get("form")
+    if form is None:
+        return (), None
+    key = f"{where}form"
+    first = query[0] if query else "q"
+    example = f'form = {{ fields = {{ {first} = "{first.capitalize()}" }}, button = "Go" }}'
+    if not isinstance(form, dict):
+        raise SiteConfigError(file, key, _wrong(form, "a table"), f"write it as a table: {example}")
+    for name in form:
+        if name not in FORM_KEYS:
+            raise unknown_key(file, f"{key}.{name}", name, FORM_KEYS, "form")
+    if _parameters(pattern):
+        raise SiteConfigError(
+            file,
+            key,
+            f"a form asks for query keys, and {pattern!r} has parameters its form could not fill in",
+            "give the form a route of its own with no parameters, or remove form",
+        )
+    fields = form.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        said = "no fields" if fields is None or fields == {} else _wrong(fields, "a table of fields")
+        raise SiteConfigError(
+            file, f"{key}.fields", said, f"name the query keys it asks for, each with its label: {example}"
+        )
+    for name, label in fields.items():
+        if name not in query:
+            raise SiteConfigError(
+                file,
+                f"{key}.fields.{name}",
+                f"{name!r} is not one of the route's query keys ({', '.join(query) or 'it has none'})",
+                f'add it to query = [...], or ask for one of the keys it has: {{ {first} = "..." }}',
+            )
+        if not isinstance(label, str) or not label.strip() or len(label) > 60 or "\n" in label:
+            raise SiteConfigError(
+                file,
+                f"{key}.fields.{name}",
+                _wrong(label, "a label (one line, 60 characters at most)"),
+                f'write the words a visitor reads beside the box: {name} = "{name.replace("_", " ").capitalize()}"',
+            )
+    button = form.get("button")
+    if button is not None and (not isinstance(button, str) or not button.strip() or len(button) > 40 or "\n" in button):
+        raise SiteConfigError(
+            file,
+            f"{key}.button",
+            _wrong(button, "a short text (one line, 40 characters at most)"),
+            f"write it as the visitor reads it: {example}",
+        )
+    return tuple(fields.items()), button
 
 
 def _bar_table(file: Path, key: str, table: dict[str, Any]) -> tuple[str | None, str | None]:

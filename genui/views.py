@@ -209,13 +209,15 @@ class Views:
             raise Refusal(405, "not_allowed_heading", said, {"Allow": allowed})
         # a query key the route does not take (`?utm=x`, a link of another site's) is no part of the page either
         extra = any(key not in location.route.query and key != VERSION_KEY for key in request.query_params)
+        # and one given empty is the page without it (`?days=&budget=mid`, as a form with a field left blank sends it)
+        extra = extra or any(key in location.route.query and key not in location.query for key in request.query_params)
         if location.aliased or extra:  # one URL per page; 308 keeps a reply's POST a POST
             url = runtime.url(location.url)
             return RedirectResponse(url if asked is None else versioned(url, asked), status_code=308)
         if request.method == "POST":
             return await self._reply(request, runtime, location)
         if location.blank:  # the bar's box with nothing in it, not a page written about nothing (a hackathon team's)
-            return self.screens.blank(request, runtime, location.route)
+            return self.screens.blank(request, runtime, location)
         parent = parent_url(request, runtime)
         leaving = parent if is_htmx(request) and request.method == "GET" else None  # (a HEAD ends nothing)
         job = self.pages.job(runtime, location, parent, client_address(request), leaving)

@@ -129,6 +129,7 @@ WORDS: dict[str, str] = {
     "reply_waits": "Your reply is saved, and waits for the thread to be written.",
     # an address of a route of the site bar's with nothing in its box (/search, /search?q=%20): the box, not a page
     "blank": "Nothing was asked yet: type it in the {field} box above.",
+    "blank_form": "Nothing was asked yet: fill in the form above.",  # the same, of a route with a form (/plan)
 }
 # The words static/genui.js says, handed to it on the page's <body> (data-genui-words).
 SCRIPT_WORDS = (
