@@ -6,6 +6,7 @@ Every error names the file, the key and the fix, so a developer never has to rea
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 import unicodedata
@@ -1035,14 +1036,22 @@ def _carry(file: Path, data: dict[str, Any], routes: tuple[Route, ...]) -> tuple
     carry = data.get("carry", [])
     taken = sorted({key for route in routes for key in route.query})
     example = f'carry = ["{taken[0] if taken else "items"}"]'
+    if isinstance(carry, str) and (carry in taken or not routes):  # one key, written without its list
+        raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), f'write carry = ["{carry}"]')
     if not isinstance(carry, list) or not all(isinstance(key, str) for key in carry):
         raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), f"write {example}")
     for key in carry:
         if routes and key not in taken:
             said = ", ".join(taken) or "none: give a route query = [...] first"
-            raise SiteConfigError(
-                file, "carry", f"{key!r} is no route's query key (theirs: {said})", f"write {example}"
+            # the list as written, the key mended where a route's key is near it (`dest`: destination), else left out
+            near = difflib.get_close_matches(key, taken, n=1, cutoff=0.5)
+            mended = [near[0] if other == key and near else other for other in carry if other != key or near]
+            fix = (
+                f"write carry = {json.dumps(list(dict.fromkeys(mended)), ensure_ascii=False)}"
+                if mended
+                else ("remove carry, or name a route's query key in it")
             )
+            raise SiteConfigError(file, "carry", f"{key!r} is no route's query key (theirs: {said})", fix)
     return tuple(dict.fromkeys(carry))
 
 

@@ -897,13 +897,17 @@ def test_a_games_state_goes_on_with_every_link_the_model_writes_and_the_sites_ow
         ("Inventory", "/inventory?carrying=sword"),
         ("Restart", "/"),
     ]
-    for written, said in (
-        ('carry = "carrying"', "'carrying' is not a list of query keys"),
-        ('carry = ["gold"]', "'gold' is no route's query key (theirs: carrying, health)"),
+    # each fix mends what was written (it said carry = ["carrying"] whatever was: a hackathon team's review)
+    for written, said, fix in (
+        ('carry = "health"', "'health' is not a list of query keys", 'write carry = ["health"]'),
+        ('carry = ["gold"]', "'gold' is no route's query key (theirs: carrying, health)", "remove carry, or name"),
+        ('carry = ["helth", "carrying"]', "'helth' is no route's query key", 'write carry = ["health", "carrying"]'),
+        ('carry = ["carrying", "gold"]', "'gold' is no route's query key", 'write carry = ["carrying"]'),
     ):
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / str(len(written)), GAME.replace('carry = ["carrying", "health"]', written)))
         assert caught.value.key == "carry" and said in str(caught.value), str(caught.value)
+        assert caught.value.fix.startswith(fix), caught.value.fix
 
 
 def test_a_routes_edits_is_true_or_false(tmp_path: Path) -> None:
