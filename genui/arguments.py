@@ -95,10 +95,7 @@ def sites_in(directory: Path, names: list[str] | None) -> list[Site]:
         raise no_sites(directory)
     if missing:
         said = f"no site named {missing[0]!r} under {directory} (have: {', '.join(sorted(by_name))})"
-        here = Path("sites")  # where genui new writes a site, from the folder it is run in
-        if (here / missing[0] / "site.toml").is_file() and here.resolve() != Path(directory).resolve():
-            said += f"; ./sites/{missing[0]} is one: add --sites-dir sites"
-        raise UsageError(said)
+        raise UsageError(said + made_here(missing[0], directory))
     check_names([site for site in sites if site.name in names])  # a copy of another site beside them is no matter
     for left_out in broken:
         print(f"note: left out, not asked for and not loading: {left_out}", file=sys.stderr)
@@ -197,6 +194,15 @@ def base_path(text: str) -> str:
 
 
 ROBOTS_MOST = 500 * 1024  # bytes of a robots.txt that crawlers read (Google's limit; the rest is ignored)
+
+
+def made_here(name: str, directory: str | Path) -> str:
+    """What to add to "no site named NAME under DIRECTORY" where `genui new` made that site in ./sites, the folder it
+    writes to from the one it is run in: "; ./sites/NAME is one: add --sites-dir sites"; "" otherwise."""
+    here = Path("sites")
+    if (here / name / "site.toml").is_file() and here.resolve() != Path(directory).resolve():
+        return f"; ./sites/{name} is one: add --sites-dir sites"
+    return ""
 
 
 def robots_file(path: str) -> str:

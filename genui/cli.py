@@ -38,6 +38,7 @@ from genui.arguments import (
     joined,
     loading_sites,
     located,
+    made_here,
     misplaced,
     misplaced_before,
     model_id_of,
@@ -336,7 +337,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         if len(asked) < len(missing):  # a name no folder has (a slip: wikki), whatever else does not load
             unfound = next(name for name in missing if name not in {folder.name for folder, _ in asked})
             have = ", ".join(sorted(site.name for site in sites))
-            raise UsageError(f"no site named {unfound!r} under {args.sites_dir} (have: {have})")
+            said = f"no site named {unfound!r} under {args.sites_dir} (have: {have})"
+            raise UsageError(said + made_here(unfound, args.sites_dir))
         sites, broken = [site for site in sites if site.name in args.site], asked
     for folder, reason in broken:
         print(f"{folder.name}  ({folder})")

@@ -810,6 +810,12 @@ def test_genui_sites_points_at_the_sites_genui_new_made_here(
     assert "club" not in said.out and "note: ./sites holds sites too (club): genui sites --sites-dir sites" in said.err
     assert main(["sites", "--sites-dir", "sites"]) == 0
     assert "note:" not in capsys.readouterr().err
+    # asked for by name, it says what to add, as serve and render do (it said only "no site named 'club'")
+    assert main(["sites", "--site", "club"]) == 2
+    assert (
+        "no site named 'club'" in (said := one_line_error(capsys))
+        and "; ./sites/club is one: add --sites-dir sites" in said
+    )
 
 
 def test_the_servers_stop_tells_the_app_before_it_waits_for_requests_under_way(tmp_path: Path) -> None:
