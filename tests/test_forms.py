@@ -163,3 +163,19 @@ def test_a_visitor_fills_in_the_form_changes_one_value_and_goes_back(tmp_path: P
         page.wait_for_url("**days=3**")
         page.wait_for_selector(".genui-form input[name=days][value='3']")
         assert problems == []
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_site_bar_box_with_a_long_label_keeps_room_to_type_in(tmp_path: Path, page: Any, width: int) -> None:
+    """A box labelled "Destination, days, budget, interests" (40 characters, as many as a label may have) was 30 px
+    wide beside its button, the words its label's (a hackathon team's review)."""
+    toml = TRIP + '\n[[routes]]\npattern = "/find"\ntemplate = "home.j2"\nquery = ["q"]\n'
+    toml += 'bar = "Destination, days, budget, interests"\n'
+    site = load_site(trip_site(tmp_path / "trip", toml))
+    with served(create_app([site], FakeEngine(), db_path=tmp_path / "pages.sqlite3")) as url:
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(url + "/plan")
+        box = page.locator(".genui-query input").bounding_box()
+        assert box is not None and box["width"] >= 90, box
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # and the page no wider than the screen
