@@ -954,11 +954,13 @@ def load_site(root: Path | str) -> Site:
         raise SiteConfigError(file, WHOLE_FILE, "arrays or tables nested too deeply", "flatten the nesting") from None
     problems = Problems()  # each part on its own: every problem said in one run, not one a run
     slips: set[str] = set()  # the keys a slip was meant for (titel = ...): said with the slip, not again as missing
+    slipped: dict[str, str] = {}  # each of them, to the key written
     for key in data:
         if key not in TOP_KEYS:
             problems.add(unknown_key(file, key, key, TOP_KEYS, "top-level"))
             if key not in ROUTE_KEYS and (meant := meant_by(key, TOP_KEYS)) is not None:
                 slips.add(meant)
+                slipped.setdefault(meant, key)
     # a top-level key written after a table's header is in that table, and missing where it belongs: said as such
     tables = [("model", "model", data.get("model")), ("words", "words", data.get("words"))]
     for array in ("routes", "navigation"):
@@ -991,7 +993,8 @@ def load_site(root: Path | str) -> Site:
         raw_navigation = []
     # the routes' patterns, and where any problem was found (no Site is made) those written in routes that did not
     # load: a section naming one is not wrong for it
-    raw_routes = data.get("routes") if problems.found else None
+    # (routes written under a slip, [[route]], are said once, there: not again by each section naming one)
+    raw_routes = data.get("routes", data.get(slipped.get("routes", ""))) if problems.found else None
     patterns = [route.pattern for route in routes]
     patterns += [  # once each, in the order written
         pattern

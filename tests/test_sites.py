@@ -556,6 +556,14 @@ def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typ
             "did you mean 'routes'",
             "write routes",
         ),
+        (  # nor by each section whose route it holds (a hackathon team's review)
+            lambda toml: (toml + '\n[[navigation]]\non = ["/", "/find"]\npages = "/page/{name}"\n').replace(
+                "[[routes]]", "[[route]]"
+            ),
+            "route",
+            "did you mean 'routes'",
+            "write routes",
+        ),
         (
             lambda toml: toml.split("[[routes]]")[0] + '[routes]\npattern = "/"\ntemplate = "home.j2"\n',
             "routes",
