@@ -105,6 +105,29 @@ def _stopping_server(config: Any, app: Any, signals: list[int] | None = None) ->
 
 GRACE_S = 10  # seconds a stop waits for requests under way before it cancels them (uvicorn waited for ever)
 HEADERS_LIMIT = 64 * 1024  # bytes of a request's line and headers (nginx's default allows 4 headers of 8 KB, 32 KB)
+
+
+def websockets_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's sans-I/O WebSocket protocol, taking a handshake as long as h11 takes a request (HEADERS_LIMIT), and
+    answering one websockets refuses. Its own limit, 8 KB a line, refused a page's stream whose address was longer
+    (a wiki title of 500 CJK characters, from a page like it: url= and from= at 9 bytes a character) or a browser's
+    cookies of more than 8 KB; and uvicorn never sent the 414 or 431 websockets queued, so the socket neither opened
+    nor closed, and the page never came (an adversarial client's review). websockets reads its limits from the
+    environment once, as it is imported: here, before uvicorn imports it."""
+    os.environ.setdefault("WEBSOCKETS_MAX_LINE_LENGTH", str(HEADERS_LIMIT))
+    os.environ.setdefault("WEBSOCKETS_MAX_NUM_HEADERS", str(HEADERS_LIMIT // 16))  # "a: b\r\n" a header at least
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    class Answering(WebSocketsSansIOProtocol):
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if not self.handshake_initiated and self.conn.handshake_exc is not None and not self.transport.is_closing():
+                self.transport.write(b"".join(self.conn.data_to_send()))  # the refusal websockets wrote
+                self.transport.close()
+
+    return Answering
+
+
 WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genui reads none; uvicorn's default: 16 MB)
 
 
@@ -167,7 +190,7 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             http="h11",
             timeout_graceful_shutdown=GRACE_S,
             h11_max_incomplete_event_size=HEADERS_LIMIT,
-            ws="websockets-sansio",
+            ws=websockets_protocol(),
             ws_max_size=WS_MESSAGE_LIMIT,
             log_config=log_config,
             access_log=not args.no_access_log,

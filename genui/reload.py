@@ -96,6 +96,15 @@ class SiteReloader:
         self.pages.config_errors.pop(name, None)
         self.pages.reader.site_reloaded(name, runtime)
         log.info("site %s reloaded", name)
+        if added := [key for key in site.carry if key not in old.site.carry]:
+            # links are routed as a page is stored: one written before keeps its links (a team thought carry broken)
+            log.info(
+                "site %s: pages written before now carry %s on only from their next version (Regenerate, or "
+                "genui cache forget %s PATH)",
+                name,
+                ", ".join(added),
+                name,
+            )
         # an earlier genui's pages of the files as they are now (a template put back as it was) are stored pages
         # (posts under a URL a route now moves are moved at the next start, not by an edit perhaps undone); a page
         # cache another process holds past the busy timeout leaves them for the next reload or start

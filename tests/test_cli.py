@@ -14,6 +14,7 @@ import types
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fakes import EXAMPLES, SITES_DIR, FakeEngine
@@ -930,3 +931,60 @@ def test_genui_serve_off_loopback_says_the_address_to_open_and_that_every_name_i
     assert f"http://192.168.1.23:{port}/" in said and "every host name" not in said
     assert main([*argv[:-2]], load_engine=lambda *args: FakeEngine()) == 0  # on loopback: nothing to say
     assert "note:" not in capsys.readouterr().err
+
+
+SERVE_FAKE = """
+import sys
+sys.path.insert(0, sys.argv[3])
+import genui.cli as cli
+from fakes import FakeEngine
+
+cli._default_loader = lambda model, device, int8: FakeEngine()
+sys.exit(cli.main(["serve", "--site", "wiki", "--port", sys.argv[2], "--db", sys.argv[1]]))
+"""
+
+
+def _handshake(port: int, path: str, headers: str = "") -> bytes:
+    """A WebSocket handshake for ``path`` on genui serve at ``port``: the first bytes of its answer (b"" for none in
+    10 s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n"
+        )
+        client.sendall(request.encode())
+        try:
+            return client.recv(64)
+        except TimeoutError:
+            return b""
+
+
+def test_genui_serve_answers_a_long_stream_handshake_and_refuses_an_overlong_one_at_once(tmp_path: Path) -> None:
+    """A stream whose address passed 8 KB (a wiki title of 500 CJK characters, linked from a page like it), or a
+    browser's 8 KB of cookies, was never answered: websockets' 414 or 431 was queued and not sent, and the socket
+    stayed open, neither opened nor closed (an adversarial client's review)."""
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE_FAKE, encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "serve.log"
+    tests = str(Path(__file__).resolve().parent)
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "db"), str(port), tests], stdout=out, stderr=out
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while b"Uvicorn running" not in log.read_bytes():
+                assert time.monotonic() < deadline and server.poll() is None, log.read_text()
+                time.sleep(0.1)
+            title = quote("漢" * 500)
+            long = f"/_genui/ws?site=wiki&url=/{title}&v=1&from=/{title}"
+            assert len(long) > 9000 and _handshake(port, long).startswith(b"HTTP/1.1 101 ")
+            assert _handshake(port, "/_genui/ws", f"Cookie: {'a' * 9000}\r\n").startswith(b"HTTP/1.1 101 ")
+            many = "".join(f"X-{n}: y\r\n" for n in range(5000))  # 40 KB: under h11's limit, over websockets' count
+            assert _handshake(port, "/_genui/ws", many).startswith(b"HTTP/1.1 431 ")
+        finally:
+            server.kill()
+            server.wait()
