@@ -469,3 +469,28 @@ async def test_the_reload_log_speaks_of_posts_waiting_to_move_and_of_nothing_els
     finally:
         await pages.close()
         store.close()
+
+
+async def test_carry_added_under_reload_says_that_pages_written_before_keep_their_links(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A team added carry while iterating, and a page written before still led on without the state: they took carry
+    for broken, as nothing said that links are routed as a page is stored (a hackathon team's review)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    store = Store(tmp_path / "db.sqlite3")
+    pages = Pages([SiteRuntime.build(load_site(tmp_path / "wiki"), "")], store, FakeEngine())
+    reloader = SiteReloader(pages)
+    try:
+        edit(toml, 'stylesheet = "wiki.css"', 'stylesheet = "wiki.css"\ncarry = ["q"]')
+        with caplog.at_level(logging.INFO, logger="genui"):
+            assert reloader.reload("wiki")
+        said = "site wiki: pages written before now carry q on only from their next version"
+        assert said in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="genui"):
+            assert reloader.reload("wiki")  # carried already: nothing new to say
+        assert "carry" not in caplog.text
+    finally:
+        await pages.close()
+        store.close()
