@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, unquote, unquote_to_bytes, urlsplit
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 
 from genui.pages import Job, Pages
 from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, is_number, url_path, version
@@ -195,14 +195,18 @@ async def small_form(request: Request) -> FormData:
         raise HTTPException(415, f"Send the form as {' or '.join(FORM_TYPES)}, as a page's own forms do.")
     # A url-encoded form's escapes are read as UTF-8 with each broken sequence made U+FFFD: a reply would be stored
     # with its bytes lost. Browsers send UTF-8; anything else is refused. (Read first: the form reads the body then.)
-    if media_type == "application/x-www-form-urlencoded":
-        try:
-            for field in (await request.body()).split(b"&"):
-                unquote_to_bytes(field.replace(b"+", b" ")).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest("the form is not UTF-8 text: send it as UTF-8") from None
-    # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
-    form = await request.form(max_files=0)
+    try:
+        if media_type == "application/x-www-form-urlencoded":
+            try:
+                for field in (await request.body()).split(b"&"):
+                    unquote_to_bytes(field.replace(b"+", b" ")).decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequest("the form is not UTF-8 text: send it as UTF-8") from None
+        # No form of genui's takes a file; an uploaded one would be a temporary file nobody closes (a 400 instead).
+        form = await request.form(max_files=0)
+    except ClientDisconnect:  # its body cut off (a phone losing its signal mid-post): a 500 with a traceback was
+        # logged for each, and counted as a server error (an adversarial client's review); nothing is stored
+        raise BadRequest("the form ended before its Content-Length: the connection closed as it was sent") from None
     # A multipart part may name its own charset (`utf-7`), whose decoding can leave lone surrogates that no page,
     # database or response can hold.
     if not all(_is_text(key) and (not isinstance(value, str) or _is_text(value)) for key, value in form.multi_items()):

@@ -79,7 +79,12 @@ def assert_answered(status: int, body: str = "") -> None:
 
 
 def raw_request(
-    client: TestClient, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes = b""
+    client: TestClient,
+    method: str,
+    target: str,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes = b"",
+    cut: bool = False,
 ) -> tuple[int, bytes]:
     """One request as uvicorn hands it to the app: the target's path percent-decoded, everything else as sent.
 
@@ -105,12 +110,13 @@ def raw_request(
     async def call() -> tuple[int, bytes]:
         answered = asyncio.Event()
         sent: list[Message] = []
-        inbox: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+        inbox: list[Message] = [{"type": "http.request", "body": body, "more_body": cut}]
 
         async def receive() -> Message:
             if inbox:
                 return inbox.pop(0)
-            await answered.wait()  # the client stays connected until the whole answer is in
+            if not cut:  # ``cut``: the connection closes after the body's first part, before the rest is sent
+                await answered.wait()  # the client stays connected until the whole answer is in
             return {"type": "http.disconnect"}
 
         async def send(message: Message) -> None:
@@ -330,6 +336,20 @@ def test_any_form_body_and_length_get_an_answer_below_500(
     with bounded():
         status, answer = raw_request(client, "POST", path, headers, body)
     assert_answered(status, answer.decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("path", [THREAD, "/_genui/regenerate", "/_genui/rewrite", "/_genui/variations"])
+@pytest.mark.parametrize("content_type", [b"application/x-www-form-urlencoded", b"multipart/form-data; boundary=x"])
+def test_a_form_cut_off_as_it_is_sent_is_a_400_and_stores_nothing(
+    client: TestClient, path: str, content_type: bytes
+) -> None:
+    """A phone losing its signal mid-post: Starlette's ClientDisconnect was a 500, with a traceback in the log (an
+    adversarial client's review)."""
+    body = b"user=ada&text=hello+th" if b"urlencoded" in content_type else b"--x\r\nContent-Disposition: form-da"
+    headers = [(b"content-type", content_type), (b"content-length", b"200"), (b"origin", b"http://testserver")]
+    status, answer = raw_request(client, "POST", path, headers, body, cut=True)
+    assert status == 400 and b"the connection closed as it was sent" in answer, answer[:300]
+    assert "hello th" not in client.get(THREAD, headers={"HX-Request": "true"}).text
 
 
 @pytest.mark.parametrize("path", [THREAD, "/_genui/regenerate", "/_genui/rewrite", "/_genui/variations"])
