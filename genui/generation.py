@@ -12,6 +12,7 @@ never opened) is cancelled after ``unclaimed_s`` seconds.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -150,6 +151,7 @@ class Generation:
         self._changed = asyncio.Event()
         self._ended = asyncio.Event()
         self._watchers = 0
+        self._watching: collections.Counter[str | None] = collections.Counter()  # the watchers' clients (addresses)
         self._claims = Claims(unclaimed_s, self._abandon)  # placeholders handed out whose watcher has not come yet
         self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
         self._keeping = False  # written whole, waiting to be kept: kept though its watchers leave
@@ -191,15 +193,24 @@ class Generation:
     def seed(self) -> int:
         return self.version - 1  # version 1 is seed 0; each regeneration the next seed
 
-    async def watch(self, interval: float = 0.0, heartbeat: float = 0.0) -> AsyncGenerator[Snapshot, None]:
+    def watched_by_none_but(self, client: str | None) -> bool:
+        """Whether every watcher of the run now is ``client``'s (an address), as a page left by its own visitor is:
+        none but the one leaving."""
+        return all(who == client for who, count in self._watching.items() if count > 0)
+
+    async def watch(
+        self, interval: float = 0.0, heartbeat: float = 0.0, client: str | None = None
+    ) -> AsyncGenerator[Snapshot, None]:
         """Snapshots until the end; a slow watcher skips to the newest. Close it (aclosing) when leaving early.
 
         ``interval`` seconds at least pass between two unfinished snapshots (the ones between are skipped), but the
         last one comes as soon as it is there: every shown draft costs a sanitiser pass and a browser swap, and a
         fast engine makes far more of them than anyone can watch. ``heartbeat``: where no new snapshot comes for as
-        long (the run waits for the engine), the last one comes again, the same object.
+        long (the run waits for the engine), the last one comes again, the same object. ``client``: the watcher's
+        address (a visitor's stream), None for genui's own (reading ahead).
         """
         self._watchers += 1
+        self._watching[client] += 1
         self._claims.fulfil()
         try:
             seen: Snapshot | None = None
@@ -225,6 +236,7 @@ class Generation:
                         yield snapshot
         finally:
             self._watchers -= 1
+            self._watching[client] -= 1
             self._abandon()
 
     async def result(self) -> StoredPage:

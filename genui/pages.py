@@ -773,6 +773,9 @@ class Pages:
                 who == job.client
                 and isinstance(run, Generation)
                 and run.watchers <= 1
+                # the one watcher the client's own stream, or none yet: not another visitor's (a client at its limit,
+                # its stream never opened, cancelled the page a visitor watched: an adversarial client's review)
+                and run.watched_by_none_but(job.client)
                 and not (run.keeping or run.splice.replies)
                 and (run.key.site, run.key.path, run.key.query) == (job.key.site, location.path, location.query_string)
             ):

@@ -159,7 +159,7 @@ class Stream:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
         setattr(websocket.state, WATCHED, generation)
         last = None  # the last snapshot seen: the same one again is a heartbeat
-        async with contextlib.aclosing(generation.watch(self.draft_interval, HEARTBEAT_S)) as snapshots:
+        async with contextlib.aclosing(generation.watch(self.draft_interval, HEARTBEAT_S, job.client)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
                     return snapshot.page

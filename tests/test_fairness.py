@@ -94,6 +94,22 @@ def test_a_click_away_from_a_page_being_written_is_not_refused_for_that_page(
     assert client.get("/wiki/Emacs", headers=elsewhere).status_code == 429
 
 
+def test_a_click_away_from_a_page_another_visitor_watches_does_not_end_it(
+    served: tuple[TestClient, FakeEngine, Pages],
+) -> None:
+    """A client at its limit, its stream of the page never opened, cancelled that page as it clicked away, while
+    another visitor watched it land (an adversarial client's review)."""
+    client, engine, pages = served
+    assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
+    unix = client.get("/wiki/Unix", headers=as_client("10.0.0.1"))  # two under way: the limit
+    leaving = {**as_client("10.0.0.1"), "HX-Current-URL": "http://testserver/wiki/Unix"}
+    with client.websocket_connect(live_url(unix.text), headers=as_client("10.0.0.2")) as watching:
+        watching.receive_text()  # another visitor watches Unix being written
+        assert client.get("/wiki/Hacker", headers=leaving).status_code == 429  # Unix is theirs now too: it stays
+        run = next(run for run in pages._running.values() if run.key.path == "/Unix")
+        assert not run.finished and len(engine.calls) == 2
+
+
 def test_a_reply_at_the_limit_is_refused_before_it_is_stored(served: tuple[TestClient, FakeEngine, Pages]) -> None:
     client, engine, pages = served
     visit(client, THREAD)
