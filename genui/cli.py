@@ -107,16 +107,22 @@ GRACE_S = 10  # seconds a stop waits for requests under way before it cancels th
 HEADERS_LIMIT = 64 * 1024  # bytes of a request's line and headers (nginx's default allows 4 headers of 8 KB, 32 KB)
 
 
+WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genui reads none; uvicorn's default: 16 MB)
+
+
 def websockets_protocol() -> type[asyncio.Protocol]:
     """uvicorn's sans-I/O WebSocket protocol, taking a handshake as long as h11 takes a request (HEADERS_LIMIT), and
     answering one websockets refuses. Its own limit, 8 KB a line, refused a page's stream whose address was longer
     (a wiki title of 500 CJK characters, from a page like it: url= and from= at 9 bytes a character) or a browser's
     cookies of more than 8 KB; and uvicorn never sent the 414 or 431 websockets queued, so the socket neither opened
-    nor closed, and the page never came (an adversarial client's review). websockets reads its limits from the
-    environment once, as it is imported: here, before uvicorn imports it."""
-    os.environ.setdefault("WEBSOCKETS_MAX_LINE_LENGTH", str(HEADERS_LIMIT))
-    os.environ.setdefault("WEBSOCKETS_MAX_NUM_HEADERS", str(HEADERS_LIMIT // 16))  # "a: b\r\n" a header at least
+    nor closed, and the page never came (an adversarial client's review). websockets' limits are its http11 module's
+    (read at each handshake; WEBSOCKETS_MAX_LINE_LENGTH and WEBSOCKETS_MAX_NUM_HEADERS set them as it is imported):
+    raised here to h11's, whenever it was imported, and left where an operator set them higher."""
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    from websockets import http11
+
+    http11.MAX_LINE_LENGTH = max(http11.MAX_LINE_LENGTH, HEADERS_LIMIT)
+    http11.MAX_NUM_HEADERS = max(http11.MAX_NUM_HEADERS, HEADERS_LIMIT // 16)  # "a: b\r\n", a header at its least
 
     class Answering(WebSocketsSansIOProtocol):
         def data_received(self, data: bytes) -> None:
@@ -126,9 +132,6 @@ def websockets_protocol() -> type[asyncio.Protocol]:
                 self.transport.close()
 
     return Answering
-
-
-WS_MESSAGE_LIMIT = 64 * 1024  # bytes of a message a stream's client sends (genui reads none; uvicorn's default: 16 MB)
 
 
 def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
@@ -251,8 +254,10 @@ def _render(args: argparse.Namespace, loader: EngineLoader) -> int:
     runtime = SiteRuntime.build(site, "")
     location = located(site, args.path)
     if location.blank:  # as a server answers it: no page
-        key = location.route.form[0][0] if location.route.form else location.route.query[0]
-        raise UsageError(f"{location.url} asks for nothing, and genui serve writes no page for it: give {key} a value")
+        raise UsageError(
+            f"{location.url} asks for nothing, and genui serve writes no page for it: give {location.route.asked} a"
+            " value"
+        )
     request = runtime.direct_request(location, args.seed, opening=not args.no_opening)
     if args.prompt:  # what the templates made of the page, as the model reads it: no model needed
         if args.json:
@@ -394,11 +399,10 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
         print(f"  model: {', '.join(settings)} (the rest from the model's generation_config.json)")
         if site.carry:
             print(f"  carries: {', '.join(site.carry)} (query keys its pages' links carry on)")
+        # each column as wide as its longest, so a pattern of any length lines up
         patterns = [route.pattern + ("?" + "&".join(route.query) if route.query else "") for route in site.routes]
-        wide = max(
-            map(len, patterns), default=0
-        )  # each column as wide as its longest (a pattern of any length lines up)
-        tall = max((len(route.template) for route in site.routes), default=0)
+        pattern_width = max(map(len, patterns), default=0)
+        template_width = max((len(route.template) for route in site.routes), default=0)
         for route, pattern in zip(site.routes, patterns, strict=True):
             flags = [f"context: {', '.join(route.context)}"]
             if route.opening:
@@ -415,7 +419,7 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                 flags.append(f"aliases: {', '.join(route.aliases)}")
             if route.form:
                 flags.append(f"form: {', '.join(key for key, _ in route.form)}")
-            print(f"  {pattern:<{wide}}  {route.template:<{tall}}  {'; '.join(flags)}")
+            print(f"  {pattern:<{pattern_width}}  {route.template:<{template_width}}  {'; '.join(flags)}")
             if len(route.query) > 1 and not route.params and route.bar is None and not route.form:
                 print(
                     f"    note: no form in the site bar (it asks one query key, and this route has {len(route.query)}):"

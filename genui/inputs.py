@@ -206,7 +206,7 @@ async def small_form(request: Request) -> FormData:
         form = await request.form(max_files=0)
     except ClientDisconnect:  # its body cut off (a phone losing its signal mid-post): a 500 with a traceback was
         # logged for each, and counted as a server error (an adversarial client's review); nothing is stored
-        raise BadRequest("the form ended before its Content-Length: the connection closed as it was sent") from None
+        raise BadRequest("the form ended before the whole of it came: the connection closed as it was sent") from None
     # A multipart part may name its own charset (`utf-7`), whose decoding can leave lone surrogates that no page,
     # database or response can hold.
     if not all(_is_text(key) and (not isinstance(value, str) or _is_text(value)) for key, value in form.multi_items()):

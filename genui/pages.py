@@ -843,10 +843,7 @@ class Pages:
         of the newest as fit stay. Raises BadRequest when the URL's own text is already too long.
         """
         if job.location.blank:  # (a page's own address shows the bar's box instead: views.page)
-            route = job.location.route
-            raise BadRequest(
-                f"{job.url} asks for nothing: give its {(route.form[0][0] if route.form else route.query[0])!r} a value"
-            )
+            raise BadRequest(f"{job.url} asks for nothing: give its {job.location.route.asked!r} a value")
         engine, runtime, location = self.ready(), job.runtime, job.location
         route, params, query = location.route, location.params, location.query
         parent = self._parent(runtime, job.parent_url, location) if "parent" in route.context else None

@@ -75,8 +75,9 @@ class Location:
     path: str  # canonical site-relative path, e.g. "/Hash_table"
     params: dict[str, str]
     query: dict[str, str]  # only the route's declared keys with a non-empty value, in declaration order
-    # matched one of the route's aliases, or wrote a space its route spells otherwise (``Route.spaces``): the page
-    # lives at ``path``, not where it was asked for
+    # matched one of the route's aliases, or was written otherwise than its page's own path (a space its route spells
+    # otherwise, ``Route.spaces``; letter case, ``Route.case``; decomposed accents; a slash too many or too few): the
+    # page lives at ``path``, not where it was asked for
     aliased: bool = False
 
     @property

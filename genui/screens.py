@@ -23,7 +23,7 @@ from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import everywhere, sections
 from genui.pages import LOADING_RETRY_S, Job, Pages
-from genui.routing import VERSION_KEY, Location, guessed_title, url_path, versioned
+from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, Location, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import Section
 from genui.sections import sections as page_sections
@@ -61,6 +61,7 @@ def query_form(runtime: SiteRuntime, location: Location) -> dict[str, Any] | Non
         "fields": [{"key": key, "label": label, "value": location.query.get(key, "")} for key, label in route.form],
         "kept": [(key, value) for key, value in sorted(location.query.items()) if key not in asked],
         "button": route.form_words,
+        "most": MAX_QUERY_VALUE,  # characters a query value may have
     }
 
 
@@ -186,11 +187,11 @@ class Screens:
         headers: Mapping[str, str] | None = None,
         thread: dict[str, Any] | None = None,
         back: Mapping[str, str] | None = None,
-        query_form: dict[str, Any] | None = None,
+        form: dict[str, Any] | None = None,
     ) -> Response:
         """An error page: in the site's shell when there is a site, on the index page otherwise. ``back`` (url,
-        title): the page to go back to, where the error is of one (the site's front page otherwise). ``query_form``:
-        a route's form (query_form()), shown above the message."""
+        title): the page to go back to, where the error is of one (the site's front page otherwise). ``form``: a
+        route's form (query_form()), shown above the message."""
         if runtime is None:
             return self.index(request, status_code, plain(heading), plain(message), headers)
         context = self._site_context(runtime, plain(heading))  # (the tab's title: text; the heading may be marked)
@@ -203,7 +204,7 @@ class Screens:
         here = url_path(under) + (f"?{request.url.query}" if request.url.query else "")
         refresh = {"seconds": retry, "url": here} if retry else None
         context.update(heading=heading, message=message, thread=thread, refresh=refresh, back=back)
-        context.update(navigation=everywhere(runtime), query_form=query_form)
+        context.update(navigation=everywhere(runtime), query_form=form)
         return self.shell.response(request, "error.html", context, status_code, headers)
 
     def blank(self, request: HTTPConnection, runtime: SiteRuntime, location: Location) -> Response:
@@ -214,7 +215,7 @@ class Screens:
         if route.form:
             form = query_form(runtime, location)
             said = words_of(runtime).text("blank_form")
-            return self.error(request, runtime, 200, route.form_words, said, query_form=form)
+            return self.error(request, runtime, 200, route.form_words, said, form=form)
         label = route.bar_label or ""
         return self.error(request, runtime, 200, label, words_of(runtime).text("blank", field=label))
 

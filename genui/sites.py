@@ -259,9 +259,14 @@ class Route:
     @property
     def bar_label(self) -> str | None:
         """The label of the site bar's form that asks for this route's pages, None where it has none."""
-        if len(self.query) != 1 or self.params or self.bar == "":
+        if len(self.query) != 1 or self.params or self.bar == "" or self.form:  # (a form asks for its key itself)
             return None
         return self.bar or " ".join(re.split(r"[/_-]+", self.pattern.strip("/"))).capitalize()
+
+    @property
+    def asked(self) -> str:
+        """The query key a visitor is asked for first: the form's first field, else the route's first key."""
+        return self.form[0][0] if self.form else self.query[0]
 
     @property
     def form_words(self) -> str:
@@ -619,7 +624,7 @@ def _form(
             _wrong(button, "a short text (one line, 40 characters at most)"),
             f"write it as the visitor reads it: {example}",
         )
-    return tuple(fields.items()), button
+    return tuple((name, label.strip()) for name, label in fields.items()), button
 
 
 def _bar_table(file: Path, key: str, table: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -1038,24 +1043,32 @@ def _carry(file: Path, data: dict[str, Any], routes: tuple[Route, ...]) -> tuple
     """The site's ``carry``: query keys a page's links carry on from it, each a query key of some route."""
     carry = data.get("carry", [])
     taken = sorted({key for route in routes for key in route.query})
-    example = f'carry = ["{taken[0] if taken else "items"}"]'
-    if isinstance(carry, str) and (carry in taken or not routes):  # one key, written without its list
-        raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), f'write carry = ["{carry}"]')
-    if not isinstance(carry, list) or not all(isinstance(key, str) for key in carry):
+    written = [carry] if isinstance(carry, str) else carry  # one key, written without its list
+    if not isinstance(written, list) or not all(isinstance(key, str) for key in written):
+        example = f'carry = ["{taken[0] if taken else "items"}"]'
         raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), f"write {example}")
+    # what was written, mended: each key no route has replaced by a route's key near it (`dest`: destination), or
+    # left out where none is (the fix said the alphabetically first key, whatever was written: a hackathon team's)
+    mended = [near[0] for key in written if (near := [key] if key in taken else _near(key, taken))]
+    fix = f"write carry = {json.dumps(list(dict.fromkeys(mended)), ensure_ascii=False)}" if mended else ""
+    if isinstance(carry, str):
+        otherwise = "name a route's query key in a list" if routes else f'write carry = ["{carry}"]'
+        raise SiteConfigError(file, "carry", _wrong(carry, "a list of query keys"), fix or otherwise)
     for key in carry:
         if routes and key not in taken:
             said = ", ".join(taken) or "none: give a route query = [...] first"
-            # the list as written, the key mended where a route's key is near it (`dest`: destination), else left out
-            near = difflib.get_close_matches(key, taken, n=1, cutoff=0.5)
-            mended = [near[0] if other == key and near else other for other in carry if other != key or near]
-            fix = (
-                f"write carry = {json.dumps(list(dict.fromkeys(mended)), ensure_ascii=False)}"
-                if mended
-                else ("remove carry, or name a route's query key in it")
+            raise SiteConfigError(
+                file,
+                "carry",
+                f"{key!r} is no route's query key (theirs: {said})",
+                fix or "remove carry, or name a route's query key in it",
             )
-            raise SiteConfigError(file, "carry", f"{key!r} is no route's query key (theirs: {said})", fix)
     return tuple(dict.fromkeys(carry))
+
+
+def _near(key: str, known: list[str]) -> list[str]:
+    """The one of ``known`` nearest ``key``, alone in a list; an empty one where none is near it."""
+    return difflib.get_close_matches(key, known, n=1, cutoff=0.5)
 
 
 def _name(file: Path, data: dict[str, Any]) -> str:

@@ -80,10 +80,10 @@ def launch(playwright: Any) -> Any:
     """Debian's Chromium, launched by Playwright with CHROMIUM_ARGS. Fails (never skips: a browser test skipped on a
     fresh clone tests nothing) without it, and in a test not marked ``browser``, which ``-m "not browser"`` would
     otherwise run (a contributor's quick run, on a machine without Chromium, failed on two such tests)."""
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed at /usr/bin/chromium (./dev setup installs it)")
     if RUNNING and RUNNING[-1].get_closest_marker("browser") is None:
         pytest.fail(f"{RUNNING[-1].nodeid} opens Chromium: mark it @pytest.mark.browser (or its module's pytestmark)")
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is not installed at /usr/bin/chromium (./dev setup installs it)")
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
 
 

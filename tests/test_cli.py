@@ -935,6 +935,7 @@ def test_genui_serve_off_loopback_says_the_address_to_open_and_that_every_name_i
 
 SERVE_FAKE = """
 import sys
+import websockets.http11  # imported before genui serve starts: its limits are raised all the same
 sys.path.insert(0, sys.argv[3])
 import genui.cli as cli
 from fakes import FakeEngine
@@ -971,8 +972,9 @@ def test_genui_serve_answers_a_long_stream_handshake_and_refuses_an_overlong_one
     log = tmp_path / "serve.log"
     tests = str(Path(__file__).resolve().parent)
     with log.open("wb") as out:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("WEBSOCKETS_")}
         server = subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path / "db"), str(port), tests], stdout=out, stderr=out
+            [sys.executable, str(script), str(tmp_path / "db"), str(port), tests], stdout=out, stderr=out, env=env
         )
         try:
             deadline = time.monotonic() + 60

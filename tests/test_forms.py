@@ -71,6 +71,15 @@ def test_a_form_names_its_fields_in_order_with_their_labels_and_its_button(trip:
     assert trip.routes[0].form == ()
 
 
+def test_a_route_with_a_form_has_no_box_in_the_site_bar_for_its_one_key(tmp_path: Path) -> None:
+    """Two boxes of one name, the bar's and the form's, on the route's pages (a review)."""
+    toml = TRIP.replace('query = ["destination", "days", "party"]', 'query = ["destination"]').replace(
+        ', days = "Days"', ""
+    )
+    site = load_site(trip_site(tmp_path, toml.replace('carry = ["party"]\n', "")))
+    assert site.routes[1].form == (("destination", "Where to?"),) and site.routes[1].bar_label is None
+
+
 @pytest.mark.parametrize(
     ("form", "key", "fix"),
     [

@@ -156,10 +156,10 @@ def test_the_status_follows_the_model_loading(wiki: Site, tmp_path: Path) -> Non
 
 
 def test_a_run_read_ahead_that_a_visitor_comes_to_is_counted_theirs(client_factory: ClientFactory, wiki: Site) -> None:
-    engine = FakeEngine(steps=40, delay=0.02)
+    engine = FakeEngine(steps=60, delay=0.02)  # 1.2 s a canvas: the socket below joins the page read ahead in time
     client = client_factory([wiki], engine, read_ahead=1)
     visit(client, "/Lisp")
-    wait_until(lambda: len(engine.calls) == 2)  # /Lisp_tree, its first link, read ahead
+    wait_until(lambda: len(engine.calls) == 2, 10)  # /Lisp_tree, its first link, read ahead
     before = scraped(client)
     assert before[("genui_runs_active", (("run", "ahead"),))] == 1
     with client.websocket_connect("/_genui/ws?site=wiki&url=/Lisp_tree&v=1") as socket:

@@ -911,6 +911,8 @@ def test_a_games_state_goes_on_with_every_link_the_model_writes_and_the_sites_ow
         ('carry = ["gold"]', "'gold' is no route's query key (theirs: carrying, health)", "remove carry, or name"),
         ('carry = ["helth", "carrying"]', "'helth' is no route's query key", 'write carry = ["health", "carrying"]'),
         ('carry = ["carrying", "gold"]', "'gold' is no route's query key", 'write carry = ["carrying"]'),
+        ('carry = ["gold", "helth"]', "'gold' is no route's query key", 'write carry = ["health"]'),  # each mended
+        ('carry = "helth"', "'helth' is not a list of query keys", 'write carry = ["health"]'),
     ):
         with pytest.raises(SiteConfigError) as caught:
             load_site(write_site(tmp_path / str(len(written)), GAME.replace('carry = ["carrying", "health"]', written)))
