@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeGuard, TypeVar
 from urllib.parse import unquote
 
 from engine.frames import MIN_TEMPERATURE
@@ -526,7 +526,7 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
         bar = None if bar else ""
     elif bar is not None:
         example = f'bar = "{pattern.strip("/").capitalize() or "Search"}"'
-        if not isinstance(bar, str) or not bar.strip() or len(bar) > 40 or "\n" in bar:
+        if not _one_line(bar, 40):
             raise SiteConfigError(
                 file,
                 f"{where}bar",
@@ -609,7 +609,7 @@ def _form(
                 f"{name!r} is not one of the route's query keys ({', '.join(query) or 'it has none'})",
                 f'add it to query = [...], or ask for one of the keys it has: {{ {first} = "..." }}',
             )
-        if not isinstance(label, str) or not label.strip() or len(label) > 60 or "\n" in label:
+        if not _one_line(label, 60):
             raise SiteConfigError(
                 file,
                 f"{key}.fields.{name}",
@@ -617,7 +617,7 @@ def _form(
                 f'write the words a visitor reads beside the box: {name} = "{name.replace("_", " ").capitalize()}"',
             )
     button = form.get("button")
-    if button is not None and (not isinstance(button, str) or not button.strip() or len(button) > 40 or "\n" in button):
+    if button is not None and not _one_line(button, 40):
         raise SiteConfigError(
             file,
             f"{key}.button",
@@ -635,7 +635,7 @@ def _bar_table(file: Path, key: str, table: dict[str, Any]) -> tuple[str | None,
     said = []
     for name in BAR_KEYS:
         value = table.get(name)
-        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 40 or "\n" in value):
+        if value is not None and not _one_line(value, 40):
             raise SiteConfigError(
                 file,
                 f"{key}.{name}",
@@ -656,7 +656,7 @@ def _page_title(file: Path, where: str, data: dict[str, Any], pattern: str, quer
     names = [name for name, _ in _parameters(pattern)] + list(query)
     words = pattern.strip("/").split("/")[0].capitalize() or "Home"
     example = f'page_title = "{words}{": {" + names[0] + "}" if names else ""}"'
-    if not isinstance(title, str) or not title.strip() or len(title) > 100 or "\n" in title:
+    if not _one_line(title, 100):
         problem = "empty" if isinstance(title, str) and not title.strip() else None
         wrong = problem or _wrong(title, "one line of text (100 characters at most)")
         raise SiteConfigError(file, key, wrong, f"write {example}")
@@ -702,7 +702,7 @@ def _reply_form(file: Path, where: str, data: dict[str, Any], posts: bool) -> tu
     for name, value in table.items():
         if name not in REPLY_FORM:
             raise unknown_key(file, f"{key}.{name}", name, tuple(REPLY_FORM), "reply_form")
-        if not isinstance(value, str) or not value.strip() or len(value) > 60 or "\n" in value:
+        if not _one_line(value, 60):
             raise SiteConfigError(
                 file, f"{key}.{name}", _wrong(value, "a short line of text"), f'write {name} = "{REPLY_FORM[name]}"'
             )
@@ -1064,6 +1064,11 @@ def _carry(file: Path, data: dict[str, Any], routes: tuple[Route, ...]) -> tuple
                 fix or "remove carry, or name a route's query key in it",
             )
     return tuple(dict.fromkeys(carry))
+
+
+def _one_line(value: Any, most: int) -> TypeGuard[str]:
+    """Whether ``value`` is one line of text, not blank, of at most ``most`` characters (a label, a button's words)."""
+    return isinstance(value, str) and bool(value.strip()) and len(value) <= most and "\n" not in value
 
 
 def _near(key: str, known: list[str]) -> list[str]:
