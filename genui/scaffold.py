@@ -50,6 +50,14 @@ template = "search.j2"
 query = ["q"]
 context = ["brief"]
 
+# A page that asks a visitor for several values has a form genui draws above it (docs/sites.md, "A route's form").
+# To have one, remove the "# " below and write prompts/compare.j2 (it reads query.first and query.second).
+# [[routes]]
+# pattern = "/compare"   # before the articles, as /search is
+# template = "compare.j2"
+# query = ["first", "second"]
+# form = {{ fields = {{ first = "Compare", second = "with" }}, button = "Compare" }}
+
 [[routes]]
 pattern = "/{{title}}"
 aliases = ["/wiki/{{title}}"]   # how the default model writes article links; a request for one is redirected here

@@ -364,3 +364,18 @@ def test_a_new_site_takes_its_title_and_language_from_the_command(
     for wrong, said in ((["--lang", "french"], "no language tag"), (["--title", " "], "--title takes one line")):
         assert main(["new", "other", *wrong, "--dir", str(folder)]) == 2
         assert said in capsys.readouterr().err and not (folder / "other").exists()
+
+
+def test_the_scaffolds_form_example_loads_once_its_lines_are_uncommented(tmp_path: Path) -> None:
+    """genui new shows how a page asks for several values (a route's form), commented out: taken as it says, it loads
+    and draws its form (a hackathon team's trip planner found no way to ask for more than one)."""
+    root = create_site("cmp", None, tmp_path).root
+    toml = root / "site.toml"
+    text = toml.read_text(encoding="utf-8")
+    block = text[text.index('# [[routes]]\n# pattern = "/compare"') :].split("\n\n", 1)[0]
+    toml.write_text(text.replace(block, "\n".join(line.removeprefix("# ") for line in block.splitlines())), "utf-8")
+    (root / "prompts" / "compare.j2").write_text("<page>{{ query.first }} and {{ query.second }}</page>\n", "utf-8")
+    site = load_site(root)
+    compare = next(route for route in site.routes if route.pattern == "/compare")
+    assert compare.form == (("first", "Compare"), ("second", "with")) and compare.form_words == "Compare"
+    assert SiteRuntime.build(site, "").locate("/compare?first=Lisp&second=Scheme").route is compare  # type: ignore[union-attr]
