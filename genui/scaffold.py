@@ -111,6 +111,14 @@ _CSS = """\
 .genui-page h2 {{ margin-top: 1.5rem; font-size: 1.25rem; }}
 .genui-page p {{ max-width: 42rem; }}
 .genui-page a {{ color: #2b4c7e; }}
+
+/* Where the reader's system is dark (delete this block to keep the site light): `color-scheme: dark` makes genui's
+   bar, toolbar and forms dark too. */
+@media screen and (prefers-color-scheme: dark) {{
+  .genui {{ color-scheme: dark; }}
+  .genui-page {{ background: #1d222a; border-color: #343b47; }}
+  .genui-page a {{ color: #8db4ec; }}
+}}
 """
 
 

@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from genui.app import create_app
+from genui.scaffold import create_site
 from genui.sites import load_site
 
 pytestmark = pytest.mark.browser
@@ -1062,6 +1063,102 @@ def test_the_forums_links_meta_lines_and_genuis_quiet_text_can_be_read(server: S
         page.evaluate(FORUM_PAGE)
         line = page.eval_on_selector(".genui-page > p a", "link => getComputedStyle(link).textDecorationLine")
         assert line == "underline", site
+
+
+# What a reader reads on each site, and genui's chrome around it: each against the background it is drawn on.
+READ_IN_THE_DARK = {
+    "/": ["h1", ".genui-lede", ".genui-sitelist a", ".genui-sitelist span"],
+    "/wiki/Lisp": [
+        ".genui-brand",
+        ".genui-page h1",
+        ".genui-page p",
+        ".genui-page li a",
+        ".genui-toolbar button",
+        ".genui-toolbar label",
+        ".genui-query input",
+        ".genui-footer",
+    ],
+    "/forum/r/linux/Pipes": [
+        ".thread .meta",
+        ".thread .meta b",
+        ".thread p a",
+        ".threads li > a",
+        ".threads .meta",
+        ".genui-page > p a",
+        ".genui-quiet",
+        ".genui-posts h2",
+        ".genui-reply label",
+        ".genui-reply textarea",
+        ".genui-brand",
+    ],
+    "/os/files/home": [
+        ".titlebar",
+        ".window .body p",
+        ".window .body a",
+        ".genui-toolbar button",
+        ".genui-query input",
+    ],
+}
+
+
+def _contrast(page: Any, selector: str) -> float:
+    shown, under = (_luminance(colour) for colour in page.eval_on_selector(selector, COLOURS))
+    return (max(shown, under) + 0.05) / (min(shown, under) + 0.05)
+
+
+def test_a_reader_whose_system_is_dark_gets_every_site_dark_and_its_text_readable(server: Server) -> None:
+    """Every example site was white or light grey whatever the reader's system asked for: at night, a dark desktop's
+    one bright window. Now what each page is read on (the desktop's window, the wiki's article, the forum's card) is
+    dark where the system is and light where it is light, its text and genui's chrome 4.5:1 or more in the dark."""
+    surfaces = {
+        "/": "body",
+        "/wiki/Lisp": ".genui-page",
+        "/forum/r/linux/Pipes": ".thread",
+        "/os/files/home": ".window",
+    }
+
+    def shown(page: Any, url: str) -> float:  # the page's surface's luminance
+        page.goto(server.url + url)
+        if url != "/":
+            page.wait_for_selector(FINISHED, timeout=15_000)
+        if url.startswith("/forum/"):
+            page.evaluate(FORUM_PAGE)
+        return _luminance(page.eval_on_selector(surfaces[url], "e => getComputedStyle(e).backgroundColor"))
+
+    with browser_page(color_scheme="dark") as page:
+        for url, selectors in READ_IN_THE_DARK.items():
+            assert shown(page, url) < 0.03, url
+            for selector in selectors:
+                assert _contrast(page, selector) >= 4.5, (url, selector, _contrast(page, selector))
+    with browser_page(color_scheme="light") as page:
+        for url in surfaces:
+            assert shown(page, url) > 0.7, url
+
+
+def test_a_site_whose_stylesheet_is_light_only_keeps_genuis_chrome_light_and_a_new_one_goes_dark(
+    tmp_path: Path,
+) -> None:
+    """genui's bar and toolbar go dark only with a site that says it can (`color-scheme: dark` in its stylesheet): a
+    light-only site's white pages would otherwise sit under a black bar, its dark text beside genui's light text.
+    A site from genui new says it can."""
+    light = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "light"))
+    (light / "wiki.css").write_text(".genui-page { background: #fff; }\n", "utf-8")
+    (light / "site.toml").write_text(
+        (light / "site.toml").read_text("utf-8").replace('name = "wiki"', 'name = "light"')
+    )
+    made = create_site("made", directory=tmp_path / "sites")
+    app = create_app([load_site(light), made], FakeEngine(delay=0.01), db_path=tmp_path / "pages.sqlite3")
+    bar = "() => getComputedStyle(document.querySelector('.genui-bar')).backgroundColor"
+    with served(app) as url, browser_page(color_scheme="dark") as page:
+        page.goto(url + "/light/Lisp")
+        page.wait_for_selector(FINISHED, timeout=15_000)
+        assert page.evaluate(bar) == "rgb(255, 255, 255)"
+        assert _contrast(page, ".genui-toolbar button") >= 4.5 and _contrast(page, ".genui-page p") >= 4.5
+        page.goto(url + "/made/")
+        page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
+        assert _luminance(page.evaluate(bar)) < 0.03
+        for selector in (".genui-brand", ".genui-page", ".genui-page a", ".genui-toolbar button"):
+            assert _contrast(page, selector) >= 4.5, (selector, _contrast(page, selector))
 
 
 def test_a_reply_the_model_wrote_after_its_replies_box_closed_is_a_card_in_the_forums_type(
