@@ -691,6 +691,7 @@
     }
     landedOn = content;
     announce.textContent = saying(content);
+    titled(content);
     var place = placeNamed(window.location.hash);
     if (place && content.contains(place)) {
       place.scrollIntoView(); // a link to a place on a page that was still being written when it was clicked
@@ -1025,6 +1026,27 @@
   document.addEventListener("resume", function () {
     reopen(false);
   });
+
+  // The tab says that a page is being written ("Writing: Lisp — Genpedia"), as a browser's tab turns while a page
+  // loads, and the page's own title once it lands: a reader who went to another tab while it was written sees there
+  // that it has (the tab said "Lisp — Genpedia" throughout).
+  var writingTitle = null; // the title shown while the page is written, and the page's own under it
+  function titled(content) {
+    if (content.classList.contains("genui-live")) {
+      var plain = writingTitle && document.title === writingTitle.shown ? writingTitle.plain : document.title;
+      writingTitle = { plain: plain, shown: say("writing_page", { title: plain }, "Writing: {title}") };
+      document.title = writingTitle.shown;
+    } else if (writingTitle) {
+      if (document.title === writingTitle.shown) {
+        document.title = writingTitle.plain; // a failure that named no title of its own
+      }
+      writingTitle = null;
+    }
+  }
+  var opened = document.getElementById("genui-content");
+  if (opened) {
+    titled(opened); // a typed URL's page, written as it opens
+  }
 
   // What the live region says of what landed: its own words for a failure, the count of a set of variations; a page
   // being written is said as it starts (its progress line is new on every frame, which screen readers pass over).

@@ -73,6 +73,7 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
     assert "Writing: part" in (page.text_content("#genui-progress") or "")
     assert page.query_selector("#genui-content:not(.genui-live)") is None  # a draft is on screen, not the final
     assert page.query_selector("#genui-content.genui-live[aria-busy=true]") is not None  # busy for screen readers
+    assert page.title() == "Writing: Genpedia tree — Genpedia"  # the tab says so, as a loading page's tab does
     server.engine.hold.set()
     page.wait_for_selector("#genui-content:not(.genui-live) .genui-page h1", timeout=15_000)
     assert page.text_content(".genui-page h1") == "Genpedia tree"  # the route's opening (sites/wiki/site.toml)
@@ -105,6 +106,7 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     # fixed number of seconds, which a loaded machine misses (1.09 s once, with a second job on the two cores).
     assert page.query_selector("#genui-content.genui-live") is not None, first_frame
     assert "Writing: part" in (page.text_content("#genui-progress") or "")
+    assert page.title() == "Writing: Lambda calculus — Genpedia"
     server.engine.hold.set()
     page.wait_for_selector(FINISHED, timeout=15_000)
     assert page.text_content(FINISHED) == "Lambda calculus"
@@ -546,6 +548,7 @@ def test_a_busy_page_does_not_ask_again_while_the_focus_is_on_one_of_its_control
         page.wait_for_selector("[data-genui-retry]", timeout=10_000)
         assert page.text_content("#genui-content h1") == "Busy"
         assert "This page tries again in 1 s." in (page.text_content("#genui-content") or "")
+        assert not page.title().startswith("Writing"), page.title()  # nothing is, now
         page.focus("#genui-content a")  # its way back, reached by Tab
         engine.overloaded, asked = None, len(engine.calls)
         page.wait_for_timeout(2_500)  # past the retry: it waits, the focus where it was

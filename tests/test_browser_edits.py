@@ -7,6 +7,7 @@ before and after. Never run `playwright install`: the tests drive /usr/bin/chrom
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +51,35 @@ def varied(server: Server, page: Any) -> None:
     page.wait_for_selector(FINISHED + " h1", timeout=15_000)
     page.click(".genui-vary button[type=submit]")
     page.wait_for_selector(".genui-keep button:text-is('Keep variation 3')", timeout=20_000)
+
+
+def test_the_tab_says_a_threads_replies_are_being_written_and_its_own_title_again_when_they_cannot_be(
+    server: Server, page: Any
+) -> None:
+    """The tab says "Writing: …" while a page is written, as a loading page's tab turns; where the replies to a post
+    cannot be written, the thread stays on screen with its own title, which the failure does not name."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    title = page.title()
+    assert title == "My first lisp — Greddit"
+    server.engine.hold = threading.Event()  # the replies wait for their last frame
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea[name=text]", "Hello")
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector("#genui-draft.genui-in-place[data-step]", timeout=5_000)
+    assert page.title() == "Writing: " + title
+    server.engine.hold.set()
+    page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
+    assert page.title() == title
+    server.engine.overloaded = 30  # the next reply's replies find the engine busy
+    page.fill(".genui-reply textarea[name=text]", "Hello again")
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector("#genui-content.genui-error", timeout=10_000)
+    assert page.query_selector(".genui-inline .genui-post") is not None  # the thread and the post stay
+    deadline = time.monotonic() + 5
+    while page.title() != title and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert page.title() == title
 
 
 def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_was(server: Server, page: Any) -> None:
