@@ -315,6 +315,62 @@
     }
   });
 
+  // Words selected in the thread while its replies are written stay selected when they land (they were lost with the
+  // nodes the swap removed, to be quoted): the thread as it was is the finished page's start, node for node. Kept
+  // only where the same text is there again.
+  var selected = null;
+
+  function pathTo(root, node) {
+    var path = [];
+    for (; node && node !== root; node = node.parentNode) {
+      path.unshift(Array.prototype.indexOf.call(node.parentNode.childNodes, node));
+    }
+    return node === root ? path : null;
+  }
+
+  function nodeAt(root, path) {
+    for (var i = 0; root && i < path.length; i++) {
+      root = root.childNodes[path[i]];
+    }
+    return root || null;
+  }
+
+  // (Read as each message of the page's stream comes, before its swaps; put back once another page took its place.)
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    var page = document.querySelector("#genui-content.genui-live > .genui-page");
+    var selection = window.getSelection ? window.getSelection() : null;
+    selected = null;
+    if (page && selection && selection.rangeCount && !selection.isCollapsed) {
+      var range = selection.getRangeAt(0);
+      var start = pathTo(page, range.startContainer);
+      var end = pathTo(page, range.endContainer);
+      if (start && end) {
+        selected = { page: page, start: start, startOffset: range.startOffset, end: end, endOffset: range.endOffset,
+          text: range.toString() };
+      }
+    }
+  });
+
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    var page = document.querySelector("#genui-content > .genui-page");
+    var was = selected;
+    if (!was || !page || page === was.page) {
+      return; // the page being written is still there (a frame, the toolbar)
+    }
+    selected = null;
+    try {
+      var range = document.createRange();
+      range.setStart(nodeAt(page, was.start), was.startOffset);
+      range.setEnd(nodeAt(page, was.end), was.endOffset);
+      if (range.toString() === was.text) {
+        window.getSelection().removeAllRanges();
+        window.getSelection().addRange(range);
+      }
+    } catch (error) {
+      // the page changed where the selection was: it is not kept
+    }
+  });
+
   document.addEventListener("htmx:load", function (event) {
     var root = event.target;
     if (root === document.body || (root && root.id === "genui-content")) {

@@ -82,6 +82,39 @@ def test_the_tab_says_a_threads_replies_are_being_written_and_its_own_title_agai
     assert page.title() == title
 
 
+SELECT_FIRST_PARAGRAPH = """() => {
+    const text = document.querySelector("#genui-content .genui-page p").firstChild;
+    const range = document.createRange();
+    range.setStart(text, 3);
+    range.setEnd(text, 12);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    return range.toString();
+}"""
+
+
+def test_words_selected_in_a_thread_while_its_replies_are_written_stay_selected_to_quote_when_they_land(
+    server: Server, page: Any
+) -> None:
+    """The swap that lands the replies took the selection with the nodes it was in: a reader who selected a line of the
+    thread to quote it, while the replies to their own post were written, found nothing selected (a forum user's
+    review)."""
+    page.goto(server.url + THREAD)
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    server.engine.hold = threading.Event()
+    page.fill(".genui-reply input[name=user]", "ada")
+    page.fill(".genui-reply textarea[name=text]", "Hello")
+    page.click(".genui-reply button[type=submit]")
+    page.wait_for_selector("#genui-draft.genui-in-place[data-step]", timeout=5_000)
+    words = page.evaluate(SELECT_FIRST_PARAGRAPH)
+    assert len(words) == 9
+    server.engine.hold.set()
+    page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
+    assert page.evaluate("() => getSelection().toString()") == words
+    page.click(".genui-reply .genui-quote")
+    assert page.input_value(".genui-reply textarea[name=text]").startswith("> " + words.strip())
+
+
 def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_was(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     page.goto(server.url + THREAD)
