@@ -40,12 +40,13 @@ from markupsafe import Markup
 
 from genui.app import create_app
 from genui.assets import ASSETS_PATH, asset_file, asset_url
+from genui.cache import counted
 from genui.resources import bundled
 from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.screens import words_of
 from genui.sites import Site
-from genui.store import Store
+from genui.store import PageGroup, Store
 from genui.words import WORDS
 
 STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
@@ -81,6 +82,7 @@ class Exported:
 
     files: dict[str, str] = field(default_factory=dict)  # each page's file, relative to the export's folder
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # what else the cache holds of the site, said (_left_out)
 
     @property
     def pages(self) -> list[str]:
@@ -149,8 +151,12 @@ def _short(name: str) -> str:
 
 
 def link(from_file: str, to_file: str) -> str:
-    """The relative URL from one exported file to another, each segment percent-encoded where it must be."""
-    relative = posixpath.relpath(to_file, posixpath.dirname(from_file) or ".")
+    """The relative URL from one exported file to another, each segment percent-encoded where it must be: up to the
+    export's folder and down the other's whole path (``../terminal/index.html``, ``./terminal/index.html``), never
+    the shortest way, so that a stylesheet picking links by where they lead (``a[href*="/terminal"]``, as the
+    desktop's icons are drawn) finds them in the copy too."""
+    up = from_file.count("/")
+    relative = "../" * up + to_file if up else "./" + to_file
     return "/".join(quote(segment, safe=_SAFE) for segment in relative.split("/"))
 
 
@@ -171,19 +177,19 @@ def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Locati
 def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = None) -> Exported:
     """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty. ``named``:
     the page cache as the user named it, where ``db`` is a copy of it."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file, not a folder: name a new folder")
+    if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first")
     runtime = SiteRuntime.build(site, "")
     store = Store(db)
     try:
         pages = current_pages(store, runtime, model)
         versions = {runtime.prompts.version(route) for route in site.routes}
-        others = sorted(
-            {group.model for group in store.page_groups() if group.site == site.name and group.template in versions}
-            - {model}
-        )
+        groups = [group for group in store.page_groups() if group.site == site.name]
     finally:
         store.close()
+    others = sorted({group.model for group in groups if group.template in versions} - {model})
     if not pages:
         fix = (
             f"it holds pages of {', '.join(others)}: name the model with --model"
@@ -192,7 +198,7 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
         )
         raise ExportError(f"{named or db} holds no page of {site.name} as it is configured now by {model}; {fix}")
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
-    exported = Exported()
+    exported = Exported(left_out=_left_out(groups, versions, model))
     for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere
         status, _ = documents[location.url]
         if status != 200:
@@ -200,19 +206,44 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
         else:
             exported.files[location.url] = file_of(location)
     exported.files = _distinct(exported.files)
-    for url, own in exported.files.items():
-        target = out / own
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_static(documents[url][1].decode("utf-8"), runtime, own, exported.files, model), "utf-8")
-    (out / "_genui" / "static").mkdir(parents=True, exist_ok=True)
-    for name in STATIC:
-        shutil.copyfile(bundled("static") / name, out / "_genui" / "static" / name)
-    stylesheet = site.stylesheet_path()
-    if stylesheet is not None and stylesheet.is_file():
-        (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
-    _copy_assets(site, out / ASSETS_PATH.strip("/") / site.name)  # its stylesheet reads them as ../assets/NAME/…
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for url, own in exported.files.items():
+            target = out / own
+            target.parent.mkdir(parents=True, exist_ok=True)
+            page = _static(documents[url][1].decode("utf-8"), runtime, own, exported.files, model)
+            target.write_text(page, "utf-8")
+        (out / "_genui" / "static").mkdir(parents=True, exist_ok=True)
+        for name in STATIC:
+            shutil.copyfile(bundled("static") / name, out / "_genui" / "static" / name)
+        stylesheet = site.stylesheet_path()
+        if stylesheet is not None and stylesheet.is_file():
+            (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
+        _copy_assets(site, out / ASSETS_PATH.strip("/") / site.name)  # its stylesheet reads them as ../assets/NAME/…
+    except OSError as err:  # a folder in a file's place, one not writable, a full disk: said, not a traceback
+        where = f" ({err.filename})" if err.filename and Path(err.filename) != out else ""
+        raise ExportError(
+            f"cannot write the copy in {out}: {err.strerror or err}{where}; name a folder you can write"
+        ) from None
     return exported
+
+
+def _left_out(groups: list[PageGroup], versions: set[str], model: str) -> list[str]:
+    """What the cache holds of the site that the copy leaves out, said: pages another model wrote, pages of an earlier
+    config (a publisher took "exported 1 page" for the whole site, its 5 articles of an earlier prompt unsaid)."""
+    said = []
+    for other in sorted({group.model for group in groups} - {model}):
+        urls = sum(group.urls for group in groups if group.model == other and group.template in versions)
+        if urls:
+            said.append(f"{counted(urls, 'page')} written by {other} (--model {other} exports those)")
+    earlier = sum(group.urls for group in groups if group.template not in versions)
+    if earlier:
+        said.append(
+            f"{counted(earlier, 'page')} written from an earlier config of the site's routes (genui cache lists them;"
+            " a server writes them again as they are asked for)"
+        )
+    return said
 
 
 def _copy_assets(site: Site, into: Path) -> None:
@@ -239,6 +270,7 @@ async def _fetched(site: Site, db: Path, model: str, urls: list[str]) -> dict[st
 
     app = create_app([site], db_path=db, load_engine=loading, identify_model=lambda: model, takes_up=False)
     async with _lifespan(app):
+        app.state.pages.seen.noting = False  # a copy is no reader: prune --unseen goes by what readers were shown
         first = urls[0]
         for _ in range(200):  # until the app has named its model (at once: identify_model returns it)
             status, _ = await _get(app, first)

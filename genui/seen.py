@@ -28,9 +28,12 @@ class Seen:
         self._shown: dict[tuple[PageKey, int], float] = {}
         self._timer: asyncio.TimerHandle | None = None  # the next note, while pages shown wait for it
         self._failed = False  # said once, until a note succeeds again
+        self.noting = True  # False: pages shown are not noted (genui cache export reads them all)
 
     def shown(self, key: PageKey, version: int) -> None:
         """Version ``version`` of the page was shown now."""
+        if not self.noting:
+            return
         self._shown.pop((key, version), None)  # newest last
         self._shown[key, version] = time.time()
         if len(self._shown) > KEPT:

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shlex
 import sqlite3
 import sys
 import tempfile
@@ -126,8 +127,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Write the pages the cache holds for a site, as it is configured now, on the model named, as a "
         "folder of static HTML files: the newest version of each, with no scripts, forms or toolbar, and links "
         "between them made relative, so that any static web host, or a browser opening index.html, shows them with "
-        "no server and no model. A link to a page not in the cache keeps its look and leads nowhere. Write the pages "
-        "first (genui serve, genui cache warm SITE).",
+        "no server and no model. A link to a page not in the cache keeps its look and leads nowhere. Readers' posts "
+        "in the pages, their names and text, are in the copy: it publishes them. Write the pages first (genui serve, "
+        "genui cache warm SITE).",
     )
     export.add_argument("export_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty")
@@ -575,8 +577,10 @@ def _export(args: argparse.Namespace) -> int:
         store.close()
     for url, why in done.skipped:
         print(f"skipped  {shown(url)}: {why}")
+    for said in done.left_out:
+        print(f"left out {said}")
     start = Path(args.out) / done.files[done.pages[0]] if done.pages else Path(args.out)
-    print(f"exported {counted(len(done.pages), 'page')} of {site.name} to {args.out}; open {start}")
+    print(f"exported {counted(len(done.pages), 'page')} of {site.name} to {args.out}; open {shlex.quote(str(start))}")
     return 0
 
 

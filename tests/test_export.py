@@ -277,7 +277,7 @@ def test_the_copys_footer_is_in_the_sites_words(tmp_path: Path, capsys: pytest.C
 def test_a_colon_in_a_pages_name_is_no_scheme_in_its_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     written(tmp_path / "genui.sqlite3", "wiki", ["/Category:Lisp", "/"])
     home = (exported(tmp_path, "wiki", capsys) / "index.html").read_text(encoding="utf-8")
-    assert 'href="Category%253ALisp/index.html"' in home  # the file Category%3ALisp/index.html
+    assert 'href="./Category%253ALisp/index.html"' in home  # the file Category%3ALisp/index.html
 
 
 def test_a_thread_says_nothing_of_a_model_loading_in_its_copy(
@@ -290,3 +290,71 @@ def test_a_thread_says_nothing_of_a_model_loading_in_its_copy(
     Store(db).add_post("forum", "/r/lisp/Macros", "ada", "Still there?")
     thread = (exported(tmp_path, "forum", capsys) / "r" / "lisp" / "Macros" / "index.html").read_text(encoding="utf-8")
     assert "Still there?" in thread and "loading its model" not in thread and "Open the thread again" not in thread
+
+
+def test_the_desktops_icons_keep_their_look_in_the_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """sites/os/os.css draws each icon by where it leads (`a.genui-icon[href*="/terminal"]`): the copy's shortest
+    relative links (`terminal/~%253Fcmd=ls/index.html`, `index.html` for the screen open) made every icon of the
+    exported desktop a plain folder (a publisher's review). Each link now goes up to the copy's folder and down the
+    page's whole path, from every page."""
+    # each icon's label, and what os.css looks for in its link
+    icons = {"Home": "/files/", "Terminal": "/terminal", "Settings": "/settings", "Notes": "/view/"}
+    urls = ["/files/home/user", "/terminal?cmd=ls", "/settings/display", "/view/home/user/notes.txt"]
+    written(tmp_path / "genui.sqlite3", "os", ["/", *urls])
+    out = exported(tmp_path, "os", capsys)
+    for path in out.rglob("index.html"):
+        page = path.read_text(encoding="utf-8")
+        for label, look in icons.items():
+            (href,) = re.findall(rf'<a class="genui-icon" href="([^"]*)"[^>]*>{label}<', page)
+            assert look in href, (path, href)
+
+
+def test_an_export_is_no_visit_and_says_what_of_the_site_it_leaves_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exporting noted every page as shown, so `prune --unseen` kept pages no reader had seen for months; and pages
+    another model wrote, or an earlier config of the site wrote, were left out of the copy without a word ("exported
+    1 page" of a site of six: a publisher's review)."""
+    root = Path(shutil.copytree(SITES_DIR / "wiki", tmp_path / "sites" / "wiki"))
+    db = tmp_path / "genui.sqlite3"
+
+    def write(model: str, urls: list[str]) -> None:
+        with TestClient(create_app([load_site(root)], FakeEngine(model_id=model), db_path=db)) as client:
+            for url in urls:
+                assert visit(client, url).status_code == 200, url
+
+    write(MODEL, ["/Scheme", "/Forth"])  # then the articles' prompt is edited: these two are an earlier config's
+    article = root / "prompts" / "article.j2"
+    article.write_text(article.read_text(encoding="utf-8") + "{# tweaked #}\n", encoding="utf-8")
+    write(MODEL, ["/", "/Lisp"])
+    write("other/model", ["/Lisp", "/Prolog", "/ML"])
+    store = Store(db)
+    store._db.execute("UPDATE pages SET seen = 1000, created = 1000")  # written and last shown long ago
+    store.close()
+    out = tmp_path / "out"
+    argv = ["cache", "export", "wiki", str(out), "--db", str(db), "--sites-dir", str(tmp_path / "sites")]
+    assert main([*argv, "--model", MODEL]) == 0
+    said = capsys.readouterr().out
+    assert "left out 3 pages written by other/model (--model other/model exports those)" in said
+    assert "left out 2 pages written from an earlier config of the site's routes" in said
+    assert "exported 2 pages of wiki" in said and (out / "Lisp" / "index.html").is_file()
+    store = Store(db)
+    assert store._db.execute("SELECT MAX(seen) FROM pages").fetchone() == (1000,)  # nothing shown to a reader
+    store.close()
+
+
+def test_a_copy_into_a_file_or_a_folder_it_cannot_write_is_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file named as the copy's folder was "not an empty folder", and one under a file or in /proc a Python error
+    ("[Errno 20] Not a directory"; a publisher's review)."""
+    written(tmp_path / "genui.sqlite3", "wiki", ["/", "/Lisp"])
+    afile = tmp_path / "afile"
+    afile.write_text("mine", encoding="utf-8")
+    argv = ["--db", str(tmp_path / "genui.sqlite3"), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(["cache", "export", "wiki", str(afile), *argv]) == 2
+    assert f"{afile} is a file, not a folder: name a new folder" in capsys.readouterr().err
+    assert main(["cache", "export", "wiki", str(afile / "sub"), *argv]) == 2
+    said = capsys.readouterr().err
+    assert f"cannot write the copy in {afile / 'sub'}: Not a directory" in said and "name a folder you can" in said
+    assert afile.read_text(encoding="utf-8") == "mine"
