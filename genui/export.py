@@ -97,7 +97,8 @@ def file_of(location: Location) -> str:
     if names and names[0].lower() == "_genui":  # genui's own files' folder (a catch-all route's page could be one)
         names[0] = "~" + names[0]
     if location.query:  # after "~", which no segment's name starts with but an escaped one
-        names.append(_short("~" + quote("?" + location.query_string, safe=_DISK_SAFE)))
+        pairs = sorted(location.query.items())
+        names.append(_short("~%3F" + "&".join(f"{_query_part(key)}={_query_part(value)}" for key, value in pairs)))
     written = "/".join([*names, "index.html"])
     if len(written.encode("utf-8")) > LONGEST_PATH:  # in a folder of its own, named by a hash of the whole
         return f"~long/{hashlib.sha256(written.encode('utf-8')).hexdigest()[:32]}/index.html"
@@ -115,6 +116,12 @@ def _disk_name(segment: str) -> str:
         name = name[:-1] + "%2E"
     escaped = name == "index.html" or name.startswith("~") or name.partition(".")[0].upper() in _DEVICES
     return _short("~" + name if escaped else name)
+
+
+def _query_part(text: str) -> str:
+    """A query's key or value in a file's name: as a path segment's (``_on_disk``: `café` stays, where it was
+    `caf%25C3%25A9`), its `&`, `=`, `+` and `%` encoded too, so that no two queries share a name."""
+    return "".join(char if _on_disk(char) and char not in "&=+%" else quote(char, safe="") for char in text)
 
 
 def _on_disk(char: str) -> bool:

@@ -358,3 +358,17 @@ def test_a_copy_into_a_file_or_a_folder_it_cannot_write_is_said_so(
     said = capsys.readouterr().err
     assert f"cannot write the copy in {afile / 'sub'}: Not a directory" in said and "name a folder you can" in said
     assert afile.read_text(encoding="utf-8") == "mine"
+
+
+def test_a_querys_letters_stay_as_they_are_in_its_files_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path's letters of any script stay as they are in its folder's name, and a query's were encoded twice
+    (`search/~%3Fq=caf%25C3%25A9+au+lait`: a publisher's review); queries that differ still have files apart."""
+    written(tmp_path / "genui.sqlite3", "wiki", ["/", "/search?q=café au lait", "/search?q=a%2Bb", "/search?q=a+b"])
+    out = exported(tmp_path, "wiki", capsys)
+    assert sorted(path.parent.name for path in (out / "search").glob("*/index.html")) == [
+        "~%3Fq=a%20b",
+        "~%3Fq=a%2Bb",
+        "~%3Fq=café%20au%20lait",
+    ]
