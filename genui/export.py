@@ -26,6 +26,7 @@ import hashlib
 import html
 import os
 import posixpath
+import re
 import shutil
 import threading
 import unicodedata
@@ -50,6 +51,7 @@ from genui.store import PageGroup, Store
 from genui.words import WORDS
 
 STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
+PAGES = "_genui/pages.html"  # the copy's list of its pages (under _genui, where no page's file is)
 NOT_EXPORTED = WORDS["not_in_copy"]  # the title of a link to a page that was not exported, in English
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
@@ -220,6 +222,10 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
             target.parent.mkdir(parents=True, exist_ok=True)
             page = _static(documents[url][1].decode("utf-8"), runtime, own, exported.files, model)
             target.write_text(page, "utf-8")
+        titles = {url: _title_of(documents[url][1].decode("utf-8"), site.title) for url in exported.files}
+        for own in [PAGES, *([] if "index.html" in exported.files.values() else ["index.html"])]:
+            (out / own).parent.mkdir(parents=True, exist_ok=True)
+            (out / own).write_text(_page_list(runtime, own, exported.files, titles, model), "utf-8")
         (out / "_genui" / "static").mkdir(parents=True, exist_ok=True)
         for name in STATIC:
             shutil.copyfile(bundled("static") / name, out / "_genui" / "static" / name)
@@ -251,6 +257,53 @@ def _left_out(groups: list[PageGroup], versions: set[str], model: str) -> list[s
             " a server writes them again as they are asked for)"
         )
     return said
+
+
+def _title_of(document: str, site_title: str) -> str:
+    """A served page's title, less the site's (`Lisp — Genpedia` is `Lisp`)."""
+    found = re.search(r"<title>(.*?)</title>", document, re.S)
+    title = html.unescape(found[1]).strip() if found else ""
+    return title.removesuffix(f" — {site_title}") or title
+
+
+def _page_list(runtime: SiteRuntime, own: str, files: dict[str, str], titles: dict[str, str], model: str) -> str:
+    """The copy's list of its pages (``PAGES``, and ``index.html`` where the front page is not in the copy): a page
+    reached only through a form (a search, a terminal's command) has no link to it in the copy but this one."""
+    site, words = runtime.site, words_of(runtime)
+    heading = words.text("copy_pages")
+    direction = Markup(' dir="rtl"') if site.direction == "rtl" else ""
+    stylesheet = (
+        Markup('<link rel="stylesheet" href="{}">').format(link(own, f"_genui/css/{site.name}.css"))
+        if site.stylesheet
+        else ""
+    )
+    items = Markup("\n").join(
+        Markup('<li><a href="{}">{}</a> <code>{}</code></li>').format(link(own, file), titles[url], url)
+        for url, file in files.items()
+    )
+    footer = words.say("copy_footer", model=Markup("<code>{}</code>").format(model))
+    return Markup(
+        '<!doctype html>\n<html lang="{lang}"{direction}>\n<head>\n<meta charset="utf-8">\n'
+        '<meta http-equiv="Content-Security-Policy" content="{csp}">\n<meta name="referrer" content="{referrer}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading} — {title}</title>\n'
+        '<link rel="icon" href="{icon}" type="image/svg+xml">\n<link rel="stylesheet" href="{css}">\n{stylesheet}\n'
+        '</head>\n<body class="genui site-{name}">\n<main id="genui-main" class="genui-main">\n<h1>{heading}</h1>\n'
+        '<ul class="genui-copy-pages">\n{items}\n</ul>\n</main>\n<footer class="genui-footer">{footer}</footer>\n'
+        "</body>\n</html>\n"
+    ).format(
+        lang=site.lang,
+        direction=direction,
+        csp=CSP,
+        referrer=REFERRER,
+        heading=heading,
+        title=site.title,
+        icon=link(own, "_genui/static/favicon.svg"),
+        css=link(own, "_genui/static/genui.css"),
+        stylesheet=stylesheet,
+        name=site.name,
+        items=items,
+        footer=footer,
+    )
 
 
 def _copy_assets(site: Site, into: Path) -> None:
@@ -409,7 +462,9 @@ class _Rewriter(HTMLParser):
         elif tag == "footer" and "genui-footer" in (named.get("class") or "").split():
             self.in_footer = True
             model = Markup("<code>{}</code>").format(self.model)
-            self.out.append(str(words_of(self.runtime).say("copy_footer", model=model)))
+            words = words_of(self.runtime)
+            listed = Markup(' <a href="{}">{}</a>').format(link(self.own, PAGES), words.text("copy_pages"))
+            self.out.append(str(words.say("copy_footer", model=model) + listed))
 
     def handle_endtag(self, tag: str) -> None:
         if self.dropping:

@@ -579,7 +579,7 @@ def _export(args: argparse.Namespace) -> int:
         print(f"skipped  {shown(url)}: {why}")
     for said in done.left_out:
         print(f"left out {said}")
-    start = Path(args.out) / done.files[done.pages[0]] if done.pages else Path(args.out)
+    start = Path(args.out) / "index.html"  # the front page, or the copy's list of its pages where it has none
     print(f"exported {counted(len(done.pages), 'page')} of {site.name} to {args.out}; open {shlex.quote(str(start))}")
     return 0
 

@@ -28,6 +28,7 @@ WORDS: dict[str, str] = {
     "footer": "Every page here is written on the fly by {model}.",
     "copy_footer": "A static copy of pages written by {model} with genui.",  # genui cache export's pages
     "not_in_copy": "not in this copy",  # the title of a link of an exported page to a page it does not hold
+    "copy_pages": "Every page in this copy",  # an exported site's list of its pages, and its footer's link to it
     "ways_on": "Ways on from this page",  # a [[navigation]] section with no heading, as screen readers name it
     "one_reply": "1 reply",  # beside a thread a [[navigation]] section lists: its readers' posts
     "replies": "{n} replies",

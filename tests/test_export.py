@@ -59,6 +59,7 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
         "Lisp/index.html",
         "Lisp_tree/index.html",
         "_genui/css/wiki.css",
+        "_genui/pages.html",
         "_genui/static/favicon.svg",
         "_genui/static/genui.css",
         "index.html",
@@ -72,7 +73,18 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
     assert 'href="../Lisp_tree/index.html"' in lisp  # the model's /wiki/Lisp_tree, written since
     assert f'<a title="{NOT_EXPORTED}">Lisp map</a>' in lisp  # never written: a placeholder link
     assert "Regenerate" not in lisp and "Every page here is written on the fly" not in lisp
-    for path in out.rglob("index.html"):  # every link leads to a file of the export, from file:// or a web root
+    # the copy's list of its pages: the search, which no page of the copy links to (its form is gone), among them
+    listed = (out / "_genui" / "pages.html").read_text(encoding="utf-8")
+    assert HREF.findall(listed)[-4:] == [
+        "../index.html",
+        "../Lisp/index.html",
+        "../Lisp_tree/index.html",
+        "../search/~%253Fq=lisp/index.html",
+    ]
+    assert "<title>Every page in this copy — Genpedia</title>" in listed and "<code>/search?q=lisp</code>" in listed
+    assert '<a href="../_genui/pages.html">Every page in this copy</a></footer>' in lisp
+    for path in [*out.rglob("index.html"), out / "_genui" / "pages.html"]:  # every link leads to a file of the
+        # export, from file:// or a web root
         for href in HREF.findall(path.read_text(encoding="utf-8")):
             if not href.startswith("#"):
                 target = (path.parent / unquote(href.partition("#")[0])).resolve()
@@ -372,3 +384,18 @@ def test_a_querys_letters_stay_as_they_are_in_its_files_name(
         "~%3Fq=a%2Bb",
         "~%3Fq=café%20au%20lait",
     ]
+
+
+def test_a_copy_without_its_front_page_opens_on_its_list_of_pages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no front page in the cache, the copy's folder had no index.html: a web host answered 403 at its root (a
+    publisher's review). Its list of pages is its index.html then."""
+    written(tmp_path / "genui.sqlite3", "wiki", ["/Lisp", "/Scheme"])
+    out = tmp_path / "out"
+    argv = ["cache", "export", "wiki", str(out), "--db", str(tmp_path / "genui.sqlite3"), "--model", MODEL]
+    assert main([*argv, "--sites-dir", str(SITES_DIR)]) == 0
+    assert f"exported 2 pages of wiki to {out}; open {out / 'index.html'}" in capsys.readouterr().out
+    front = (out / "index.html").read_text(encoding="utf-8")
+    assert HREF.findall(front)[-2:] == ["./Lisp/index.html", "./Scheme/index.html"]
+    assert '<link rel="stylesheet" href="./_genui/css/wiki.css">' in front and '<body class="genui site-wiki">' in front
