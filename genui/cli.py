@@ -557,25 +557,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="pages, replies and rewrites one client (an IP address; an IPv6 one's /64, but on the server's own link) "
         "may have written at once; one "
-        "more is a 429 with Retry-After. Behind a reverse proxy, it must send X-Forwarded-For, and one on another "
-        "host must be named in FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: "
-        "%(default)s)",
+        "more is a 429 with Retry-After. Devices behind one NAT (a school's lab) are one client: there, 0. Behind a "
+        "reverse proxy, it must send X-Forwarded-For, and one on another host must be named in the environment "
+        "variable FORWARDED_ALLOW_IPS; else every visitor counts as one client. 0: no limit (default: %(default)s)",
     )
     serve.add_argument(
         "--queue",
         type=queue_length,
         metavar="N",
-        help="pages that may wait for the model at once; one more is a busy page that asks again by itself after 5 s "
-        "(a workshop of twenty: --queue 20 keeps each in line rather than retrying; each waits for the pages before "
-        f"it, four at a time) (default: the engine's own, {QUEUE} for genui's)",
+        help="pages that may wait for the model at once; one more is a busy page that asks again by itself once the "
+        "engine expects room, a few seconds on (a workshop of twenty: --queue 20 keeps each in line rather than "
+        f"retrying; each waits for the pages before it, four at a time) (default: the engine's own, {QUEUE} for "
+        "genui's)",
     )
     serve.add_argument(
         "--posts-per-minute",
         type=count,
         default=POSTS_PER_MINUTE,
         metavar="N",
-        help="readers' posts one client (an address, as for --runs-per-client) may store in any 60 s; one more is "
-        "a 429 with Retry-After that keeps what was typed. 0: no limit (default: %(default)s)",
+        help="readers' posts one client (an address, as for --runs-per-client: a NAT's devices are one) may store in "
+        "any 60 s; one more is a 429 with Retry-After that keeps what was typed. 0: no limit (default: %(default)s)",
     )
     serve.add_argument(
         "--no-edits",

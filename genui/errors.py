@@ -177,6 +177,7 @@ def problem(error: Exception, asks_again: bool = True) -> Problem | None:
             return _worded(404, "not_found_heading", "no_page", dict(error.headers or {}))
         if isinstance(error, Refusal):
             heading, message, values = error.words
+            message = message if asks_again or error.later is None else error.later
             return _worded(error.status_code, heading, message, dict(error.headers or {}), **values)
         heading = http.HTTPStatus(error.status_code).phrase.capitalize()
         return Problem(error.status_code, heading, error.detail, dict(error.headers or {}))

@@ -99,7 +99,8 @@ class TooManyRuns(Refusal):
     def __init__(self, limit: int) -> None:
         seconds = math.ceil(LOADING_RETRY_S)
         said = "too_many_runs_one" if limit == 1 else "too_many_runs"
-        super().__init__(429, "too_many_heading", said, {"Retry-After": str(seconds)}, n=limit, seconds=seconds)
+        retry = {"Retry-After": str(seconds)}
+        super().__init__(429, "too_many_heading", said, retry, later=f"{said}_later", n=limit, seconds=seconds)
 
 
 class RouteTooLong(EngineError):

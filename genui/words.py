@@ -109,8 +109,15 @@ WORDS: dict[str, str] = {
     "only_read_replied": "This page is only read and replied to.",
     "takes_no_replies": "This page takes no replies.",
     "too_many_heading": "Too many requests",  # a 429: one client's runs under way, or its posts in a minute
-    "too_many_runs_one": "You have a page being written already. Try again in {seconds} s.",
-    "too_many_runs": "You have {n} pages being written already. Try again in {seconds} s.",
+    # (said of the address, which a class behind one NAT shares: "You have 3 pages" was false for the 4th student)
+    "too_many_runs_one": "A page is being written for your address (or network) already. This page tries again in"
+    " {seconds} s.",
+    "too_many_runs": "{n} pages are being written for your address (or network) already. This page tries again in"
+    " {seconds} s.",
+    "too_many_runs_one_later": "A page is being written for your address (or network) already. Try again in {seconds}"
+    " s.",  # a form posted: not sent again
+    "too_many_runs_later": "{n} pages are being written for your address (or network) already. Try again in {seconds}"
+    " s.",
     "too_many_posts_one": (
         "A reply was posted from your address (or network) in the last minute, the most it may post. Try again in"
         " {seconds} s."
@@ -155,7 +162,12 @@ MOST = 200  # characters of one of a site's words
 PLURAL_FORMS = ("zero", "one", "two", "few", "many", "other")  # Unicode CLDR's plural categories, as Babel names them
 # words genui says for a count of 1 in place of the count's own (no {n}: "1 reply", "a page being written"), where the
 # site says them, or says the count's words as one line; a site whose count is a table of plural forms says 1 by it
-SINGULAR = {"one_reply": "replies", "too_many_runs_one": "too_many_runs", "too_many_posts_one": "too_many_posts"}
+SINGULAR = {
+    "one_reply": "replies",
+    "too_many_runs_one": "too_many_runs",
+    "too_many_runs_one_later": "too_many_runs_later",
+    "too_many_posts_one": "too_many_posts",
+}
 Forms = tuple[tuple[str, str], ...]  # a site's plural forms of one of its words: (category, text), as Site keeps them
 
 
@@ -277,10 +289,18 @@ class Words:
 
 class Refusal(HTTPException):
     """An HTTP refusal said in genui's words (``heading`` and ``message``, ``values`` filled in), so that a site says
-    it in its own: its detail is the English."""
+    it in its own: its detail is the English. ``later``: the message where the request was a form posted, which is
+    not sent again by itself (a page asked for asks again after its Retry-After)."""
 
     def __init__(
-        self, status_code: int, heading: str, message: str, headers: Mapping[str, str] | None = None, **values: object
+        self,
+        status_code: int,
+        heading: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        later: str | None = None,
+        **values: object,
     ) -> None:
         super().__init__(status_code, WORDS[message].format(**values), dict(headers or {}))
         self.words = (heading, message, values)
+        self.later = later

@@ -460,7 +460,9 @@ def test_a_click_past_the_clients_limit_shows_the_429_and_lands_once_a_page_of_i
         second.wait_for_selector(FINISHED, timeout=10_000)
         second.click("text=Lisp tree")  # htmx: a second run for the address, so the 429 is swapped in
         second.wait_for_selector("#genui-content h1:text-is('Too many requests')", timeout=10_000)
-        assert "You have a page being written already" in (second.text_content("#genui-content") or "")
+        assert "A page is being written for your address (or network) already" in (
+            second.text_content("#genui-content") or ""
+        )
         first.wait_for_selector(FINISHED, timeout=30_000)
         # No click: once the first page is written, the 429 asks again by itself and the page is written.
         second.wait_for_selector(".genui-page h1:text-is('Lisp tree')", timeout=30_000)

@@ -62,7 +62,9 @@ def test_a_client_at_its_limit_gets_a_429_that_asks_again_and_others_are_served(
     assert first.status_code == second.status_code == 200 and "ws-connect" in second.text
     third = client.get("/wiki/Hacker", headers=as_client("10.0.0.1", htmx=False))
     assert third.status_code == 429 and third.headers["retry-after"] == "5"
-    assert "You have 2 pages being written already. Try again in 5 s." in third.text
+    assert (
+        "2 pages are being written for your address (or network) already. This page tries again in 5 s." in third.text
+    )
     assert 'data-genui-retry="5" data-genui-retry-url="/wiki/Hacker"' in third.text  # asks again by itself
     # Joining a page someone is writing costs nothing; another client starts pages of its own.
     assert client.get("/wiki/Lisp", headers=as_client("10.0.0.1")).status_code == 200
@@ -118,7 +120,10 @@ def test_a_reply_at_the_limit_is_refused_before_it_is_stored(served: tuple[TestC
     form = {"user": "ada", "text": "one too many"}
     refused = client.post(THREAD, data=form, headers={**as_client("10.0.0.1"), **ORIGIN})
     assert refused.status_code == 429 and refused.headers["retry-after"] == "5"
-    assert "Your reply was not posted: you have 2 pages being written already" in refused.text
+    assert (
+        "Your reply was not posted: 2 pages are being written for your address (or network) already. Try again in 5 s."
+        in refused.text
+    )
     assert ">one too many</textarea>" in refused.text and 'value="ada"' in refused.text  # what was typed is kept
     assert "data-genui-retry" not in refused.text  # a POST is not asked again by itself
     assert pages.store.posts("forum", "/r/hacking/My_first_lisp") == []

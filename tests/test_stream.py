@@ -238,7 +238,7 @@ def test_a_regenerate_that_fails_asks_again_for_the_version_it_was_writing(
     wait_until(lambda: engine.cancelled == 1)  # v3's run, nobody come to watch it
     assert "ws-connect" in client.get("/Scheme").text  # the visitor's one run
     failed = ws_messages(client, "/_genui/ws?site=wiki&url=/Lisp&v=3")[-1]
-    assert "You have a page being written already" in failed, failed
+    assert "A page is being written for your address (or network) already" in failed, failed
     assert 'data-genui-retry-url="/Lisp?v=3"' in failed, failed
 
 
