@@ -8,6 +8,7 @@ Malformed input raises ``BadRequest`` (a 400) or Starlette's ``HTTPException``; 
 from __future__ import annotations
 
 import ipaddress
+import logging
 from urllib.parse import parse_qs, unquote, unquote_to_bytes, urlsplit
 
 from starlette.datastructures import FormData
@@ -43,6 +44,32 @@ def same_origin(connection: HTTPConnection) -> bool:
         return urlsplit(origin).netloc == connection.headers.get("host")
     except ValueError:  # not a URL at all ("http://["): no page of this site sent it
         return False
+
+
+log = logging.getLogger("genui")
+FOREIGN_FORM = "That form belongs to another site."
+# where a form's Origin and the Host name one host, on two ports: a reverse proxy that dropped the port (nginx's $host)
+PROXY_DROPPED_PORT = (
+    "That form was sent from {origin}, and this server was asked for {host}: behind a reverse proxy, pass the Host "
+    "header on with its port (nginx: proxy_set_header Host $http_host; docs/security.md)."
+)
+
+
+def foreign_form(connection: HTTPConnection) -> str:
+    """Why a form ``same_origin`` refuses is refused: another site's, or where its Origin and the Host name one host
+    with two ports, a reverse proxy that passed the Host on without its port (a teacher's review: every reply behind
+    such a proxy was refused as "another site's", its text lost), said with the fix, and logged for the operator."""
+    origin = connection.headers.get("origin") or ""
+    host = connection.headers.get("host") or ""
+    try:
+        sent, asked = urlsplit(origin), urlsplit(f"//{host}")
+        same_host = sent.hostname is not None and sent.hostname == asked.hostname and sent.port != asked.port
+    except ValueError:
+        return FOREIGN_FORM
+    if not same_host:
+        return FOREIGN_FORM
+    log.warning("a form from %s was refused: the server was asked for %s (a proxy that drops the port?)", origin, host)
+    return PROXY_DROPPED_PORT.format(origin=origin, host=host)
 
 
 def embedded_elsewhere(connection: HTTPConnection) -> bool:

@@ -34,6 +34,7 @@ from genui.generation import Generation
 from genui.inputs import (
     client_address,
     embedded_elsewhere,
+    foreign_form,
     form_number,
     form_text,
     form_url,
@@ -65,7 +66,6 @@ from genui.variations import Variations, VariationsCancelled
 from genui.words import WORDS, Refusal
 
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
-FOREIGN_FORM = "That form belongs to another site."
 NO_ASSET = "This site has no such file."
 EMBEDDED = "This page is written when a visitor opens it, not when another site's page asks for it."
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
@@ -140,7 +140,7 @@ class Views:
         it; the page the link is on is named as a click names it (``HX-Current-URL``). 204 whatever comes of it: a
         hint starts nothing while a visitor waits, and a link to a page genui does not keep is no error."""
         if not same_origin(request):
-            raise HTTPException(403, FOREIGN_FORM)
+            raise HTTPException(403, foreign_form(request))
         form = await small_form(request)
         href = form_url(form, "href")  # as the link's href has it: a title's every other character may be %-encoded
         if not href:
@@ -374,7 +374,7 @@ class Views:
     async def _page_form(self, request: Request) -> tuple[FormData, Job]:
         """The form of one of genui's own page controls and the (cached) page it names: ``site`` and ``url``."""
         if not same_origin(request):
-            raise HTTPException(403, FOREIGN_FORM)
+            raise HTTPException(403, foreign_form(request))
         if not self.pages.edits:
             raise HTTPException(403, NO_EDITS)
         form = await small_form(request)
@@ -403,8 +403,6 @@ class Views:
     async def _reply(self, request: Request, runtime: SiteRuntime, location: Location) -> Response:
         if not location.route.posts:
             raise Refusal(405, "not_allowed_heading", "takes_no_replies", {"Allow": "GET, HEAD"})
-        if not same_origin(request):
-            raise HTTPException(403, FOREIGN_FORM)
         form = await small_form(request)
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
@@ -414,6 +412,8 @@ class Views:
         client, site, path = client_address(request), runtime.site.name, location.path
         resent = None
         try:
+            if not same_origin(request):  # refused as any reason is, the text kept: a proxy that drops the port is why
+                raise HTTPException(403, foreign_form(request))  # most often, and a reader's reply was lost to it
             resent = self.pages.store.resent(site, path, user.strip(), text, sent)  # PostRejected: whatever the model
             job = self.pages.job(runtime, location, client=client)  # before the model is named: EngineLoading
             if self.pages.engine is not None:

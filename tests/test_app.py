@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import re
 import shutil
 import sqlite3
@@ -844,6 +845,25 @@ def test_a_cross_site_reply_is_refused(client_factory: ClientFactory, all_sites:
             THREAD, data={"user": "a", "text": where}, headers={"Sec-Fetch-Site": where}, follow_redirects=False
         )
         assert response.status_code == status, where
+
+
+def test_a_reply_through_a_proxy_that_drops_the_port_keeps_its_text_and_says_the_fix(
+    client_factory: ClientFactory, all_sites: list[Site], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind nginx with `proxy_set_header Host $host;` (the port dropped), every reply was a bare 403 "That form
+    belongs to another site.": the text typed gone, and nothing said of the proxy (a teacher's review)."""
+    client = client_factory(all_sites)
+    visit(client, THREAD)
+    typed = "My answer, typed for ten minutes"
+    headers = {"Origin": "http://classroom.test:8795", "Host": "classroom.test"}
+    with caplog.at_level(logging.WARNING, logger="genui"):
+        response = client.post(THREAD, data={"user": "ada", "text": typed}, headers=headers)
+    assert response.status_code == 403 and f">{typed}</textarea>" in response.text
+    assert "pass the Host header on with its port (nginx: proxy_set_header Host $http_host;" in response.text
+    assert "a proxy that drops the port?" in caplog.text
+    assert client.get(THREAD).text.count("genui-post-text") == 0
+    foreign = client.post(THREAD, data={"user": "ada", "text": typed}, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403 and "not posted: that form belongs to another site." in foreign.text
 
 
 def test_an_oversized_reply_is_413(client_factory: ClientFactory, all_sites: list[Site]) -> None:
