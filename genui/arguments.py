@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from genui.routing import BadRequest, Location, base_path_of, untaken_keys
+from genui.routing import VERSION_KEY, BadRequest, Location, base_path_of, untaken_keys
 from genui.runtime import SiteRuntime
 from genui.sites import Problems, Site, SiteConfigError, check_names, combined, load_site, site_folders
 
@@ -124,8 +124,10 @@ def located(site: Site, path: str, mounts: Collection[str] = ()) -> Location:
     except ValueError as err:  # "http://[": no URL at all
         raise UsageError(f"bad path {path!r}: {err}") from None
     whole = parts.scheme in ("http", "https")
-    if whole:
-        path = f"{parts.path or '/'}?{parts.query}" if parts.query else parts.path or "/"
+    # a version's address (`?v=2`, as the toolbar's links show it) names its page: every version is the page's
+    kept = "&".join(part for part in parts.query.split("&") if unquote(part.partition("=")[0]) != VERSION_KEY)
+    if whole or kept != parts.query:
+        path = f"{parts.path or '/'}?{kept}" if kept else parts.path or "/"
     runtime = SiteRuntime.build(site, "")
     known = [_under(path, mount) for mount in sorted(mounts, key=len, reverse=True) if mount]
     segments = parts.path.split("/")

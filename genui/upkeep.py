@@ -93,9 +93,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "forget",
         help="delete every version of one page",
         description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
-        "writes it again. A later version a server is writing meanwhile is not stored (whoever watches it is told "
-        "so), and the page's next visit writes version 1; a first version being written meanwhile is stored, as the "
-        "next visit would have written it.",
+        "(or genui serve reading ahead) writes it again: the same page as its first version was, written with seed 0 "
+        "(Regenerate writes another). A later version a server is writing meanwhile is not stored (whoever watches "
+        "it is told so), and the page's next visit writes version 1; a first version being written meanwhile is "
+        "stored, as the next visit would have written it.",
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     forget.add_argument(
@@ -591,8 +592,9 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
     _served_here(store, [site])  # another folder's routes could read the URL as another page's
     location = located(site, args.path, store.mounts(site.name))
     deleted = store.forget(site.name, location.path, location.query_string)
-    if deleted:
-        _flushed(store)
+    if not deleted:  # a typo said "forgot 0 versions …; its next visit writes it again", as if it had (a review)
+        raise UsageError(f"no version of {site.name} {shown(location.url)} is stored (genui cache lists what is)")
+    _flushed(store)
     posts = len(store.posts(site.name, location.path)) if location.route.posts else 0
     # a thread's conversation goes with its versions, its posts stay: said, as posts delete says it (a forum host)
     stay = "stays" if posts == 1 else "stay"

@@ -186,9 +186,12 @@ def test_forget_takes_a_pages_address_as_the_browser_shows_it(
     assert cache(db, sites_dir, "forget", "forum", address) == 0
     said = capsys.readouterr().out  # the thread's conversation goes, its posts stay (a forum host's review)
     assert "forgot 1 version of forum /r/lisp/Macros" in said and "again; its 1 reader post stays, to be" in said
+    # a version's address, as the toolbar's links show it, names its page ("sets 'v', which its route does not take")
+    assert cache(db, sites_dir, "forget", "wiki", "http://127.0.0.1:8000/wiki/Lisp?v=2") == 0
+    assert "forgot 3 versions of wiki /Lisp;" in capsys.readouterr().out
     # a whole URL's /wiki/ is the wiki's front page, not an article "Wiki" (a review of the first form of this)
-    assert cache(db, sites_dir, "forget", "wiki", "http://127.0.0.1:8000/wiki/") == 0
-    assert "of wiki /; its next visit" in capsys.readouterr().out
+    assert cache(db, sites_dir, "forget", "wiki", "http://127.0.0.1:8000/wiki/") == 2  # (not written here)
+    assert "no version of wiki / is stored" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -196,6 +199,8 @@ def test_forget_takes_a_pages_address_as_the_browser_shows_it(
     [
         (["forget", "wiki", "/a/b/c"], "no route of site 'wiki' matches '/a/b/c'"),
         (["forget", "nowhere", "/"], "no site named 'nowhere'"),
+        # a typo was "forgot 0 versions of wiki /Nope; its next visit writes it again" (a demo curator's review)
+        (["forget", "wiki", "/Nope"], "no version of wiki /Nope is stored (genui cache lists what is)"),
     ],
 )
 def test_a_wrong_cache_command_is_a_one_line_error(
