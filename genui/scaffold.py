@@ -113,11 +113,13 @@ _CSS = """\
 .genui-page a {{ color: #2b4c7e; }}
 
 /* Where the reader's system is dark (delete this block to keep the site light): `color-scheme: dark` makes genui's
-   bar, toolbar and forms dark too. */
-@media screen and (prefers-color-scheme: dark) {{
-  .genui {{ color-scheme: dark; }}
-  .genui-page {{ background: #1d222a; border-color: #343b47; }}
-  .genui-page a {{ color: #8db4ec; }}
+   bar, toolbar and forms dark too, in a browser that has light-dark() (2024 on; an older one keeps the site light). */
+@supports (color: light-dark(#000, #fff)) {{
+  @media screen and (prefers-color-scheme: dark) {{
+    :root {{ color-scheme: dark; }}
+    .genui-page {{ background: #1d222a; border-color: #343b47; }}
+    .genui-page a {{ color: #8db4ec; }}
+  }}
 }}
 """
 

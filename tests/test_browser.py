@@ -1130,11 +1130,20 @@ def test_a_reader_whose_system_is_dark_gets_every_site_dark_and_its_text_readabl
             page.evaluate(FORUM_PAGE)
         return _luminance(page.eval_on_selector(surfaces[url], "e => getComputedStyle(e).backgroundColor"))
 
+    placeholder = """e => [getComputedStyle(e, '::placeholder').color, getComputedStyle(e).backgroundColor]"""
+    offline = """() => { const bar = document.createElement('p'); bar.className = 'genui-offline';
+        document.body.append(bar); return getComputedStyle(bar).backgroundColor; }"""
     with browser_page(color_scheme="dark") as page:
         for url, selectors in READ_IN_THE_DARK.items():
             assert shown(page, url) < 0.03, url
             for selector in selectors:
                 assert _contrast(page, selector) >= 4.5, (url, selector, _contrast(page, selector))
+            # the window's scrollbar is the root's: dark too (it stayed white with the scheme set on <body> alone)
+            assert "dark" in page.evaluate("getComputedStyle(document.documentElement).colorScheme"), url
+            if url != "/":  # a box's hint 4.5:1 (the browser's dark grey was 3.5), the offline bar light on it
+                hint, under = (_luminance(c) for c in page.eval_on_selector("input[name=instruction]", placeholder))
+                assert (max(hint, under) + 0.05) / (min(hint, under) + 0.05) >= 4.5, url
+                assert _luminance(page.evaluate(offline)) > 0.5, url
     with browser_page(color_scheme="light") as page:
         for url in surfaces:
             assert shown(page, url) > 0.7, url

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
+from fakes import EXAMPLES, SITES_DIR, ClientFactory, FakeEngine, visit
 
 from engine.identity import DEFAULT_MODEL
 from genui.cli import main
@@ -379,3 +379,18 @@ def test_the_scaffolds_form_example_loads_once_its_lines_are_uncommented(tmp_pat
     compare = next(route for route in site.routes if route.pattern == "/compare")
     assert compare.form == (("first", "Compare"), ("second", "with")) and compare.form_words == "Compare"
     assert SiteRuntime.build(site, "").locate("/compare?first=Lisp&second=Scheme").route is compare  # type: ignore[union-attr]
+
+
+def test_a_stylesheets_dark_look_is_only_for_a_browser_whose_chrome_goes_dark_with_it(tmp_path: Path) -> None:
+    """genui's chrome goes dark by light-dark() (2024 on); a browser older than it that read a site's dark block
+    showed a new site's article as genui's dark ink on the block's dark page, 1.03:1 (a dark-mode reader's review).
+    Every dark block, the examples' and genui new's, is inside `@supports (color: light-dark(...))`."""
+    made = create_site("night", directory=tmp_path / "sites")
+    sheets = [SITES_DIR / name / f"{name}.css" for name in EXAMPLES] + [made.root / "night.css"]
+    for sheet in sheets:
+        css = re.sub(r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8"), flags=re.S)
+        guarded = re.findall(
+            r"@supports \(color: light-dark\(#000, #fff\)\) \{\s*@media screen and \(prefers-color-scheme: dark\)", css
+        )
+        assert css.count("prefers-color-scheme: dark") == len(guarded) == 1, sheet
+        assert ":root { color-scheme: dark; }" in css, sheet
