@@ -470,6 +470,7 @@ class Screens:
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,
+            "newest": versions,  # as the page was shown: a rewrite from a tab left open meanwhile is refused
             "versions": [
                 (number, None if number is None else versioned(job.url, number))
                 for number in shown_versions(versions, page.version)

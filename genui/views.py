@@ -57,7 +57,7 @@ from genui.pages import (
     StillWriting,
     TooManyRuns,
 )
-from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, version, versioned
+from genui.routing import CONTROL, VERSION_KEY, BadRequest, Location, is_number, version, versioned
 from genui.runtime import SiteRuntime
 from genui.screens import SENT_FIELD, SENT_TOKEN, Screens, candidates_url, words_of
 from genui.shell import is_htmx
@@ -68,6 +68,10 @@ from genui.words import WORDS, Refusal
 NOWHERE = WORDS["no_page"]  # genui/errors.py says it in a site's words by this text
 NO_ASSET = "This site has no such file."
 EMBEDDED = "This page is written when a visitor opens it, not when another site's page asks for it."
+NEWER = (
+    "Version {n} of this page was written since this one was shown, and a rewrite of it would leave that out: open "
+    "the page again, and rewrite its newest version."
+)
 CLIENT_GONE = 499  # nobody is listening any more; the status is for the log
 # A wait URL answers by then, its page written or not (a 503 that asks again at once, and the run waits for it): a
 # reverse proxy cuts a request it has heard nothing of (nginx after 60 s, with its bare 504, and the run was dropped).
@@ -275,6 +279,13 @@ class Views:
         said = form_text(form, "instruction", MAX_INSTRUCTION)
         if CONTROL.search(said):
             raise BadRequest("the instruction holds a control character; write it as plain text")
+        shown = form_text(form, "newest")  # the page's newest version as the form was shown (none: a client's own)
+        newest = self.pages.versions(job)
+        if shown and (not is_number(shown, 7) or int(shown) < 1):
+            raise BadRequest("newest takes the page's newest version as the form was shown, a number")
+        if shown and newest > int(shown):  # a tab left open: the version rewritten is not what it was based on
+            # (a second editor's rewrite, made meanwhile, was left out of the newest version: a demo curator's review)
+            raise HTTPException(409, NEWER.format(n=newest))
         generation = self.pages.rewrite(job, asked, number, said)
         target = versioned(job.url, generation.version)
         if is_htmx(request):

@@ -168,6 +168,29 @@ def test_a_rewrite_while_the_next_version_is_written_is_a_409(
     assert client.post("/_genui/rewrite", data=rewrite(2), headers=HTMX).status_code == 409
 
 
+def test_a_rewrite_from_a_tab_shown_before_a_newer_version_is_refused_and_one_of_an_older_version_asked_for_is_not(
+    lisp: tuple[TestClient, FakeEngine],
+) -> None:
+    """Two editors on version 1: one's rewrite made version 2, and the other's, sent again from the tab still
+    showing version 1 (as its 409 had said to), made version 3 from version 1, the first editor's change left out
+    of the page visitors see (a demo curator's review). The form says the newest version it was shown with."""
+    client, engine = lisp
+    shown = client.get("/wiki/Lisp").text
+    fields = dict(re.findall(r'name="(v|newest)" value="(\d+)"', shown))
+    assert fields == {"v": "1", "newest": "1"}
+    first = client.post("/_genui/rewrite", data=rewrite(2, **fields), follow_redirects=False)
+    assert first.status_code == 303  # version 2
+    stale = client.post("/_genui/rewrite", data=rewrite(2, **fields), headers=HTMX)
+    assert stale.status_code == 409 and "Version 2 of this page was written since this one was shown" in stale.text
+    assert len(engine.infills) == 1
+    # version 1 asked for on purpose, from a page shown with version 2 the newest: rewritten (version 3)
+    older = client.get("/wiki/Lisp?v=1").text
+    assert dict(re.findall(r'name="(v|newest)" value="(\d+)"', older)) == {"v": "1", "newest": "2"}
+    again = client.post("/_genui/rewrite", data=rewrite(2, v=1, newest=2), follow_redirects=False)
+    assert again.status_code == 303 and again.headers["location"] == "/wiki/Lisp?v=3"
+    assert client.post("/_genui/rewrite", data=rewrite(2, v=1, newest="x")).status_code == 400
+
+
 def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
     client_factory: ClientFactory, all_sites: list[Site]
 ) -> None:
