@@ -704,6 +704,39 @@ class Pages:
         self.reader.shown(job, page)
         return page
 
+    async def restore(self, job: Job, asked: int) -> StoredPage:
+        """Store version ``asked`` of the page again, byte for byte, as its next version: the newest, which its
+        address shows. Not a thread's (its versions follow its readers' posts, answered in place). When ``asked`` is
+        the newest already, it is returned as it is."""
+        if job.location.route.posts:
+            raise HTTPException(405, "A thread's versions follow its readers' posts: one is not made the newest again.")
+
+        def save() -> StoredPage:
+            older = self.store.page(job.key, asked)
+            if older is None:
+                raise NoSuchVersion(asked)
+            version = self.versions(job) + 1
+            if asked == version - 1:
+                return older
+            if self.running(job, version) is not None:
+                raise HTTPException(409, BUSY)
+            return self.store.save_page(  # PageWithdrawn (the page forgotten meanwhile): a 409, nothing stored
+                job.key,
+                version,
+                older.seed,
+                older.title,
+                older.html,
+                older.seconds,
+                mount=older.mount,
+                wait=False,
+                base=(older.version, older.created),
+                exact=True,  # this text or nothing: not another server's version shown as the one made newest
+            )
+
+        page = job.runtime.remounted(await when_free(save))
+        self.reader.shown(job, page)
+        return page
+
     def _start(
         self,
         job: Job,

@@ -39,6 +39,7 @@ REGENERATE_PATH = "/_genui/regenerate"
 REWRITE_PATH = "/_genui/rewrite"  # write one section of a page again
 VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next version side by side
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
+RESTORE_PATH = "/_genui/restore"  # store an older version again as the page's newest
 INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 METRICS_PATH = "/_genui/metrics"  # counters and gauges in Prometheus's text format (genui.metrics)
@@ -467,6 +468,8 @@ class Screens:
         return {
             "say": words_of(job.runtime).say,
             "regenerate": self._edits(job),
+            # an older version, stored again as the newest (a thread's versions follow its readers' posts: none)
+            "restore": self._edits(job) and page.version < versions and not job.location.route.posts,
             "site": job.runtime.site.name,
             "url": job.location.url,
             "current": page.version,

@@ -350,6 +350,20 @@ class Views:
             return self.screens.page(request, job, page, headers=_pushed(target))
         return RedirectResponse(target, status_code=303)
 
+    async def restore(self, request: Request) -> Response:
+        """Store an older version of a page again as its newest (form: site, url, v): the one its address shows, and
+        a static copy exports (a demo curator could only rewrite a section of the version they chose, to have it
+        shown again)."""
+        form, job = await self._page_form(request)
+        asked = version(form_text(form, VERSION_KEY) or None)
+        if asked is None:
+            raise BadRequest("v names the version to make the newest")
+        page = await self.pages.restore(job, asked)
+        target = job.url  # the newest: the page's own address
+        if is_htmx(request):
+            return self.screens.page(request, job, page, headers=_pushed(target))
+        return RedirectResponse(target, status_code=303)
+
     async def wait(self, request: Request) -> Response:
         """The page version named in the query, once it is finished: a redirect to its URL (a cached page), or the
         page itself (a route that is never cached, so its URL would only write another)."""

@@ -38,6 +38,8 @@ WORDS: dict[str, str] = {
     "version_link": "Version {n}",
     "regenerate": "Regenerate",
     "regenerate_hint": "Write this page again with a new seed; earlier versions stay",
+    "restore": "Make this the newest",  # on an older version: stored again as the newest, the one visitors see
+    "restore_hint": "Store this version again as the newest, the one the page's address shows; the others stay",
     "variations": "{n} variations",
     "variations_hint": "Write {n} candidates side by side and keep one as the next version",
     "section": "Section",

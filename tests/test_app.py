@@ -620,6 +620,7 @@ def test_a_server_without_edits_offers_none_and_refuses_their_forms(
         },
         "/_genui/variations": {"site": "wiki", "url": "/Lisp"},
         "/_genui/keep": {"site": "wiki", "url": "/Lisp", "id": "x", "n": "1"},
+        "/_genui/restore": {"site": "wiki", "url": "/Lisp", "v": "1"},
     }
     for path, form in forms.items():
         for headers in ({}, HTMX):

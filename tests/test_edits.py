@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fakes import ClientFactory, FakeEngine, page_html, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
-from test_app import HTMX, live_url, wait_until
+from test_app import HTMX, THREAD, live_url, wait_until
 
 from engine.frames import EngineError, Frame, GenerationRequest
 from genui.edits import fitted_before, model_text, region_tokens
@@ -189,6 +189,35 @@ def test_a_rewrite_from_a_tab_shown_before_a_newer_version_is_refused_and_one_of
     again = client.post("/_genui/rewrite", data=rewrite(2, v=1, newest=2), follow_redirects=False)
     assert again.status_code == 303 and again.headers["location"] == "/wiki/Lisp?v=3"
     assert client.post("/_genui/rewrite", data=rewrite(2, v=1, newest="x")).status_code == 400
+
+
+def test_an_older_version_made_the_newest_is_what_the_pages_address_shows_and_a_copy_exports(
+    lisp: tuple[TestClient, FakeEngine], tmp_path: Path
+) -> None:
+    """A demo's curator preferred version 2 of 13, and the page's address showed, and an export took, the newest:
+    the only way back was a rewrite of one of its sections (a demo curator's review). "Make this the newest" stores
+    the version shown again, byte for byte, as the next; it is offered on older versions only, never on a thread."""
+    client, engine = lisp
+    regenerate = {"site": "wiki", "url": "/Lisp"}
+    for _ in range(2):
+        assert client.post("/_genui/regenerate", data=regenerate, follow_redirects=False).status_code == 303
+    second = page_html(client.get("/wiki/Lisp?v=2").text)
+    assert "genui-restore" not in client.get("/wiki/Lisp").text  # the newest (3) is shown: nothing to offer
+    offered = re.search(r'<form class="genui-restore".*?</form>', client.get("/wiki/Lisp?v=2").text, re.S)
+    assert offered is not None and "Make this the newest</button>" in offered[0]
+    form = dict(re.findall(r'name="(site|url|v)" value="([^"]*)"', offered[0]))
+    assert form == {"site": "wiki", "url": "/Lisp", "v": "2"}
+    made = client.post("/_genui/restore", data=form, headers=HTMX)
+    assert made.status_code == 200 and made.headers["hx-push-url"] == "/wiki/Lisp"
+    assert page_html(client.get("/wiki/Lisp").text) == second and page_html(client.get("/wiki/Lisp?v=4").text) == second
+    assert len(engine.calls) == 3 and not engine.infills  # stored again, nothing written
+    again = client.post("/_genui/restore", data={**form, "v": "4"}, follow_redirects=False)  # the newest already
+    assert again.status_code == 303 and client.get("/wiki/Lisp?v=5").status_code == 404  # no version 5
+    assert client.post("/_genui/restore", data={**form, "v": "9"}).status_code == 404
+    assert client.post("/_genui/restore", data={"site": "wiki", "url": "/Lisp"}).status_code == 400
+    visit(client, THREAD)
+    thread = {"site": "forum", "url": THREAD.removeprefix("/forum"), "v": "1"}
+    assert client.post("/_genui/restore", data=thread).status_code == 405
 
 
 def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(
