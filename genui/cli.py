@@ -581,7 +581,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-edits",
         action="store_true",
-        help="visitors only read pages and post replies: no Regenerate, section rewrite or variations (on a public "
+        help="visitors only read pages and post replies: no Regenerate, section rewrite, variations or making an "
+        "older version the newest (on a public "
         "server, a rewrite's instruction is anyone's to give, and the new version is what every visitor sees next)",
     )
     serve.add_argument(

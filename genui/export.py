@@ -47,7 +47,7 @@ from genui.routing import BadRequest, Location
 from genui.runtime import SiteRuntime
 from genui.screens import words_of
 from genui.sites import Site
-from genui.store import PageGroup, Store
+from genui.store import Store
 from genui.words import WORDS
 
 STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
@@ -123,7 +123,8 @@ def _disk_name(segment: str) -> str:
 def _query_part(text: str) -> str:
     """A query's key or value in a file's name: as a path segment's (``_on_disk``: `café` stays, where it was
     `caf%25C3%25A9`), its `&`, `=`, `+` and `%` encoded too, so that no two queries share a name."""
-    return "".join(char if _on_disk(char) and char not in "&=+%" else quote(char, safe="") for char in text)
+    part = "".join(char if _on_disk(char) and char not in "&=+%" else quote(char, safe="") for char in text)
+    return part[:-1] + "%2E" if part.endswith(".") else part  # (the query's last value ends the name: Windows drops it)
 
 
 def _on_disk(char: str) -> bool:
@@ -196,6 +197,12 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
         pages = current_pages(store, runtime, model)
         versions = {runtime.prompts.version(route) for route in site.routes}
         groups = [group for group in store.page_groups() if group.site == site.name]
+        held = {  # each model's and route version's URLs, for what the copy leaves out
+            (group.model, group.template): {
+                (page.path, page.query) for page in store.written(site.name, group.model, group.template, limit=10**9)
+            }
+            for group in groups
+        }
     finally:
         store.close()
     others = sorted({group.model for group in groups if group.template in versions} - {model})
@@ -207,7 +214,7 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
         )
         raise ExportError(f"{named or db} holds no page of {site.name} as it is configured now by {model}; {fix}")
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
-    exported = Exported(left_out=_left_out(groups, versions, model))
+    exported = Exported(left_out=_left_out(held, versions, model))
     for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere
         status, _ = documents[location.url]
         if status != 200:
@@ -242,19 +249,32 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
     return exported
 
 
-def _left_out(groups: list[PageGroup], versions: set[str], model: str) -> list[str]:
-    """What the cache holds of the site that the copy leaves out, said: pages another model wrote, pages of an earlier
-    config (a publisher took "exported 1 page" for the whole site, its 5 articles of an earlier prompt unsaid)."""
-    said = []
-    for other in sorted({group.model for group in groups} - {model}):
-        urls = sum(group.urls for group in groups if group.model == other and group.template in versions)
-        if urls:
-            said.append(f"{counted(urls, 'page')} written by {other} (--model {other} exports those)")
-    earlier = sum(group.urls for group in groups if group.template not in versions)
+def _left_out(held: dict[tuple[str, str], set[tuple[str, str]]], versions: set[str], model: str) -> list[str]:
+    """What the cache holds of the site that the copy leaves out, said: pages only another model wrote, pages only an
+    earlier config wrote (a publisher took "exported 1 page" for the whole site, its 5 articles of an earlier prompt
+    unsaid). ``held``: the URLs each (model, route version) wrote."""
+
+    def urls(models: set[str] | None, current: bool) -> set[tuple[str, str]]:  # None: every model's
+        return set().union(
+            *(
+                found
+                for (by, version), found in held.items()
+                if (models is None or by in models) and (version in versions) == current
+            )
+        )
+
+    copied = urls({model}, True)
+    said, counted_already = [], set(copied)
+    for other in sorted({by for by, _ in held} - {model}):
+        theirs = urls({other}, True) - counted_already
+        counted_already |= theirs
+        if theirs:
+            said.append(f"{counted(len(theirs), 'page')} written by {other} (--model {other} exports those)")
+    earlier = urls(None, False) - counted_already
     if earlier:
         said.append(
-            f"{counted(earlier, 'page')} written from an earlier config of the site's routes (genui cache lists them;"
-            " a server writes them again as they are asked for)"
+            f"{counted(len(earlier), 'page')} written from an earlier config of the site's routes (genui cache lists"
+            " them; a server writes them again as they are asked for)"
         )
     return said
 
@@ -270,7 +290,7 @@ def _page_list(runtime: SiteRuntime, own: str, files: dict[str, str], titles: di
     """The copy's list of its pages (``PAGES``, and ``index.html`` where the front page is not in the copy): a page
     reached only through a form (a search, a terminal's command) has no link to it in the copy but this one."""
     site, words = runtime.site, words_of(runtime)
-    heading = words.text("copy_pages")
+    heading = words.say("copy_pages")  # marked English on a site in another language that does not say it
     direction = Markup(' dir="rtl"') if site.direction == "rtl" else ""
     stylesheet = (
         Markup('<link rel="stylesheet" href="{}">').format(link(own, f"_genui/css/{site.name}.css"))
@@ -285,7 +305,7 @@ def _page_list(runtime: SiteRuntime, own: str, files: dict[str, str], titles: di
     return Markup(
         '<!doctype html>\n<html lang="{lang}"{direction}>\n<head>\n<meta charset="utf-8">\n'
         '<meta http-equiv="Content-Security-Policy" content="{csp}">\n<meta name="referrer" content="{referrer}">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading} — {title}</title>\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{said} — {title}</title>\n'
         '<link rel="icon" href="{icon}" type="image/svg+xml">\n<link rel="stylesheet" href="{css}">\n{stylesheet}\n'
         '</head>\n<body class="genui site-{name}">\n<main id="genui-main" class="genui-main">\n<h1>{heading}</h1>\n'
         '<ul class="genui-copy-pages">\n{items}\n</ul>\n</main>\n<footer class="genui-footer">{footer}</footer>\n'
@@ -296,6 +316,7 @@ def _page_list(runtime: SiteRuntime, own: str, files: dict[str, str], titles: di
         csp=CSP,
         referrer=REFERRER,
         heading=heading,
+        said=words.text("copy_pages"),  # a title holds no markup
         title=site.title,
         icon=link(own, "_genui/static/favicon.svg"),
         css=link(own, "_genui/static/genui.css"),
@@ -463,7 +484,7 @@ class _Rewriter(HTMLParser):
             self.in_footer = True
             model = Markup("<code>{}</code>").format(self.model)
             words = words_of(self.runtime)
-            listed = Markup(' <a href="{}">{}</a>').format(link(self.own, PAGES), words.text("copy_pages"))
+            listed = Markup(' <a href="{}">{}</a>').format(link(self.own, PAGES), words.say("copy_pages"))
             self.out.append(str(words.say("copy_footer", model=model) + listed))
 
     def handle_endtag(self, tag: str) -> None:

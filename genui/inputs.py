@@ -15,6 +15,7 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 
+from genui.logs import OncePerWhile
 from genui.pages import Job, Pages
 from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, BadRequest, is_number, url_path, version
 from genui.runtime import SiteRuntime
@@ -33,6 +34,18 @@ MAX_URL = 3 * MAX_PATH + 4 * 12 * MAX_QUERY_VALUE
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+log = logging.getLogger("genui")
+FOREIGN_FORM = "That form belongs to another site."
+# where a form's Origin and the Host name one host, on two ports: a reverse proxy that dropped the port (nginx's $host)
+PROXY_DROPPED_PORT = (
+    "That form was sent from {origin}, and this server was asked for {host}: behind a reverse proxy, pass the Host "
+    "header on with its port (nginx: proxy_set_header Host $http_host; docs/security.md)."
+)
+PROXY_LOG = "a form or a page's stream from %r was refused: the server was asked for %r (a proxy that drops the port?)"
+PROXY_SAID = OncePerWhile(PROXY_LOG, 60.0)
+log.addFilter(PROXY_SAID)
+
+
 def same_origin(connection: HTTPConnection) -> bool:
     """False for a browser request made by another site's page (browsers send Origin with every POST and WebSocket;
     one that sends none but says where the request comes from, Sec-Fetch-Site, is believed: a security review's
@@ -46,19 +59,11 @@ def same_origin(connection: HTTPConnection) -> bool:
         return False
 
 
-log = logging.getLogger("genui")
-FOREIGN_FORM = "That form belongs to another site."
-# where a form's Origin and the Host name one host, on two ports: a reverse proxy that dropped the port (nginx's $host)
-PROXY_DROPPED_PORT = (
-    "That form was sent from {origin}, and this server was asked for {host}: behind a reverse proxy, pass the Host "
-    "header on with its port (nginx: proxy_set_header Host $http_host; docs/security.md)."
-)
-
-
 def foreign_form(connection: HTTPConnection) -> str:
-    """Why a form ``same_origin`` refuses is refused: another site's, or where its Origin and the Host name one host
-    with two ports, a reverse proxy that passed the Host on without its port (a teacher's review: every reply behind
-    such a proxy was refused as "another site's", its text lost), said with the fix, and logged for the operator."""
+    """Why a form or a page's stream ``same_origin`` refuses is refused: another site's, or where its Origin and the
+    Host name one host with two ports, a reverse proxy that passed the Host on without its port (a teacher's review:
+    every reply behind such a proxy was refused as "another site's", its text lost), said with the fix, and logged
+    for the operator (once a minute: behind such a proxy every hover and every page sends one)."""
     origin = connection.headers.get("origin") or ""
     host = connection.headers.get("host") or ""
     try:
@@ -68,7 +73,7 @@ def foreign_form(connection: HTTPConnection) -> str:
         return FOREIGN_FORM
     if not same_host:
         return FOREIGN_FORM
-    log.warning("a form from %s was refused: the server was asked for %s (a proxy that drops the port?)", origin, host)
+    log.warning(PROXY_LOG, origin, host)  # as reprs: a header's control characters are no log line of their own
     return PROXY_DROPPED_PORT.format(origin=origin, host=host)
 
 

@@ -707,17 +707,17 @@ class Pages:
     async def restore(self, job: Job, asked: int) -> StoredPage:
         """Store version ``asked`` of the page again, byte for byte, as its next version: the newest, which its
         address shows. Not a thread's (its versions follow its readers' posts, answered in place). When ``asked`` is
-        the newest already, it is returned as it is."""
+        the newest already, or the newest is the same page (a second click), the newest is returned as it is."""
         if job.location.route.posts:
-            raise HTTPException(405, "A thread's versions follow its readers' posts: one is not made the newest again.")
+            raise HTTPException(409, "A thread's versions follow its readers' posts: one is not made the newest again.")
 
         def save() -> StoredPage:
-            older = self.store.page(job.key, asked)
-            if older is None:
+            older, newest = self.store.page(job.key, asked), self.store.page(job.key)
+            if older is None or newest is None:
                 raise NoSuchVersion(asked)
-            version = self.versions(job) + 1
-            if asked == version - 1:
-                return older
+            if newest.html == older.html:  # nothing to store: the same page again would be one more version of it
+                return newest
+            version = newest.version + 1
             if self.running(job, version) is not None:
                 raise HTTPException(409, BUSY)
             return self.store.save_page(  # PageWithdrawn (the page forgotten meanwhile): a 409, nothing stored

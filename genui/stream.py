@@ -34,7 +34,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from engine.frames import EngineError
 from genui.errors import Problem, problem
 from genui.generation import Generation
-from genui.inputs import client_address, page_at, same_origin, site_named
+from genui.inputs import client_address, foreign_form, page_at, same_origin, site_named
 from genui.pages import Job, NoSuchVersion, Pages, RouteTooLong, TooManyRuns
 from genui.routing import versioned
 from genui.screens import Screens, words_of
@@ -87,6 +87,7 @@ class Stream:
     async def _serve(self, websocket: WebSocket, pumping: Callable[[WebSocket], Awaitable[None]]) -> None:
         await websocket.accept()
         if not same_origin(websocket):
+            foreign_form(websocket)  # logged where a proxy dropped the port (FOREIGN_SOCKET says the fix)
             # Said, then closed with 1008. Refused before the handshake, the browser would see 1006, on which the ws
             # extension reconnects for ever: behind a proxy that rewrites Host, every visitor's page would wait so.
             with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):

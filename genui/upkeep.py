@@ -93,10 +93,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "forget",
         help="delete every version of one page",
         description="Delete every version of one page, whatever model or config wrote it, so that its next visit "
-        "(or genui serve reading ahead) writes it again: the same page as its first version was, written with seed 0 "
-        "(Regenerate writes another). A later version a server is writing meanwhile is not stored (whoever watches "
-        "it is told so), and the page's next visit writes version 1; a first version being written meanwhile is "
-        "stored, as the next visit would have written it.",
+        "(or genui serve reading ahead) writes it again: from the same prompt (model, config, parent page) the same "
+        "page as its first version was, written with seed 0 (Regenerate writes another). A later version a server "
+        "is writing meanwhile is not stored (whoever watches it is told so), and the page's next visit writes "
+        "version 1; a first version being written meanwhile is stored, as the next visit would have written it.",
     )
     forget.add_argument("page_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     forget.add_argument(

@@ -32,6 +32,7 @@ from genui.edits import MAX_INSTRUCTION
 from genui.errors import problem
 from genui.generation import Generation
 from genui.inputs import (
+    FOREIGN_FORM,
     client_address,
     embedded_elsewhere,
     foreign_form,
@@ -279,13 +280,7 @@ class Views:
         said = form_text(form, "instruction", MAX_INSTRUCTION)
         if CONTROL.search(said):
             raise BadRequest("the instruction holds a control character; write it as plain text")
-        shown = form_text(form, "newest")  # the page's newest version as the form was shown (none: a client's own)
-        newest = self.pages.versions(job)
-        if shown and (not is_number(shown, 7) or int(shown) < 1):
-            raise BadRequest("newest takes the page's newest version as the form was shown, a number")
-        if shown and newest > int(shown):  # a tab left open: the version rewritten is not what it was based on
-            # (a second editor's rewrite, made meanwhile, was left out of the newest version: a demo curator's review)
-            raise HTTPException(409, NEWER.format(n=newest))
+        self._not_stale(form, job)
         generation = self.pages.rewrite(job, asked, number, said)
         target = versioned(job.url, generation.version)
         if is_htmx(request):
@@ -358,11 +353,23 @@ class Views:
         asked = version(form_text(form, VERSION_KEY) or None)
         if asked is None:
             raise BadRequest("v names the version to make the newest")
+        self._not_stale(form, job)
         page = await self.pages.restore(job, asked)
         target = job.url  # the newest: the page's own address
         if is_htmx(request):
             return self.screens.page(request, job, page, headers=_pushed(target))
         return RedirectResponse(target, status_code=303)
+
+    def _not_stale(self, form: FormData, job: Job) -> None:
+        """A 409 for a control sent from a tab shown before the page's newest version was written (its form's
+        ``newest``; none: a client's own form): a rewrite or a restore of the version shown would leave the newer
+        one's change out of the page visitors see (a second editor's rewrite: a demo curator's review)."""
+        shown = form_text(form, "newest")
+        if shown and (not is_number(shown, 7) or int(shown) < 1):
+            raise BadRequest("newest takes the page's newest version as the form was shown, a number")
+        newest = self.pages.versions(job)
+        if shown and newest > int(shown):
+            raise HTTPException(409, NEWER.format(n=newest))
 
     async def wait(self, request: Request) -> Response:
         """The page version named in the query, once it is finished: a redirect to its URL (a cached page), or the
@@ -428,6 +435,9 @@ class Views:
     async def _reply(self, request: Request, runtime: SiteRuntime, location: Location) -> Response:
         if not location.route.posts:
             raise Refusal(405, "not_allowed_heading", "takes_no_replies", {"Allow": "GET, HEAD"})
+        foreign = None if same_origin(request) else foreign_form(request)
+        if foreign == FOREIGN_FORM:  # another site's page: refused before its form is read, nothing of it shown
+            raise HTTPException(403, foreign)
         form = await small_form(request)
         user, text = form.get("user", ""), form.get("text", "")
         if not isinstance(user, str) or not isinstance(text, str):
@@ -437,8 +447,8 @@ class Views:
         client, site, path = client_address(request), runtime.site.name, location.path
         resent = None
         try:
-            if not same_origin(request):  # refused as any reason is, the text kept: a proxy that drops the port is why
-                raise HTTPException(403, foreign_form(request))  # most often, and a reader's reply was lost to it
+            if foreign is not None:  # a proxy that drops the port: refused as any reason is, the text kept (a
+                raise HTTPException(403, foreign)  # reader's reply was lost to it), with the fix
             resent = self.pages.store.resent(site, path, user.strip(), text, sent)  # PostRejected: whatever the model
             job = self.pages.job(runtime, location, client=client)  # before the model is named: EngineLoading
             if self.pages.engine is not None:

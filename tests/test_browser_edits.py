@@ -110,6 +110,7 @@ def test_words_selected_in_a_thread_while_its_replies_are_written_stay_selected_
     assert len(words) == 9
     server.engine.hold.set()
     page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
+    page.wait_for_selector("#genui-announce:text-matches('^Loaded')", timeout=5_000)  # after the focus moved, too
     assert page.evaluate("() => getSelection().toString()") == words
     page.click(".genui-reply .genui-quote")
     assert page.input_value(".genui-reply textarea[name=text]").startswith("> " + words.strip())

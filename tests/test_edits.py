@@ -205,19 +205,22 @@ def test_an_older_version_made_the_newest_is_what_the_pages_address_shows_and_a_
     assert "genui-restore" not in client.get("/wiki/Lisp").text  # the newest (3) is shown: nothing to offer
     offered = re.search(r'<form class="genui-restore".*?</form>', client.get("/wiki/Lisp?v=2").text, re.S)
     assert offered is not None and "Make this the newest</button>" in offered[0]
-    form = dict(re.findall(r'name="(site|url|v)" value="([^"]*)"', offered[0]))
-    assert form == {"site": "wiki", "url": "/Lisp", "v": "2"}
+    form = dict(re.findall(r'name="(site|url|v|newest)" value="([^"]*)"', offered[0]))
+    assert form == {"site": "wiki", "url": "/Lisp", "v": "2", "newest": "3"}
     made = client.post("/_genui/restore", data=form, headers=HTMX)
     assert made.status_code == 200 and made.headers["hx-push-url"] == "/wiki/Lisp"
     assert page_html(client.get("/wiki/Lisp").text) == second and page_html(client.get("/wiki/Lisp?v=4").text) == second
     assert len(engine.calls) == 3 and not engine.infills  # stored again, nothing written
-    again = client.post("/_genui/restore", data={**form, "v": "4"}, follow_redirects=False)  # the newest already
-    assert again.status_code == 303 and client.get("/wiki/Lisp?v=5").status_code == 404  # no version 5
-    assert client.post("/_genui/restore", data={**form, "v": "9"}).status_code == 404
+    # the same form sent again (a second click, without scripts): a newer version than its tab was shown with
+    assert client.post("/_genui/restore", data=form).status_code == 409
+    # the newest is that page already: nothing more is stored
+    again = client.post("/_genui/restore", data={**form, "newest": "4"}, follow_redirects=False)
+    assert again.status_code == 303 and client.get("/wiki/Lisp?v=5").status_code == 404
+    assert client.post("/_genui/restore", data={**form, "v": "9", "newest": "4"}).status_code == 404
     assert client.post("/_genui/restore", data={"site": "wiki", "url": "/Lisp"}).status_code == 400
     visit(client, THREAD)
     thread = {"site": "forum", "url": THREAD.removeprefix("/forum"), "v": "1"}
-    assert client.post("/_genui/restore", data=thread).status_code == 405
+    assert client.post("/_genui/restore", data=thread).status_code == 409
 
 
 def test_an_overloaded_engine_answers_a_rewrite_with_503_and_retry_after(

@@ -347,7 +347,8 @@ def test_an_export_is_no_visit_and_says_what_of_the_site_it_leaves_out(
     argv = ["cache", "export", "wiki", str(out), "--db", str(db), "--sites-dir", str(tmp_path / "sites")]
     assert main([*argv, "--model", MODEL]) == 0
     said = capsys.readouterr().out
-    assert "left out 3 pages written by other/model (--model other/model exports those)" in said
+    # /Lisp, which other/model wrote too, is in the copy: not said left out (a review of the first count)
+    assert "left out 2 pages written by other/model (--model other/model exports those)" in said
     assert "left out 2 pages written from an earlier config of the site's routes" in said
     assert "exported 2 pages of wiki" in said and (out / "Lisp" / "index.html").is_file()
     store = Store(db)
@@ -377,12 +378,15 @@ def test_a_querys_letters_stay_as_they_are_in_its_files_name(
 ) -> None:
     """A path's letters of any script stay as they are in its folder's name, and a query's were encoded twice
     (`search/~%3Fq=caf%25C3%25A9+au+lait`: a publisher's review); queries that differ still have files apart."""
-    written(tmp_path / "genui.sqlite3", "wiki", ["/", "/search?q=café au lait", "/search?q=a%2Bb", "/search?q=a+b"])
+    queries = ["/search?q=café au lait", "/search?q=a%2Bb", "/search?q=a+b", "/search?q=etc.", "/search?q=etc"]
+    written(tmp_path / "genui.sqlite3", "wiki", ["/", *queries])
     out = exported(tmp_path, "wiki", capsys)
     assert sorted(path.parent.name for path in (out / "search").glob("*/index.html")) == [
         "~%3Fq=a%20b",
         "~%3Fq=a%2Bb",
         "~%3Fq=café%20au%20lait",
+        "~%3Fq=etc",
+        "~%3Fq=etc%2E",  # a name's last dot, which Windows drops: one folder with the other's there
     ]
 
 
