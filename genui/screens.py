@@ -23,6 +23,7 @@ from genui.edits import MAX_INSTRUCTION, VARIANTS, editing
 from genui.generation import Generation, Snapshot
 from genui.navigation import everywhere, sections
 from genui.pages import LOADING_RETRY_S, Job, Pages
+from genui.previews import preview
 from genui.routing import MAX_QUERY_VALUE, VERSION_KEY, Location, guessed_title, url_path, versioned
 from genui.runtime import SiteRuntime
 from genui.sections import Section
@@ -401,6 +402,7 @@ class Screens:
             "variations": None,
             "variations_url": None,
             "config_error": self.pages.config_errors.get(site.name),
+            "preview": None,  # a page's card where its address is shared (genui/previews.py)
         }
 
     def _model_id(self) -> str:
@@ -420,6 +422,7 @@ class Screens:
             if form["route"] is job.location.route:
                 form["value"] = job.location.query.get(form["key"], "")
         context["query_form"] = query_form(job.runtime, job.location)  # its own form's, all it asked
+        context["preview"] = preview(job.runtime, page, title)
         answered = page.answered if page is not None else answered
         context.update(page=page, toolbar=self._toolbar(job, page), thread=self.thread(job, answered, shown=page))
         context["toolbar_later"] = page is None and job.cached and self._edits(job)  # Regenerate, once it lands
