@@ -41,6 +41,7 @@ REWRITE_PATH = "/_genui/rewrite"  # write one section of a page again
 VARIATIONS_PATH = "/_genui/variations"  # write candidates of a page's next version side by side
 KEEP_PATH = "/_genui/keep"  # keep one candidate as the page's next version
 RESTORE_PATH = "/_genui/restore"  # store an older version again as the page's newest
+NEWS_PATH = "/_genui/news"  # a thread's posts since those it showed: the line that says so, or nothing (204)
 INTENT_PATH = "/_genui/intent"  # the link a visitor's pointer rests on: the page read ahead next
 HEALTH_PATH = "/_genui/health"  # whether the model is ready, as JSON, for a load balancer or a script
 METRICS_PATH = "/_genui/metrics"  # counters and gauges in Prometheus's text format (genui.metrics)
@@ -221,6 +222,13 @@ class Screens:
         label = route.bar_label or ""
         return self.error(request, runtime, 200, label, words_of(runtime).text("blank", field=label))
 
+    def news(self, runtime: SiteRuntime, location: Location, count: int, first: int) -> Response:
+        """The line at the foot of a thread's screen that says how many posts it has had since it was shown, with a
+        link to the thread as it is now, at the first of them."""
+        url = f"{runtime.url(location.url)}#post-{first}"
+        line = self.shell.part("news", count, url, words_of(runtime).say)
+        return Response(line, media_type="text/html", headers={"Cache-Control": "no-store"})
+
     def varied(self, job: Job) -> dict[str, str]:
         """The page a set of variations is of, as its address names it (url, title): its newest version's title."""
         newest = self.pages.page(job)
@@ -344,9 +352,16 @@ class Screens:
             # busy) loads the newest version again, which writes their replies (a second poster's post was left
             # unanswered, with no word of it: a forum user's review).
             following = {"seconds": REPLIES_AGAIN_S, "url": job.url} if editing(self.pages.engine) else None
+        # what static/genui.js asks, while the thread is on screen, for the posts stored after those it shows
+        since = {
+            "site": job.runtime.site.name,
+            "url": job.location.url,
+            "after": max((p.id for p in job.posts), default=0),
+        }
         return {
             "say": words_of(job.runtime).say,
             "posts": below,
+            "news": f"{job.runtime.base}{NEWS_PATH}?{urlencode(since)}",
             "refresh": refresh,
             "next": following,
             "later": later,

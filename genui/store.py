@@ -1132,6 +1132,14 @@ class Store:
                 db.execute("DELETE FROM posts WHERE id = ?", (post_id,))
         return DeletedPost(PlacedPost(site, path, post), deleted, later)
 
+    def newer_posts(self, site: str, path: str, after: int) -> tuple[int, int | None]:
+        """How many of the thread's posts came after post ``after``, and the first of them (its id; None: none)."""
+        with self._lock:
+            count, first = self._db.execute(
+                "SELECT COUNT(*), MIN(id) FROM posts WHERE site = ? AND path = ? AND id > ?", (site, path, after)
+            ).fetchone()
+        return int(count), first
+
     def posts(self, site: str, path: str) -> list[StoredPost]:
         """The thread's posts, oldest first."""
         with self._lock:

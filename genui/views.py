@@ -371,6 +371,22 @@ class Views:
         if shown and newest > int(shown):
             raise HTTPException(409, NEWER.format(n=newest))
 
+    async def news(self, request: Request) -> Response:
+        """A thread's posts stored after post ``after`` (query: site, url, after): the line that says so at the foot
+        of the thread's screen, or 204 when there are none. static/genui.js asks while the thread is on screen: a
+        class reading one thread saw none of the others' posts until each reloaded it (a teacher's review)."""
+        runtime = _serving(request, site_named(self.pages, request.query_params.get("site")))
+        location = runtime.locate(request.query_params.get("url", "/"))
+        if location is None or not location.route.posts:
+            raise HTTPException(404, NOWHERE)
+        after = request.query_params.get("after", "")
+        if not is_number(after, 18):
+            raise BadRequest("after names the newest post the thread showed, a number")
+        count, first = self.pages.store.newer_posts(runtime.site.name, location.path, int(after))
+        if not count or first is None:
+            return Response(status_code=204, headers={"Cache-Control": "no-store"})
+        return self.screens.news(runtime, location, count, first)
+
     async def wait(self, request: Request) -> Response:
         """The page version named in the query, once it is finished: a redirect to its URL (a cached page), or the
         page itself (a route that is never cached, so its URL would only write another)."""

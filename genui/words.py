@@ -68,6 +68,11 @@ WORDS: dict[str, str] = {
     "posts_later": "Posts made after this version, with the replies to them, are in the newest one.",
     "replies_next": "The newest posts are answered next: this page asks again in a moment.",
     "replies_later_link": "Open the thread again in a minute to see them.",  # without scripts, which would
+    # at the foot of a thread's screen, where readers posted to it since it was shown
+    "new_posts_one": "A reader posted to this thread since it was shown.",
+    "new_posts": "{n} posts were made to this thread since it was shown.",
+    "show_new_posts": "Show the thread as it is now",
+    "new_posts_typing": "Posting your reply shows the thread as it is now.",  # in place of the link, while typing
     "quote": "Quote the selection",  # a reply form's button: the words selected in the thread, as a quote
     "quote_hint": "Select words in the thread, then quote them in your reply",
     # said by static/genui.js: to screen readers as a page lands, and below a form whose request failed (but
@@ -169,6 +174,7 @@ SINGULAR = {
     "too_many_runs_one": "too_many_runs",
     "too_many_runs_one_later": "too_many_runs_later",
     "too_many_posts_one": "too_many_posts",
+    "new_posts_one": "new_posts",
 }
 Forms = tuple[tuple[str, str], ...]  # a site's plural forms of one of its words: (category, text), as Site keeps them
 

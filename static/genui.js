@@ -1083,6 +1083,85 @@
     reopen(false);
   });
 
+  // A thread on screen says when readers post to it meanwhile: a class reading one thread saw none of the others'
+  // posts until each reloaded it (a teacher's review). While the tab is seen, and no page is being written, the
+  // thread's news URL (data-genui-news: the posts after those it shows) is asked every NEWS_MS, and at once as the
+  // tab is seen again; its answer is a line at the foot of the screen with a link to the thread as it is now. Nothing
+  // loads by itself. While a reply is typed, the line says that posting it shows them, in place of its link, which
+  // would lose what was typed.
+  var NEWS_MS = 20000;
+
+  function newsTyping() {
+    var line = document.getElementById("genui-news");
+    if (line) {
+      var typed = typing();
+      line.querySelector("a").hidden = typed;
+      line.querySelector(".genui-news-typing").hidden = !typed;
+    }
+  }
+
+  // A line of another page, or of the thread shown again since (its new posts on screen), goes.
+  function staleNews() {
+    var line = document.getElementById("genui-news");
+    var posts = document.querySelector("#genui-posts[data-genui-news]");
+    if (line && (!posts || line.dataset.genuiFor !== posts.dataset.genuiNews)) {
+      line.remove();
+    }
+    return posts;
+  }
+
+  function news() {
+    var posts = staleNews();
+    if (!posts || document.hidden || offlineNow() || document.querySelector("#genui-content.genui-live")) {
+      return;
+    }
+    var url = posts.dataset.genuiNews;
+    window.fetch(url, { cache: "no-store", credentials: "same-origin" }).then(
+      function (answer) {
+        if (!posts.isConnected) {
+          return;
+        }
+        if (answer.status === 204) {
+          var gone = document.getElementById("genui-news");
+          if (gone) {
+            gone.remove();
+          }
+          return;
+        }
+        if (!answer.ok) {
+          return; // a server that cannot say now (restarting, its cache gone): asked again in a while
+        }
+        return answer.text().then(function (text) {
+          var said = new DOMParser().parseFromString(text, "text/html").getElementById("genui-news");
+          var shown = document.getElementById("genui-news");
+          if (!said || !posts.isConnected) {
+            return;
+          }
+          if (shown && shown.dataset.genuiCount === said.dataset.genuiCount) {
+            newsTyping(); // the same line: said again, a screen reader would hear it again
+            return;
+          }
+          var fresh = document.importNode(said, true);
+          fresh.dataset.genuiFor = url;
+          if (shown) {
+            shown.replaceWith(fresh);
+          } else {
+            document.body.appendChild(fresh);
+          }
+          htmx.process(fresh);
+          newsTyping();
+        });
+      },
+      function () {} // no answer: the offline line says so where it is that
+    );
+  }
+  window.setInterval(news, NEWS_MS);
+  document.addEventListener("visibilitychange", news);
+  document.addEventListener("input", newsTyping);
+  ["htmx:afterSwap", "htmx:oobAfterSwap"].forEach(function (name) {
+    document.addEventListener(name, staleNews);
+  });
+
   // The tab says that a page is being written ("Writing: Lisp — Genpedia"), as a browser's tab turns while a page
   // loads, and the page's own title once it lands: a reader who went to another tab while it was written sees there
   // that it has (the tab said "Lisp — Genpedia" throughout).

@@ -735,3 +735,66 @@ def test_a_thread_carried_while_another_process_holds_the_cache_is_asked_again_n
             other.execute("COMMIT")
         assert busy.status_code == 503 and "Retry-After" in busy.headers and engine.calls == []
         assert page_html(client.get(THREAD).text) == conversation and engine.calls == []
+
+
+NEWS = re.compile(r'data-genui-news="([^"]+)"')
+
+
+def news_url(text: str) -> str:
+    """Where a thread's page asks whether readers posted since it was shown."""
+    match = NEWS.search(text)
+    assert match is not None, text[:300]
+    return match.group(1).replace("&amp;", "&")
+
+
+def test_a_thread_says_how_many_posts_were_made_since_it_was_shown_and_links_the_first(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    client = client_factory(all_sites, FakeEngine())
+    shown = visit(client, THREAD).text
+    asked = news_url(shown)
+    assert asked.endswith("after=0") and client.get(asked).status_code == 204  # nothing since
+    store = pages_of(client).store
+    first = store.add_post("forum", "/r/hacking/My_first_lisp", "ada", "One")
+    store.add_post("forum", "/r/hacking/My_first_lisp", "bea", "Two")
+    answer = client.get(asked)
+    assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store"
+    assert "2 posts were made to this thread since it was shown." in answer.text
+    assert f'href="/forum/r/hacking/My_first_lisp#post-{first.id}"' in answer.text
+    assert 'data-genui-count="2"' in answer.text and 'hx-get="/forum/r/hacking/My_first_lisp#post-' in answer.text
+    # The thread shown again names the posts it shows: nothing is new to it.
+    again = news_url(visit(client, THREAD).text)
+    assert again != asked and client.get(again).status_code == 204
+
+
+def test_one_post_since_is_said_in_the_sites_words_and_forms(client_factory: ClientFactory, tmp_path: Path) -> None:
+    folder = tmp_path / "forum"
+    shutil.copytree(SITES_DIR / "forum", folder)
+    toml = folder / "site.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            "[[routes]]", '[words]\nnew_posts = { one = "{n} nouveau", other = "{n} nouveaux" }\n\n[[routes]]', 1
+        )
+    )
+    client = client_factory([load_site(folder)], FakeEngine())
+    asked = news_url(visit(client, "/r/hacking/My_first_lisp").text)
+    pages_of(client).store.add_post("forum", "/r/hacking/My_first_lisp", "ada", "Un")
+    assert ">1 nouveau <a " in client.get(asked).text
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("site=forum&url=/r/hacking/My_first_lisp&after=x", 400),
+        ("site=forum&url=/r/hacking/My_first_lisp&after=", 400),
+        ("site=forum&url=/r/hacking/My_first_lisp&after=99999999999999999999", 400),
+        ("site=forum&url=/r/hacking/My_first_lisp", 400),
+        ("site=wiki&url=/Lisp&after=0", 404),  # a page of no thread
+        ("site=nowhere&url=/r/hacking/My_first_lisp&after=0", 404),
+        ("site=forum&url=/r/hacking/Never_written&after=0", 204),  # posts may come before its page: none here
+    ],
+)
+def test_a_malformed_news_request_is_a_4xx(
+    client_factory: ClientFactory, all_sites: list[Site], query: str, status: int
+) -> None:
+    assert client_factory(all_sites, FakeEngine()).get(f"/_genui/news?{query}").status_code == status
