@@ -11,6 +11,7 @@ under an earlier config only is carried to the current one before a prune (genui
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from genui.runtime import SiteRuntime
@@ -81,6 +82,11 @@ def table(found: list[Standing]) -> list[str]:
         )
         for s in found
     ]
+    return columns(header, rows)
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows of cells as the lines of a plain-text table, each column as wide as its widest cell."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

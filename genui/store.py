@@ -242,6 +242,19 @@ class StoredPage:
 
 
 @dataclass(frozen=True, slots=True)
+class ListedPage:
+    """A URL with a page in the cache, as genui cache pages lists it."""
+
+    path: str
+    query: str
+    title: str  # of its newest version, "" when it has no <h1>
+    newest: int  # that version's number
+    versions: int  # how many it has
+    created: float  # when the newest was written
+    seen: float | None  # when any was last shown (None: never; written ahead, or by an earlier genui)
+
+
+@dataclass(frozen=True, slots=True)
 class WrittenPage:
     """A URL with a page in the cache."""
 
@@ -705,6 +718,30 @@ class Store:
                     break
             rows.close()
         return list(found.values())
+
+    def listed(self, site: str, model: str, template: str) -> list[ListedPage]:
+        """Each URL whose page ``model`` has written from ``template`` (a route's version), newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path, query, title, version, created, seen FROM pages INDEXED BY pages_by_template"
+                " WHERE site = ? AND model = ? AND template = ? ORDER BY created DESC",
+                (site, model, template),
+            ).fetchall()
+        found: dict[tuple[str, str], ListedPage] = {}
+        for path, query, title, number, created, seen in rows:
+            page = found.get((path, query))
+            if page is None:
+                found[(path, query)] = ListedPage(path, query, title, number, 1, created, seen)
+            else:
+                shown = max((when for when in (page.seen, seen) if when is not None), default=None)
+                found[(path, query)] = replace(page, versions=page.versions + 1, seen=shown)
+        return list(found.values())
+
+    def posts_by_thread(self, site: str) -> dict[str, int]:
+        """How many posts each of ``site``'s threads holds, by its path."""
+        with self._lock:
+            rows = self._db.execute("SELECT path, COUNT(*) FROM posts WHERE site = ? GROUP BY path", (site,)).fetchall()
+        return {str(path): int(n) for path, n in rows}
 
     def page_groups(self) -> list[PageGroup]:
         """What the cache holds, one row for each site, model, template version and posts key."""

@@ -31,10 +31,12 @@ from genui.arguments import (
     site_from,
     sites_in,
 )
-from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, counted, size_text, standings, table
+from genui.cache import EARLIER, OTHER_MODEL, OTHER_SITE, Standing, columns, counted, size_text, standings, table
+from genui.routing import url_path
 from genui.runtime import SiteRuntime
 from genui.sites import Site, site_folders, valid_site_name
 from genui.store import (
+    ListedPage,
     NotAPageCache,
     PageGroup,
     PlacedPost,
@@ -68,6 +70,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "model (current), by one on another model (other model), or never again: written from templates or "
         "site.toml settings the site no longer has (earlier config). Sites not checked: other site.",
     )
+    pages = cache_actions.add_parser(
+        "pages",
+        help="the pages a server of these sites on this model shows, newest first",
+        description="The pages a server of these sites on this model shows, newest first: each page's address (as "
+        "genui cache forget takes it), title, how many versions it has, when its newest was written and "
+        "when it was last shown from the cache (-: not since it was written), and a thread's readers' posts. Pages of "
+        "earlier configs and other models are counted by genui cache show.",
+    )
+    pages.add_argument("--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     prune = cache_actions.add_parser(
         "prune",
         help="delete the pages of earlier configs, and with --unseen those nobody was shown for a while",
@@ -160,24 +171,30 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="first delete the pages written under the new name since the rename (never a reader's post)",
     )
     shared(
-        [cache, show, prune, forget, warm_up, export, backup, rename],
+        [cache, show, pages, prune, forget, warm_up, export, backup, rename],
         "--db",
         default=str(DEFAULT_DB),
         help=f"SQLite page cache (default: {DEFAULT_DB})",
     )
     shared(
-        [cache, show, prune, forget, warm_up, export],
+        [cache, show, pages, prune, forget, warm_up, export],
         "--sites-dir",
         default=str(SITES_DIR),
         help=f"folder of site folders (default: {SITES_DIR})",
     )
-    shared([cache, show, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
+    shared([cache, show, pages, prune], "--site", action="append", metavar="NAME", help="only this site (repeatable)")
     shared(
-        [cache, show, prune, warm_up, export],
+        [cache, show, pages, prune, warm_up, export],
         "--model",
         help="the model a server runs: checkpoint folder or hub id (default: the shipped models/genui-smollm)",
     )
-    shared([cache, show], "--json", action="store_true", default=False, help="print the groups and post counts as JSON")
+    shared(
+        [cache, show, pages],
+        "--json",
+        action="store_true",
+        default=False,
+        help="print as JSON (show: the groups and post counts; pages: every page listed)",
+    )
 
     posts = commands.add_parser(
         "posts",
@@ -257,6 +274,8 @@ def _cache(args: argparse.Namespace, loader: EngineLoader) -> int:
     try:
         if args.action == "forget":
             return _forget(args, store)
+        if args.action == "pages":
+            return _pages(args, store)
         return (_prune if args.action == "prune" else _show)(args, store)
     finally:
         store.close()
@@ -447,6 +466,78 @@ def _show(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+def _pages(args: argparse.Namespace, store: Store) -> int:
+    sites = sites_in(Path(args.sites_dir), args.site)
+    _served_here(store, sites)
+    model = model_id_of(args.model)
+    runtimes = [SiteRuntime.build(site, "") for site in sites]
+    if any(pending(store, runtime) or threads_to_carry(store, runtime, model) for runtime in runtimes):
+        with _trial_copy(store) as copy:  # as a server would find them: an earlier genui's pages under today's keys
+            for runtime in runtimes:
+                bring_up_to_date(copy, runtime)
+                carry_threads(copy, runtime, model)
+            found = _listed(copy, runtimes, model)
+    else:
+        found = _listed(store, runtimes, model)
+    limit = args.limit or len(found)
+    more = len(found) > limit
+    found = found[:limit]
+    if more:
+        print(f"note: the newest {counted(limit, 'page')}; more are stored: --limit 0 lists them all", file=sys.stderr)
+    if args.json:
+        rows = [
+            {"site": site, "url": url, **asdict(page), "posts": posts, "route": route}
+            for site, route, url, page, posts in found
+        ]
+        print(json.dumps({"db": str(args.db), "model": model, "pages": rows, "more": more}))
+        return 0
+    with contextlib.suppress(AttributeError, ValueError):  # a terminal or file that cannot show a letter: escaped
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    if not found:
+        print(f"no pages of {', '.join(runtime.site.name for runtime in runtimes)} by {model} in {args.db}")
+        return 0
+    header = ("site", "address", "title", "versions", "written", "last shown", "posts")
+    lines = [
+        (
+            site,
+            shown(url),
+            _cut(shown(page.title)) or "-",
+            str(page.versions),
+            _when(page.created),
+            _when(page.seen) if page.seen is not None else "-",
+            "" if posts is None else str(posts),
+        )
+        for site, _, url, page, posts in found
+    ]
+    print("\n".join(columns(header, lines)))
+    return 0
+
+
+def _listed(
+    store: Store, runtimes: list[SiteRuntime], model: str
+) -> list[tuple[str, str, str, ListedPage, int | None]]:
+    """(site, route pattern, address, page, a thread's posts) of each page the sites' routes as they are now show
+    on ``model``, newest first."""
+    found = []
+    for runtime in runtimes:
+        site = runtime.site
+        threads = store.posts_by_thread(site.name) if any(route.posts for route in site.routes) else {}
+        for route in site.routes:
+            for page in store.listed(site.name, model, runtime.prompts.version(route)):
+                url = f"{url_path(page.path)}?{page.query}" if page.query else url_path(page.path)
+                posts = threads.get(page.path, 0) if route.posts else None
+                found.append((site.name, route.pattern, url, page, posts))
+    return sorted(found, key=lambda row: -row[3].created)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+
+
+def _cut(title: str, most: int = 40) -> str:
+    return title if len(title) <= most else title[: most - 1] + "…"
+
+
 def _prune(args: argparse.Namespace, store: Store) -> int:
     _, doomed, stranded = _standings(args, store, trial=args.dry_run)
     if args.dry_run:
@@ -593,7 +684,7 @@ def _forget(args: argparse.Namespace, store: Store) -> int:
     location = located(site, args.path, store.mounts(site.name))
     deleted = store.forget(site.name, location.path, location.query_string)
     if not deleted:  # a typo said "forgot 0 versions …; its next visit writes it again", as if it had (a review)
-        raise UsageError(f"no version of {site.name} {shown(location.url)} is stored (genui cache lists what is)")
+        raise UsageError(f"no version of {site.name} {shown(location.url)} is stored (genui cache pages lists what is)")
     _flushed(store)
     posts = len(store.posts(site.name, location.path)) if location.route.posts else 0
     # a thread's conversation goes with its versions, its posts stay: said, as posts delete says it (a forum host)

@@ -200,7 +200,7 @@ def test_forget_takes_a_pages_address_as_the_browser_shows_it(
         (["forget", "wiki", "/a/b/c"], "no route of site 'wiki' matches '/a/b/c'"),
         (["forget", "nowhere", "/"], "no site named 'nowhere'"),
         # a typo was "forgot 0 versions of wiki /Nope; its next visit writes it again" (a demo curator's review)
-        (["forget", "wiki", "/Nope"], "no version of wiki /Nope is stored (genui cache lists what is)"),
+        (["forget", "wiki", "/Nope"], "no version of wiki /Nope is stored (genui cache pages lists what is)"),
     ],
 )
 def test_a_wrong_cache_command_is_a_one_line_error(
@@ -363,7 +363,7 @@ def test_a_cache_a_writer_holds_is_a_one_line_error(
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["cache", "--json", "prune"], "--json is not an option of cache prune (only of show)"),
+        (["cache", "--json", "prune"], "--json is not an option of cache prune (only of pages, show)"),
         (["cache", "--site", "wiki", "forget", "wiki", "/Lisp"], "--site is not an option of cache forget"),
         (["posts", "--limit", "3", "delete", "1"], "--limit is not an option of posts delete (only of show)"),
     ],
@@ -728,3 +728,48 @@ def test_a_page_shown_is_noted_a_minute_later_though_no_other_page_is_shown(tmp_
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT seen FROM pages").fetchone()[0] is not None
     store.close()
+
+
+def test_pages_lists_what_a_server_shows_newest_first_with_versions_and_posts(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A curator could count pages by route (genui cache show) but not see which: forget's own error pointed there."""
+    path = tmp_path / "genui.sqlite3"
+    store = Store(path)
+    article = version_of(sites_dir, "wiki", "/{title}")
+    save(store, "wiki", "/Lisp", MODEL, article, versions=2)
+    save(store, "wiki", "/Lisp", OTHER, article)  # another model's: its server shows it, not this one
+    save(store, "wiki", "/Old", MODEL, "0123456789abcdef")  # an earlier config's
+    save(store, "forum", "/r/lisp/Macros", MODEL, version_of(sites_dir, "forum", "/r/{board}/{thread}"))
+    store.add_post("forum", "/r/lisp/Macros", "ada", "How do macros expand?")
+    title = "Unix\x1b[2J\u202e"  # a title a terminal would obey: cleared screen, text turned right to left
+    store.save_page(PageKey("wiki", "/Unix", "", MODEL, article), 1, 0, title, "<p>Unix</p>", 0.1)
+    store.close()
+
+    assert cache(path, sites_dir, "pages", "--json") == 0
+    listed = json.loads(capsys.readouterr().out)
+    rows = [(p["site"], p["url"], p["versions"], p["newest"], p["posts"]) for p in listed["pages"]]
+    assert rows == [("wiki", "/Unix", 1, 1, None), ("forum", "/r/lisp/Macros", 1, 1, 1), ("wiki", "/Lisp", 2, 2, None)]
+    assert listed["model"] == MODEL and listed["more"] is False and listed["pages"][2]["seen"] is None
+
+    assert cache(path, sites_dir, "pages") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["site", "address", "title", "versions", "written", "last", "shown", "posts"]
+    assert lines[1].startswith("wiki   /Unix           Unix\\x1b[2J\\u202e") and lines[2].rstrip().endswith(" 1")
+    assert len(lines) == 4 and lines[3].split()[:4] == ["wiki", "/Lisp", "/Lisp", "2"]
+
+    assert cache(path, sites_dir, "pages", "--site", "forum", "--limit", "1") == 0
+    out, err = capsys.readouterr()
+    assert "/r/lisp/Macros" in out and "/Unix" not in out and err == ""
+    assert cache(path, sites_dir, "pages", "--limit", "1") == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2 and "the newest 1 page; more are stored: --limit 0 lists them all" in err
+
+
+def test_pages_of_a_cache_without_any_say_so(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "genui.sqlite3"
+    Store(path).close()
+    assert cache(path, sites_dir, "pages", "--site", "wiki") == 0
+    assert capsys.readouterr().out == f"no pages of wiki by {MODEL} in {path}\n"

@@ -452,7 +452,7 @@ def test_an_option_after_an_action_that_does_not_take_it_names_the_action_that_d
     assert main(["posts", "delete", "--user", "ada", "3", "--db", db]) == 2
     assert "--user is not an option of posts delete (only of show)" in one_line_error(capsys)
     assert main(["cache", "forget", "--json", "/wiki/Lisp", "--db", db]) == 2
-    assert "--json is not an option of cache forget (only of show)" in one_line_error(capsys)
+    assert "--json is not an option of cache forget (only of pages, show)" in one_line_error(capsys)
     assert not Path(db).exists()
 
 
