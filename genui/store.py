@@ -737,6 +737,14 @@ class Store:
                 found[(path, query)] = replace(page, versions=page.versions + 1, seen=shown)
         return list(found.values())
 
+    def newest_writer(self, site: str) -> tuple[str, float] | None:
+        """The model that wrote ``site``'s newest page, and when (None: it has no pages)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT model, created FROM pages WHERE site = ? ORDER BY created DESC LIMIT 1", (site,)
+            ).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
     def posts_by_thread(self, site: str) -> dict[str, int]:
         """How many posts each of ``site``'s threads holds, by its path."""
         with self._lock:

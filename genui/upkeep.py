@@ -86,7 +86,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "and with --unseen those nobody was shown for a while. Readers' posts are kept. Safe beside a server that "
         "serves the sites as they are on disk (one still running an earlier config writes its pages again).",
     )
-    prune.add_argument("--other-models", action="store_true", help="also delete the pages other models wrote")
+    prune.add_argument(
+        "--other-models",
+        action="store_true",
+        help="also delete the pages models other than --model's wrote (with no --model, refused where another model"
+        " wrote a site's newest page: most likely the one its server runs)",
+    )
     prune.add_argument(
         "--unseen",
         type=days,
@@ -539,6 +544,8 @@ def _cut(title: str, most: int = 40) -> str:
 
 
 def _prune(args: argparse.Namespace, store: Store) -> int:
+    if args.other_models and args.model is None:
+        _not_the_served_model(args, store)
     _, doomed, stranded = _standings(args, store, trial=args.dry_run)
     if args.dry_run:
         pages, versions = sum(s.group.urls for s in doomed), sum(s.group.versions for s in doomed)
@@ -572,6 +579,24 @@ def _prune(args: argparse.Namespace, store: Store) -> int:
         later = "" if shrunk else " (it shrinks once the server reading it lets go: stop it first next time)"
         print(f"{args.db}: {size_text(before)} -> {after}{later}")
     return 0
+
+
+def _not_the_served_model(args: argparse.Namespace, store: Store) -> None:
+    """UsageError where --other-models, with no --model named, would delete the pages of the model that wrote a
+    site's newest page: most likely the one its server runs, which is not the default (a demo's curator who served
+    another checkpoint, and ran prune --other-models from a cron line without --model, lost every page of it)."""
+    from engine.identity import DEFAULT_MODEL  # no torch
+
+    model = model_id_of(None)
+    for site in sites_in(Path(args.sites_dir), args.site):
+        newest = store.newest_writer(site.name)
+        if newest is not None and newest[0] != model:
+            writer, when = newest
+            raise UsageError(
+                f"{site.name}'s newest page ({_when(when)}) was written by {writer}, not the default model: "
+                f"--other-models would delete all its pages. Name the model its server runs with --model ({writer}'s "
+                f"checkpoint folder or hub id), or --model {DEFAULT_MODEL} to delete them"
+            )
 
 
 def _on_disk(db: Path) -> int:

@@ -773,3 +773,32 @@ def test_pages_of_a_cache_without_any_say_so(
     Store(path).close()
     assert cache(path, sites_dir, "pages", "--site", "wiki") == 0
     assert capsys.readouterr().out == f"no pages of wiki by {MODEL} in {path}\n"
+
+
+def test_prune_other_models_without_a_model_keeps_the_pages_of_the_model_a_server_runs(
+    tmp_path: Path, sites_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A curator who served another checkpoint ran prune --other-models without --model (a cron line) and lost every
+    page of it: the default model's are what it keeps."""
+    from genui.arguments import model_id_of
+
+    path = tmp_path / "genui.sqlite3"
+    store = Store(path)
+    article = version_of(sites_dir, "wiki", "/{title}")
+    save(store, "wiki", "/Lisp", model_id_of(None), article)
+    save(store, "wiki", "/Unix", OTHER, article)  # the newest: the model the server runs now
+    store.close()
+    argv = ["cache", "prune", "--other-models", "--db", str(path), "--sites-dir", str(sites_dir)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "wiki's newest page" in err and f"was written by {OTHER}, not the default model" in err
+    assert "Name the model its server runs with --model" in err
+    with contextlib.closing(Store(path)) as kept:
+        assert kept.page(PageKey("wiki", "/Unix", "", OTHER, article)) is not None
+    assert main([*argv, "--model", OTHER]) == 0  # named: the default model's page goes, as asked
+    with contextlib.closing(Store(path)) as kept:
+        assert kept.page(PageKey("wiki", "/Lisp", "", model_id_of(None), article)) is None
+    # the default model's newest: nothing to refuse
+    with contextlib.closing(Store(path)) as store:
+        save(store, "wiki", "/Lisp", model_id_of(None), article)
+    assert main(argv) == 0 and "deleted 1 version" in capsys.readouterr().out
