@@ -6,7 +6,8 @@ itself (in process, as a browser's plain GET would have it, while the app's mode
 at its newest version. Then what needs genui's server goes: scripts, forms (the toolbar, the site bar's queries, a
 thread's reply form), htmx's attributes. A link to another exported page becomes a relative link to its file, so the
 folder works from ``file://`` as well as from a web server's root or a subfolder; a link to a page not in the cache
-loses its ``href`` (a placeholder link, styled as the others, titled "not in this copy"). The pages' HTML passed
+leads to the copy's list of its pages instead, titled "not in this copy" (its address after the list's ``#``, so that a
+site's styles of links by their address still match). The pages' HTML passed
 the sanitiser when it was written; a Content-Security-Policy in each file allows no script at all.
 
 Files: ``/`` is ``index.html``, ``/r/lisp/Macros`` is ``r/lisp/Macros/index.html``, and a page with a query keeps
@@ -463,9 +464,14 @@ class _Rewriter(HTMLParser):
         kept = [(name, value) for name, value in attrs if not name.startswith(("hx-", "ws-", "data-genui"))]
         if tag == "a":
             target = _target(named.get("href") or "", self.runtime, self.files)
-            if target is None:  # a placeholder link, as HTML has them: styled as the site's links, leads nowhere
+            if target is None:
+                # a page not in the copy: its link leads to the copy's list of pages, with its own address after the
+                # #, so that a site's styles of links by their address still match (the desktop's icons,
+                # a[href*="/terminal"], were plain folders where the link had no href: a publisher's review)
+                missing = urlsplit(named.get("href") or "").path
+                href = link(self.own, PAGES) + "#" + quote(missing, safe="/%")
                 kept = [(name, value) for name, value in kept if name not in ("href", "title")]
-                kept.append(("title", words_of(self.runtime).text("not_in_copy")))
+                kept += [("href", href), ("title", words_of(self.runtime).text("not_in_copy"))]
             elif target:
                 file, fragment = target
                 href = link(self.own, file) + (f"#{fragment}" if fragment else "")

@@ -71,7 +71,8 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
     assert '<meta name="referrer" content="same-origin">' in lisp
     assert 'href="../_genui/static/genui.css"' in lisp and 'href="../_genui/css/wiki.css"' in lisp
     assert 'href="../Lisp_tree/index.html"' in lisp  # the model's /wiki/Lisp_tree, written since
-    assert f'<a title="{NOT_EXPORTED}">Lisp map</a>' in lisp  # never written: a placeholder link
+    # never written: a link to the copy's list of pages, with its address after the # (a site's styles match it)
+    assert f'<a href="../_genui/pages.html#/Lisp_map" title="{NOT_EXPORTED}">Lisp map</a>' in lisp
     assert "Regenerate" not in lisp and "Every page here is written on the fly" not in lisp
     # the copy's list of its pages: the search, which no page of the copy links to (its form is gone), among them
     listed = (out / "_genui" / "pages.html").read_text(encoding="utf-8")
@@ -308,9 +309,16 @@ def test_the_desktops_icons_keep_their_look_in_the_copy(tmp_path: Path, capsys: 
     """sites/os/os.css draws each icon by where it leads (`a.genui-icon[href*="/terminal"]`): the copy's shortest
     relative links (`terminal/~%253Fcmd=ls/index.html`, `index.html` for the screen open) made every icon of the
     exported desktop a plain folder (a publisher's review). Each link now goes up to the copy's folder and down the
-    page's whole path, from every page."""
+    page's whole path, from every page; an icon of a page not in the copy kept its look too."""
     # each icon's label, and what os.css looks for in its link
-    icons = {"Home": "/files/", "Terminal": "/terminal", "Settings": "/settings", "Notes": "/view/"}
+    # (the browser's page is not in the copy: its icon leads to the copy's list of pages, and looks as it does)
+    icons = {
+        "Home": "/files/",
+        "Terminal": "/terminal",
+        "Settings": "/settings",
+        "Notes": "/view/",
+        "Browser": "/browser",
+    }
     urls = ["/files/home/user", "/terminal?cmd=ls", "/settings/display", "/view/home/user/notes.txt"]
     written(tmp_path / "genui.sqlite3", "os", ["/", *urls])
     out = exported(tmp_path, "os", capsys)
