@@ -185,9 +185,12 @@ def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Locati
     return sorted(found.values(), key=lambda location: (location.path != "/", location.url))
 
 
-def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = None) -> Exported:
+def export(
+    site: Site, db: Path, model: str, out: Path, *, named: Path | None = None, only: set[str] | None = None
+) -> Exported:
     """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty. ``named``:
-    the page cache as the user named it, where ``db`` is a copy of it."""
+    the page cache as the user named it, where ``db`` is a copy of it. ``only``: those of these site-relative URLs
+    alone (ExportError for one the cache does not hold)."""
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file, not a folder: name a new folder")
     if out.exists() and any(out.iterdir()):
@@ -214,8 +217,20 @@ def export(site: Site, db: Path, model: str, out: Path, *, named: Path | None = 
             else f"write some first (genui serve, or genui cache warm {site.name})"
         )
         raise ExportError(f"{named or db} holds no page of {site.name} as it is configured now by {model}; {fix}")
+    unnamed = 0
+    if only is not None:
+        missing = sorted(only - {location.url for location in pages})
+        if missing:
+            raise ExportError(
+                f"{named or db} holds no page of {site.name} at {', '.join(missing)} as it is configured now by"
+                f" {model} (genui cache pages lists those it holds)"
+            )
+        unnamed = len(pages) - len(only)
+        pages = [location for location in pages if location.url in only]
     documents = asyncio.run(_fetched(site, db, model, [location.url for location in pages]))
     exported = Exported(left_out=_left_out(held, versions, model))
+    if unnamed:
+        exported.left_out.insert(0, f"{counted(unnamed, 'page')} not named with --page")
     for location in pages:  # a page the app did not serve is not in the copy: links to it lead nowhere
         status, _ = documents[location.url]
         if status != 200:

@@ -144,12 +144,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Write the pages the cache holds for a site, as it is configured now, on the model named, as a "
         "folder of static HTML files: the newest version of each, with no scripts, forms or toolbar, and links "
         "between them made relative, so that any static web host, or a browser opening index.html, shows them with "
-        "no server and no model. A link to a page not in the cache keeps its look and leads nowhere. Readers' posts "
+        "no server and no model. A link to a page not in the copy keeps its look and leads to the copy's list of "
+        "its pages. Readers' posts "
         "in the pages, their names and text, are in the copy: it publishes them. Write the pages first (genui serve, "
         "genui cache warm SITE).",
     )
     export.add_argument("export_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
     export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty")
+    export.add_argument(
+        "--page",
+        action="append",
+        metavar="PATH",
+        help="only this page (repeatable): its site-relative URL or address, as genui cache pages lists it; links to"
+        " the others lead to the copy's list of its pages",
+    )
     backup = cache_actions.add_parser(
         "backup",
         help="copy the page cache, posts included, whole, while a server runs",
@@ -679,15 +687,16 @@ def _export(args: argparse.Namespace) -> int:
         _served_here(store, [site])
         runtime = SiteRuntime.build(site, "")
         model = model_id_of(args.model)
+        only = None if args.page is None else {located(site, path, store.mounts(site.name)).url for path in args.page}
         # what a server would find (an earlier genui's pages, threads it carries to this config): on a copy, as
         # genui cache judges it
         if pending(store, runtime) or threads_to_carry(store, runtime, model):
             with _trial_copy(store) as copy:
                 bring_up_to_date(copy, runtime)
                 carry_threads(copy, runtime, model)
-                done = export(site, copy.path, model, Path(args.out), named=db)
+                done = export(site, copy.path, model, Path(args.out), named=db, only=only)
         else:
-            done = export(site, db, model, Path(args.out))
+            done = export(site, db, model, Path(args.out), only=only)
     except ExportError as err:
         raise UsageError(str(err)) from None
     finally:

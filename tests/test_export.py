@@ -411,3 +411,27 @@ def test_a_copy_without_its_front_page_opens_on_its_list_of_pages(
     front = (out / "index.html").read_text(encoding="utf-8")
     assert HREF.findall(front)[-2:] == ["./Lisp/index.html", "./Scheme/index.html"]
     assert '<link rel="stylesheet" href="./_genui/css/wiki.css">' in front and '<body class="genui site-wiki">' in front
+
+
+def test_export_page_copies_only_the_pages_named_and_links_the_others_to_the_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A publisher picking a demo's best pages (genui cache pages lists them) had to export the whole site."""
+    written(tmp_path / "genui.sqlite3", "wiki", ["/", "/Lisp", "/Lisp_tree", "/Unix"])
+    out = tmp_path / "out"
+    argv = ["cache", "export", "wiki", str(out), "--db", str(tmp_path / "genui.sqlite3"), "--model", MODEL]
+    argv += ["--sites-dir", str(SITES_DIR), "--page", "/Lisp", "--page", "http://127.0.0.1:8000/wiki/Lisp_tree"]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "left out 2 pages not named with --page" in said and "exported 2 pages of wiki" in said
+    files = sorted(str(path.relative_to(out)) for path in out.rglob("index.html"))
+    assert files == ["Lisp/index.html", "Lisp_tree/index.html", "index.html"]  # index.html: the list, no front page
+    lisp = (out / "Lisp" / "index.html").read_text(encoding="utf-8")
+    assert (
+        'href="../Lisp_tree/index.html"' in lisp
+        and f'href="../_genui/pages.html#/Lisp_map" title="{NOT_EXPORTED}"' in lisp
+    )
+
+    shutil.rmtree(out)
+    assert main([*argv, "--page", "/Nowhere"]) == 2
+    assert "holds no page of wiki at /Nowhere" in capsys.readouterr().err and not out.exists()
