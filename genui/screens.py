@@ -136,7 +136,10 @@ class Screens:
         context = self._page_context(job, None, generation.splice.answered)
         base = job.runtime.base
         context.update(
-            live_url=f"{base}{WS_PATH}?{query}", wait_url=self.wait_url(job, generation), splice=generation.splice
+            live_url=f"{base}{WS_PATH}?{query}",
+            wait_url=self.wait_url(job, generation),
+            splice=generation.splice,
+            again_url=job.url,  # where a page stopped leads (parts.stop_button)
         )
         # a first version with no section to rewrite lands with one line of controls: a phone keeps one line's room
         # for it, not two (the desktop's windows moved up 40 px as they landed; a desktop user's review)
@@ -166,6 +169,7 @@ class Screens:
         context.update(
             variations=self._candidates(job, variations),
             variations_url=f"{job.runtime.base}{VARIATIONS_WS_PATH}?{query}",
+            again_url=job.url,  # where a set stopped leads: the page varied, as it is
         )
         context["toolbar_later"] = False  # the candidates land with none: one kept is a page of its own
         # the tab says what is on screen, not the page varied, whose title it had (an accessibility review)

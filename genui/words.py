@@ -50,6 +50,10 @@ WORDS: dict[str, str] = {
     # a page being written
     "placeholder": "Loading…",  # until genui.js opens its stream (without scripts, until the page is written)
     "waiting": "Waiting for the model…",  # its stream open, before its first frame
+    "stop": "Stop",  # a button beside the progress line (and Escape): no more of the page is written for this tab
+    "stop_hint": "Stop writing this page (Escape)",
+    "stopped": "Stopped.",  # the progress line, once stopped; a link to the page follows
+    "open_again": "Open the page again",
     # a page may end before its last canvas: "of at most" (a page that ended at 3 read "canvas 3 of 6")
     "progress": "Writing: part {canvas} of at most {canvases}, step {step}",
     "progress_open": "Writing: part {canvas}, step {step}",  # an engine that does not say how many canvases
@@ -164,6 +168,8 @@ SCRIPT_WORDS = (
     "back_online",
     "unanswered",
     "waiting",
+    "stopped",
+    "open_again",
 )
 MOST = 200  # characters of one of a site's words
 PLURAL_FORMS = ("zero", "one", "two", "few", "many", "other")  # Unicode CLDR's plural categories, as Babel names them

@@ -1183,6 +1183,86 @@
     titled(opened); // a typed URL's page, written as it opens
   }
 
+  // A page being written may be stopped, as a browser's Stop button or Escape stops a page that loads (a reader who
+  // clicked the wrong link waited the whole page out, or left for another). Its stream closes as a visitor's who
+  // leaves (1000), so the run ends where no other tab watches it; the draft stays as far as it came, and the
+  // progress line says it stopped, with a link that opens the page again. Nothing connects again: the element no
+  // longer holds ws-connect (the wait URL, reopening and the offline line all look for it), and a frame that was on
+  // its way is not swapped in.
+  function stopWriting(live) {
+    if (!live || !live.isConnected || !live.hasAttribute("ws-connect")) {
+      return false;
+    }
+    var button = live.querySelector(".genui-stop");
+    var hadFocus = button && document.activeElement === button;
+    live.removeAttribute("ws-connect");
+    live.dataset.genuiStopped = "1";
+    live.classList.remove("genui-live");
+    live.classList.add("genui-stopped");
+    [live].concat(Array.prototype.slice.call(live.querySelectorAll("[aria-busy]"))).forEach(function (element) {
+      element.removeAttribute("aria-busy");
+    });
+    var internal = live["htmx-internal-data"]; // the ws extension's socket (ws.js: webSocket), once it made one
+    var socket = internal && internal.webSocket ? internal.webSocket.socket : null;
+    if (socket) {
+      socket.onclose = null; // no reconnect (a socket still connecting closes as 1006) and no "Connection closed"
+      socket.close(1000);
+    }
+    if (button) {
+      button.remove();
+    }
+    var progress = live.querySelector("#genui-progress");
+    if (progress) {
+      progress.removeAttribute("data-genui-placeholder");
+      var line = document.createElement("span"); // one run of text: a flex line drops a text node's last space
+      line.textContent = say("stopped", {}, "Stopped.") + " ";
+      var again = line.appendChild(document.createElement("a"));
+      again.href = (button && button.dataset.genuiAgain) || window.location.href;
+      again.textContent = say("open_again", {}, "Open the page again");
+      progress.replaceChildren(line);
+      if (hadFocus) {
+        again.focus();
+      }
+    }
+    if (writingTitle && document.title === writingTitle.shown) {
+      document.title = writingTitle.plain;
+    }
+    writingTitle = null;
+    announced(say("stopped", {}, "Stopped."));
+    return true;
+  }
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    if (event.target && event.target.dataset && event.target.dataset.genuiStopped) {
+      event.preventDefault(); // a frame sent before the close reached the server
+    }
+  });
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest ? event.target.closest(".genui-stop") : null;
+    if (button) {
+      stopWriting(button.closest("[ws-connect]"));
+    }
+  });
+  // Escape anywhere but in a field (whose own Escape it is: a search box's clearing, a reply being typed)
+  document.addEventListener("keydown", function (event) {
+    var target = event.target;
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) {
+      return;
+    }
+    if (target && target.closest && target.closest("input, textarea, select, [contenteditable]")) {
+      return;
+    }
+    if (stopWriting(document.querySelector("#genui-content[ws-connect]"))) {
+      event.preventDefault();
+    }
+  });
+  function stoppable() {
+    document.querySelectorAll("[ws-connect] > .genui-stop[hidden]").forEach(function (button) {
+      button.hidden = false;
+    });
+  }
+  stoppable();
+  document.addEventListener("htmx:load", stoppable);
+
   // What the live region says of what landed: its own words for a failure, the count of a set of variations; a page
   // being written is said as it starts (its progress line is new on every frame, which screen readers pass over).
   function saying(content) {

@@ -1793,3 +1793,61 @@ def test_after_a_restart_a_phone_keeps_the_room_of_the_controls_the_routes_store
         page.wait_for_timeout(100)  # settled
         landed = page.eval_on_selector("#genui-content .genui-page", "e => e.getBoundingClientRect().top")
         assert abs(landed - writing) < 1, (writing, landed)
+
+
+def test_stop_ends_a_page_being_written_keeps_its_draft_and_leads_to_the_page_again(server: Server, page: Any) -> None:
+    """A reader who clicked the wrong link could only wait the page out or leave it: nothing stopped it where it
+    was, as a browser's Stop stops a page that loads."""
+    problems = collect_problems(page)
+    sockets: list[Any] = []
+    page.on("websocket", lambda socket: sockets.append(socket))
+    server.engine.delay = 0.3
+    page.goto(server.url + "/wiki/Wrong_link")
+    page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+    assert page.title() == "Writing: Wrong link — Genpedia"
+    stop = page.wait_for_selector(".genui-stop:visible")
+    assert stop is not None and stop.text_content() == "Stop"
+    top = drawn_top(page, "#genui-draft")
+    stop.focus()
+    page.keyboard.press("Enter")  # as a keyboard reaches it
+    deadline = time.monotonic() + 5.0
+    while server.engine.cancelled == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.engine.cancelled == 1
+    assert page.text_content("#genui-progress") == "Stopped. Open the page again"
+    assert page.title() == "Wrong link — Genpedia"
+    assert page.query_selector("[ws-connect], [aria-busy], .genui-stop, .genui-live") is None
+    assert page.evaluate("() => document.activeElement.textContent") == "Open the page again"
+    assert abs(drawn_top(page, "#genui-draft") - top) < 1  # what was written stays where it was
+    drafted = page.text_content("#genui-draft")
+    page.wait_for_timeout(5_000)  # past the ws extension's reconnect (4 s) and the wait URL's (4 s)
+    assert len(sockets) == 1 and len(server.engine.calls) == 1
+    assert page.url == server.url + "/wiki/Wrong_link" and page.text_content("#genui-draft") == drafted
+    assert page.text_content("#genui-progress") == "Stopped. Open the page again"
+
+    server.engine.delay = 0.02
+    page.click("#genui-progress a")
+    page.wait_for_selector(FINISHED + ":text-is('Wrong link')", timeout=15_000)
+    assert len(server.engine.calls) == 2 and problems == []
+
+
+def test_escape_stops_a_page_being_written_but_not_from_a_field(server: Server, page: Any) -> None:
+    """Escape stops a page that loads in every browser; in a field it is the field's own (a search box clears)."""
+    page.goto(server.url + "/wiki/")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    server.engine.delay = 0.3
+    page.click("text=Genpedia tree")
+    page.wait_for_selector("#genui-draft[data-step]", timeout=10_000)
+    page.focus(".genui-query input")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(500)
+    assert server.engine.cancelled == 0 and page.query_selector("#genui-content.genui-live") is not None
+    page.focus("#genui-content")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#genui-content.genui-stopped", timeout=5_000)
+    deadline = time.monotonic() + 5.0
+    while server.engine.cancelled == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.engine.cancelled == 1
+    assert page.url == server.url + "/wiki/Genpedia_tree"
+    assert page.title() == "Genpedia tree — Genpedia"

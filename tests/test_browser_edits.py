@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from chromium import browser_page, collect_problems, served
-from fakes import FakeEngine, example_sites
+from fakes import FakeEngine, eventually, example_sites
 
 from genui.app import create_app
 
@@ -514,3 +514,39 @@ def test_a_readers_name_is_filled_in_after_their_first_post(server: Server, page
     page.goto(server.url + "/forum/r/hacking/A_third")
     page.wait_for_selector(FINISHED + " h1", timeout=15_000)
     assert page.input_value(user) == "ada"
+
+
+def test_a_rewrite_stopped_leads_back_to_the_page_as_it_is_stored(server: Server, page: Any) -> None:
+    """A new version stopped is never stored: its own address (?v=2) would be a 404, so the line that says it
+    stopped leads to the page's, which shows the version that was there."""
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    before = page.inner_html(FINISHED)
+    server.engine.delay = 0.3
+    page.select_option("select[name=section]", "2")
+    page.click(".genui-rewrite button[type=submit]")
+    page.wait_for_selector("#genui-content.genui-live #genui-draft.genui-in-place", timeout=3_000)
+    page.click(".genui-stop")
+    page.wait_for_selector("#genui-content.genui-stopped", timeout=3_000)
+    assert eventually(lambda: server.engine.cancelled == 1, 5.0)
+    assert page.url == server.url + "/wiki/Lisp?v=2"  # the version that was being written
+    page.click("#genui-progress a:text-is('Open the page again')")
+    page.wait_for_url(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=10_000)
+    assert page.inner_html(FINISHED) == before
+
+
+def test_variations_stopped_end_their_run_and_lead_back_to_the_page_varied(server: Server, page: Any) -> None:
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1", timeout=15_000)
+    server.engine.delay = 0.3
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector("#genui-variant-1.genui-draft:not(:empty)", timeout=5_000)
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#genui-content.genui-stopped", timeout=3_000)
+    assert eventually(lambda: server.engine.cancelled >= 1, 5.0)
+    page.wait_for_timeout(1_000)  # no candidate lands after the stop
+    assert page.query_selector(".genui-keep") is None
+    page.click("#genui-progress a:text-is('Open the page again')")
+    page.wait_for_url(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED + " h1:text-is('Lisp')", timeout=10_000)
