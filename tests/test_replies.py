@@ -242,8 +242,9 @@ def test_the_replies_to_a_post_are_written_though_the_poster_leaves_before_they_
     """A poster who went on to another page cancelled the replies: the post waited unanswered until someone opened
     the thread again, who then waited for them (a forum user's review)."""
     engine = FakeEngine()
-    client = client_factory(all_sites, engine, app_options={"unclaimed_s": 0.1})
+    client = client_factory(all_sites, engine)
     visit(client, THREAD)
+    pages_of(client).unclaimed_s = 0.1  # only now: a slow round trip to the wait URL above let the first run go
     engine.delay = 0.05
     live = live_url(client.post(THREAD, data={"user": "ada", "text": "bye"}, headers=HTMX).text)
     with client.websocket_connect(live) as socket:
@@ -344,8 +345,9 @@ def test_a_regenerate_of_a_thread_with_a_post_waiting_is_written_again_whole_whe
     """A post waits for its replies (made while the model loaded); the visitor regenerates the thread, and the run
     ends unwatched (the socket dropped). The reconnect wrote v2 as v1 with replies in place: not what was asked."""
     engine = FakeEngine()
-    client = client_factory(all_sites, engine, app_options={"unclaimed_s": 0.1})
+    client = client_factory(all_sites, engine)
     visit(client, THREAD)
+    pages_of(client).unclaimed_s = 0.1  # only now: a slow round trip to the wait URL above let the first run go
     pages_of(client).store.add_post("forum", "/r/hacking/My_first_lisp", "alice", "hello there")
     engine.delay, engine.steps = 0.05, 10
     answer = client.post("/_genui/regenerate", data={"site": "forum", "url": "/r/hacking/My_first_lisp"}, headers=HTMX)
