@@ -17,6 +17,7 @@ from engine.frames import (
     EngineOverloaded,
     Frame,
     GenerationRequest,
+    QueuedFrame,
     StepFrame,
     TextEngine,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "EngineError",
     "EngineOverloaded",
     "Frame",
+    "QueuedFrame",
     "GenerationRequest",
     "InfillRequest",
     "LoadedModel",

@@ -70,7 +70,18 @@ class DoneFrame:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-Frame = StepFrame | CanvasFrame | DoneFrame
+@dataclass(frozen=True, slots=True)
+class QueuedFrame:
+    """The request waits its turn: ``ahead`` requests are being written or wait before it (a set of variants is one).
+
+    An engine with a queue sends it as the request's place changes, before the request's first StepFrame, and 0 once
+    its batch starts; an engine without one sends none."""
+
+    ahead: int
+    variant: int = 0  # as every frame has one; a set of variants waits as one request, told once
+
+
+Frame = StepFrame | CanvasFrame | DoneFrame | QueuedFrame
 
 
 class EngineError(Exception):

@@ -25,7 +25,7 @@ from types import TracebackType
 import torch
 
 from engine.channel import FrameChannel
-from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest
+from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest, QueuedFrame
 from engine.gaps import check_fits_with_gaps, fill_gaps, fits_with_gaps
 from engine.generation import Plan, batch_key, plan_batch, run_plan, settings_for
 from engine.infill import InfillRequest, plan_infill
@@ -45,6 +45,7 @@ class _Job:
     channel: FrameChannel
     infill: InfillRequest | None = None
     submitted: float = field(default_factory=time.perf_counter)
+    told: int = 0  # the place in line its caller was last told (QueuedFrame): requests written or waiting before it
 
     def rows(self) -> list[Row]:
         return [
@@ -167,7 +168,18 @@ class Scheduler:
                 waits = 1 + self._batches_queued()  # the batch running, then the queue's
                 raise EngineOverloaded(retry_after=max(1.0, self._batch_s * waits))
             self._pending.append(job)
+            self._tell_places()
             self._lock.notify_all()
+
+    def _tell_places(self) -> None:
+        """Tell every request whose place in line changed where it is now (under the lock): the running batch's
+        requests that they are next no more (0), each waiting one how many run or wait before it. A page that waited
+        for the engine said "Waiting for the model…" and nothing else, for a minute in a class of 25."""
+        for index, job in enumerate([*self._running, *self._pending]):
+            place = 0 if index < len(self._running) else index
+            if place != job.told:
+                job.told = place
+                job.channel.send(QueuedFrame(place))
 
     def _batches_queued(self) -> int:
         """How many batches the queue takes: requests that run alone (openings with gaps, variations, edits) one
@@ -264,6 +276,7 @@ class Scheduler:
                         batch.append(job)
                         rows += len(job.requests)
             self._running = batch
+            self._tell_places()
             return batch
 
     def _idle(self) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from html.parser import HTMLParser
 
-from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, QueuedFrame, StepFrame
 from genui.claims import Claims
 from genui.prompts import Parent
 from genui.runtime import SiteRuntime
@@ -116,6 +116,7 @@ class Snapshot:
     canvas: int = 1  # 1-based canvas being written
     step: int = 0  # denoising step within it; 0 before the first
     canvases: int | None = None  # canvases the page may take, when the engine says its canvas length
+    ahead: int = 0  # before its first step: runs the engine writes or has waiting before this one (QueuedFrame)
     page: StoredPage | None = None
     error: EngineError | PageWithdrawn | None = None
 
@@ -298,6 +299,9 @@ class Generation:
                     if frame.steps == 0 and self._snapshot.text.startswith(text):
                         continue  # an opening's canvas, already shown with the gaps filled in it: no step back
                     self._publish(replace(self._snapshot, text=text, canvas=frame.canvas + 1, step=frame.steps))
+                elif isinstance(frame, QueuedFrame):
+                    if not (self._snapshot.step or self._snapshot.text) and frame.ahead != self._snapshot.ahead:
+                        self._publish(replace(self._snapshot, ahead=frame.ahead))
                 elif isinstance(frame, DoneFrame):
                     self.done = frame
                     self._publish(replace(self._snapshot, page=await self._finish(frame)))

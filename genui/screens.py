@@ -265,9 +265,10 @@ class Screens:
     def frame(self, job: Job, snapshot: Snapshot, in_place: bool = False) -> str:
         return self.shell.part("frame", snapshot, in_place, words_of(job.runtime).say)
 
-    def progress(self, job: Job, snapshot: Snapshot | None) -> str:
-        """The progress line alone: how far the model is, or (None) that the page waits for it."""
-        return self.shell.part("progress", snapshot, words_of(job.runtime).say)
+    def progress(self, job: Job, snapshot: Snapshot | None, ahead: int = 0) -> str:
+        """The progress line alone: how far the model is, or (None) that the page waits for it, behind ``ahead``
+        runs."""
+        return self.shell.part("progress", snapshot, words_of(job.runtime).say, ahead)
 
     def candidates_frame(self, job: Job, candidates: Candidates) -> str:
         return self.shell.part("candidates_frame", candidates.drafts, candidates.progress, words_of(job.runtime).say)

@@ -160,6 +160,7 @@ class Stream:
         """Send every snapshot of the generation; its page at the end, or None after a failure message."""
         setattr(websocket.state, WATCHED, generation)
         last = None  # the last snapshot seen: the same one again is a heartbeat
+        last_ahead = 0  # the place in line last said
         async with contextlib.aclosing(generation.watch(self.draft_interval, HEARTBEAT_S, job.client)) as snapshots:
             async for snapshot in snapshots:
                 if snapshot.page is not None:
@@ -181,11 +182,14 @@ class Stream:
                     return None
                 drafted, again, last = bool(snapshot.step or snapshot.html), snapshot is last, snapshot
                 if again:  # a heartbeat: the progress line again
-                    message = self.screens.progress(job, snapshot if drafted else None)
+                    message = self.screens.progress(job, snapshot if drafted else None, snapshot.ahead)
                 elif drafted:
                     message = self.screens.frame(job, snapshot, not generation.splice.whole)
+                elif snapshot.ahead or last_ahead:  # its place in the engine's line, as it moves up
+                    message = self.screens.progress(job, None, snapshot.ahead)
                 else:
                     continue  # waiting for the engine: the placeholder says so
+                last_ahead = snapshot.ahead
                 try:
                     await _send(websocket, message)
                 except (WebSocketDisconnect, OSError):  # the connection broke under a frame, before its close

@@ -50,6 +50,9 @@ WORDS: dict[str, str] = {
     # a page being written
     "placeholder": "Loading…",  # until genui.js opens its stream (without scripts, until the page is written)
     "waiting": "Waiting for the model…",  # its stream open, before its first frame
+    # and while other pages are written or wait before it (the engine's queue: genui serve --queue)
+    "waiting_behind_one": "Waiting for the model: one page is ahead of this one.",
+    "waiting_behind": "Waiting for the model: {n} pages are ahead of this one.",
     "stop": "Stop",  # a button beside the progress line (and Escape): no more of the page is written for this tab
     "stop_hint": "Stop writing this page (Escape)",
     "stopped": "Stopped.",  # the progress line, once stopped; a link to the page follows
@@ -177,6 +180,7 @@ PLURAL_FORMS = ("zero", "one", "two", "few", "many", "other")  # Unicode CLDR's 
 # site says them, or says the count's words as one line; a site whose count is a table of plural forms says 1 by it
 SINGULAR = {
     "one_reply": "replies",
+    "waiting_behind_one": "waiting_behind",
     "too_many_runs_one": "too_many_runs",
     "too_many_runs_one_later": "too_many_runs_later",
     "too_many_posts_one": "too_many_posts",

@@ -16,9 +16,11 @@ from engine import (
     DoneFrame,
     EngineError,
     EngineOverloaded,
+    Frame,
     GenerationRequest,
     InfillRequest,
     LoadedModel,
+    QueuedFrame,
     Scheduler,
     StepFrame,
     TextEngine,
@@ -553,3 +555,26 @@ async def test_an_edit_with_gaps_is_refused_before_it_writes_them(scheduler: Sch
     edit = InfillRequest(GenerationRequest(prompt="x", gaps=("</b>",)), before="<p>", after="</p>", region_tokens=4)
     with pytest.raises(EngineError, match="an in-place edit takes no gaps"):
         await anext(scheduler.infill(edit))
+
+
+async def test_a_request_that_waits_is_told_its_place_in_line_as_it_moves_up(loaded: LoadedModel) -> None:
+    """A page that waited for the engine said "Waiting for the model…" and nothing more, for a minute in a class."""
+    engine = Scheduler(loaded, max_batch=1)
+    try:
+        requests = [GenerationRequest(prompt=f"page {n}", max_steps=2, stop_at_eos=False) for n in range(3)]
+        first = engine.stream(requests[0])
+        await anext(first)  # the worker writes it: the next two wait behind it
+        waiting = [asyncio.ensure_future(collect(engine.stream(request))) for request in requests[1:]]
+        await collect(first)
+        second, third = await asyncio.gather(*waiting)
+    finally:
+        await engine.close()
+
+    def places(frames: list[Frame]) -> list[int]:
+        return [frame.ahead for frame in frames if isinstance(frame, QueuedFrame)]
+
+    assert places(second) == [1, 0] and places(third) == [2, 1, 0]
+    for frames in (second, third):  # told before its first step, never after
+        told = max(index for index, frame in enumerate(frames) if isinstance(frame, QueuedFrame))
+        assert not any(isinstance(frame, StepFrame) for frame in frames[:told])
+        assert isinstance(frames[-1], DoneFrame)

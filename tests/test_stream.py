@@ -6,7 +6,7 @@ import html
 import itertools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from fakes import ClientFactory, FakeEngine, pages_of, ws_messages
 from starlette.datastructures import State
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from engine.frames import Frame, GenerationRequest, QueuedFrame
 from genui.pages import Pages
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -394,3 +395,32 @@ def test_a_stream_says_its_progress_again_while_nothing_new_comes(
     first = next(message for message in messages if "genui-draft" in message)
     said = first.split("</p>", 1)[0] + "</p>"
     assert said.startswith('<p id="genui-progress"') and said in beats, (said, beats)
+
+
+def test_a_page_waiting_for_the_engine_says_its_place_in_line_as_it_moves_up(
+    client_factory: ClientFactory, wiki: Site
+) -> None:
+    """A page behind others in the engine's queue said "Waiting for the model…" and nothing more, for a minute in a
+    class of 25 behind one address."""
+
+    class Queued(FakeEngine):  # the engine's QueuedFrames (engine.scheduler), then the page
+        def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
+            frames = super().stream(request)
+
+            async def queued() -> AsyncIterator[Frame]:
+                for ahead in (3, 1, 0):
+                    yield QueuedFrame(ahead)
+                    await asyncio.sleep(0.3)  # past the stream's interval between two messages
+                async for frame in frames:
+                    yield frame
+
+            return queued()
+
+    received = ws_messages(client_factory([wiki], Queued(steps=2)), LISP)
+    said = [re.sub(r"<[^>]+>", "", message) for message in received if 'id="genui-draft"' not in message]
+    assert said[:3] == [
+        "Waiting for the model: 3 pages are ahead of this one.",
+        "Waiting for the model: one page is ahead of this one.",
+        "Waiting for the model…",
+    ]
+    assert '<div id="genui-content"' in received[-1]
