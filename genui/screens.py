@@ -271,7 +271,9 @@ class Screens:
         return self.shell.part("progress", snapshot, words_of(job.runtime).say, ahead)
 
     def candidates_frame(self, job: Job, candidates: Candidates) -> str:
-        return self.shell.part("candidates_frame", candidates.drafts, candidates.progress, words_of(job.runtime).say)
+        return self.shell.part(
+            "candidates_frame", candidates.drafts, candidates.progress, words_of(job.runtime).say, candidates.ahead
+        )
 
     def candidates_final(self, job: Job, variations: Variations) -> str:
         """The finished candidates, each with a keep button; they replace the placeholder, ending the stream."""

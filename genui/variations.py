@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, StepFrame
+from engine.frames import CanvasFrame, DoneFrame, EngineError, Frame, QueuedFrame, StepFrame
 from genui.claims import Claims
 from genui.runtime import SiteRuntime
 from genui.store import PageKey
@@ -44,6 +44,7 @@ class Candidates:
     pages: tuple[str, ...] | None = None  # sanitised, links rewritten: the candidates as they would be stored
     error: EngineError | None = None
     progress: tuple[int, int] | None = None  # (canvas, step), both 1-based, of the candidate least far on
+    ahead: int = 0  # before the first step: runs the engine writes or has waiting before the set (QueuedFrame)
 
     @property
     def finished(self) -> bool:
@@ -178,7 +179,10 @@ class Variations:
                 if not 0 <= frame.variant < self.n:
                     continue
                 stable = finished[frame.variant]
-                if isinstance(frame, StepFrame | CanvasFrame):
+                if isinstance(frame, QueuedFrame):
+                    if self._latest.progress is None and frame.ahead != self._latest.ahead:
+                        self._publish(Candidates(self._latest.texts, self._draft, ahead=frame.ahead))
+                elif isinstance(frame, StepFrame | CanvasFrame):
                     if isinstance(frame, CanvasFrame):
                         stable[frame.canvas] = frame.text
                         where[frame.variant] = (frame.canvas + 1, frame.steps)

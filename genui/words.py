@@ -63,6 +63,9 @@ WORDS: dict[str, str] = {
     "writing_variations_of": "Writing {n} variations of {page}…",
     "variations_title": "{n} variations of {page}",  # the browser's tab, on a set of variations
     "variations_step": " part {canvas}, step {step}",
+    # after it, before their first step, while other pages are written or wait before them (the engine's queue)
+    "variations_behind_one": " (waiting for the model: one page is ahead of them)",
+    "variations_behind": " (waiting for the model: {n} pages are ahead of them)",
     "variations_of": "{n} variations of {page}: keep one as its next version.",
     # below that, for a thread whose readers' posts are answered in place: the candidates are the thread before them
     "variations_conversation": "The readers' posts and the replies to them follow the one kept, as they are now.",
@@ -181,6 +184,7 @@ PLURAL_FORMS = ("zero", "one", "two", "few", "many", "other")  # Unicode CLDR's 
 SINGULAR = {
     "one_reply": "replies",
     "waiting_behind_one": "waiting_behind",
+    "variations_behind_one": "variations_behind",
     "too_many_runs_one": "too_many_runs",
     "too_many_runs_one_later": "too_many_runs_later",
     "too_many_posts_one": "too_many_posts",

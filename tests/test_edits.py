@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import re
@@ -15,7 +16,7 @@ from fakes import ClientFactory, FakeEngine, page_html, pages_of, visit, ws_mess
 from starlette.testclient import TestClient
 from test_app import HTMX, THREAD, live_url, wait_until
 
-from engine.frames import EngineError, Frame, GenerationRequest
+from engine.frames import EngineError, Frame, GenerationRequest, QueuedFrame
 from genui.edits import fitted_before, model_text, region_tokens
 from genui.pages import Job
 from genui.sections import sections
@@ -269,6 +270,45 @@ def test_variations_stream_side_by_side_from_one_call_and_a_kept_one_is_the_next
     assert page_html(client.get("/wiki/Lisp?v=1").text) == first
     again = client.post("/_genui/keep", data=keep_form(final, 1))  # a set is kept once
     assert again.status_code == 404 and client.get("/wiki/Lisp?v=3").status_code == 404
+
+
+def test_a_set_of_variations_waiting_for_the_engine_says_its_place_in_line(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Behind other pages in the engine's queue, a set said "Writing 3 variations of Lisp…" and nothing more until
+    its first step, as a page once did (its place in line: test_stream)."""
+
+    class Queued(FakeEngine):  # the scheduler's QueuedFrames for the set (one request), then its frames
+        def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
+            frames = super().stream_variants(request, n)
+
+            async def queued() -> AsyncIterator[Frame]:
+                for ahead in (2, 1, 0):
+                    yield QueuedFrame(ahead)
+                    await asyncio.sleep(0.3)  # past the stream's interval between two messages
+                async for frame in frames:
+                    yield frame
+
+            return queued()
+
+    engine = Queued(delay=0.05)
+    client = client_factory(all_sites, engine)
+    visit(client, "/wiki/Lisp")
+    response = client.post("/_genui/variations", data={"site": "wiki", "url": "/Lisp"}, headers=HTMX)
+    match = VARIATIONS_LIVE.search(response.text)
+    assert match is not None
+    steps = [
+        step.group(1)
+        for message in ws_messages(client, html.unescape(match.group(1)))
+        if (step := re.search(r'<span id="genui-variations-step">([^<]*)</span>', message))
+    ]
+    said = [step for index, step in enumerate(steps) if index == 0 or step != steps[index - 1]]
+    assert said[:3] == [
+        " (waiting for the model: 2 pages are ahead of them)",
+        " (waiting for the model: one page is ahead of them)",
+        "",  # its batch started: the words go, until its first step says where it is
+    ]
+    assert re.fullmatch(r" part 1, step [1-9]\d*", said[3]), said
 
 
 def test_without_scripts_variations_go_to_the_finished_candidates_at_their_address_and_keep_redirects(
