@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import html
 import os
@@ -186,15 +187,31 @@ def current_pages(store: Store, runtime: SiteRuntime, model: str) -> list[Locati
 
 
 def export(
-    site: Site, db: Path, model: str, out: Path, *, named: Path | None = None, only: set[str] | None = None
+    site: Site,
+    db: Path,
+    model: str,
+    out: Path,
+    *,
+    named: Path | None = None,
+    only: set[str] | None = None,
+    replace: bool = False,
 ) -> Exported:
-    """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty. ``named``:
-    the page cache as the user named it, where ``db`` is a copy of it. ``only``: those of these site-relative URLs
-    alone (ExportError for one the cache does not hold)."""
+    """Write the site's cached pages (``current_pages``) under ``out``, which must be missing or empty, or (``replace``)
+    hold a copy this wrote before: the new copy is written beside it and takes its place once whole, so that a web
+    server serving ``out`` never shows half of each, and a copy that fails leaves the earlier one as it was.
+    ``named``: the page cache as the user named it, where ``db`` is a copy of it. ``only``: those of these
+    site-relative URLs alone (ExportError for one the cache does not hold)."""
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file, not a folder: name a new folder")
-    if out.exists() and any(out.iterdir()):
-        raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first")
+    earlier = out.exists() and any(out.iterdir())
+    if earlier and not replace:
+        again = ", or pass --replace to write this copy again in its place" if _is_copy(out) else ""
+        raise ExportError(f"{out} is not an empty folder: name a new one, or empty it first{again}")
+    if earlier and not _is_copy(out):  # a folder of the user's own files is never deleted (--replace DIR in a typo)
+        raise ExportError(
+            f"{out} holds files but no copy genui wrote (it has no {PAGES}): --replace replaces only an earlier copy;"
+            " name a new folder"
+        )
     runtime = SiteRuntime.build(site, "")
     store = Store(db)
     try:
@@ -238,6 +255,57 @@ def export(
         else:
             exported.files[location.url] = file_of(location)
     exported.files = _distinct(exported.files)
+    if earlier:  # beside it, then in its place: a reader of the served folder sees the one copy or the other
+        out = out.resolve()
+        fresh = out.with_name(f".{out.name}.genui-{os.getpid()}")
+        try:
+            _write(fresh, site, runtime, exported, documents, model)
+            shutil.copymode(out, fresh)  # as the earlier copy's folder was: readable by the web server that serves it
+            _swap(out, fresh)
+        except ExportError as err:
+            shutil.rmtree(fresh, ignore_errors=True)
+            kept = "" if "as it was" in str(err) else f"; the earlier copy in {out} is as it was"
+            raise ExportError(f"{err}{kept}") from None
+        except BaseException:  # an interrupt: the earlier copy stays, and nothing of the new one
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+    else:
+        _write(out, site, runtime, exported, documents, model)
+    return exported
+
+
+def _is_copy(folder: Path) -> bool:
+    """Whether ``folder`` holds a copy ``export`` wrote: its list of pages."""
+    return (folder / PAGES).is_file()
+
+
+def _swap(out: Path, fresh: Path) -> None:
+    """Put the folder ``fresh`` in the place of ``out`` (a folder), and delete ``out``'s files: two renames, one
+    moment apart, and the earlier copy back in place if the second fails."""
+    old = out.with_name(f".{out.name}.genui-old-{os.getpid()}")
+    try:
+        out.rename(old)
+    except OSError as err:  # a mount point (EBUSY), a folder the user may not rename
+        fix = "a mount point is not renamed: export into a folder inside it" if err.errno == errno.EBUSY else ""
+        raise ExportError(f"cannot replace {out}: {err.strerror or err}; {fix or 'name a new folder'}") from None
+    try:
+        fresh.rename(out)
+    except OSError as err:
+        old.rename(out)
+        raise ExportError(f"cannot replace {out}: {err.strerror or err}; the earlier copy is as it was") from None
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write(
+    out: Path,
+    site: Site,
+    runtime: SiteRuntime,
+    exported: Exported,
+    documents: dict[str, tuple[int, bytes]],
+    model: str,
+) -> None:
+    """Write the copy's files under ``out``: its pages, their list, genui's static files, the site's stylesheet and
+    assets."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         for url, own in exported.files.items():
@@ -262,7 +330,6 @@ def export(
         raise ExportError(
             f"cannot write the copy in {out}: {err.strerror or err}{where}; name a folder you can write"
         ) from None
-    return exported
 
 
 def _left_out(held: dict[tuple[str, str], set[tuple[str, str]]], versions: set[str], model: str) -> list[str]:

@@ -150,7 +150,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "genui cache warm SITE).",
     )
     export.add_argument("export_site", metavar="SITE", help="site name (under --sites-dir) or a site folder")
-    export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty")
+    export.add_argument("out", metavar="DIR", help="the folder to write: missing or empty (or see --replace)")
+    export.add_argument(
+        "--replace",
+        action="store_true",
+        help="DIR may hold a copy genui cache export wrote before: the new copy is written beside it and takes its"
+        " place once whole, so that a web server serving DIR shows the one or the other, never half of each; a"
+        " failed copy leaves the earlier one as it was. A folder of other files is refused",
+    )
     export.add_argument(
         "--page",
         action="append",
@@ -694,9 +701,9 @@ def _export(args: argparse.Namespace) -> int:
             with _trial_copy(store) as copy:
                 bring_up_to_date(copy, runtime)
                 carry_threads(copy, runtime, model)
-                done = export(site, copy.path, model, Path(args.out), named=db, only=only)
+                done = export(site, copy.path, model, Path(args.out), named=db, only=only, replace=args.replace)
         else:
-            done = export(site, db, model, Path(args.out), only=only)
+            done = export(site, db, model, Path(args.out), only=only, replace=args.replace)
     except ExportError as err:
         raise UsageError(str(err)) from None
     finally:

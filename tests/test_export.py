@@ -435,3 +435,44 @@ def test_export_page_copies_only_the_pages_named_and_links_the_others_to_the_lis
     shutil.rmtree(out)
     assert main([*argv, "--page", "/Nowhere"]) == 2
     assert "holds no page of wiki at /Nowhere" in capsys.readouterr().err and not out.exists()
+
+
+def test_export_replace_writes_a_copy_again_in_the_place_of_the_one_before_and_only_of_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publisher exporting again after the site grew had to empty the folder their web server serves first, which
+    showed readers a site half gone meanwhile; --replace writes beside it, then swaps, and refuses other folders."""
+    db = tmp_path / "genui.sqlite3"
+    written(db, "wiki", ["/", "/Lisp"])
+    out = exported(tmp_path, "wiki", capsys)
+    out.chmod(0o751)  # as a publisher set it for their web server
+    (out / "stale.html").write_text("a page of the copy before", encoding="utf-8")
+    argv = ["cache", "export", "wiki", str(out), "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
+    assert main(argv) == 2
+    assert "or pass --replace to write this copy again in its place" in capsys.readouterr().err
+    written(db, "wiki", ["/Scheme"])
+    assert main([*argv, "--replace"]) == 0
+    assert "exported 3 pages of wiki" in capsys.readouterr().out
+    assert (out / "Scheme" / "index.html").is_file() and not (out / "stale.html").exists()
+    assert (out.stat().st_mode & 0o777) == 0o751
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["genui.sqlite3", "out"]  # nothing left beside it
+
+    def full(self: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_text", full)  # a disk that fills while the new copy is written
+    written(db, "wiki", ["/Prolog"])
+    assert main([*argv, "--replace"]) == 2
+    said = capsys.readouterr().err
+    assert "No space left on device" in said and f"the earlier copy in {out} is as it was" in said, said
+    monkeypatch.undo()
+    assert (out / "Scheme" / "index.html").is_file() and not (out / "Prolog").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["genui.sqlite3", "out"]
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me", encoding="utf-8")
+    argv[3] = str(mine)
+    assert main([*argv, "--replace"]) == 2
+    assert "holds files but no copy genui wrote" in capsys.readouterr().err
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "keep me"
