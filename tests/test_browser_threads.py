@@ -68,3 +68,30 @@ def test_a_reader_is_told_of_posts_made_to_the_thread_on_screen_and_shown_them_a
         reader.wait_for_timeout(500)
         assert reader.query_selector("#genui-news") is None  # the thread as it is now: nothing new
         assert problems == []
+
+
+def test_a_name_in_a_right_to_left_script_keeps_its_posts_time_after_it(tmp_path: Path) -> None:
+    """A Hebrew or Arabic name took the time's first digits into its own run where the time begins with one (a
+    browser that writes dates day first, a copy's UTC time): "02 · שלום.12.2026, 00:50", where it is
+    "שלום · 02.12.2026, 00:50" (the name isolated, as the post's text is)."""
+    app = create_app(example_sites(), FakeEngine(wiki_writer, delay=0.01), db_path=tmp_path / "pages.sqlite3")
+    with served(app) as url, browser_page(locale="de-DE") as reader:
+        problems = collect_problems(reader)
+        reader.goto(url + THREAD)
+        reader.wait_for_selector(FINISHED, timeout=15_000)
+        post(reader, "שלום", "Pipes are fun")
+        reader.wait_for_selector(".genui-post:has-text('Pipes are fun')", timeout=15_000)
+        reader.wait_for_selector("#genui-content:not(.genui-live)", timeout=15_000)  # its replies written
+        name_right, time_left = reader.evaluate(
+            """() => {
+                const meta = [...document.querySelectorAll('.genui-post')]
+                    .find(post => post.textContent.includes('Pipes are fun')).querySelector('.genui-post-meta');
+                const range = document.createRange();
+                range.selectNodeContents(meta.querySelector('time'));
+                const pieces = [...range.getClientRects()].filter(rect => rect.width > 0).map(rect => rect.left);
+                const name = meta.querySelector('b').getBoundingClientRect().right;
+                return [name, pieces.length ? Math.min(...pieces) : -1];
+            }"""
+        )
+        assert name_right > 0 and time_left > name_right, (name_right, time_left)  # every piece of the time after it
+        assert problems == []
