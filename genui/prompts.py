@@ -133,6 +133,14 @@ def gap() -> Markup:
     return Markup(GAP)
 
 
+def inside_tag_unbroken(opening: str) -> str:
+    """A rendered opening without the line breaks it ends with where it stops inside a tag (the forum's board, in its
+    first link's href): the newline vim and nano add to every file they save would be part of each page's link, which
+    the sanitiser then drops. An opening that stops after a tag keeps them, as written: the page's own."""
+    body = opening.rstrip("\r\n")
+    return body if body != opening and body.rfind("<") > body.rfind(">") else opening
+
+
 def split_gaps(opening: str) -> tuple[str, tuple[str, ...]]:
     """A rendered opening as the engine takes it: the text before its first gap, and the text after each gap."""
     first, *after = opening.split(GAP)
@@ -512,7 +520,9 @@ class PromptRenderer:
     ) -> str:
         if name is None:
             return ""
-        return self._rendered(self._html, name, self._variables(route, params, query, parent, posts))
+        return inside_tag_unbroken(
+            self._rendered(self._html, name, self._variables(route, params, query, parent, posts))
+        )
 
     def _rendered(self, env: ImmutableSandboxedEnvironment, name: str, variables: dict[str, Any]) -> str:
         try:

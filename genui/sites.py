@@ -851,7 +851,6 @@ def _prompt_file(file: Path, root: Path, full: str, data: dict[str, Any], key: s
             raise SiteConfigError(file, full, f"{path} is a folder", "name a file in prompts/")
         raise SiteConfigError(file, full, f"{path} does not exist", "create it or fix the name")
     if key.endswith("opening"):
-        _check_opening_end(file, full, path)
         _check_opening_quotes(file, full, path)
     return name
 
@@ -871,27 +870,6 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _check_opening_end(file: Path, full: str, path: Path) -> None:
-    """An opening is used byte for byte, so the final newline most editors add would land in the page: harmless
-    after a tag, a broken link inside a quoted attribute (an opening may stop there, e.g. `<a href="/r/`)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise SiteConfigError(file, full, f"cannot read {path} ({err})", "save it as UTF-8 text") from None
-    if not text.endswith("\n"):
-        return
-    body = text.rstrip("\n")
-    inside = body[body.rfind("<") :] if body.rfind("<") > body.rfind(">") else ""
-    if inside.count('"') % 2 or inside.count("'") % 2:
-        raise SiteConfigError(
-            file,
-            full,
-            f"{path} ends with a newline inside the attribute it stops in ({inside[-30:]!r}), which would be part of "
-            "every page",
-            "remove the file's final newline (an opening is used byte for byte)",
-        )
-
-
 # A template expression inside a single-quoted attribute value: `title='{{ x }}'`.
 _SINGLE_QUOTED_VALUE = re.compile(r"=\s*'[^'<>]*\{\{")
 
@@ -899,7 +877,11 @@ _SINGLE_QUOTED_VALUE = re.compile(r"=\s*'[^'<>]*\{\{")
 def _check_opening_quotes(file: Path, full: str, path: Path) -> None:
     """An opening writes its values with `'` unescaped (genui.prompts.as_html_text, as the corpus writes text), so
     a value inside a single-quoted attribute could end it."""
-    found = _SINGLE_QUOTED_VALUE.search(path.read_text(encoding="utf-8"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SiteConfigError(file, full, f"cannot read {path} ({err})", "save it as UTF-8 text") from None
+    found = _SINGLE_QUOTED_VALUE.search(text)
     if found:
         raise SiteConfigError(
             file,
