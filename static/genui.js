@@ -1166,9 +1166,12 @@
   // loads, and the page's own title once it lands: a reader who went to another tab while it was written sees there
   // that it has (the tab said "Lisp — Genpedia" throughout).
   var writingTitle = null; // the title shown while the page is written, and the page's own under it
+  function plainTitle() {
+    return writingTitle && document.title === writingTitle.shown ? writingTitle.plain : document.title;
+  }
   function titled(content) {
     if (content.classList.contains("genui-live")) {
-      var plain = writingTitle && document.title === writingTitle.shown ? writingTitle.plain : document.title;
+      var plain = plainTitle();
       writingTitle = { plain: plain, shown: say("writing_page", { title: plain }, "Writing: {title}") };
       document.title = writingTitle.shown;
     } else if (writingTitle) {
@@ -1278,7 +1281,7 @@
         : say("variations_written", { n: count }, "{n} variations written: keep one of them");
     }
     var version = Number(content.dataset.version || 0);
-    var values = { title: document.title, n: version };
+    var values = { title: plainTitle(), n: version }; // not "Writing: Writing: Lisp" (a typed URL's page)
     if (live) {
       return say("writing_page", values, "Writing: {title}");
     }

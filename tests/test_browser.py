@@ -98,6 +98,12 @@ def test_browse_the_wiki_watch_a_page_denoise_and_go_back(server: Server, page: 
 def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(server: Server, page: Any) -> None:
     problems = collect_problems(page)
     server.engine.hold = threading.Event()  # the page waits for its last frame until the draft has been seen
+    page.add_init_script(  # what the live region says, from the page's first script on
+        """document.addEventListener('DOMContentLoaded', () => { window.said = [];
+        const region = document.getElementById('genui-announce');
+        new MutationObserver(() => region.textContent && window.said.push(region.textContent))
+            .observe(region, {childList: true, characterData: true, subtree: true}); });"""
+    )
     started = time.monotonic()
     page.goto(server.url + "/wiki/Lambda_calculus", wait_until="commit")
     page.wait_for_selector("#genui-draft[data-step]", timeout=5_000)
@@ -112,6 +118,10 @@ def test_a_typed_url_shows_the_page_denoising_at_once_then_the_finished_page(ser
     assert page.text_content(FINISHED) == "Lambda calculus"
     assert (page.text_content(".genui-page p") or "").endswith("Final words.")
     assert page.url == server.url + "/wiki/Lambda_calculus" and page.title() == "Lambda calculus — Genpedia"
+    # said once as it starts, once as it lands, by the page's own title ("Writing: Writing: …", a review heard)
+    page.wait_for_function("() => window.said.some(text => text.startsWith('Loaded'))", timeout=5_000)
+    said = page.evaluate("window.said")
+    assert said == ["Writing: Lambda calculus — Genpedia", "Loaded: Lambda calculus — Genpedia"], said
     assert page.query_selector("[ws-connect]") is None and len(server.engine.calls) == 1  # one run, streamed
     page.reload()  # the page is cached now: served whole, no stream
     assert page.text_content(FINISHED) == "Lambda calculus" and page.query_selector("[ws-connect]") is None
