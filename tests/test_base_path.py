@@ -103,7 +103,7 @@ def test_a_thread_under_the_base_path_takes_a_reply_and_its_toolbar_writes_again
     posted = client.post(thread, data={"user": "ada", "text": "nice"}, follow_redirects=False)
     assert posted.status_code == 303 and posted.headers["location"] == thread
     answered = visit(client, thread).text
-    assert "<b>ada</b>" in answered and "Welcome, ada!" in answered and not outside(answered)
+    assert '<b dir="auto">ada</b>' in answered and "Welcome, ada!" in answered and not outside(answered)
     again = client.post(
         f"{BASE}/_genui/regenerate",
         data={"site": "forum", "url": thread.removeprefix(f"{BASE}/forum")},  # as its toolbar's form has it

@@ -402,7 +402,7 @@ def test_a_routes_reply_form_says_its_own_words(client_factory: ClientFactory, t
 
 
 POSTED = re.compile(
-    r'<li class="genui-post" id="post-(\d+)"><p class="genui-post-meta"><b>([^<]*)</b> · '
+    r'<li class="genui-post" id="post-(\d+)"><p class="genui-post-meta"><b dir="auto">([^<]*)</b> · '
     r'<a class="genui-post-time" href="#post-(\d+)"><time datetime="([^"]+)">([^<]+)</time></a></p>'
 )
 
