@@ -94,6 +94,7 @@ def _written(
     # threads of this board), so a thread lists its board's other threads, not only itself.
     shared = {name: here.params[name] for name in route.params[:-1] if name in here.params}
     found: list[tuple[Location, str]] = []
+    listed = {here.url, *fixed}
     rows = store.written(
         runtime.site.name,
         model,
@@ -106,18 +107,36 @@ def _written(
             location = runtime.router.resolve(row.path, parse_qsl(row.query))
         except BadRequest:  # stored under rules that have changed since
             continue
-        if location is None or location.route != route or location.url in (here.url, *fixed):
-            continue
-        if location.aliased:  # its URL leads elsewhere now (a route's `case` or `spaces` added since it was written)
-            continue
+        if location is None or location.route != route or location.aliased:
+            continue  # aliased: its URL leads elsewhere now (a route's `case` or `spaces` added since it was written)
         if any(location.params.get(name) != value for name, value in shared.items()):
             continue
+        location = _in_state(runtime, location, here)
+        if location is None or location.url in listed:
+            continue
+        listed.add(location.url)
         found.append((location, row.title or guessed_title(location, lang=runtime.site.lang)))
         if len(found) == section.limit:
             break
     # a thread's replies from readers, beside it (a forum's lists said nothing of which threads are talked in)
     counts = store.thread_posts(runtime.site.name, [location.path for location, _ in found]) if route.posts else {}
     return [Link(title, runtime.url(location.url), posts=counts.get(location.path, 0)) for location, title in found]
+
+
+def _in_state(runtime: SiteRuntime, location: Location, here: Location) -> Location | None:
+    """A written page as the page ``here`` leads to it: the site's ``carry`` keys its route takes are this page's, or
+    none where this page has none. A game's "Cards seen" listed each card with the coins it was written with, and a
+    click moved a player with 3 coins to 10 (a hackathon team's review); the listed page may not be written in this
+    state yet. None: the page so is no longer one the route serves."""
+    carried = [key for key in runtime.site.carry if key in location.route.query]
+    if not carried:
+        return location
+    query = [(key, value) for key, value in location.query.items() if key not in carried]
+    query += [(key, here.query[key]) for key in carried if key in here.query]
+    try:
+        return runtime.router.resolve(location.path, query)
+    except BadRequest:
+        return None
 
 
 def _prefix(pattern: str, known: dict[str, str]) -> str:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 from fakes import SITES_DIR, ClientFactory, FakeEngine, visit
@@ -284,3 +285,56 @@ def test_an_error_page_of_a_site_shows_the_ways_on_every_page_of_it_shows(
     assert client.get("/os/no/such/page", headers=HTMX).text.count('class="genui-icon"') == 6  # in a fragment too
     wiki = client.get("/wiki/no/such/page")  # the wiki's sections are some routes' only
     assert wiki.status_code == 404 and navigation(wiki.text) == {}
+
+
+GAME = """\
+name = "cards"
+title = "Cards"
+brief = "A trading-card game."
+carry = ["coins"]
+
+[[routes]]
+pattern = "/"
+template = "home.j2"
+query = ["coins"]
+
+[[routes]]
+pattern = "/card/{name}"
+template = "card.j2"
+query = ["coins", "foil"]
+
+[[navigation]]
+on = ["/", "/card/{name}"]
+heading = "Cards seen"
+pages = "/card/{name}"
+"""
+
+
+def test_a_listed_page_is_led_to_in_the_state_a_site_carries_from_the_page_it_is_listed_on(
+    tmp_path: Path, store: Store
+) -> None:
+    """A game's "Cards seen" listed each card with the coins it was seen with: a player with 3 coins who clicked one
+    had 10 (a hackathon team's review). A carried key is the viewer's; a key that is not carried stays the page's."""
+    (tmp_path / "prompts").mkdir()
+    for name in ("home.j2", "card.j2"):
+        (tmp_path / "prompts" / name).write_text("<page>{{ params }}</page>\n", encoding="utf-8")
+    (tmp_path / "site.toml").write_text(GAME, encoding="utf-8")
+    runtime = SiteRuntime.build(load_site(tmp_path), "")
+    card = runtime.router.resolve("/card/Goblin")
+    assert card is not None
+    template = runtime.prompts.version(card.route)
+    for path, query in [("/card/Goblin", "coins=10"), ("/card/Goblin", "coins=5"), ("/card/Troll", "coins=10&foil=1")]:
+        store.save_page(PageKey("cards", path, query, "m", template), 1, 0, path.rsplit("/", 1)[1], "", 0.1)
+
+    def seen(url: str) -> tuple[Link, ...]:
+        path, _, query = url.partition("?")
+        here = runtime.router.resolve(path, parse_qsl(query))
+        assert here is not None
+        return {s.heading: s.links for s in sections(runtime, here, store, "m")}["Cards seen"]
+
+    assert seen("/?coins=3") == (
+        Link("Troll", "/card/Troll?coins=3&foil=1"),  # its own foil, the player's coins
+        Link("Goblin", "/card/Goblin?coins=3"),  # once, though seen with 5 coins and with 10
+    )
+    assert seen("/") == (Link("Troll", "/card/Troll?foil=1"), Link("Goblin", "/card/Goblin"))
+    assert seen("/card/Goblin?coins=3") == (Link("Troll", "/card/Troll?coins=3&foil=1"),)  # not itself
