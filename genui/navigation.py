@@ -3,8 +3,9 @@ under ``[[navigation]]`` (docs/sites.md), each a list of fixed links and of the 
 
 Written pages come from the page cache: those the engine's model wrote from the route's current template, so every
 one of them is served at once (where the site carries state, ``carry``, in the state each was written in: a page is
-listed in the state of the page it is listed on, which may not be written yet). A listing keeps to the pages that agree with the page it is shown on in every
-parameter but the listed route's last one: on /r/lisp, the threads of /r/{board}/{thread} whose board is lisp.
+listed in the state of the page it is listed on, which may not be written yet). A listing keeps to the pages that
+agree with the page it is shown on in every parameter but the listed route's last one: on /r/lisp, the threads of
+/r/{board}/{thread} whose board is lisp.
 """
 
 from __future__ import annotations

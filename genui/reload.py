@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import watchfiles
 
+from genui.cache import counted
 from genui.runtime import SiteRuntime
 from genui.sites import ASSETS_DIR, SiteConfigError, load_site, site_folders
 from genui.upgrade import take_up
@@ -96,6 +97,7 @@ class SiteReloader:
         self.pages.config_errors.pop(name, None)
         self.pages.reader.site_reloaded(name, runtime)
         log.info("site %s reloaded", name)
+        self._say_unserved(old, runtime)
         if added := [key for key in site.carry if key not in old.site.carry]:
             # links are routed as a page is stored: one written before keeps its links (a team thought carry broken)
             log.info(
@@ -115,6 +117,34 @@ class SiteReloader:
                 "site %s: an earlier genui's pages were not adopted (%s); the next reload or start will", name, err
             )
         return True
+
+    def _say_unserved(self, old: SiteRuntime, new: SiteRuntime) -> None:
+        """Say how many stored pages the edit leaves unserved: those of its routes whose templates or settings
+        changed (each page's cache key holds them). A team that had curated pages for a demo changed the site's title
+        and saw them written again from the start, the log saying only that the site was reloaded (a review)."""
+        name = new.site.name
+        gone = {old.prompts.version(route) for route in old.site.routes} - {
+            new.prompts.version(route) for route in new.site.routes
+        }
+        model = self.pages.model_id
+        if not gone or model is None:
+            return
+        try:
+            groups = [g for g in self.pages.store.page_groups() if (g.site, g.model) == (name, model)]
+        except sqlite3.OperationalError:  # another process holds the page cache: nothing said, nothing lost
+            return
+        left = [group for group in groups if group.template in gone]
+        if pages := sum(group.urls for group in left):
+            versions = sum(group.versions for group in left)
+            log.warning(
+                "site %s: %s stored with the config before this edit (%s) %s not served with it, as each page's "
+                'cache key holds its route\'s templates and settings (docs/sites.md, "Working on a site"); putting '
+                "the edit back serves them again, and genui cache show lists them",
+                name,
+                counted(pages, "page"),
+                counted(versions, "version"),
+                "is" if pages == 1 else "are",
+            )
 
     def add_new(self) -> list[str]:
         """Serve the sites made under ``new_in`` since the last look that load (at /{name}); log those that do not,

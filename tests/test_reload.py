@@ -494,3 +494,37 @@ async def test_carry_added_under_reload_says_that_pages_written_before_keep_thei
     finally:
         await pages.close()
         store.close()
+
+
+async def test_an_edit_that_leaves_stored_pages_unserved_says_how_many(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A team curated pages for a demo (Regenerate, a variation kept), then changed the site's title: the pages were
+    written again from the start, the log saying only "site recipes reloaded" (a hackathon team's review)."""
+    shutil.copytree(SITES_DIR / "wiki", tmp_path / "wiki")
+    toml = tmp_path / "wiki" / "site.toml"
+    store = Store(tmp_path / "db.sqlite3")
+    engine = FakeEngine()
+    runtime = SiteRuntime.build(load_site(tmp_path / "wiki"), "")
+    pages = Pages([runtime], store, engine)
+    reloader = SiteReloader(pages)
+    try:
+        article = runtime.router.resolve("/Lisp")
+        assert article is not None
+        key = PageKey("wiki", "/Lisp", "", engine.model_id, runtime.prompts.version(article.route))
+        for version in (1, 2):
+            store.save_page(key, version, version - 1, "Lisp", "<h1>Lisp</h1>", 0.1)
+        other = replace(key, path="/Go", model="another/model")  # not what this server shows
+        store.save_page(other, 1, 0, "Go", "<h1>Go</h1>", 0.1)
+        edit(toml, "[[navigation]]", "\n[[navigation]]")  # a blank line: the same pages
+        with caplog.at_level(logging.INFO, logger="genui"):
+            assert reloader.reload("wiki")
+        assert "not served with it" not in caplog.text
+        edit(toml, 'title = "Genpedia"', 'title = "Hackopedia"')
+        with caplog.at_level(logging.INFO, logger="genui"):
+            assert reloader.reload("wiki")
+        said = "site wiki: 1 page stored with the config before this edit (2 versions) is not served with it"
+        assert said in caplog.text and "putting the edit back serves them again" in caplog.text
+    finally:
+        await pages.close()
+        store.close()
