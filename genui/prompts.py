@@ -72,6 +72,11 @@ class PromptError(SiteConfigError):
         self.args = (f"{self.file}: key '{self.key}': {self.problem}. Fix: {self.fix}",)
         return self
 
+    def also_for(self, patterns: list[str]) -> None:
+        """Say that it fails the same way for the routes of these ``patterns`` too."""
+        self.problem = f"{self.problem}; and alike for {', '.join(patterns)}"
+        self.args = (f"{self.file}: key '{self.key}': {self.problem}. Fix: {self.fix}",)
+
 
 # Failures that come of a template's own code, which other values fail the same way (a text added to a number, a
 # division by zero, a text called): not a lookup, an index or an include, which the site's own values may pass.
@@ -222,16 +227,22 @@ class PromptRenderer:
         self._html = _sandbox(site, autoescape=True)  # openings: HTML for the page, so values are escaped
         self._versions: dict[Route, str] = {}
         problems = Problems()  # each route's templates on their own: every route's problems said in one run
-        failed: set[tuple[str, int | None, str]] = set()  # (file, line, error) of a render that failed
+        # (file, line, error) of a render that failed -> the error said, and the other routes that failed alike
+        failed: dict[tuple[str, int | None, str], tuple[PromptError, list[str]]] = {}
         for route in site.routes:
             try:
                 self._check_route(route)
             except PromptError as err:  # a template several routes read, failing alike: said once, for the first
-                if (said := (err.file, err.line, repr(err.__cause__))) not in failed:
-                    failed.add(said)
+                if (said := (err.file, err.line, repr(err.__cause__))) in failed:
+                    failed[said][1].append(route.pattern)
+                else:
+                    failed[said] = (err, [])
                     problems.add(err)
             except SiteConfigError as err:
                 problems.add(err)
+        for first, alike in failed.values():  # named with the first: fixed one route a run, each said the next
+            if alike:
+                first.also_for(alike)
         problems.raise_found()
 
     def _check_route(self, route: Route) -> None:

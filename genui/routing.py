@@ -26,7 +26,7 @@ from starlette.convertors import (
 )
 from starlette.routing import compile_path, replace_params
 
-from genui.sites import FORBIDDEN_IN_PATH, MAX_PATH, Route, Site, SiteConfigError
+from genui.sites import FORBIDDEN_IN_PATH, MAX_PATH, Problems, Route, Site, SiteConfigError
 
 MAX_QUERY_VALUE = 256  # characters of one query value after whitespace is collapsed
 VERSION_KEY = "v"  # genui's own query key (?v=2 shows version 2); no route may declare it
@@ -310,13 +310,15 @@ class SiteRouter:
                     route.pattern.replace(f"{{{route.link_text}}}", f"{{{route.link_text}:path}}")
                 )
                 self._loose.append(_Compiled(route, loose, loose_convertors, path_format))
+        problems = Problems()  # each route and link on its own: one run says them all (a pattern changed breaks many)
         for index in range(len(site.routes)):
-            self._check_reached(index)
+            problems.check(self._check_reached, index)
             for number in range(len(site.routes[index].aliases)):
-                self._check_alias_reached(index, number)
+                problems.check(self._check_alias_reached, index, number)
         for index, section in enumerate(site.navigation):
             for number, link in enumerate(section.links):
-                self._check_link(link.url, f"navigation[{index}].links[{number}].url")
+                problems.check(self._check_link, link.url, f"navigation[{index}].links[{number}].url")
+        problems.raise_found()
 
     def _check_reached(self, index: int) -> None:
         """A route an earlier one takes every URL of (`/{title}` declared before `/search`, `/files/{p:path}`

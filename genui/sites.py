@@ -429,22 +429,37 @@ def _load_route_at(file: Path, root: Path, index: int, data: Any) -> Route:
     sixth [[routes]] table, counted from 0."""
     try:
         return _load_route(file, root, index, data)
-    except SiteConfigError as err:
+    except SiteConfigError as found:
         pattern = data.get("pattern") if isinstance(data, dict) else None
-        if not isinstance(pattern, str) or pattern in err.problem or err.key == f"routes[{index}].pattern":
+        if not isinstance(pattern, str):
             raise
-        raise SiteConfigError(
-            err.file, err.key, f"{err.problem.rstrip('.')} (the route {pattern!r})", err.fix
-        ) from None
+        named = [
+            err
+            if pattern in err.problem or err.key == f"routes[{index}].pattern"
+            else SiteConfigError(err.file, err.key, f"{err.problem.rstrip('.')} (the route {pattern!r})", err.fix)
+            for err in found.each
+        ]
+        raise combined(named) from None
 
 
 def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
+    """A route, checked: its unknown keys (a typo, `cach`) said with the first problem of the rest, not alone."""
     where = f"routes[{index}]."
     if not isinstance(data, dict):
         raise SiteConfigError(file, f"routes[{index}]", "expected a table", "write each route as a [[routes]] table")
-    for key in data:
-        if key not in ROUTE_KEYS:
-            raise unknown_key(file, f"{where}{key}", key, ROUTE_KEYS, "route")
+    unknown = [unknown_key(file, f"{where}{key}", key, ROUTE_KEYS, "route") for key in data if key not in ROUTE_KEYS]
+    try:
+        route = _route_of(file, root, where, data)
+    except SiteConfigError as err:
+        if unknown and err.problem == "missing":  # `templte`'s template: said once, as the key misspelt
+            raise combined(unknown) from None
+        raise combined([*unknown, err]) from None
+    if unknown:
+        raise combined(unknown)
+    return route
+
+
+def _route_of(file: Path, root: Path, where: str, data: dict[str, Any]) -> Route:
     pattern = _expect(file, data, "pattern", str, 'add pattern = "/page/{name}"', where=where)
     _check_pattern(file, f"{where}pattern", pattern)
     aliases = _string_list(file, data, "aliases", where, ())
@@ -1205,22 +1220,30 @@ def _words(file: Path, data: dict[str, Any]) -> tuple[tuple[str, str | Forms], .
     table = data.get("words", {})
     if not isinstance(table, dict):
         raise SiteConfigError(file, "words", _wrong(table, "a table"), 'write [words] with keys such as skip = "..."')
+    problems = Problems()  # each word on its own: one run says every one a translation got wrong
     for key, text in table.items():
-        wrong = problem(key, text)
-        if wrong is not None:
-            near = difflib.get_close_matches(key, list(WORDS), n=1, cutoff=0.75) if key not in WORDS else []
-            if key in WORDS and isinstance(text, dict):
-                fix = f'write {key} = {{ one = "…", other = "…" }}, with the forms its language has (docs/sites.md)'
-                if "n" not in fields(WORDS[key]):
-                    fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
-            elif key in WORDS:
-                fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
-            elif near:  # (a misspelt key was told every one of genui's fifty-odd words: a site developer's review)
-                wrong, fix = f"{wrong} (did you mean {near[0]!r}?)", f"write {near[0]}"
-            else:
-                fix = f"use one of genui's words: {', '.join(WORDS)}"
-            raise SiteConfigError(file, f"words.{key}", wrong, fix)
+        problems.check(_word, file, key, text)
+    problems.raise_found()
     return tuple((key, tuple(text.items()) if isinstance(text, dict) else text) for key, text in table.items())
+
+
+def _word(file: Path, key: str, text: Any) -> None:
+    """One of ``[words]``, checked: SiteConfigError naming it and the fix."""
+    wrong = problem(key, text)
+    if wrong is None:
+        return
+    near = difflib.get_close_matches(key, list(WORDS), n=1, cutoff=0.75) if key not in WORDS else []
+    if key in WORDS and isinstance(text, dict):
+        fix = f'write {key} = {{ one = "…", other = "…" }}, with the forms its language has (docs/sites.md)'
+        if "n" not in fields(WORDS[key]):
+            fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
+    elif key in WORDS:
+        fix = f'say it in one line, as genui says it: {key} = "{WORDS[key]}"'
+    elif near:  # (a misspelt key was told every one of genui's fifty-odd words: a site developer's review)
+        wrong, fix = f"{wrong} (did you mean {near[0]!r}?)", f"write {near[0]}"
+    else:
+        fix = f"use one of genui's words: {', '.join(WORDS)}"
+    raise SiteConfigError(file, f"words.{key}", wrong, fix)
 
 
 def _reads_brief(data: dict[str, Any]) -> bool:
