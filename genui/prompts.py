@@ -102,8 +102,11 @@ def _whatever_the_values(err: BaseException | None) -> bool:
     if not isinstance(err, UndefinedError):
         return isinstance(err, TemplateRuntimeError) and str(err).startswith(("No filter named", "No test named"))
     said = str(err)
-    if said.startswith("'dict object' has no attribute") and said.endswith(tuple(f"'{v}'" for v in SAMPLE_VALUES)):
-        return False  # a lookup by a URL's value (`{{ panels[params.panel] }}`): the sample's own doing
+    if said.startswith("'dict object' has no attribute") and said.endswith(
+        tuple(f"'{v}'" for v in ("", *SAMPLE_VALUES))
+    ):
+        return False  # a lookup by a URL's value (`{{ panels[params.panel] }}`): the sample's own doing, or the empty
+        # query's (`{{ origin[query.q] }}` at a search sent empty)
     return (
         said.endswith(" is undefined")
         or said.startswith(("'dict object' has no attribute", "'None' has no"))
@@ -301,7 +304,9 @@ class PromptRenderer:
                     if _whatever_the_values(err.__cause__):
                         raise
                     failed.append(err)
-            if route.query:  # a visit with no query at all (a form sent empty): every key is "" (docs/sites.md)
+            # a visit with no query at all: every key is "" (docs/sites.md); not where that address writes no page
+            # (the site bar's or a form's route, nothing asked: Location.blank)
+            if route.query and not route.form and route.bar_label is None:
                 try:
                     render(route, params, dict.fromkeys(route.query, ""), *first)
                 except PromptError as err:

@@ -174,6 +174,16 @@ def test_a_lookup_by_a_urls_value_loads_and_an_import_of_a_name_not_there_does_n
     article.write_text('{% set known = {"Lisp": "a language"} %}{{ known[params.title] }}', encoding="utf-8")
     site = load_site(root)
     assert PromptRenderer(site).render(site.routes[2], {"title": "Lisp"}) == "a language"  # "Sample" fails alone
+    # by a query's value too: a search's address with nothing asked writes no page, and one sent empty where a page is
+    # written is that page's to meet ("'dict object' has no attribute ''" refused it at load: a hackathon team's review)
+    search = root / "prompts" / "search.j2"
+    search.write_text('{% set origin = {"pizza": "Italy"} %}<origin>{{ origin[query.q] }}</origin>', encoding="utf-8")
+    site = load_site(root)
+    assert PromptRenderer(site).render(site.routes[1], {}, {"q": "pizza"}) == "<origin>Italy</origin>"
+    toml = root / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('query = ["q"]', 'query = ["q", "page"]'), "utf-8")
+    site = load_site(root)  # two keys and no form: /search alone is a page, which fails, and the config loads
+    assert PromptRenderer(site).render(site.routes[1], {}, {"q": "pizza", "page": ""}) == "<origin>Italy</origin>"
     (root / "prompts" / "macros.j2").write_text("{% macro shown() %}x{% endmacro %}", encoding="utf-8")
     article.write_text('{% from "macros.j2" import nope %}{{ nope() }}', encoding="utf-8")
     with pytest.raises(SiteConfigError, match="does not export the requested name"):  # fails on every page
