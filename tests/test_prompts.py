@@ -83,12 +83,18 @@ def test_a_template_syntax_error_names_its_line(tmp_path: Path, source: str, sai
     assert said in str(caught.value) and fix in str(caught.value) and ".." not in str(caught.value)
 
 
-def test_a_mistake_only_a_visit_without_the_query_meets_is_a_config_error(tmp_path: Path) -> None:
-    """The search button sends an empty box: the query's key is "" and the template's other branch renders."""
+def test_a_mistake_only_a_visit_without_the_query_meets_is_a_config_error_where_that_visit_writes_a_page(
+    tmp_path: Path,
+) -> None:
+    """A route of two query keys and no form writes a page with neither given: every key is "" and the template's
+    other branch renders. The site bar's search writes none with its box empty (Location.blank): no page meets it."""
     root = copy_site(tmp_path, "wiki")
     (root / "prompts" / "search.j2").write_text(
         "{% if query.q %}<query>{{ query.q }}</query>{% else %}<query>{{ site.titel }}</query>{% endif %}\n"
     )
+    PromptRenderer(load_site(root))  # /search, its box empty, is the bar's and no page
+    toml = root / "site.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('query = ["q"]', 'query = ["q", "page"]'), "utf-8")
     with pytest.raises(SiteConfigError, match="search.j2.*titel"):
         PromptRenderer(load_site(root))
 
