@@ -51,7 +51,9 @@ query = ["q"]
 context = ["brief"]
 
 # A page that asks a visitor for several values has a form genui draws above it (docs/sites.md, "A route's form").
-# To have one, remove the "# " below and write prompts/compare.j2 (it reads query.first and query.second).
+# To have one, remove the "# " below and write prompts/compare.j2 (it reads query.first and query.second). A form
+# has no box in the site bar: visitors reach it by a link, so add one to "Start with" below,
+# {{ label = "Compare", url = "/compare" }}.
 # [[routes]]
 # pattern = "/compare"   # before the articles, as /search is
 # template = "compare.j2"

@@ -923,6 +923,22 @@ def _bare_key_fix(text: str, error: str) -> str | None:
     )
 
 
+def _bare_value_fix(text: str, error: str) -> str | None:
+    """The fix for a text written without its quotes (`title = Recipes`), where the error says the value is
+    invalid at its start; None otherwise. tomllib said only "Invalid value" (a hackathon team's review)."""
+    where = re.search(r"^Invalid value \(at line (\d+), column (\d+)\)", error)
+    lines = text.split("\n")
+    if where is None or not 0 < int(where[1]) <= len(lines):
+        return None
+    line = lines[int(where[1]) - 1]
+    key, equals, after = line.partition("=")
+    value = after.split(" #", 1)[0].strip()
+    starts = len(key) + len(equals) + len(after) - len(after.lstrip()) + 1  # the value's column, as TOML counts
+    if not equals or not value or value[0] in "\"'[{" or starts != int(where[2]):
+        return None  # not a key's whole value at fault (a list, a table, a text quoted already)
+    return f"a text is quoted: write {key.strip()} = {json.dumps(value, ensure_ascii=False)}"
+
+
 def load_site(root: Path | str) -> Site:
     """Load and validate ``root/site.toml``."""
     root = Path(root)
@@ -947,7 +963,9 @@ def load_site(root: Path | str) -> Site:
             f"write each {single[1].removesuffix('s')}'s header [[{single[1]}]], with two brackets (one entry of an"
             f" array); [{single[1]}] is one table, which a second header declares again"
             if single is not None
-            else _bare_key_fix(text, str(err)) or "fix the syntax at the position given"
+            else _bare_key_fix(text, str(err))
+            or _bare_value_fix(text, str(err))
+            or "fix the syntax at the position given"
         )
         raise SiteConfigError(file, WHOLE_FILE, f"not valid TOML ({err})", fix) from None
     except ValueError as err:  # an integer of more digits than Python converts (4,300)

@@ -379,6 +379,13 @@ def test_the_scaffolds_form_example_loads_once_its_lines_are_uncommented(tmp_pat
     compare = next(route for route in site.routes if route.pattern == "/compare")
     assert compare.form == (("first", "Compare"), ("second", "with")) and compare.form_words == "Compare"
     assert SiteRuntime.build(site, "").locate("/compare?first=Lisp&second=Scheme").route is compare  # type: ignore[union-attr]
+    # and a link to it, as the comment says: the form has no box in the site bar, and was reached by nothing (a review)
+    said = re.search(r'^# (\{ label = "Compare", url = "/compare" \})\.$', text, re.M)
+    assert said is not None
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(text.replace("links = [\n", f"links = [\n  {said.group(1)},\n", 1), "utf-8")
+    start = next(s for s in SiteRuntime.build(load_site(root), "").site.navigation if s.heading == "Start with")
+    assert start.links[0].url == "/compare"
 
 
 def test_a_stylesheets_dark_look_is_only_for_a_browser_whose_chrome_goes_dark_with_it(tmp_path: Path) -> None:

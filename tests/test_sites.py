@@ -993,6 +993,23 @@ def test_a_key_of_other_letters_is_said_to_be_no_bare_key(tmp_path: Path, key: s
         load_site(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("line", "fix"),
+    [
+        ("title = Demo site", 'a text is quoted: write title = "Demo site"'),
+        ("title =   Démo   # the name", 'a text is quoted: write title = "Démo"'),
+        ("title = [Demo", "fix the syntax at the position given"),  # no text's doing
+    ],
+)
+def test_a_text_written_without_its_quotes_is_said_so(tmp_path: Path, line: str, fix: str) -> None:
+    """`title = Recipes` got TOML's "Invalid value" and "fix the syntax at the position given" (a hackathon team's
+    review)."""
+    write_site(tmp_path, GOOD.replace('title = "Demo"', line, 1))
+    with pytest.raises(SiteConfigError) as caught:
+        load_site(tmp_path)
+    assert caught.value.fix == fix, caught.value
+
+
 @pytest.mark.parametrize(("written", "shown"), [("<name>", "<name>"), ("<int:name>", "<int:name>"), (":name", ":name")])
 def test_another_frameworks_parameter_says_how_genui_writes_one(tmp_path: Path, written: str, shown: str) -> None:
     """`/book/<title>` and `/shelf/:genre` loaded as literal paths, and the errors that followed spoke of a `case`
