@@ -1288,9 +1288,11 @@ def test_a_page_does_not_move_as_it_lands(server: Server, page: Any) -> None:
     top = "() => document.querySelector('#genui-content .genui-page').getBoundingClientRect().top"
     left = "selector => document.querySelector(selector).getBoundingClientRect().left"
     for path in ("/wiki/Steady", "/os/files/home/steady", "/forum/r/linux/Steady"):
+        server.engine.hold = threading.Event()  # its last frame waits until the draft is measured (a busy machine)
         page.goto(server.url + path)
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)  # (an empty one is not shown)
         writing, line = drawn_top(page, "#genui-content .genui-page"), page.evaluate(left, "#genui-progress")
+        server.engine.hold.set()
         page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
         page.wait_for_timeout(100)  # settled
         assert abs(page.evaluate(top) - writing) < 1, path
@@ -1313,9 +1315,11 @@ def test_a_phone_keeps_the_room_of_the_controls_a_route_lands_with(server: Serve
     ):
         moved = []
         for path in paths:
+            server.engine.hold = threading.Event()  # its last frame waits until the draft is measured (a busy machine)
             page.goto(server.url + path)
             page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
             writing = drawn_top(page, "#genui-content .genui-page")
+            server.engine.hold.set()
             page.wait_for_selector("#genui-content:not(.genui-live) .genui-page", timeout=15_000)
             page.wait_for_timeout(100)  # settled
             moved.append(page.evaluate(top) - writing)
@@ -1334,9 +1338,11 @@ def test_a_regenerated_page_keeps_the_room_of_its_versions_line_and_each_version
         page.set_viewport_size({"width": width, "height": 800})
         page.goto(server.url + f"/wiki/Room_{width}")
         page.wait_for_selector(FINISHED, timeout=15_000)
+        server.engine.hold = threading.Event()  # its last frame waits until the draft is measured (a busy machine)
         page.click(".genui-regenerate button")
         page.wait_for_selector("#genui-draft[data-step]:not(:empty)", timeout=10_000)
         writing = drawn_top(page, "#genui-content .genui-page")
+        server.engine.hold.set()
         page.wait_for_selector(FINISHED + ":text-is('Room " + str(width) + "')", timeout=15_000)
         page.wait_for_selector(".genui-versions a", timeout=5_000)
         page.wait_for_timeout(100)  # settled
