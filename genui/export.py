@@ -54,6 +54,7 @@ from genui.words import WORDS
 
 STATIC = ("genui.css", "favicon.svg")  # what an exported page reads of genui's static files
 PAGES = "_genui/pages.html"  # the copy's list of its pages (under _genui, where no page's file is)
+OWN = "_genui/files.txt"  # the names the copy wrote at its top: what --replace may delete (a publisher's CNAME stays)
 NOT_EXPORTED = WORDS["not_in_copy"]  # the title of a link to a page that was not exported, in English
 ANSWER_S = 30.0  # the longest a cached page may take the app to answer
 LONGEST_NAME = 200  # bytes of a file or folder name; most file systems take 255
@@ -212,6 +213,8 @@ def export(
             f"{out} holds files but no copy genui wrote (it has no {PAGES}): --replace replaces only an earlier copy;"
             " name a new folder"
         )
+    if earlier:
+        _check_replaceable(out.resolve())
     runtime = SiteRuntime.build(site, "")
     store = Store(db)
     try:
@@ -260,8 +263,16 @@ def export(
         fresh = out.with_name(f".{out.name}.genui-{os.getpid()}")
         try:
             _write(fresh, site, runtime, exported, documents, model)
-            shutil.copymode(out, fresh)  # as the earlier copy's folder was: readable by the web server that serves it
-            _swap(out, fresh)
+            _like(out, fresh)
+            theirs = _theirs(out, fresh)
+            for name in theirs:  # the publisher's own files beside the copy (.git, CNAME) go on with it
+                (out / name).rename(fresh / name)
+            try:
+                _swap(out, fresh)
+            except BaseException:
+                for name in theirs:
+                    (fresh / name).rename(out / name)
+                raise
         except ExportError as err:
             shutil.rmtree(fresh, ignore_errors=True)
             kept = "" if "as it was" in str(err) else f"; the earlier copy in {out} is as it was"
@@ -279,6 +290,46 @@ def _is_copy(folder: Path) -> bool:
     return (folder / PAGES).is_file()
 
 
+def _check_replaceable(out: Path) -> None:
+    """ExportError where ``--replace`` cannot put a new copy in the place of the one in ``out``: one written before
+    the copy listed its own files, a shell's folder inside it (renamed away, the shell would be left in a folder
+    deleted), a parent folder the new copy cannot be written in beside it."""
+    if not (out / OWN).is_file():
+        raise ExportError(
+            f"{out} holds a copy an earlier genui wrote, which does not list its own files ({OWN}), so --replace cannot"
+            " tell them from files of yours beside them: empty the folder first, or name a new one"
+        )
+    here = Path.cwd().resolve()
+    if here == out or out in here.parents:
+        raise ExportError(f"this shell's folder is inside {out}, which --replace renames: cd out of it, then run again")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ExportError(
+            f"--replace writes the new copy beside {out}, in {out.parent}, which you cannot write: export into a new"
+            " folder and move it, or make the parent writable"
+        )
+
+
+def _like(out: Path, fresh: Path) -> None:
+    """Give the folder ``fresh`` the permissions and group of ``out``, the earlier copy's folder: a web server that
+    reads it by its group (chgrp www-data) reads the new one too. The group as far as the user may set it."""
+    shutil.copymode(out, fresh)
+    with contextlib.suppress(OSError):
+        os.chown(fresh, -1, out.stat().st_gid)
+
+
+def _theirs(out: Path, fresh: Path) -> list[str]:
+    """The names at the top of ``out`` that the earlier copy did not write (``OWN``): the publisher's own (.git,
+    CNAME, .htaccess), which --replace keeps. ExportError for one the new copy writes a file of that name for."""
+    written = set((out / OWN).read_text(encoding="utf-8").splitlines())
+    theirs = sorted(name for name in os.listdir(out) if name not in written)
+    if clash := [name for name in theirs if (fresh / name).exists() or (fresh / name).is_symlink()]:
+        raise ExportError(
+            f"{', '.join(str(out / name) for name in clash)} is no file of the earlier copy, and the new copy writes"
+            " one of that name: move it away, or name a new folder"
+        )
+    return theirs
+
+
 def _swap(out: Path, fresh: Path) -> None:
     """Put the folder ``fresh`` in the place of ``out`` (a folder), and delete ``out``'s files: two renames, one
     moment apart, and the earlier copy back in place if the second fails."""
@@ -291,7 +342,12 @@ def _swap(out: Path, fresh: Path) -> None:
     try:
         fresh.rename(out)
     except OSError as err:
-        old.rename(out)
+        try:
+            old.rename(out)
+        except OSError:
+            raise ExportError(
+                f"cannot replace {out}: {err.strerror or err}, nor put the earlier copy back: it is in {old}"
+            ) from None
         raise ExportError(f"cannot replace {out}: {err.strerror or err}; the earlier copy is as it was") from None
     shutil.rmtree(old, ignore_errors=True)
 
@@ -325,6 +381,7 @@ def _write(
             (out / "_genui" / "css").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(stylesheet, out / "_genui" / "css" / f"{site.name}.css")
         _copy_assets(site, out / ASSETS_PATH.strip("/") / site.name)  # its stylesheet reads them as ../assets/NAME/…
+        (out / OWN).write_text("".join(f"{name}\n" for name in sorted(os.listdir(out))), "utf-8")  # (out holds ours)
     except OSError as err:  # a folder in a file's place, one not writable, a full disk: said, not a traceback
         where = f" ({err.filename})" if err.filename and Path(err.filename) != out else ""
         raise ExportError(

@@ -21,6 +21,7 @@ from genui.store import Store
 
 _PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::(?:str|path))?\}")
 SCANNED = 5  # written pages read per one listed: some may turn out to belong elsewhere (another board)
+CARRIED_SCANNED = 10  # as many again, times this, where states a site carries fold pages into one entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +98,15 @@ def _written(
     shared = {name: here.params[name] for name in route.params[:-1] if name in here.params}
     found: list[tuple[Location, str]] = []
     listed = {here.url, *fixed}
+    # a page seen in many states of what the site carries (a card in each of a player's coin counts) is one entry:
+    # read further for as many
+    folded = any(key in route.query for key in runtime.site.carry)
     rows = store.written(
         runtime.site.name,
         model,
         runtime.prompts.version(route),
         _prefix(route.pattern, shared),
-        section.limit * SCANNED,
+        section.limit * SCANNED * (CARRIED_SCANNED if folded else 1),
     )
     for row in rows:
         try:

@@ -451,8 +451,9 @@ def _load_route(file: Path, root: Path, index: int, data: Any) -> Route:
     try:
         route = _route_of(file, root, where, data)
     except SiteConfigError as err:
-        if unknown and err.problem == "missing":  # `templte`'s template: said once, as the key misspelt
-            raise combined(unknown) from None
+        meant = err.key.removeprefix(where)
+        if err.problem == "missing" and any(f"did you mean {meant!r}" in slip.problem for slip in unknown):
+            raise combined(unknown) from None  # `templte`'s template: said once, as the key misspelt
         raise combined([*unknown, err]) from None
     if unknown:
         raise combined(unknown)

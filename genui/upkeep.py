@@ -156,7 +156,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="DIR may hold a copy genui cache export wrote before: the new copy is written beside it and takes its"
         " place once whole, so that a web server serving DIR shows the one or the other, never half of each; a"
-        " failed copy leaves the earlier one as it was. A folder of other files is refused",
+        " failed copy leaves the earlier one as it was, and files of yours beside the copy (CNAME, .git) stay. A"
+        " folder of other files is refused",
     )
     export.add_argument(
         "--page",

@@ -1193,11 +1193,11 @@
   // longer holds ws-connect (the wait URL, reopening and the offline line all look for it), and a frame that was on
   // its way is not swapped in.
   function stopWriting(live) {
-    if (!live || !live.isConnected || !live.hasAttribute("ws-connect")) {
-      return false;
+    var button = live && live.querySelector(".genui-stop");
+    if (!button || !live.isConnected || !live.hasAttribute("ws-connect")) {
+      return false; // no Stop: a thread's replies to a reader's post, written though every reader leaves
     }
-    var button = live.querySelector(".genui-stop");
-    var hadFocus = button && document.activeElement === button;
+    var hadFocus = document.activeElement === button;
     live.removeAttribute("ws-connect");
     live.dataset.genuiStopped = "1";
     live.classList.remove("genui-live");

@@ -59,6 +59,7 @@ def test_a_sites_cached_pages_become_files_that_link_to_each_other_and_need_no_s
         "Lisp/index.html",
         "Lisp_tree/index.html",
         "_genui/css/wiki.css",
+        "_genui/files.txt",
         "_genui/pages.html",
         "_genui/static/favicon.svg",
         "_genui/static/genui.css",
@@ -441,21 +442,37 @@ def test_export_replace_writes_a_copy_again_in_the_place_of_the_one_before_and_o
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A publisher exporting again after the site grew had to empty the folder their web server serves first, which
-    showed readers a site half gone meanwhile; --replace writes beside it, then swaps, and refuses other folders."""
+    showed readers a site half gone meanwhile; --replace writes beside it, then swaps, and refuses other folders. The
+    publisher's own files beside the copy (a GitHub Pages CNAME, .git) stay (a review)."""
     db = tmp_path / "genui.sqlite3"
     written(db, "wiki", ["/", "/Lisp"])
     out = exported(tmp_path, "wiki", capsys)
     out.chmod(0o751)  # as a publisher set it for their web server
-    (out / "stale.html").write_text("a page of the copy before", encoding="utf-8")
+    (out / "CNAME").write_text("wiki.example.org\n", encoding="utf-8")
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     argv = ["cache", "export", "wiki", str(out), "--db", str(db), "--sites-dir", str(SITES_DIR), "--model", MODEL]
     assert main(argv) == 2
     assert "or pass --replace to write this copy again in its place" in capsys.readouterr().err
     written(db, "wiki", ["/Scheme"])
-    assert main([*argv, "--replace"]) == 0
-    assert "exported 3 pages of wiki" in capsys.readouterr().out
-    assert (out / "Scheme" / "index.html").is_file() and not (out / "stale.html").exists()
+    assert main([*argv, "--replace", "--page", "/", "--page", "/Scheme"]) == 0
+    assert "exported 2 pages of wiki" in capsys.readouterr().out
+    assert (out / "Scheme" / "index.html").is_file() and not (out / "Lisp").exists()  # the earlier copy's, gone
+    assert (out / "CNAME").read_text(encoding="utf-8") == "wiki.example.org\n" and (out / ".git" / "HEAD").is_file()
     assert (out.stat().st_mode & 0o777) == 0o751
     assert sorted(path.name for path in tmp_path.iterdir()) == ["genui.sqlite3", "out"]  # nothing left beside it
+
+    monkeypatch.chdir(out / "Scheme")  # a shell inside the folder: renamed away, it would be left in none
+    assert main([*argv, "--replace"]) == 2
+    assert "this shell's folder is inside" in capsys.readouterr().err and (out / "Scheme").is_dir()
+    monkeypatch.chdir(tmp_path)
+
+    written(db, "wiki", ["/Prolog"])
+    (out / "Prolog").write_text("mine", encoding="utf-8")  # a file of the publisher's where the new copy writes a page
+    assert main([*argv, "--replace"]) == 2
+    assert "is no file of the earlier copy, and the new copy writes one of that name" in capsys.readouterr().err
+    assert (out / "Prolog").read_text(encoding="utf-8") == "mine" and (out / "Scheme").is_dir()
+    (out / "Prolog").unlink()
 
     def full(self: Path, *args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device", str(self))
@@ -467,7 +484,12 @@ def test_export_replace_writes_a_copy_again_in_the_place_of_the_one_before_and_o
     assert "No space left on device" in said and f"the earlier copy in {out} is as it was" in said, said
     monkeypatch.undo()
     assert (out / "Scheme" / "index.html").is_file() and not (out / "Prolog").exists()
+    assert (out / "CNAME").is_file() and (out / ".git" / "HEAD").is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["genui.sqlite3", "out"]
+
+    (out / "_genui" / "files.txt").unlink()  # a copy an earlier genui wrote: its files not told from the CNAME
+    assert main([*argv, "--replace"]) == 2
+    assert "does not list its own files" in capsys.readouterr().err and (out / "CNAME").is_file()
 
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -307,6 +307,7 @@ query = ["coins", "foil"]
 on = ["/", "/card/{name}"]
 heading = "Cards seen"
 pages = "/card/{name}"
+limit = 10
 """
 
 
@@ -338,3 +339,6 @@ def test_a_listed_page_is_led_to_in_the_state_a_site_carries_from_the_page_it_is
     )
     assert seen("/") == (Link("Troll", "/card/Troll?foil=1"), Link("Goblin", "/card/Goblin"))
     assert seen("/card/Goblin?coins=3") == (Link("Troll", "/card/Troll?coins=3&foil=1"),)  # not itself
+    for coins in range(60):  # the Goblin seen in 60 states since: the Troll, older than them all, is listed still
+        store.save_page(PageKey("cards", "/card/Goblin", f"coins={coins}", "m", template), 1, 0, "Goblin", "", 0.1)
+    assert [link.label for link in seen("/?coins=3")] == ["Goblin", "Troll"]

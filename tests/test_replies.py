@@ -800,3 +800,17 @@ def test_a_malformed_news_request_is_a_4xx(
     client_factory: ClientFactory, all_sites: list[Site], query: str, status: int
 ) -> None:
     assert client_factory(all_sites, FakeEngine()).get(f"/_genui/news?{query}").status_code == status
+
+
+def test_the_replies_to_a_post_offer_no_stop_as_they_are_written_though_every_reader_leaves(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """Stop closed the stream and said "Stopped." while the replies went on being written and stored (a review): a
+    thread's replies to a reader's post have no Stop; its Regenerate, which a reader may stop, has one."""
+    client = client_factory(all_sites, FakeEngine(delay=0.05))
+    visit(client, THREAD)
+    posted = client.post(THREAD, data={"user": "ada", "text": "Hello"}, headers=HTMX)
+    assert "ws-connect" in posted.text and 'class="genui-stop"' not in posted.text
+    ws_messages(client, live_url(posted.text))
+    again = client.post("/_genui/regenerate", data={"site": "forum", "url": "/r/hacking/My_first_lisp"}, headers=HTMX)
+    assert "ws-connect" in again.text and 'class="genui-stop"' in again.text

@@ -633,6 +633,10 @@ def test_every_bad_word_link_and_route_key_is_said_in_one_run(tmp_path: Path) ->
         load_site(tmp_path)
     keys = [problem.key for problem in caught.value.each]
     assert keys == ["words.skip", "words.not_a_word", "routes[3].cach", "routes[3].pattern"], caught.value
+    write_site(tmp_path, GOOD.replace('template = "page.j2"\nposts', 'cach = "none"\nposts', 1))
+    with pytest.raises(SiteConfigError) as caught:  # a typo of another key hides no template missing
+        load_site(tmp_path)
+    assert [problem.key for problem in caught.value.each] == ["routes[2].cach", "routes[2].template"]
     links = '\n[[navigation]]\non = ["/"]\nlinks = [{ label = "A", url = "/a" }, { label = "B", url = "/b" }]\n'
     write_site(tmp_path, GOOD + links)
     with pytest.raises(SiteConfigError) as caught:
