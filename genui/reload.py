@@ -129,13 +129,11 @@ class SiteReloader:
         model = self.pages.model_id
         if not gone or model is None:
             return
-        try:
-            groups = [g for g in self.pages.store.page_groups() if (g.site, g.model) == (name, model)]
+        try:  # (down the templates' index: a reload runs on the event loop)
+            pages, versions = self.pages.store.counted(name, model, gone)
         except sqlite3.OperationalError:  # another process holds the page cache: nothing said, nothing lost
             return
-        left = [group for group in groups if group.template in gone]
-        if pages := sum(group.urls for group in left):
-            versions = sum(group.versions for group in left)
+        if pages:
             log.warning(
                 "site %s: %s stored with the config before this edit (%s) %s not served with it, as each page's "
                 'cache key holds its route\'s templates and settings (docs/sites.md, "Working on a site"); putting '

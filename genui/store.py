@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -718,6 +718,17 @@ class Store:
                     break
             rows.close()
         return list(found.values())
+
+    def counted(self, site: str, model: str, templates: Iterable[str]) -> tuple[int, int]:
+        """How many pages (URLs) and versions ``model`` has written from these ``templates`` (route versions)."""
+        chosen = list(templates)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(DISTINCT path || char(0) || query), COUNT(*) FROM pages INDEXED BY pages_by_template"
+                f" WHERE site = ? AND model = ? AND template IN ({', '.join('?' * len(chosen))})",
+                (site, model, *chosen),
+            ).fetchone()
+        return int(row[0]), int(row[1])
 
     def listed(self, site: str, model: str, template: str) -> list[ListedPage]:
         """Each URL whose page ``model`` has written from ``template`` (a route's version), newest first."""
