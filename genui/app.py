@@ -66,6 +66,7 @@ SITES_DIR = bundled("sites")
 STATIC_DIR = bundled("static")
 DEFAULT_DB = data_dir() / "genui.sqlite3"
 log = logging.getLogger("genui")
+cache_log = logging.getLogger("genui.cache")  # the page cache opened (genui.logs shows it)
 model_log = logging.getLogger("genui.model")  # loading the model: genui serve shows it on the console
 
 T = TypeVar("T")
@@ -345,6 +346,11 @@ def create_app(
                     await owned.close()
 
         pages.started = True
+        # which file, and whether it is new: a --db with a typo in a service's unit served an empty cache unsaid, and
+        # the readers' posts seemed gone (an operator's review)
+        held = "new: nothing stored in it yet" if store.new else "readers' posts and pages kept in it"
+        if str(store.path) != ":memory:":
+            cache_log.info("page cache %s (%s)", store.path.resolve(), held)
         # Shutdown runs these in the reverse order, each one even if one before it failed.
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(store.close)

@@ -17,6 +17,7 @@ import importlib
 import io
 import json
 import logging
+import logging.config
 import os
 import re
 import shlex
@@ -162,6 +163,10 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             failed.append(error)
             server.should_exit = True
 
+        # genui's log as the server has it from here on: what making the app says (an earlier genui's posts moved to
+        # a page's new address) is said too, not lost before uvicorn configures it
+        log_config = server_log_config(args.reload, access_log=not args.no_access_log, form=args.log_format)
+        logging.config.dictConfig(log_config)
         # The server answers at once and loads the model meanwhile: pages it has cached are served, others answer
         # 503 with Retry-After until then.
         app = create_app(
@@ -182,7 +187,6 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
             identify_model=(lambda: model_id_of(args.model)) if loader is _default_loader else None,
             on_load_error=load_failed,
         )
-        log_config = server_log_config(args.reload, access_log=not args.no_access_log, form=args.log_format)
         # uvicorn's default WebSocket implementation is websockets' deprecated legacy API; sans-I/O is current.
         # h11, not httptools: it refuses a request whose line and headers pass HEADERS_LIMIT (httptools read a 100 MB
         # header, and held the memory of ten unfinished ones, 1 GB, as long as their clients stayed).

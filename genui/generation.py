@@ -157,6 +157,9 @@ class Generation:
         self.awaited = False  # once ended: a placeholder handed out was still waiting for its watcher
         self._keeping = False  # written whole, waiting to be kept: kept though its watchers leave
         self.cancelled = False  # ended by cancel() (left unwatched, a server stopping), not by the engine
+        # whether the run goes on unwatched for now: a server stopping lets it finish (Pages.close), though its
+        # streams closed as the server stopped
+        self.holding: Callable[[], bool] = lambda: False
         self.done: DoneFrame | None = None  # the engine's last frame, once written: its statistics (genui.metrics)
         self._task = asyncio.get_running_loop().create_task(self._run(frames))
         self.claim()  # whoever asked for the run watches it a round trip later
@@ -250,6 +253,10 @@ class Generation:
                     return snapshot.page
         raise EngineError("the generation ended without a page")  # pragma: no cover - watch() always ends finished
 
+    async def ended(self) -> None:
+        """Wait until the run has ended, with its page or without."""
+        await self._ended.wait()
+
     def cancel(self) -> asyncio.Task[None]:
         """Stop the run, whoever watches it; returns its task to await. Watchers see it end with an error."""
         self.cancelled = self.cancelled or not self._snapshot.finished
@@ -268,7 +275,7 @@ class Generation:
     def _abandon(self) -> None:
         """Cancel the run when nobody watches it any more (or never came to), and no placeholder handed out waits for
         its watcher; not a thread's replies (``Splice.replies``), nor a page written whole waiting to be kept."""
-        kept = self._keeping or self.splice.replies
+        kept = self._keeping or self.splice.replies or self.holding()
         if self._watchers == 0 and not self._claims and not self._snapshot.finished and not kept:
             self.cancel()  # leaves the registry at once: a visitor arriving now must start a fresh run
 

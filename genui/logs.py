@@ -95,6 +95,9 @@ def server_log_config(developing: bool, access_log: bool = True, form: str = "te
             formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
     info = {"handlers": ["default"], "level": "INFO", "propagate": False}
     config["loggers"]["genui.model"] = info  # loading the model, and when it is ready
+    # the page cache a server opens (new or not: a --db with a typo served an empty one unsaid), and what it does to
+    # it by itself (threads carried to a new config, posts moved to a page's new address): an operator's to know
+    config["loggers"]["genui.cache"] = info
     # genui's warnings and errors (a template that fails, a cache that cannot store) always, with their level and
     # time (they went to Python's last resort, bare); a developer at work (--reload) is also told what genui does
     # (reloads, pages read ahead)

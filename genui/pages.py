@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from engine.frames import EngineError, EngineOverloaded, Frame, GenerationRequest, TextEngine
+from genui.cache import counted
 from genui.edits import (
     VARIANTS,
     EditingEngine,
@@ -47,6 +48,7 @@ from genui.variations import Variations, VariationSets, wait_cancelled
 from genui.words import WORDS, Refusal
 
 log = logging.getLogger("genui")
+cache_log = logging.getLogger("genui.cache")  # shown by genui serve (genui.logs)
 
 # SiteRuntime is re-exported: lab/ imports it from here.
 __all__ = ["EngineLoading", "Job", "NoSuchVersion", "Pages", "Prompt", "SiteRuntime", "TooManyRuns"]
@@ -64,6 +66,7 @@ CUT = " …"  # ends a post cut to the length the model can read
 LOADING_RETRY_S = 5.0  # what a request answered while the model loads is told to wait before it asks again
 UNREACHED_RETRY_S = 15.0  # the same, while the model's weights could not be fetched and genui tries again (genui.app)
 UNCLAIMED_S = 10.0  # a run nobody comes to watch (a page asked for, its stream never opened) stops after this
+DRAIN_S = 8.0  # seconds a stopping server gives the pages under way to finish: within docker stop's 10 s
 STARTED_KEPT = 4096  # page versions whose runs this server started: a waiting client may start one again
 # What a run writes: a whole page, a thread's replies in place, one section, or a thread before its readers' posts
 # anew (a Regenerate's, its conversation kept); each started again only as what it was.
@@ -404,7 +407,7 @@ class Pages:
         if count == 0 and job.location.route.posts and (source := self.store.carried_from(job.key)) is not None:
             carried = self.store.carry_thread(job.key, wait=False)  # the event loop's: never the busy timeout
             if carried:
-                log.info(
+                cache_log.info(
                     "%s%s: its %d versions, with readers' posts, carried from %s (Regenerate writes its thread anew)",
                     job.runtime.site.name,
                     job.location.url,
@@ -762,6 +765,7 @@ class Pages:
         running = Generation(
             job.runtime, job.key, version, frames, parent, canvases, store, ended, self.unclaimed_s, splice
         )
+        running.holding = self.stopping.is_set  # a visitor's run outlives its stream as the server stops (close)
         self._running[(job.key, version)] = running
         if version > 1 and not ahead:  # a first version is written by any visit, no record needed
             self._started[(job.key, version)] = run
@@ -846,13 +850,29 @@ class Pages:
         """The run writing ``version`` of the page, if one is under way."""
         return self._running.get((job.key, version))
 
-    async def close(self) -> None:
-        """Cancel every run under way (at shutdown)."""
+    async def close(self, drain_s: float | None = None) -> None:
+        """Cancel every run under way (at shutdown). Where the server is stopping (SIGTERM), the runs visitors
+        started are given up to ``drain_s`` seconds to finish and be stored first: a restart threw each away, a
+        minute of the model's work on a CPU, and said nothing of it (an operator's review)."""
+        drain_s = DRAIN_S if drain_s is None else drain_s
         await self.reader.close()
         self.seen.note()
+        under_way = [generation for generation in self._running.values() if not generation.finished]
+        if under_way and self.stopping.is_set() and drain_s > 0:
+            await asyncio.wait([asyncio.ensure_future(generation.ended()) for generation in under_way], timeout=drain_s)
         tasks = [generation.cancel() for generation in list(self._running.values())]
         for task in tasks:
             await wait_cancelled(task)
+        if under_way:
+            stored = sum(1 for generation in under_way if generation.page is not None)
+            cut = len(under_way) - stored
+            log.warning(
+                "stopping: %s being written as the server began to stop: %d finished and stored first, %d cut short%s",
+                counted(len(under_way), "page"),
+                stored,
+                cut,
+                f" after {drain_s:g} s (each written again at its next visit)" if cut else "",
+            )
         await self.variations.close()
 
     def misfit(self, runtime: SiteRuntime, route: Route) -> str | None:

@@ -467,6 +467,7 @@ class Store:
 
     def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.new = str(path) != ":memory:" and not (self.path.is_file() and self.path.stat().st_size)  # made here
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             if Path(path).is_file() and Path(path).stat().st_size:

@@ -27,6 +27,7 @@ from genui.sites import Route, Site
 from genui.store import PageKey, Store
 
 log = logging.getLogger("genui")
+cache_log = logging.getLogger("genui.cache")  # shown by genui serve (genui.logs)
 
 
 def bring_up_to_date(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
@@ -119,7 +120,7 @@ def rehome_moved(store: Store, runtime: SiteRuntime) -> list[tuple[str, str]]:
         return []
     posts, versions, stayed = store.rehome(runtime.site.name, moves)
     if posts or versions:  # said, as a thread carried to a new config is (an operator's upgrade review)
-        log.info(
+        cache_log.info(
             "site %s: %s and %s stored under an address its routes now move (%s) moved to the page's own",
             runtime.site.name,
             counted(posts, "reader's post").replace("reader's posts", "readers' posts"),

@@ -30,12 +30,13 @@ from fakes import (
 )
 from starlette.testclient import TestClient
 
+import genui.pages
 from genui import inputs
 from genui.app import create_app
 from genui.screens import WS_PATH
 from genui.security import security_headers
 from genui.sites import Site, load_site
-from genui.store import MAX_POST
+from genui.store import MAX_POST, Store
 from genui.words import Words
 
 HTMX = {"HX-Request": "true"}
@@ -1043,6 +1044,45 @@ def test_a_request_waiting_for_its_page_is_answered_as_the_server_begins_to_stop
     (answer,) = answers
     assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
     assert "genui is stopping, most likely to start again. This page tries again in 5 s." in answer.text
+
+
+@pytest.mark.parametrize("finishes", [True, False])
+def test_a_page_being_written_as_the_server_stops_is_finished_and_stored_first(
+    tmp_path: Path,
+    all_sites: list[Site],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    finishes: bool,
+) -> None:
+    """SIGTERM closed the page's stream (1012) and threw its run away at once, and the log said nothing: a restart
+    cost each visitor's page, up to a minute of the model's work on a CPU (an operator's review). It is given a few
+    seconds to finish and be stored; one that does not is cut short, and the log says which was which."""
+    monkeypatch.setattr(genui.pages, "DRAIN_S", 5.0 if finishes else 0.3)
+    engine = FakeEngine(delay=0.05, steps=6)
+    if not finishes:
+        engine.hold = threading.Event()  # its last frame never comes
+    db = tmp_path / "pages.sqlite3"
+    with (
+        caplog.at_level(logging.WARNING, logger="genui"),
+        TestClient(create_app(all_sites, engine, db_path=db)) as client,
+    ):
+        live = live_url(client.get("/wiki/Lisp").text)
+        with client.websocket_connect(live) as socket:
+            socket.receive_text()  # a frame; then the server begins to stop, and its streams close
+            client.portal.call(client.app.state.pages.stopping.set)  # type: ignore[attr-defined, union-attr]
+        time.sleep(0.2)  # past its stream's close: the run is not let go with it
+        assert engine.cancelled == 0
+    said = "stopping: 1 page being written as the server began to stop: "
+    store = Store(db)
+    try:
+        assert sum(group.urls for group in store.page_groups()) == int(finishes)
+    finally:
+        store.close()
+    if finishes:
+        assert said + "1 finished and stored first, 0 cut short" in caplog.text and engine.cancelled == 0
+    else:
+        assert said + "0 finished and stored first, 1 cut short after 0.3 s" in caplog.text, caplog.text
+        engine.hold.set()  # type: ignore[union-attr]
 
 
 def test_the_bars_box_of_a_query_page_says_its_query(client_factory: ClientFactory, all_sites: list[Site]) -> None:

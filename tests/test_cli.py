@@ -990,3 +990,21 @@ def test_genui_serve_answers_a_long_stream_handshake_and_refuses_an_overlong_one
         finally:
             server.kill()
             server.wait()
+
+
+def test_serve_says_which_page_cache_it_serves_and_whether_it_is_new(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A --db with a typo in a service's unit served a new, empty cache, and nothing said so: the forum's posts
+    seemed gone, kept in the other file (an operator's review)."""
+    from chromium import served
+
+    db = tmp_path / "typo" / "genui.sqlite3"
+    for held in ("new: nothing stored in it yet", "readers' posts and pages kept in it"):
+        config = _served_config(monkeypatch, ["serve", "--site", "wiki", "--port", "0", "--db", str(db)])
+        with served(config.app, config=config):
+            pass
+        assert f"INFO:     page cache {db} ({held})" in capfd.readouterr().err
+    # and what it does to the cache by itself, such as threads carried to a new config, which the docs said the log
+    # says: it was INFO under genui's WARNING, and never shown (the same review)
+    assert config.log_config["loggers"]["genui.cache"]["level"] == "INFO"
