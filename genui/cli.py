@@ -847,7 +847,8 @@ def main(argv: list[str] | None = None, *, load_engine: EngineLoader | None = No
         print(f"genui {args.command}: {err}", file=sys.stderr)
         return USAGE_ERROR
     except sqlite3.DatabaseError as err:  # a file that is no database, held by another process, full, read-only
-        print(f"genui {args.command}: {getattr(args, 'db', 'the database')}: {err}; {fix_for(err)}", file=sys.stderr)
+        db = getattr(args, "db", None)
+        print(f"genui {args.command}: {db or 'the database'}: {err}; {fix_for(err, db)}", file=sys.stderr)
         return USAGE_ERROR
     except UnicodeEncodeError as err:  # an argument of bytes that are not UTF-8 (a site, a path, a URL)
         print(

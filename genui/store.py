@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 import unicodedata
@@ -425,18 +426,33 @@ def cannot_store(error: sqlite3.Error) -> bool:
     return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY"))
 
 
-def fix_for(error: sqlite3.Error) -> str:
-    """What to do about an error SQLite gave on opening or writing the page cache, as a command says it."""
+def fix_for(error: sqlite3.Error, path: Path | str | None = None) -> str:
+    """What to do about an error SQLite gave on opening or writing the page cache (at ``path``, where known), as a
+    command says it."""
     said, name = str(error), getattr(error, "sqlite_errorname", "") or ""
     if is_busy(error) or "locked" in said:
         return "try again, or stop what holds it"
     if name.startswith("SQLITE_READONLY") or "readonly" in said or "read-only" in said:
+        unwritable = _unwritable(Path(path)) if path is not None and str(path) != ":memory:" else []
+        if unwritable:  # a -shm left read-only by a run on a read-only file stays so once the file is writable again
+            return f"make {' and '.join(unwritable)} writable (chmod u+w), or run as the owner"
         return "genui writes beside it (SQLite's -wal and -shm files): make its folder writable, or run as its owner"
     if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk I/O error" in said or "full" in said:
         return "its disk may be full: free some space (df shows it), or name a --db on another disk"
     if "malformed" in said:
         return "it is damaged: restore a backup, or recover what it holds with sqlite3's .recover into a new file"
     return "check that it is a page cache genui can read and write"
+
+
+def _unwritable(path: Path) -> list[str]:
+    """The page cache's files, and its folder, that this process may not write: each with its mode."""
+    found = []
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if each.exists() and not os.access(each, os.W_OK):
+            found.append(f"{each} (mode {stat.S_IMODE(each.stat().st_mode):o})")
+    if path.parent.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+        found.append(f"its folder {path.parent}")
+    return found
 
 
 async def when_free(write: Callable[[], T], within: float = BUSY_TIMEOUT_S, poll: float = FREE_POLL_S) -> T:

@@ -369,7 +369,7 @@ def _checked(db: Path) -> None:
     try:
         check_page_cache(db, earlier=True)  # checked whole before Store touches the file (WAL, added columns, tables)
     except sqlite3.OperationalError as err:  # locked, or a read-only folder where SQLite cannot make its -shm file
-        raise UsageError(f"cannot read {db}: {err}; {fix_for(err)}") from None
+        raise UsageError(f"cannot read {db}: {err}; {fix_for(err, db)}") from None
     except NotAPageCache as err:
         raise UsageError(str(err)) from None
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import html
+import os
 import re
 import sqlite3
 import subprocess
@@ -827,6 +828,20 @@ def test_each_error_sqlite_gives_a_command_comes_with_its_fix(tmp_path: Path) ->
     ):
         read_only.execute("INSERT INTO t VALUES (1)")
     assert "make its folder writable" in fix_for(caught.value)
+    # a -shm file a run on a read-only file left read-only: the file made writable again, the error came again, and
+    # the fix spoke of the folder (an operator's review); it names the file (run as root here: access is simulated)
+    shm = tmp_path / "x.sqlite3-shm"
+    shm.write_bytes(b"")
+    shm.chmod(0o444)
+    import genui.store
+
+    real_access = os.access
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(
+            genui.store.os, "access", lambda path, mode: not str(path).endswith("-shm") and real_access(path, mode)
+        )
+        fix = fix_for(caught.value, db)
+    assert fix == f"make {shm} (mode 444) writable (chmod u+w), or run as the owner", fix
     with closing(sqlite3.connect(db)) as small:
         small.execute(f"PRAGMA max_page_count = {small.execute('PRAGMA page_count').fetchone()[0]}")
         with pytest.raises(sqlite3.OperationalError) as caught:
