@@ -23,7 +23,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -212,6 +212,17 @@ class _Now(Collector):
         build = InfoMetricFamily("genui_build", "The genui that serves")
         build.add_metric([], {"version": genui.__version__})
         yield build
+        yield CounterMetricFamily(
+            "genui_store_write_failures",
+            "Writes to the page cache that failed as it could not store anything (its disk full, an I/O error, "
+            "read-only): pages written for nothing, posts refused",
+            value=pages.store.write_failures,
+        )
+        yield GaugeMetricFamily(
+            "genui_store_failing",
+            "1 while the page cache's last write failed so, until one succeeds (/_genui/health's storage_error)",
+            value=float(pages.store.failing is not None),
+        )
         runs = GaugeMetricFamily("genui_runs_active", "Runs under way: a visitor's, or reading ahead", labels=["run"])
         visitors, ahead = pages.under_way()
         runs.add_metric(["visitor"], visitors)

@@ -444,6 +444,14 @@ def fix_for(error: sqlite3.Error, path: Path | str | None = None) -> str:
     return "check that it is a page cache genui can read and write"
 
 
+def _cannot_store(error: sqlite3.OperationalError) -> bool:
+    """Whether ``error`` says the page cache cannot store anything now: its disk full, an I/O error, read-only."""
+    said, name = str(error), getattr(error, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")) or any(
+        words in said for words in ("full", "disk I/O error", "readonly", "read-only")
+    )
+
+
 def _unwritable(path: Path) -> list[str]:
     """The page cache's files, and its folder, that this process may not write: each with its mode."""
     found = []
@@ -484,6 +492,10 @@ class Store:
     def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.new = str(path) != ":memory:" and not (self.path.is_file() and self.path.stat().st_size)  # made here
+        # why the last write failed, where the file cannot store anything now (a full disk, an I/O error, read-only),
+        # until a write succeeds; and how many writes failed so (the server's health and metrics say both)
+        self.failing: str | None = None
+        self.write_failures = 0
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             if Path(path).is_file() and Path(path).stat().st_size:
@@ -606,9 +618,12 @@ class Store:
                 try:
                     yield self._db
                     self._db.execute("COMMIT")  # may fail too (busy, outside WAL): rolled back below
-                except BaseException:
+                    self.failing = None
+                except BaseException as err:
                     if self._db.in_transaction:  # SQLite has rolled back by itself on a full disk or an I/O error
                         self._db.execute("ROLLBACK")
+                    if isinstance(err, sqlite3.OperationalError) and _cannot_store(err):
+                        self.failing, self.write_failures = str(err), self.write_failures + 1
                     raise
             finally:
                 if not wait:

@@ -123,6 +123,10 @@ class Views:
             "busy": pages.busy(),
             "reading_ahead": pages.reader.reading,
             "config_errors": dict(pages.config_errors),
+            # the page cache's last write failed as it cannot store (a full disk): still 200, as cached pages are
+            # served, but every page written is lost and every post refused until a write succeeds (said, where the
+            # status stayed "ready": an operator's review)
+            "storage_error": pages.store.failing,
         }
         return JSONResponse(body, code, {**headers, "Cache-Control": "no-store"})
 

@@ -765,11 +765,19 @@ def test_a_reply_the_page_cache_cannot_store_is_a_503_that_keeps_what_was_typed(
     try:
         long = "a careful reply " * 120
         answer = client.post(THREAD, data={"user": "ada", "text": long}, headers=headers, follow_redirects=False)
+        # and health and metrics say so while it lasts: health said "ready", and nothing counted it (an operator's
+        # review); still 200, as the cached pages are served
+        health = client.get("/_genui/health")
+        assert health.status_code == 200 and "full" in health.json()["storage_error"], health.json()
+        metrics = client.get("/_genui/metrics").text
+        assert "genui_store_failing 1.0" in metrics and "genui_store_write_failures_total 1.0" in metrics
     finally:
         store._db.execute(f"PRAGMA max_page_count = {10**9}")
     assert answer.status_code == 503 and "cannot store anything now" in answer.text, answer.text
     assert f">{long}</textarea>" in answer.text and "Your reply was not posted" in answer.text
     assert store.posts("forum", "/r/hacking/My_first_lisp") == [] and "SQLITE_FULL" in caplog.text
+    assert client.post(THREAD, data={"user": "ada", "text": "again"}, follow_redirects=False).status_code in (200, 303)
+    assert client.get("/_genui/health").json()["storage_error"] is None  # a write that succeeds ends it
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
