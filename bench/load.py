@@ -81,7 +81,8 @@ _PROGRESS = re.compile(r".*: +\d+%\|")  # a progress bar (transformers loading a
 _LIFECYCLE = re.compile(
     r"(\d{4}-\d\d-\d\d [\d:,]+ )?INFO: +(Started server process|Waiting for application (startup|shutdown)|"
     r"Application (startup|shutdown) "
-    r"complete|Uvicorn running on|Shutting down|Finished server process|loading the model; |model \S+ loaded in )"
+    r"complete|Uvicorn running on|Shutting down|Finished server process|loading the model; |model \S+ loaded in |"
+    r"page cache |stopping: )"
 )
 
 

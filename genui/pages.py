@@ -866,7 +866,7 @@ class Pages:
         if under_way:
             stored = sum(1 for generation in under_way if generation.page is not None)
             cut = len(under_way) - stored
-            log.warning(
+            (log.warning if cut else cache_log.info)(  # (a page cut short is work lost: a warning)
                 "stopping: %s being written as the server began to stop: %d finished and stored first, %d cut short%s",
                 counted(len(under_way), "page"),
                 stored,

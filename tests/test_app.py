@@ -1071,7 +1071,7 @@ def test_a_page_being_written_as_the_server_stops_is_finished_and_stored_first(
         engine.hold = threading.Event()  # its last frame never comes
     db = tmp_path / "pages.sqlite3"
     with (
-        caplog.at_level(logging.WARNING, logger="genui"),
+        caplog.at_level(logging.INFO, logger="genui"),
         TestClient(create_app(all_sites, engine, db_path=db)) as client,
     ):
         live = live_url(client.get("/wiki/Lisp").text)
