@@ -9,7 +9,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from httpx import Response
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, StepFrame
+from engine.frames import CanvasFrame, DoneFrame, EngineOverloaded, Frame, GenerationRequest, QueuedFrame, StepFrame
 from genui.edits import Infill
 from genui.pages import Pages
 from genui.sites import Site, load_site
@@ -189,6 +189,16 @@ class FakeEngine:
         seconds = time.perf_counter() - started
         whole = wrap[0] + "".join(canvases) + wrap[1]
         yield DoneFrame(whole, tuple(finished), tokens_per_forward=1.0, ttff_s=0.0, seconds=seconds, variant=variant)
+
+
+async def after_places(places: Sequence[int], frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
+    """``frames`` after a QueuedFrame for each of ``places`` (a place in line, as engine.Scheduler tells one), 0.3 s
+    apart: past a stream's interval between two messages, so that each is said."""
+    for ahead in places:
+        yield QueuedFrame(ahead)
+        await asyncio.sleep(0.3)
+    async for frame in frames:
+        yield frame
 
 
 def pages_of(client: TestClient) -> Pages:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import html
 import re
@@ -12,11 +11,11 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, page_html, pages_of, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, after_places, page_html, pages_of, visit, ws_messages
 from starlette.testclient import TestClient
 from test_app import HTMX, THREAD, live_url, wait_until
 
-from engine.frames import EngineError, Frame, GenerationRequest, QueuedFrame
+from engine.frames import EngineError, Frame, GenerationRequest
 from genui.edits import fitted_before, model_text, region_tokens
 from genui.pages import Job
 from genui.sections import sections
@@ -280,16 +279,7 @@ def test_a_set_of_variations_waiting_for_the_engine_says_its_place_in_line(
 
     class Queued(FakeEngine):  # the scheduler's QueuedFrames for the set (one request), then its frames
         def stream_variants(self, request: GenerationRequest, n: int) -> AsyncIterator[Frame]:
-            frames = super().stream_variants(request, n)
-
-            async def queued() -> AsyncIterator[Frame]:
-                for ahead in (2, 1, 0):
-                    yield QueuedFrame(ahead)
-                    await asyncio.sleep(0.3)  # past the stream's interval between two messages
-                async for frame in frames:
-                    yield frame
-
-            return queued()
+            return after_places((2, 1, 0), super().stream_variants(request, n))
 
     engine = Queued(delay=0.05)
     client = client_factory(all_sites, engine)

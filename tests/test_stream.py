@@ -11,11 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, pages_of, ws_messages
+from fakes import ClientFactory, FakeEngine, after_places, pages_of, ws_messages
 from starlette.datastructures import State
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from engine.frames import Frame, GenerationRequest, QueuedFrame
+from engine.frames import Frame, GenerationRequest
 from genui.pages import Pages
 from genui.runtime import SiteRuntime
 from genui.screens import Screens
@@ -405,16 +405,7 @@ def test_a_page_waiting_for_the_engine_says_its_place_in_line_as_it_moves_up(
 
     class Queued(FakeEngine):  # the engine's QueuedFrames (engine.scheduler), then the page
         def stream(self, request: GenerationRequest) -> AsyncIterator[Frame]:
-            frames = super().stream(request)
-
-            async def queued() -> AsyncIterator[Frame]:
-                for ahead in (3, 1, 0):
-                    yield QueuedFrame(ahead)
-                    await asyncio.sleep(0.3)  # past the stream's interval between two messages
-                async for frame in frames:
-                    yield frame
-
-            return queued()
+            return after_places((3, 1, 0), super().stream(request))
 
     received = ws_messages(client_factory([wiki], Queued(steps=2)), LISP)
     said = [re.sub(r"<[^>]+>", "", message) for message in received if 'id="genui-draft"' not in message]
