@@ -666,6 +666,8 @@ def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_lin
     problems = collect_problems(page)
     page.goto(server.url + "/wiki/")
     page.wait_for_selector(FINISHED, timeout=15_000)
+    # the home's own landing said first, which may come a moment after its page shows (a busy machine)
+    page.wait_for_function("() => document.getElementById('genui-announce').textContent === 'Loaded: Genpedia'")
     page.evaluate(  # every change to what the live region says
         """() => { window.said = []; const region = document.getElementById('genui-announce');
         new MutationObserver(() => window.said.push(region.textContent))
