@@ -264,13 +264,14 @@ def export(
         try:
             _write(fresh, site, runtime, exported, documents, model)
             _like(out, fresh)
-            theirs = _theirs(out, fresh)
-            for name in theirs:  # the publisher's own files beside the copy (.git, CNAME) go on with it
-                (out / name).rename(fresh / name)
+            moved: list[str] = []
             try:
+                for name in _theirs(out, fresh):  # the publisher's own files beside the copy (.git, CNAME) go on
+                    (out / name).rename(fresh / name)
+                    moved.append(name)
                 _swap(out, fresh)
-            except BaseException:
-                for name in theirs:
+            except BaseException:  # back where they were before the new copy is deleted
+                for name in moved:
                     (fresh / name).rename(out / name)
                 raise
         except ExportError as err:

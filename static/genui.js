@@ -1211,16 +1211,14 @@
       socket.onclose = null; // no reconnect (a socket still connecting closes as 1006) and no "Connection closed"
       socket.close(1000);
     }
-    if (button) {
-      button.remove();
-    }
+    button.remove();
     var progress = live.querySelector("#genui-progress");
     if (progress) {
       progress.removeAttribute("data-genui-placeholder");
       var line = document.createElement("span"); // one run of text: a flex line drops a text node's last space
       line.textContent = say("stopped", {}, "Stopped.") + " ";
       var again = line.appendChild(document.createElement("a"));
-      again.href = (button && button.dataset.genuiAgain) || window.location.href;
+      again.href = button.dataset.genuiAgain || window.location.href;
       again.textContent = say("open_again", {}, "Open the page again");
       progress.replaceChildren(line);
       if (hadFocus) {
