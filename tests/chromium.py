@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -87,6 +89,53 @@ def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
 
 
+# Closing a context hung for ever in 2 of 3 runs of test_browser.py here (a page's Back had just loaded it anew, and
+# Playwright's BrowserContext.close, which has no timeout, never answered); CI waited on it for its whole 90 minutes.
+CLOSE_SECONDS = 20.0
+
+
+def _descendants() -> set[psutil.Process]:
+    """This process's processes, and theirs: Playwright's driver, the Chromium it launched."""
+    return set(psutil.Process().children(recursive=True))
+
+
+@contextlib.contextmanager
+def launched(playwright: Any) -> Iterator[Any]:
+    """Chromium (``launch``), closed on the way out: its contexts, then itself. A close that takes more than
+    CLOSE_SECONDS kills this browser's processes, so Playwright's close returns as for a crashed browser, and says so
+    on stderr: the test's own checks have passed by then, and the next test gets a browser of its own."""
+    from playwright import sync_api
+
+    before = _descendants()  # Playwright's driver is running already
+    browser = launch(playwright)
+    mine = _descendants() - before  # Chromium: its browser, zygotes and helpers (its renderers go with them)
+    try:
+        yield browser
+    finally:
+        killed: list[psutil.Process] = []
+
+        def kill() -> None:
+            for process in mine:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+                    killed.append(process)
+
+        watchdog = threading.Timer(CLOSE_SECONDS, kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            for context in browser.contexts:
+                context.close()
+            browser.close()
+        except sync_api.Error:
+            if not killed:
+                raise
+        finally:
+            watchdog.cancel()
+        if killed:
+            print(f"chromium.py: Chromium did not close in {CLOSE_SECONDS:.0f} s; killed it", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def browser_page(**context_options: Any) -> Iterator[Any]:
     """A fresh Chromium page that reports CSP violations as console errors (launch: fails without Debian's chromium).
@@ -95,15 +144,10 @@ def browser_page(**context_options: Any) -> Iterator[Any]:
     """
     from playwright import sync_api
 
-    with sync_api.sync_playwright() as playwright:
-        browser = launch(playwright)
+    with sync_api.sync_playwright() as playwright, launched(playwright) as browser:
         context = browser.new_context(**context_options)
         context.add_init_script(REPORT_CSP)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+        yield context.new_page()
 
 
 def collect_problems(page: Any) -> list[str]:

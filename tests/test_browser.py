@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import chromium
 import pytest
 from chromium import browser_page, collect_problems, served
 from fakes import SITES_DIR, FakeEngine, example_sites, wiki_writer
@@ -1240,6 +1241,30 @@ def test_a_link_to_the_address_on_screen_takes_its_entrys_place(server: Server, 
     assert page.evaluate("history.length") == entries + 1
     page.go_back()
     page.wait_for_url(server.url + "/os/", timeout=15_000)
+    page.wait_for_selector(FINISHED, timeout=15_000)  # Back loads the page whole: it has landed before the close
+
+
+def test_a_chromium_whose_close_hangs_is_killed_and_the_tests_go_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Closing a context once hung for ever, and the whole suite with it (chromium.launched): a browser that answers
+    nothing any more (stopped here) is killed after CLOSE_SECONDS, and the close returns."""
+    monkeypatch.setattr(chromium, "CLOSE_SECONDS", 2.0)
+    with browser_page() as page:
+        page.goto("data:text/html,<p>a page</p>")
+        browsers = [process for process in chromium._descendants() if process.name() == "chromium"]
+        assert browsers
+        for process in browsers:
+            process.suspend()
+        # without the kill, the browser goes on after 12 s: the close returns late, and the test fails, not hangs
+        woken = threading.Timer(12.0, lambda: [process.resume() for process in browsers if process.is_running()])
+        woken.start()
+        closing = time.monotonic()
+    took = time.monotonic() - closing
+    woken.cancel()
+    assert 2.0 <= took < 10.0, took
+    assert not [process for process in chromium._descendants() if process.name() == "chromium"]
+    assert "Chromium did not close in 2 s; killed it" in capsys.readouterr().err
 
 
 def test_the_site_bars_boxes_follow_the_page_on_screen(server: Server, page: Any) -> None:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
-from chromium import launch
+from chromium import launched
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
@@ -194,10 +194,8 @@ def server() -> Iterator[Server]:
 def browser() -> Iterator[Any]:
     from playwright import sync_api
 
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch(playwright)
+    with sync_api.sync_playwright() as playwright, launched(playwright) as chromium:
         yield chromium
-        chromium.close()
 
 
 # ---------------------------------------------------------------------------------------------------------------
