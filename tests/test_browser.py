@@ -1225,6 +1225,7 @@ def test_back_from_a_second_search_shows_the_first_at_its_own_address(server: Se
     page.go_back()
     page.wait_for_url(lambda at: "q=lisp" not in at, timeout=15_000)
     assert page.url.endswith("/wiki/search?q=unix")
+    page.wait_for_selector(FINISHED, timeout=15_000)  # Back loads the page whole: it has landed before the close
 
 
 def test_a_link_to_the_address_on_screen_takes_its_entrys_place(server: Server, page: Any) -> None:
@@ -1482,6 +1483,7 @@ def test_a_new_version_of_a_page_typed_with_a_stray_space_keeps_the_old_one_behi
     page.go_back()
     page.wait_for_url(lambda at: "v=2" not in at, timeout=15_000)
     assert page.url.endswith("&v=1")
+    page.wait_for_selector(FINISHED, timeout=15_000)  # Back loads the page whole: it has landed before the close
 
 
 def test_another_sites_page_has_a_visitors_genui_write_nothing_by_its_images_and_frames(tmp_path: Path) -> None:
