@@ -109,6 +109,12 @@ def load_model(
             f"base= is the base of a genui adapter, and {source} is none (no genui.json): leave it out"
         )
     if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
+        if (Path(source) / "adapter_config.json").is_file():  # a LoRA that peft saved, as genui adapt's are
+            raise ModelLoadError(
+                f"{source} holds a peft adapter but no genui.json, which says how genui runs it: write one beside"
+                f' adapter_config.json, {{"family": "{ADAPTED}", "canvas_length": {DEFAULT_CAUSAL_CANVAS}, "base":'
+                ' "<the folder or hub id of the model it was trained on>"} (docs/engine.md)'
+            )
         raise ModelLoadError(
             f"{source} holds no config.json (nor genui.json): it is no checkpoint; name a folder that save_pretrained"
             " or genui adapt wrote"
@@ -132,7 +138,9 @@ def load_model(
     if any(name.endswith("ForCausalLM") for name in getattr(config, "architectures", None) or []):
         network, tokenizer = _causal_lm(source, target, dtype or default_dtype(target))
         defaults = _sampler_defaults(_settings_folder(source))
-        return _causal(network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, quantize=quantize)
+        return _causal(
+            network, tokenizer, target, model_id, DEFAULT_CAUSAL_CANVAS, defaults, source=source, quantize=quantize
+        )
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type, "")
     if not getattr(config, "architectures", None) and causal.endswith("ForCausalLM"):
         raise ModelLoadError(
@@ -200,6 +208,7 @@ def _load_gemma(source: str, model_id: str, config: Any, target: torch.device, d
         ) from exc
     if target.type == "cpu":
         _fit_threads_to_cpus()
+    _tokens_fit(network, tokenizer, source)
     network.to(target).eval()
     weights = str(dtype).removeprefix("torch.")
     denoiser = GemmaDenoiser(network, tokenizer)
@@ -278,7 +287,14 @@ def _load_adapted(
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
     if base is None:
-        base = _named_base(str(spec.get("base", PINNED_BASE)), spec.get("base_folder"), Path(source), genui_file)
+        named = str(spec.get("base", PINNED_BASE))
+        try:
+            base = _named_base(named, spec.get("base_folder"), Path(source), genui_file)
+        except ModelLoadError as exc:
+            if str(genui_file) in str(exc):
+                raise
+            # the hub's answer for a name the developer did not type here: where it came from, and what to change
+            raise ModelLoadError(f'{genui_file} names its base "{named}": {exc}; or write another as "base"') from exc
     else:  # the id names the base given, in place of the one genui.json names
         model_id = with_base(folder_id(Path(source)), base)
         if str(base) != PINNED_BASE and not Path(base).expanduser().is_dir():
@@ -300,8 +316,16 @@ def _load_adapted(
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the adapter in {source} onto {base}: {_first_line(exc)}") from exc
+    except RuntimeError as exc:  # torch, through peft: "size mismatch for ...", the shapes of another base's layers
+        mismatch = next((line.strip() for line in str(exc).splitlines() if "size mismatch" in line), _first_line(exc))
+        raise ModelLoadError(
+            f"the adapter in {source} does not fit the base {base}, so it was trained on another ({mismatch}):"
+            f' write the base it was trained on as "base" in {genui_file}'
+        ) from exc
     defaults = _sampler_defaults(Path(source))
-    return _causal(network, tokenizer, target, model_id, canvas, defaults, family=ADAPTED, quantize=quantize)
+    return _causal(
+        network, tokenizer, target, model_id, canvas, defaults, source=source, family=ADAPTED, quantize=quantize
+    )
 
 
 def _named_base(base: str, folder: object, adapter: Path, genui_file: Path) -> str:
@@ -331,12 +355,14 @@ def _causal(
     model_id: str,
     canvas: int,
     defaults: DenoiseSettings,
+    source: str,
     family: str = "causal-lm",
     quantize: str | None = None,
 ) -> LoadedModel:
     from engine.attention import use_grouped_sdpa
     from engine.causal import CausalDenoiser
 
+    _tokens_fit(network, tokenizer, source)
     if target.type == "cpu":
         _fit_threads_to_cpus()
     network.to(target).eval()
@@ -360,12 +386,28 @@ def _causal(
         denoiser = CausalDenoiser(network, tokenizer, canvas)
     except ValueError as exc:  # a tokenizer with no end of text
         raise ModelLoadError(f"{model_id}: {exc}") from exc
-    if canvas >= denoiser.max_positions:
+    if canvas >= denoiser.max_positions and family == ADAPTED:
         raise ModelLoadError(
-            f"{model_id}: canvas_length {canvas} leaves no room in the model's {denoiser.max_positions} positions; "
-            "set a shorter one in genui.json"
+            f"{source}: canvas_length {canvas} leaves no room in the model's {denoiser.max_positions} positions; "
+            "set a shorter one in its genui.json"
+        )
+    if canvas >= denoiser.max_positions:  # a causal LM run as it is: genui's canvas, fixed
+        raise ModelLoadError(
+            f"{source}: the model reads {denoiser.max_positions} positions (max_position_embeddings), and genui's"
+            f" canvas for a causal LM is {canvas} tokens, with the prompt before it: run a model that reads more"
         )
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
+
+
+def _tokens_fit(network: Any, tokenizer: PreTrainedTokenizerBase, source: str) -> None:
+    """A tokenizer with more tokens than the model has embeddings loaded, then failed every page with an IndexError
+    (the server said it was ready): refused here, naming both."""
+    rows = network.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise ModelLoadError(
+            f"{source}: its tokenizer has {len(tokenizer)} tokens, and the model embeds {rows} (vocab_size): the"
+            " tokenizer is another model's; save the model's own beside its weights"
+        )
 
 
 _SAMPLER_KEYS = {

@@ -117,11 +117,17 @@ def too_long(runtime: SiteRuntime, route: Route, fix: str) -> str:
 
 
 def how_to_fit(engine: TextEngine, request: GenerationRequest) -> str:
-    """What a site's developer changes so that ``request``, which the engine does not fit, fits: an opening that
-    fills the page's tokens by itself wants more of them; a prompt and page longer than the model reads, fewer (and
-    a page longer than the model reads even with no prompt, with an opening or not)."""
+    """What a site's developer changes so that ``request``, which the engine does not fit, fits: a page longer than
+    the model reads with no prompt at all wants fewer tokens, or another model (the model's context is short); an
+    opening that fills the page's tokens by itself, more of them; a prompt and page longer than the model reads, a
+    shorter prompt or fewer tokens."""
     bare = replace(request, prompt="", opening="", gaps=())
-    if (request.opening or request.gaps) and engine.fits(bare) and not engine.fits(replace(request, prompt="")):
+    if not engine.fits(bare):  # the model's context is shorter than the page itself: no site edit but fewer tokens
+        return (
+            f"the page's {request.max_tokens} tokens alone are more than the model ({engine.model_id}) can read;"
+            " lower model.tokens (site.toml), or run a model that reads more"
+        )
+    if (request.opening or request.gaps) and not engine.fits(replace(request, prompt="")):
         return (
             f"the opening leaves the model no room in the page's {request.max_tokens} tokens; raise model.tokens, or"
             " shorten the route's opening (site.toml)"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from engine_fixtures import build_tiny_adapter, build_tiny_checkpoint, build_tiny_llama_base
-from transformers import BertConfig
+from transformers import AutoTokenizer, BertConfig, LlamaConfig, LlamaForCausalLM
 
 import engine.identity
 import engine.loading
@@ -440,3 +440,78 @@ def test_a_config_transformers_cannot_read_is_not_said_to_be_missing(
     monkeypatch.setattr(engine.identity, "_unreachable", lambda endpoint: "")  # a hub that answers
     with pytest.raises(ModelLoadError, match="cannot read a model config from owner/newfangled: The checkpoint"):
         load_model("owner/newfangled", device="cpu")
+
+
+# A developer's own checkpoints (a review): each mistake names the folder and its fix, at load, not on every page.
+
+
+def test_an_adapter_trained_on_another_base_names_genui_json_where_torch_printed_a_traceback(tmp_path: Path) -> None:
+    """A genui.json without "base" runs the adapter on the pinned SmolLM2: a LoRA of another base's shapes was a
+    55-line RuntimeError from peft, and `genui serve` exited with it."""
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path / "base"), tmp_path / "adapter")
+    other = build_tiny_llama_base(tmp_path / "wider", positions=512)
+    config = json.loads((other / "config.json").read_text())
+    LlamaForCausalLM(LlamaConfig(**{**config, "hidden_size": 64, "intermediate_size": 96})).save_pretrained(other)
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(adapter, device="cpu", dtype=torch.float32, base=other)
+    message = str(failed.value)
+    assert f"the adapter in {adapter} does not fit the base {other}, so it was trained on another" in message
+    assert "size mismatch for base_model.model.model.layers.0.self_attn.q_proj.lora_A" in message
+    assert f'write the base it was trained on as "base" in {adapter / "genui.json"}' in message
+    assert "\n" not in message
+
+
+def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused_at_load(tmp_path: Path) -> None:
+    """It loaded, the server said it was ready, and every page failed with "IndexError: index out of range"."""
+    base = _tiny_llama_base(tmp_path)
+    config = json.loads((base / "config.json").read_text())
+    LlamaForCausalLM(LlamaConfig(**{**config, "vocab_size": 40})).save_pretrained(base)
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(base, device="cpu", dtype=torch.float32)
+    tokens = len(AutoTokenizer.from_pretrained(base))
+    assert str(failed.value) == (
+        f"{base}: its tokenizer has {tokens} tokens, and the model embeds 40 (vocab_size): the tokenizer is another"
+        " model's; save the model's own beside its weights"
+    )
+    LlamaForCausalLM(LlamaConfig(**{**config, "vocab_size": tokens + 8})).save_pretrained(base)  # rows to spare: fine
+    assert load_model(base, device="cpu", dtype=torch.float32).family == "causal-lm"
+
+
+def test_a_causal_lm_whose_context_is_shorter_than_genuis_canvas_is_told_what_to_run(tmp_path: Path) -> None:
+    """It was told to set a shorter canvas in genui.json: a plain causal LM has none, and writing one makes the folder
+    an adapter, which it is not."""
+    base = build_tiny_llama_base(tmp_path, positions=48)
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(base, device="cpu", dtype=torch.float32)
+    assert str(failed.value) == (
+        f"{base}: the model reads 48 positions (max_position_embeddings), and genui's canvas for a causal LM is 64"
+        " tokens, with the prompt before it: run a model that reads more"
+    )
+
+
+def test_a_peft_adapter_without_genui_json_is_told_what_to_write(tmp_path: Path) -> None:
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    (adapter / "genui.json").unlink()
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(adapter, device="cpu")
+    message = str(failed.value)
+    assert message.startswith(f"{adapter} holds a peft adapter but no genui.json, which says how genui runs it")
+    spec = json.loads(message[message.index("{") : message.rindex("}") + 1])  # what to write, as it is written
+    assert spec == {
+        "family": "adapted-causal-lm",
+        "canvas_length": 64,
+        "base": "<the folder or hub id of the model it was trained on>",
+    }
+
+
+def test_an_adapters_base_the_hub_cannot_give_names_its_genui_json(hub_out_of_reach: Path, tmp_path: Path) -> None:
+    """The hub's message read as if the developer had typed the name, which genui.json gave."""
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+    spec = json.loads((adapter / "genui.json").read_text())
+    (adapter / "genui.json").write_text(json.dumps({**spec, "base": "someorg/somebase"}))
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(adapter, device="cpu")
+    message = str(failed.value)
+    assert message.startswith(f'{adapter / "genui.json"} names its base "someorg/somebase": no folder')
+    assert "no copy of hub id 'someorg/somebase' in the hub's cache" in message
+    assert message.endswith('; or write another as "base"')
