@@ -140,7 +140,9 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
 
     from genui.logs import server_log_config
 
-    if args.log_format == "json":  # a progress bar's redrawn line is no JSON: a log store took each for a message
+    if args.log_format == "json" or not sys.stderr.isatty():
+        # A progress bar's redrawn line is no JSON (a log store took each for a message), and in a service's log
+        # (journald, a file) the model's load was a line of carriage returns and bars: a terminal still shows it.
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]

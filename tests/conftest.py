@@ -26,6 +26,9 @@ def logging_as_it_was() -> Iterator[None]:
     """Each test leaves the loggers as it found them: `genui serve` (cli.main) configures uvicorn's logging, whose
     handlers write to the sys.stderr of that moment, a capture pytest closes after the test; a later record from a
     server thread would then fail to write ("I/O operation on closed file")."""
+    from transformers.utils import logging as transformers_logging
+
+    bars = transformers_logging.is_progress_bar_enabled()  # genui serve turns them off where its log is no terminal
     names = ["", *logging.root.manager.loggerDict]
     loggers = [logging.getLogger(name) for name in names]
     before = [(logger, list(logger.handlers), logger.level, logger.propagate, logger.disabled) for logger in loggers]
@@ -36,6 +39,8 @@ def logging_as_it_was() -> Iterator[None]:
         logger.propagate, logger.disabled = propagate, disabled
     for name in set(logging.root.manager.loggerDict) - set(names):  # loggers the test configured anew
         logging.getLogger(name).handlers.clear()
+    if bars:
+        transformers_logging.enable_progress_bar()
 
 
 @pytest.fixture

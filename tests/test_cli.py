@@ -762,6 +762,20 @@ def test_no_access_log_logs_no_line_for_a_websocket_either(
     assert "Application startup complete" in said  # the server's own messages stay
 
 
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_servers_log_that_is_no_terminal_has_no_progress_bars(
+    terminal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served from systemd (its log a file or journald), the model's load wrote transformers' "Loading weights" bars
+    into the log, each redrawn with carriage returns (an operator's read of the log); a terminal still shows them."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.enable_progress_bar()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal, raising=False)
+    _served_config(monkeypatch, ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:"])
+    assert transformers_logging.is_progress_bar_enabled() == terminal
+
+
 def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -773,7 +787,6 @@ def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
     argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", "--log-format", "json"]
     config = _served_config(monkeypatch, argv)
     assert not transformers_logging.is_progress_bar_enabled()  # a bar's redrawn line is no JSON
-    transformers_logging.enable_progress_bar()  # (the process's: other tests' loads show theirs)
     capfd.readouterr()
     import logging
     import warnings
