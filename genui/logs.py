@@ -51,11 +51,17 @@ class NoRequestLines(logging.Filter):
 
 class AccessFields(logging.Filter):
     """uvicorn's access line's parts as fields of their own, for a JSON log (``--log-format json``): ``client``,
-    ``method``, ``path`` (with its query) and ``status``, where a log store reads them without parsing the line."""
+    ``method``, ``path`` (with its query) and ``status``, where a log store reads them without parsing the line.
+    A WebSocket's line (uvicorn logs it as a server message) has them too: method "WebSocket", status 101 where
+    it was accepted (HTTP's Switching Protocols), else the status it was refused with."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and len(record.args) == 5:  # uvicorn's (client, method, path, http, status)
-            record.client, record.method, record.path, _, record.status = record.args
+        args = record.args if isinstance(record.args, tuple) else ()
+        if len(args) == 5 and record.name == "uvicorn.access":  # uvicorn's (client, method, path, http, status)
+            record.client, record.method, record.path, _, record.status = args
+        elif isinstance(record.msg, str) and record.msg.startswith('%s - "WebSocket %s"') and len(args) >= 2:
+            record.client, record.path, record.method = args[0], args[1], "WebSocket"
+            record.status = args[2] if len(args) > 2 else 403 if record.msg.endswith(" 403") else 101
         return True
 
 
@@ -109,5 +115,7 @@ def server_log_config(developing: bool, access_log: bool = True, form: str = "te
     if not access_log:
         config["filters"]["genui_no_requests"] = {"()": NoRequestLines}
         filters.append("genui_no_requests")
+    if form == "json":
+        filters.append("genui_access_fields")  # a WebSocket's line, uvicorn's server message, with its fields
     config["loggers"]["uvicorn.error"] = {**config["loggers"]["uvicorn.error"], "filters": filters}
     return config

@@ -31,10 +31,14 @@ def logging_as_it_was() -> Iterator[None]:
     bars = transformers_logging.is_progress_bar_enabled()  # genui serve turns them off where its log is no terminal
     names = ["", *logging.root.manager.loggerDict]
     loggers = [logging.getLogger(name) for name in names]
-    before = [(logger, list(logger.handlers), logger.level, logger.propagate, logger.disabled) for logger in loggers]
+    before = [
+        (logger, list(logger.handlers), list(logger.filters), logger.level, logger.propagate, logger.disabled)
+        for logger in loggers
+    ]
     yield
-    for logger, handlers, level, propagate, disabled in before:
+    for logger, handlers, filters, level, propagate, disabled in before:
         logger.handlers[:] = handlers
+        logger.filters[:] = filters  # (logging's configuration adds to a logger's filters: --no-access-log's stayed)
         logger.setLevel(level)
         logger.propagate, logger.disabled = propagate, disabled
     for name in set(logging.root.manager.loggerDict) - set(names):  # loggers the test configured anew

@@ -739,16 +739,9 @@ def test_no_access_log_logs_no_line_for_a_websocket_either(
 ) -> None:
     """uvicorn logs a WebSocket's opening as a server message, with the client's address and the page's URL: with
     --no-access-log every page a browser with scripts opened was still logged (a data-protection review)."""
-    import logging
 
     from chromium import served
 
-    from genui.logs import NoRequestLines
-
-    # logging's configuration adds a logger's filters to those it has: an earlier test's server, started with
-    # --no-access-log in this process, left its filter on uvicorn's logger (one genui serve configures it once)
-    server_log = logging.getLogger("uvicorn.error")
-    server_log.filters = [kept for kept in server_log.filters if not isinstance(kept, NoRequestLines)]
     argv = ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:", *([] if access_log else ["--no-access-log"])]
     config = _served_config(monkeypatch, argv)
     capfd.readouterr()
@@ -794,6 +787,8 @@ def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
     try:
         with served(config.app, config=config) as url:
             urllib.request.urlopen(url + "/_genui/live?who=me", timeout=10).read()
+            host, port = url.removeprefix("http://").split(":")
+            _websocket(host, port, url, "/Streamed").close()
             logging.getLogger("engine.scheduler").warning("a batch failed")  # the engine's, and others', alike
             logging.getLogger("transformers.modeling_utils").warning("a weight was not used")
             with warnings.catch_warnings():
@@ -812,6 +807,10 @@ def test_a_json_log_has_one_object_a_line_with_an_access_lines_parts_as_fields(
     assert access["method"] == "GET" and access["path"] == "/_genui/live?who=me" and access["status"] == 200
     assert access["client"].startswith("127.0.0.1:") and access["level"] == "INFO"
     assert access["time"].startswith(str(datetime.date.today().year)) and "T" in access["time"]
+    # a page's stream, which uvicorn logs as a server message: its client and path were in the text alone
+    (stream,) = [record for record in records if record["message"].endswith("[accepted]")]
+    assert stream["method"] == "WebSocket" and stream["path"] == "/_genui/ws?site=wiki&url=/Streamed"
+    assert stream["status"] == 101 and stream["client"].startswith("127.0.0.1:") and stream["logger"] == "uvicorn.error"
     assert any(record["message"] == "Application startup complete." for record in records)
 
 
