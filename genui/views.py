@@ -235,6 +235,7 @@ class Views:
         if embedded_elsewhere(request):
             return self._stored(request, job, asked)
         if asked is None and (replies := self.pages.waiting_replies(job, self.screens.inline_posts)) is not None:
+            self.pages.metrics.page_asked(runtime.site.name, cached=False)  # a page being written: its replies
             return self.screens.live(request, job, replies)
         return self._show(request, job, asked, write_next=False)
 

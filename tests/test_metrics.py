@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import ClientFactory, FakeEngine, example_sites, visit, ws_messages
+from fakes import ClientFactory, FakeEngine, example_sites, region_writer, visit, ws_messages
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 from test_app import HTMX, live_url, wait_until
 
+from engine.frames import EngineError
+from genui.edits import Infill
 from genui.sites import Site
 
 LISP = "/_genui/ws?site=wiki&url=/Lisp&v=1"
@@ -175,3 +177,29 @@ def test_a_run_read_ahead_that_a_visitor_comes_to_is_counted_theirs(client_facto
     after = scraped(client)
     assert after[("genui_runs_total", (("kind", "whole"), ("outcome", "written"), ("site", "wiki")))] == 2
     assert after[("genui_runs_total", (("kind", "ahead"), ("outcome", "written"), ("site", "wiki")))] == 0
+
+
+def test_a_thread_whose_waiting_replies_a_visit_starts_is_counted_as_a_page_being_written(
+    client_factory: ClientFactory, all_sites: list[Site]
+) -> None:
+    """A visit to a thread whose replies' run had failed starts them again: its GET was in no count of pages asked for
+    (session 78's operator review, left alone then)."""
+    failures = [1]
+
+    def flaky(edit: Infill) -> str:
+        if failures:
+            failures.pop()
+            raise EngineError("the model fell over")
+        return region_writer(edit)
+
+    engine = FakeEngine(region=flaky)
+    client = client_factory(all_sites, engine)
+    visit(client, THREAD)
+    client.post(THREAD, data={"user": "ada", "text": "hi"}, headers=HTMX)
+    wait_until(lambda: not failures)  # the replies' run has failed and is gone
+    asked = ("genui_page_requests_total", (("answer", "written"), ("site", "forum")))
+    before = scraped(client)[asked]
+    arriving = client.get(THREAD, headers=HTMX).text  # the replies written again, in place
+    assert "genui-in-place" in arriving
+    assert scraped(client)[asked] == before + 1
+    assert "Welcome, ada!" in ws_messages(client, live_url(arriving))[-1] and len(engine.infills) == 2
