@@ -507,7 +507,9 @@ def _parser() -> argparse.ArgumentParser:
     def model_options(command: argparse.ArgumentParser) -> None:
         command.add_argument(
             "--model",
-            help="checkpoint folder or hub id (default: the shipped models/genui-smollm adapter on its SmolLM2 base)",
+            help="checkpoint folder or hub id: a DiffusionGemma checkpoint, a Llama-shaped causal LM, or a genui"
+            " adapter (a folder with genui.json, which names its base; docs/engine.md, Loading) (default: the shipped"
+            " models/genui-smollm adapter on its SmolLM2 base)",
         )
         command.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available, else cpu)")
         command.add_argument(
