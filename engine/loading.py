@@ -110,11 +110,7 @@ def load_model(
         )
     if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
         if (Path(source) / "adapter_config.json").is_file():  # a LoRA that peft saved, as genui adapt's are
-            raise ModelLoadError(
-                f"{source} holds a peft adapter but no genui.json, which says how genui runs it: write one beside"
-                f' adapter_config.json, {{"family": "{ADAPTED}", "canvas_length": {DEFAULT_CAUSAL_CANVAS}, "base":'
-                ' "<the folder or hub id of the model it was trained on>"} (docs/engine.md)'
-            )
+            raise ModelLoadError(_no_genui_json(Path(source)))
         raise ModelLoadError(
             f"{source} holds no config.json (nor genui.json): it is no checkpoint; name a folder that save_pretrained"
             " or genui adapt wrote"
@@ -286,15 +282,9 @@ def _load_adapted(
     if family != ADAPTED:
         raise ModelLoadError(f"{genui_file}: family {family!r} is not one genui knows; use {ADAPTED!r}")
     _has_tokenizer(source)  # checked before the base is loaded and merged, a minute in
+    given = base is not None
     if base is None:
-        named = str(spec.get("base", PINNED_BASE))
-        try:
-            base = _named_base(named, spec.get("base_folder"), Path(source), genui_file)
-        except ModelLoadError as exc:
-            if str(genui_file) in str(exc):
-                raise
-            # the hub's answer for a name the developer did not type here: where it came from, and what to change
-            raise ModelLoadError(f'{genui_file} names its base "{named}": {exc}; or write another as "base"') from exc
+        base = _named_base(str(spec.get("base", PINNED_BASE)), spec.get("base_folder"), Path(source), genui_file)
     else:  # the id names the base given, in place of the one genui.json names
         model_id = with_base(folder_id(Path(source)), base)
         if str(base) != PINNED_BASE and not Path(base).expanduser().is_dir():
@@ -317,10 +307,16 @@ def _load_adapted(
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the adapter in {source} onto {base}: {_first_line(exc)}") from exc
     except RuntimeError as exc:  # torch, through peft: "size mismatch for ...", the shapes of another base's layers
-        mismatch = next((line.strip() for line in str(exc).splitlines() if "size mismatch" in line), _first_line(exc))
+        mismatch = next((line.strip() for line in str(exc).splitlines() if "size mismatch" in line), None)
+        if mismatch is None:  # (out of memory, and the like: not the base's)
+            raise
+        fix = (
+            "pass the base it was trained on"
+            if given
+            else f'write the base it was trained on as "base" in {genui_file}'
+        )
         raise ModelLoadError(
-            f"the adapter in {source} does not fit the base {base}, so it was trained on another ({mismatch}):"
-            f' write the base it was trained on as "base" in {genui_file}'
+            f"the adapter in {source} does not fit the base {base}, so it was trained on another ({mismatch}): {fix}"
         ) from exc
     defaults = _sampler_defaults(Path(source))
     return _causal(
@@ -345,7 +341,11 @@ def _named_base(base: str, folder: object, adapter: Path, genui_file: Path) -> s
             f"{genui_file} names its base {base!r}, which is no folder here: copy the base model to that path, or"
             ' write its folder or hub id as "base" in the file'
         )
-    return hub_source(base)  # a hub id: its cached copy, or the id for from_pretrained to fetch
+    try:
+        return hub_source(base)  # a hub id: its cached copy, or the id for from_pretrained to fetch
+    except ModelLoadError as exc:  # (ModelUnreachable, which a server waits out, stays one)
+        # the hub's answer for a name the developer did not type here: where it came from, and what to change
+        raise type(exc)(f'{genui_file} names its base "{base}": {exc}; or write another as "base"') from exc
 
 
 def _causal(
@@ -399,15 +399,39 @@ def _causal(
     return LoadedModel(denoiser, tokenizer, target, model_id, canvas, defaults, family, weights, count)
 
 
+def _no_genui_json(folder: Path) -> str:
+    """What to write beside a peft adapter that has no genui.json: its base as adapter_config.json names it."""
+    try:
+        named = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        named = None
+    base = named if isinstance(named, str) and named else "<the folder or hub id of the model it was trained on>"
+    spec = json.dumps({"family": ADAPTED, "canvas_length": DEFAULT_CAUSAL_CANVAS, "base": base})
+    return (
+        f"{folder} holds a peft adapter but no genui.json, which says how genui runs it: write one beside"
+        f" adapter_config.json, {spec}, with the canvas it was trained with (genui adapt's is"
+        f" {DEFAULT_CAUSAL_CANVAS} tokens; docs/engine.md)"
+    )
+
+
 def _tokens_fit(network: Any, tokenizer: PreTrainedTokenizerBase, source: str) -> None:
     """A tokenizer with more tokens than the model has embeddings loaded, then failed every page with an IndexError
-    (the server said it was ready): refused here, naming both."""
+    (the server said it was ready): refused here, naming both, and the tokens past the embeddings where they are
+    tokens added to the tokenizer (a pad token added in training, the embeddings never resized)."""
     rows = network.get_input_embeddings().num_embeddings
-    if len(tokenizer) > rows:
+    if len(tokenizer) <= rows:
+        return
+    added = {index: token.content for index, token in tokenizer.added_tokens_decoder.items() if index >= rows}
+    if len(added) == len(tokenizer) - rows:
         raise ModelLoadError(
-            f"{source}: its tokenizer has {len(tokenizer)} tokens, and the model embeds {rows} (vocab_size): the"
-            " tokenizer is another model's; save the model's own beside its weights"
+            f"{source}: its tokenizer has tokens added past the {rows} the model embeds (vocab_size):"
+            f" {', '.join(repr(added[index]) for index in sorted(added))}; resize the model's embeddings"
+            " (resize_token_embeddings) and save it again, or take them out of the tokenizer"
         )
+    raise ModelLoadError(
+        f"{source}: its tokenizer has {len(tokenizer)} tokens, and the model embeds {rows} (vocab_size): the"
+        " tokenizer is another model's; save the model's own beside its weights"
+    )
 
 
 _SAMPLER_KEYS = {

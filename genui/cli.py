@@ -604,7 +604,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=LOG_FORMATS,
         default="text",
         help="text: a line a message, with its time (the default); json: one JSON object a line (time, level, logger, "
-        "message; an access line's client, method, path and status as fields), for a log store",
+        "message; an access line's client, method, path and status as fields, and a WebSocket's line's: method "
+        "WebSocket, status 101 where accepted), for a log store",
     )
     serve.add_argument(
         "--no-metrics",

@@ -124,8 +124,9 @@ def how_to_fit(engine: TextEngine, request: GenerationRequest) -> str:
     bare = replace(request, prompt="", opening="", gaps=())
     if not engine.fits(bare):  # the model's context is shorter than the page itself: no site edit but fewer tokens
         return (
-            f"the page's {request.max_tokens} tokens alone are more than the model ({engine.model_id}) can read;"
-            " lower model.tokens (site.toml), or run a model that reads more"
+            f"the page's {request.max_tokens} tokens, written in whole canvases, are more than the model"
+            f" ({engine.model_id}) can read with no prompt at all; lower model.tokens (site.toml), or run a model that"
+            " reads more"
         )
     if (request.opening or request.gaps) and not engine.fits(replace(request, prompt="")):
         return (

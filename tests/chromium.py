@@ -95,30 +95,45 @@ CLOSE_SECONDS = 20.0
 
 
 def _descendants() -> set[psutil.Process]:
-    """This process's processes, and theirs: Playwright's driver, the Chromium it launched."""
+    """This process's processes, and theirs: Playwright's drivers, the Chromium each launched."""
     return set(psutil.Process().children(recursive=True))
+
+
+def _browser_process(before: set[psutil.Process]) -> psutil.Process | None:
+    """The Chromium launched since ``before`` (this process's descendants then): the new process that is Chromium,
+    a Playwright driver's child (/usr/bin/chromium, a script, runs /usr/lib/chromium/chromium in its place)."""
+    for process in _descendants() - before:
+        with contextlib.suppress(psutil.Error):
+            if process.name() == "chromium" and process.parent() in before:
+                return process
+    return None
 
 
 @contextlib.contextmanager
 def launched(playwright: Any) -> Iterator[Any]:
     """Chromium (``launch``), closed on the way out: its contexts, then itself. A close that takes more than
-    CLOSE_SECONDS kills this browser's processes, so Playwright's close returns as for a crashed browser, and says so
-    on stderr: the test's own checks have passed by then, and the next test gets a browser of its own."""
+    CLOSE_SECONDS kills this browser's processes (its renderers and helpers with it), so Playwright's close returns
+    as for a crashed browser, and says so on stderr: the test's own checks have passed by then, and the next test
+    gets a browser of its own."""
     from playwright import sync_api
 
     before = _descendants()  # Playwright's driver is running already
     browser = launch(playwright)
-    mine = _descendants() - before  # Chromium: its browser, zygotes and helpers (its renderers go with them)
+    chromium = _browser_process(before)
     try:
         yield browser
     finally:
         killed: list[psutil.Process] = []
 
         def kill() -> None:
-            for process in mine:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-                    killed.append(process)
+            if chromium is None:
+                return
+            with contextlib.suppress(psutil.Error):
+                processes = [chromium, *chromium.children(recursive=True)]  # as they are now: renderers too
+                for process in processes:
+                    with contextlib.suppress(psutil.Error):
+                        process.kill()
+                        killed.append(process)
 
         watchdog = threading.Timer(CLOSE_SECONDS, kill)
         watchdog.daemon = True
@@ -132,6 +147,7 @@ def launched(playwright: Any) -> Iterator[Any]:
                 raise
         finally:
             watchdog.cancel()
+            watchdog.join()  # a kill under way has ended: ``killed`` is whole
         if killed:
             print(f"chromium.py: Chromium did not close in {CLOSE_SECONDS:.0f} s; killed it", file=sys.stderr)
 

@@ -28,7 +28,9 @@ def logging_as_it_was() -> Iterator[None]:
     server thread would then fail to write ("I/O operation on closed file")."""
     from transformers.utils import logging as transformers_logging
 
-    bars = transformers_logging.is_progress_bar_enabled()  # genui serve turns them off where its log is no terminal
+    # genui serve turns them off where its log is no terminal: set back as they were, either way, without
+    # enable_progress_bar's warning where HF_HUB_DISABLE_PROGRESS_BARS is set
+    bars = transformers_logging._tqdm_active
     names = ["", *logging.root.manager.loggerDict]
     loggers = [logging.getLogger(name) for name in names]
     before = [
@@ -43,8 +45,8 @@ def logging_as_it_was() -> Iterator[None]:
         logger.propagate, logger.disabled = propagate, disabled
     for name in set(logging.root.manager.loggerDict) - set(names):  # loggers the test configured anew
         logging.getLogger(name).handlers.clear()
-    if bars:
-        transformers_logging.enable_progress_bar()
+        logging.getLogger(name).filters.clear()
+    transformers_logging._tqdm_active = bars
 
 
 @pytest.fixture

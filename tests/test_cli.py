@@ -217,7 +217,8 @@ def test_render_of_a_page_longer_than_the_model_reads_says_to_lower_its_tokens_o
     assert "or lower model.tokens (site.toml)" not in err and "raise model.tokens" not in err, err
     # the page alone is too long: the model's context is short, and no template edit makes it fit (a review of
     # developers' own checkpoints: a model of 128 positions was told to shorten the site's brief)
-    assert "the page's 384 tokens alone are more than the model (fake-model) can read; lower model.tokens" in err
+    assert "the page's 384 tokens, written in whole canvases, are more than the model (fake-model) can read" in err
+    assert "with no prompt at all; lower model.tokens (site.toml)" in err
     assert "or run a model that reads more" in err
 
 
@@ -763,7 +764,7 @@ def test_a_servers_log_that_is_no_terminal_has_no_progress_bars(
     into the log, each redrawn with carriage returns (an operator's read of the log); a terminal still shows them."""
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.enable_progress_bar()
+    monkeypatch.setattr(transformers_logging, "_tqdm_active", True)  # (enable_progress_bar warns where the env is set)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal, raising=False)
     _served_config(monkeypatch, ["serve", "--site", "wiki", "--port", "0", "--db", ":memory:"])
     assert transformers_logging.is_progress_bar_enabled() == terminal

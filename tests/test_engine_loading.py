@@ -452,13 +452,35 @@ def test_an_adapter_trained_on_another_base_names_genui_json_where_torch_printed
     other = build_tiny_llama_base(tmp_path / "wider", positions=512)
     config = json.loads((other / "config.json").read_text())
     LlamaForCausalLM(LlamaConfig(**{**config, "hidden_size": 64, "intermediate_size": 96})).save_pretrained(other)
+    spec = json.loads((adapter / "genui.json").read_text())
+    (adapter / "genui.json").write_text(json.dumps({**spec, "base": str(other)}))
     with pytest.raises(ModelLoadError) as failed:
-        load_model(adapter, device="cpu", dtype=torch.float32, base=other)
+        load_model(adapter, device="cpu", dtype=torch.float32)
     message = str(failed.value)
     assert f"the adapter in {adapter} does not fit the base {other}, so it was trained on another" in message
     assert "size mismatch for base_model.model.model.layers.0.self_attn.q_proj.lora_A" in message
-    assert f'write the base it was trained on as "base" in {adapter / "genui.json"}' in message
+    assert message.endswith(f'write the base it was trained on as "base" in {adapter / "genui.json"}')
     assert "\n" not in message
+    (adapter / "genui.json").write_text(json.dumps(spec))
+    with pytest.raises(ModelLoadError) as failed:  # the base given: genui.json's is not the one to change
+        load_model(adapter, device="cpu", dtype=torch.float32, base=other)
+    assert str(failed.value).endswith("): pass the base it was trained on")
+
+
+def test_a_runtime_error_loading_an_adapter_that_is_no_size_mismatch_is_not_blamed_on_the_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An out-of-memory error (a RuntimeError, as a size mismatch is) said the adapter was another base's."""
+    adapter = build_tiny_adapter(_tiny_llama_base(tmp_path), tmp_path / "adapter")
+
+    def out_of_memory(*args: object, **kwargs: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    import peft
+
+    monkeypatch.setattr(peft.PeftModel, "from_pretrained", out_of_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        load_model(adapter, device="cpu", dtype=torch.float32)
 
 
 def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused_at_load(tmp_path: Path) -> None:
@@ -475,6 +497,17 @@ def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused_at_load(t
     )
     LlamaForCausalLM(LlamaConfig(**{**config, "vocab_size": tokens + 8})).save_pretrained(base)  # rows to spare: fine
     assert load_model(base, device="cpu", dtype=torch.float32).family == "causal-lm"
+    # a pad token added in training, the embeddings never resized: named, with that fix
+    LlamaForCausalLM(LlamaConfig(**{**config, "vocab_size": tokens})).save_pretrained(base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.add_special_tokens({"pad_token": "<pad-added>"})
+    tokenizer.save_pretrained(base)
+    with pytest.raises(ModelLoadError) as failed:
+        load_model(base, device="cpu", dtype=torch.float32)
+    assert str(failed.value) == (
+        f"{base}: its tokenizer has tokens added past the {tokens} the model embeds (vocab_size): '<pad-added>';"
+        " resize the model's embeddings (resize_token_embeddings) and save it again, or take them out of the tokenizer"
+    )
 
 
 def test_a_causal_lm_whose_context_is_shorter_than_genuis_canvas_is_told_what_to_run(tmp_path: Path) -> None:
@@ -497,11 +530,9 @@ def test_a_peft_adapter_without_genui_json_is_told_what_to_write(tmp_path: Path)
     message = str(failed.value)
     assert message.startswith(f"{adapter} holds a peft adapter but no genui.json, which says how genui runs it")
     spec = json.loads(message[message.index("{") : message.rindex("}") + 1])  # what to write, as it is written
-    assert spec == {
-        "family": "adapted-causal-lm",
-        "canvas_length": 64,
-        "base": "<the folder or hub id of the model it was trained on>",
-    }
+    base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert spec == {"family": "adapted-causal-lm", "canvas_length": 64, "base": base}  # the base peft wrote down
+    assert message.endswith("with the canvas it was trained with (genui adapt's is 64 tokens; docs/engine.md)")
 
 
 def test_an_adapters_base_the_hub_cannot_give_names_its_genui_json(hub_out_of_reach: Path, tmp_path: Path) -> None:
@@ -511,6 +542,7 @@ def test_an_adapters_base_the_hub_cannot_give_names_its_genui_json(hub_out_of_re
     (adapter / "genui.json").write_text(json.dumps({**spec, "base": "someorg/somebase"}))
     with pytest.raises(ModelLoadError) as failed:
         load_model(adapter, device="cpu")
+    assert isinstance(failed.value, engine.identity.ModelUnreachable)  # which a server waits out, its cache served
     message = str(failed.value)
     assert message.startswith(f'{adapter / "genui.json"} names its base "someorg/somebase": no folder')
     assert "no copy of hub id 'someorg/somebase' in the hub's cache" in message
