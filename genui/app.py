@@ -56,7 +56,7 @@ from genui.screens import (
 )
 from genui.security import security_headers
 from genui.shell import Shell
-from genui.sites import Problems, Site, load_sites
+from genui.sites import Problems, Site, check_names, load_sites
 from genui.store import Store
 from genui.stream import Stream
 from genui.upgrade import take_up
@@ -256,6 +256,42 @@ def base_clash(base: str, sites: Collection[Site], single: bool) -> str | None:
     )
 
 
+def _sites_given(sites: object) -> list[Site]:
+    """``sites`` as create_app takes them, a list of Site; anything else is a TypeError saying what to pass (a Site
+    alone failed with "object of type 'Site' has no len()", a folder's path as a string on its first request)."""
+    if isinstance(sites, Site):
+        raise TypeError(f"sites: a list of sites, [load_site(...)] for one, not the site {sites.name!r} alone")
+    if isinstance(sites, str | Path):
+        raise TypeError(
+            f"sites: a list of sites, not the path {str(sites)!r}: load_sites(folder) for a folder of site folders,"
+            " [load_site(folder)] for one (genui.sites)"
+        )
+    listed = list(sites) if isinstance(sites, list | tuple) else None
+    if listed is None:
+        raise TypeError(f"sites: a list of sites (genui.sites.load_site), not {type(sites).__name__}")
+    for at, site in enumerate(listed):
+        if not isinstance(site, Site):
+            raise TypeError(f"sites[{at}]: a Site, as genui.sites.load_site(folder) gives one, not {site!r}")
+    return listed
+
+
+def _check_arguments(engine: object, load_engine: object, hosts: object, **counts: object) -> None:
+    """A TypeError or ValueError naming the argument given wrong, at once: an engine's class or a model's name was
+    taken, and every page a 500; a host name alone was split into letters, and every request refused."""
+    if engine is not None and (isinstance(engine, type | str | Path) or not hasattr(engine, "stream")):
+        raise TypeError(
+            f"engine: an engine object (engine.load_engine(model), or one of your own with model_id, stream and fits),"
+            f" not {engine!r}; to load one as the app starts, pass load_engine=lambda: engine.load_engine(MODEL)"
+        )
+    if load_engine is not None and not callable(load_engine):
+        raise TypeError(f"load_engine: a function that loads and returns an engine, not {load_engine!r}")
+    if isinstance(hosts, str):
+        raise TypeError(f"hosts: a collection of host names, [{hosts!r}], not one string")
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name}: a whole number, 0 or more, not {value!r}")
+
+
 def create_app(
     sites: list[Site] | None = None,
     engine: TextEngine | None = None,
@@ -312,9 +348,18 @@ def create_app(
     site's own addresses is a ValueError (base_clash). Mounted in another ASGI app, the base path is the mount's, and
     the host runs this app's lifespan (docs/framework.md, "In another ASGI app").
     """
-    sites = load_sites(SITES_DIR) if sites is None else sites
+    sites = load_sites(SITES_DIR) if sites is None else _sites_given(sites)
     if not sites:
         raise ValueError("no sites to serve")
+    check_names(sites)  # two of one name: the index listed the last alone, the other gone unsaid
+    _check_arguments(
+        engine,
+        load_engine,
+        hosts,
+        read_ahead=read_ahead,
+        runs_per_client=runs_per_client,
+        posts_per_minute=posts_per_minute,
+    )
     base = base_path_of(base_path)  # ValueError: no URL path
     single = len(sites) == 1 and not mounted
     if (clash := base_clash(base, sites, single)) is not None:

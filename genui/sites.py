@@ -944,6 +944,8 @@ def load_site(root: Path | str) -> Site:
     """Load and validate ``root/site.toml``."""
     root = Path(root)
     file = root / "site.toml"
+    if root.is_file() and root.name == "site.toml":  # the file named, where its folder is the site
+        raise SiteConfigError(root, WHOLE_FILE, "a site is its folder, not its site.toml", f"name {root.parent}")
     if not file.is_file():
         raise SiteConfigError(file, WHOLE_FILE, "file not found", f"create {file} (genui new NAME writes one)")
     try:

@@ -28,7 +28,7 @@ from genui.app import create_app
 from genui.arguments import base_path, located
 from genui.cli import main
 from genui.scaffold import create_site
-from genui.sites import Site, load_site
+from genui.sites import Site, SiteConfigError, load_site
 
 BASE = "/demo"
 FINISHED = "#genui-content:not(.genui-live) .genui-page h1"  # the finished page's heading (a draft is .genui-live)
@@ -408,3 +408,67 @@ def test_mounted_with_no_lifespan_run_or_under_another_path_genui_says_so(
     assert (
         caplog.text.count(f"mounted at {BASE} but writes its addresses under /: create it with base_path='{BASE}'") == 1
     )
+
+
+# create_app's arguments as a developer embedding genui gives them wrong (a review): said at once, and what to pass
+
+
+@pytest.mark.parametrize(
+    ("sites", "said"),
+    [
+        ("one", "sites: a list of sites, [load_site(...)] for one, not the site 'wiki' alone"),
+        ("path", "sites: a list of sites, not the path "),
+        ("strings", "sites[0]: a Site, as genui.sites.load_site(folder) gives one, not "),
+    ],
+)
+def test_sites_given_as_no_list_of_sites_are_a_type_error_saying_what_to_pass(
+    sites: str, said: str, tmp_path: Path
+) -> None:
+    wiki = load_site(SITES_DIR / "wiki")
+    given = {"one": wiki, "path": SITES_DIR, "strings": [str(SITES_DIR / "wiki")]}[sites]
+    with pytest.raises(TypeError) as refused:
+        create_app(given, FakeEngine(), db_path=tmp_path / "db.sqlite3")  # type: ignore[arg-type]
+    assert str(refused.value).startswith(said)
+
+
+def test_two_sites_of_one_name_are_refused_naming_both_files(tmp_path: Path) -> None:
+    """A copy of the wiki with another title: the index listed the copy alone, the wiki gone unsaid."""
+    copy = tmp_path / "wiki_fast"
+    shutil.copytree(SITES_DIR / "wiki", copy)
+    toml = copy / "site.toml"
+    toml.write_text(toml.read_text().replace('title = "Genpedia"', 'title = "Fast Genpedia"', 1))
+    with pytest.raises(SiteConfigError) as refused:
+        create_app([load_site(SITES_DIR / "wiki"), load_site(copy)], FakeEngine(), db_path=tmp_path / "db.sqlite3")
+    assert f"{toml}: key 'name': 'wiki' is the name of {SITES_DIR / 'wiki' / 'site.toml'} too" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "said"),
+    [
+        ({"engine": FakeEngine}, TypeError, "engine: an engine object (engine.load_engine(model), or one of your own"),
+        ({"engine": "smollm"}, TypeError, "to load one as the app starts, pass load_engine=lambda:"),
+        ({"load_engine": FakeEngine()}, TypeError, "load_engine: a function that loads and returns an engine"),
+        ({"hosts": "localhost"}, TypeError, "hosts: a collection of host names, ['localhost'], not one string"),
+        ({"runs_per_client": "3"}, ValueError, "runs_per_client: a whole number, 0 or more, not '3'"),
+        ({"read_ahead": -1}, ValueError, "read_ahead: a whole number, 0 or more, not -1"),
+    ],
+)
+def test_an_argument_of_the_wrong_kind_is_refused_as_the_app_is_made_not_on_every_request(
+    given: dict[str, object], error: type[Exception], said: str, tmp_path: Path
+) -> None:
+    """An engine's class or a model's name was taken, and every page and /_genui/health a 500; a host name given as a
+    string was split into letters, and every request refused."""
+    arguments: dict[str, object] = {"engine": FakeEngine(), **given}
+    if "load_engine" in given:
+        arguments.pop("engine")
+    with pytest.raises(error) as refused:
+        create_app([load_site(SITES_DIR / "wiki")], db_path=tmp_path / "db.sqlite3", **arguments)  # type: ignore[arg-type]
+    assert said in str(refused.value)
+
+
+def test_load_site_given_its_site_toml_says_to_name_the_folder() -> None:
+    with pytest.raises(SiteConfigError) as refused:
+        load_site(SITES_DIR / "wiki" / "site.toml")
+    message = str(refused.value)
+    assert "a site is its folder, not its site.toml" in message and f"name {SITES_DIR / 'wiki'}" in message
+    assert "site.toml/site.toml" not in message
