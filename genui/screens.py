@@ -410,6 +410,8 @@ class Screens:
             "forms": forms,
             "index_url": self.index_url,
             "model_id": self._model_id(),
+            # an id, set as code; words where no model is named ("a model that did not load"), set as the sentence
+            "model_named": self.pages.engine is not None or bool(self.pages.loading and self.pages.model_id),
             # where genui.js tells it the link pointed at
             "hint_url": runtime.base + INTENT_PATH if self.pages.reader.links else None,
             # a front page titled as its site ("The Lamp — The Lamp" in the tab: a hackathon team's game) once
@@ -433,7 +435,8 @@ class Screens:
             return engine.model_id
         if self.pages.loading:
             return f"{model} (loading)" if model else "a model still loading"
-        return "no model"
+        # (the footer's "written on the fly by no model" read as a joke on a server whose model failed to load)
+        return "a model that did not load" if self.pages.load_error else "a model not loaded yet"
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = (

@@ -92,6 +92,8 @@ def test_a_model_that_fails_to_load_is_named_on_every_page(gated: Callable[..., 
     assert page.status_code == 503 and "retry-after" not in page.headers
     assert "the model did not load: cannot read a model config from /no/such" in page.text
     assert [str(error) for error in failures] == ["cannot read a model config from /no/such: no such folder"]
+    # the footer names no model: "written on the fly by no model" (an embedding developer's review)
+    assert "Every page here is written on the fly by a model that did not load." in page.text
 
 
 def test_shutting_down_while_the_model_loads_does_not_wait_for_it(tmp_path: Path) -> None:
