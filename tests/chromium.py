@@ -89,8 +89,9 @@ def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
 
 
-# Closing a context hung for ever in 2 of 3 runs of test_browser.py here (a page's Back had just loaded it anew, and
-# Playwright's BrowserContext.close, which has no timeout, never answered); CI waited on it for its whole 90 minutes.
+# Closing a context hung for ever in 2 of 3 runs of test_browser.py (or its first 49 tests) here, a page's Back
+# having just loaded it anew: Playwright's BrowserContext.close, which has no timeout, never answered. CI waited on it
+# for its whole 90 minutes.
 CLOSE_SECONDS = 20.0
 
 
