@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -266,19 +267,19 @@ def _sites_given(sites: object) -> list[Site]:
             f"sites: a list of sites, not the path {str(sites)!r}: load_sites(folder) for a folder of site folders,"
             " [load_site(folder)] for one (genui.sites)"
         )
-    listed = list(sites) if isinstance(sites, list | tuple) else None
-    if listed is None:
+    if not isinstance(sites, Iterable):
         raise TypeError(f"sites: a list of sites (genui.sites.load_site), not {type(sites).__name__}")
+    listed = list(sites)
     for at, site in enumerate(listed):
         if not isinstance(site, Site):
             raise TypeError(f"sites[{at}]: a Site, as genui.sites.load_site(folder) gives one, not {site!r}")
     return listed
 
 
-def _check_arguments(engine: object, load_engine: object, hosts: object, **counts: object) -> None:
+def _check_arguments(engine: object, load_engine: object, hosts: object, **counts: Any) -> None:
     """A TypeError or ValueError naming the argument given wrong, at once: an engine's class or a model's name was
     taken, and every page a 500; a host name alone was split into letters, and every request refused."""
-    if engine is not None and (isinstance(engine, type | str | Path) or not hasattr(engine, "stream")):
+    if isinstance(engine, type | str | Path):
         raise TypeError(
             f"engine: an engine object (engine.load_engine(model), or one of your own with model_id, stream and fits),"
             f" not {engine!r}; to load one as the app starts, pass load_engine=lambda: engine.load_engine(MODEL)"
@@ -288,7 +289,11 @@ def _check_arguments(engine: object, load_engine: object, hosts: object, **count
     if isinstance(hosts, str):
         raise TypeError(f"hosts: a collection of host names, [{hosts!r}], not one string")
     for name, value in counts.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        try:
+            count = operator.index(value)  # an int, numpy's too; not "3", nor 2.0
+        except TypeError:
+            raise TypeError(f"{name}: a whole number, 0 or more, not {value!r}") from None
+        if count < 0 or isinstance(value, bool):
             raise ValueError(f"{name}: a whole number, 0 or more, not {value!r}")
 
 

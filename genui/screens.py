@@ -409,9 +409,7 @@ class Screens:
             "home_url": runtime.url("/"),
             "forms": forms,
             "index_url": self.index_url,
-            "model_id": self._model_id(),
-            # an id, set as code; words where no model is named ("a model that did not load"), set as the sentence
-            "model_named": self.pages.engine is not None or bool(self.pages.loading and self.pages.model_id),
+            "model": self._model(),
             # where genui.js tells it the link pointed at
             "hint_url": runtime.base + INTENT_PATH if self.pages.reader.links else None,
             # a front page titled as its site ("The Lamp — The Lamp" in the tab: a hackathon team's game) once
@@ -429,14 +427,17 @@ class Screens:
             "preview": None,  # a page's card where its address is shared (genui/previews.py)
         }
 
-    def _model_id(self) -> str:
+    def _model(self) -> Markup:
+        """The model the footer names: its id, set as code, or words where none is named (the footer's "written on
+        the fly by no model", set as code, read as a joke on a server whose model failed to load)."""
         engine, model = self.pages.engine, self.pages.model_id
         if engine is not None:
-            return engine.model_id
+            return Markup("<code>{}</code>").format(engine.model_id)
+        if self.pages.loading and model:
+            return Markup("<code>{}</code> (loading)").format(model)
         if self.pages.loading:
-            return f"{model} (loading)" if model else "a model still loading"
-        # (the footer's "written on the fly by no model" read as a joke on a server whose model failed to load)
-        return "a model that did not load" if self.pages.load_error else "a model not loaded yet"
+            return Markup("a model still loading")
+        return Markup("a model that did not load" if self.pages.load_error else "a model not loaded yet")
 
     def _page_context(self, job: Job, page: StoredPage | None, answered: int = 0) -> dict[str, Any]:
         title = (

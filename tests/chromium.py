@@ -121,20 +121,21 @@ def launched(playwright: Any) -> Iterator[Any]:
     before = _descendants()  # Playwright's driver is running already
     browser = launch(playwright)
     chromium = _browser_process(before)
+    launched_with = _descendants() - before  # where Chromium is not found so: whatever this launch started
     try:
         yield browser
     finally:
         killed: list[psutil.Process] = []
 
         def kill() -> None:
-            if chromium is None:
-                return
-            with contextlib.suppress(psutil.Error):
-                processes = [chromium, *chromium.children(recursive=True)]  # as they are now: renderers too
-                for process in processes:
-                    with contextlib.suppress(psutil.Error):
-                        process.kill()
-                        killed.append(process)
+            processes = list(launched_with)
+            if chromium is not None:
+                with contextlib.suppress(psutil.Error):
+                    processes = [chromium, *chromium.children(recursive=True)]  # as they are now: renderers too
+            for process in processes:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+                    killed.append(process)
 
         watchdog = threading.Timer(CLOSE_SECONDS, kill)
         watchdog.daemon = True

@@ -449,7 +449,7 @@ def test_two_sites_of_one_name_are_refused_naming_both_files(tmp_path: Path) -> 
         ({"engine": "smollm"}, TypeError, "to load one as the app starts, pass load_engine=lambda:"),
         ({"load_engine": FakeEngine()}, TypeError, "load_engine: a function that loads and returns an engine"),
         ({"hosts": "localhost"}, TypeError, "hosts: a collection of host names, ['localhost'], not one string"),
-        ({"runs_per_client": "3"}, ValueError, "runs_per_client: a whole number, 0 or more, not '3'"),
+        ({"runs_per_client": "3"}, TypeError, "runs_per_client: a whole number, 0 or more, not '3'"),
         ({"read_ahead": -1}, ValueError, "read_ahead: a whole number, 0 or more, not -1"),
     ],
 )

@@ -136,7 +136,7 @@ def test_pages_cached_for_the_model_loading_are_served_meanwhile(gated: Callable
     assert health(client)["status"] == "loading"
     page = client.get("/wiki/Lisp")
     assert page.status_code == 200 and "<h1>Lisp</h1>" in page_html(page.text) and "retry" not in page.text
-    assert "gated-model (loading)" in page.text
+    assert "<code>gated-model</code> (loading)" in page.text
     # The toolbar the model will answer is there already: a click is told when to try again.
     assert all(
         form in page.text for form in ('class="genui-regenerate"', 'class="genui-vary"', 'class="genui-rewrite"')
