@@ -11,9 +11,11 @@ may pass the path on as it is or cut the base path off.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import operator
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
@@ -142,6 +144,7 @@ def _default_model_id() -> str:
 
 
 LOADER_THREAD = "genui-load-model"
+EXIT_LOAD_WAIT_S = 120.0  # the longest a process's exit waits for a model still loading (_load_ends_before_exit)
 
 
 def model_loading() -> bool:
@@ -171,8 +174,27 @@ async def _in_daemon_thread(call: Callable[[], T]) -> T:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
             loop.call_soon_threadsafe(settle, result, error)
 
+    atexit.unregister(_load_ends_before_exit)  # (registered once, however many loads)
+    atexit.register(_load_ends_before_exit)
     threading.Thread(target=run, name=LOADER_THREAD, daemon=True).start()
     return await done
+
+
+def _load_ends_before_exit() -> None:
+    """At the interpreter's exit, wait for a model still loading: torch torn down under the loading thread aborts
+    the process ("terminate called without an active exception", status 134), which an app that mounts genui and
+    was stopped while the model loaded did (an embedding developer's review). genui serve leaves with os._exit
+    before this, at once; another host's process exits once the load has ended."""
+    loading = [thread for thread in threading.enumerate() if thread.name == LOADER_THREAD and thread.is_alive()]
+    if loading:
+        print(
+            f"genui: waiting for the model's load to end before this process exits (at most {EXIT_LOAD_WAIT_S:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    deadline = time.monotonic() + EXIT_LOAD_WAIT_S  # a load that hangs (a loader of one's own) holds no exit for ever
+    for thread in loading:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 UNREACHED_RELOAD_S = 60.0  # how often a model whose weights could not be fetched (no network) is tried again

@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from test_assets import images_writer, shop_site
 
+from engine.frames import EngineError
 from genui.app import create_app
 from genui.arguments import base_path, located
 from genui.cli import main
@@ -63,9 +64,12 @@ def outside(html: str) -> list[str]:
     return [value for value in addresses(html) if not value.startswith(BASE + "/")]
 
 
+LOADED = threading.Event()  # set by the test that loads with _never_loads as it ends: the load ends then
+
+
 def _never_loads() -> FakeEngine:
-    threading.Event().wait()  # the model loads for as long as the test runs
-    raise AssertionError("unreachable")
+    LOADED.wait()  # the model loads for as long as the test runs (a load left under way holds the process's exit)
+    raise EngineError("the test has ended")
 
 
 def under(client_factory: ClientFactory, sites: list[Site], engine: FakeEngine | None = None) -> TestClient:
@@ -149,10 +153,13 @@ def test_a_page_asked_for_too_soon_with_the_base_path_cut_off_asks_again_under_i
     client_factory: ClientFactory, wiki: Site, tmp_path: Path
 ) -> None:
     app = create_app([wiki], db_path=tmp_path / "db.sqlite3", base_path=BASE, load_engine=_never_loads)
-    with TestClient(app) as client:
-        for asked in ("/Lisp", f"{BASE}/Lisp"):
-            answer = client.get(asked)
-            assert answer.status_code == 503 and f'data-genui-retry-url="{BASE}/Lisp"' in answer.text, asked
+    try:
+        with TestClient(app) as client:
+            for asked in ("/Lisp", f"{BASE}/Lisp"):
+                answer = client.get(asked)
+                assert answer.status_code == 503 and f'data-genui-retry-url="{BASE}/Lisp"' in answer.text, asked
+    finally:
+        LOADED.set()
 
 
 def test_one_cache_serves_a_site_under_a_base_path_and_at_the_root(
