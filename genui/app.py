@@ -373,7 +373,9 @@ def create_app(
     the base path too, as a reverse proxy that cuts it off passes them on; ``/demo`` leads to ``/demo/``, and
     ``/robots.txt`` and ``/favicon.ico`` stay at the root, where they are asked for. A base path that begins like a
     site's own addresses is a ValueError (base_clash). Mounted in another ASGI app, the base path is the mount's, and
-    the host runs this app's lifespan (docs/framework.md, "In another ASGI app").
+    the host runs this app's lifespan (docs/framework.md, "In another ASGI app"). Sites that are no list of Sites, or
+    two of one name, an engine that is a class or a name, ``hosts`` as one string and a count below 0 are refused as
+    the app is made (a TypeError, ValueError or SiteConfigError naming the argument).
     """
     sites = load_sites(SITES_DIR) if sites is None else _sites_given(sites)
     if not sites:
