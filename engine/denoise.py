@@ -30,6 +30,7 @@ row's draws are those it would get with every row computed.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -363,6 +364,46 @@ def token_entropy(shifted: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     return (-(shifted * probs).sum(dim=-1) - probs.amax(dim=-1).log()).clamp_(min=0)
 
 
+# Positions whose logits ``draw`` takes through the vocabulary at a time on a CPU: eight rows of a 49k vocabulary in
+# float32 (1.6 MB) stay in the CPU's caches from one pass to the next, where a whole canvas's (64 rows, 12.6 MB, with
+# a forward's 270 MB of weights read between two steps) went out to memory between every two passes. The bench page
+# was written 11-13% faster, its tokens bit for bit the same (docs/benchmarks.md, session 80). A GPU takes every row
+# at once.
+DRAW_ROWS = 8
+
+
+def draw(
+    logits: torch.Tensor, heat: float | None, top_k: int, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each position's sampled token, likeliest token and entropy (each B, C) from its logits (B, C, V) divided by
+    the temperature ``heat`` (None: 1): ``distribution``, ``sample`` and ``token_entropy`` taken a few rows at a
+    time, so that each row's numbers, and so the draws of the same generator, are bit for bit theirs over the whole
+    tensor (each works row by row), at a fraction of the memory traffic."""
+    v = logits.shape[-1]
+    if not top_k or top_k >= v:  # a draw over the whole vocabulary needs each row's probabilities whole anyway
+        shifted, probs = distribution(logits if heat is None else logits / heat)
+        sampled, likeliest = sample(probs, top_k, generator)
+        return sampled, likeliest, token_entropy(shifted, probs)
+    flat = logits.reshape(-1, v)
+    n, device = flat.shape[0], logits.device
+    weights = torch.empty((n, top_k), dtype=torch.float32, device=device)
+    index = torch.empty((n, top_k), dtype=torch.long, device=device)
+    entropy = torch.empty(n, dtype=torch.float32, device=device)
+    step = max(DRAW_ROWS, 2) if device.type == "cpu" else max(n, 1)
+    bounds = [*range(0, n, step), n]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
+        del bounds[-2]  # torch sums a lone row in another order (two passes): it joins the rows before it
+    for start, end in itertools.pairwise(bounds):
+        rows = slice(start, end)
+        shifted, probs = distribution(flat[rows] if heat is None else flat[rows] / heat)
+        top = probs.topk(top_k, dim=-1)  # likeliest first
+        weights[rows], index[rows] = top.values, top.indices
+        entropy[rows] = token_entropy(shifted, probs)
+    choice = torch.multinomial(weights, 1, generator=generator)
+    shape = logits.shape[:-1]
+    return index.gather(-1, choice).view(shape), index[:, 0].view(shape), entropy.view(shape)
+
+
 def looping(canvas: torch.Tensor, min_distinct: int, eos_id: int) -> torch.Tensor:
     """The rows (B,) bool of a finished canvas (B, C) that loop: fewer than ``min_distinct`` distinct tokens and no
     end-of-text (a canvas that ends its page is mostly padding). A denoiser that has lost its way writes one token or
@@ -451,6 +492,7 @@ def denoise(
     others = getattr(denoiser, "other_ends", ())  # a model's ends besides ``eos_id`` (Gemma's <end_of_turn>)
     ends = torch.tensor(others, device=device) if others else None
     narrow: Callable[[Any, torch.Tensor], Any] | None = getattr(denoiser, "narrow", None)
+    conditioned = getattr(denoiser, "self_conditioning", True)  # reads each step's logits in the next (a Gemma)
     with torch.inference_mode():
         prefix = denoiser.prefill(input_ids, attention_mask)
         live = torch.arange(b, device=device)  # the rows ``prefix`` holds: a row that ended its page leaves it
@@ -526,11 +568,9 @@ def denoise(
                     settled = (streak >= settings.settle_after) & ~doubled(current, before, denoiser.eos_id)
                     logits = pin(logits, Pins(current, settled))
                 heat = temperature(settings, remaining)
-                if heat is not None:
-                    logits = logits / heat
-                shifted, probs = distribution(logits)
-                sampled, new_argmax = sample(probs, settings.top_k, generator)
-                entropy = token_entropy(shifted, probs)  # (B, C)
+                if heat is not None and conditioned:  # the next step reads the logits as they were sampled from
+                    logits, heat = logits / heat, None
+                sampled, new_argmax, entropy = draw(logits, heat, settings.top_k, generator)  # (B, C) each
                 again = accepted & (sampled == current)  # kept the step before, and the same token sampled now
                 accepted = settings.accept(entropy, accepted)
                 if settings.end_last:
@@ -551,7 +591,8 @@ def denoise(
                 if settings.settle_after:  # nothing left that may change
                     held = (streak >= settings.settle_after) & ~doubled(new_current, before, denoiser.eos_id)
                     stopped |= held.all(dim=-1)
-                current, argmax, self_conditioning = new_current, new_argmax, logits
+                current, argmax = new_current, new_argmax
+                self_conditioning = logits if conditioned else None
                 if observer is not None:
                     observer.step(argmax, accepted.sum(dim=-1), mean_entropy, active)
                 if stopped.all():

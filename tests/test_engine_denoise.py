@@ -17,6 +17,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     StableAndConfidentStoppingCriteria,
 )
 
+import engine.denoise
 from engine.causal import CausalDenoiser
 from engine.denoise import (
     _NEVER,
@@ -26,6 +27,7 @@ from engine.denoise import (
     capped,
     denoise,
     distribution,
+    draw,
     entropy_bound_accept,
     hold_back_ends,
     left_to_right_accept,
@@ -449,6 +451,43 @@ def test_top_k_sampling_draws_only_the_likeliest_tokens() -> None:
     assert (top == drawn.unsqueeze(-1)).any(dim=-1).all()
     assert torch.equal(likeliest, probs.argmax(dim=-1))
     assert torch.equal(sample(probs, 0, torch.Generator().manual_seed(0))[1], probs.argmax(dim=-1))
+
+
+def _sampled_whole(
+    logits: torch.Tensor, heat: float | None, top_k: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The sampler as the loop ran it over a whole canvas at once, before ``draw``."""
+    shifted, probs = distribution(logits if heat is None else logits / heat)
+    sampled, likeliest = sample(probs, top_k, generator)
+    return sampled, likeliest, token_entropy(shifted, probs)
+
+
+@pytest.mark.parametrize(
+    ("heat", "top_k", "rows"), [(0.3, 64, 8), (None, 64, 5), (0.9, 3, 5), (0.3, 64, 5), (0.7, 64, 1), (0.5, 0, 8)]
+)
+def test_draw_takes_a_few_rows_at_a_time_and_draws_bit_for_bit_what_the_whole_canvas_drew(
+    heat: float | None, top_k: int, rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows that do not divide into the chunks (26 in fives leaves one: torch would sum it in another order, so it
+    joins the chunk before), bfloat16 logits full of ties (as a model gives them), a pinned position, and two rows
+    of a batch: the same generator draws the same tokens, and every number is equal."""
+    monkeypatch.setattr(engine.denoise, "DRAW_ROWS", rows)
+    logits = (torch.randn(2, 13, 49_152, generator=torch.Generator().manual_seed(11)) * 4).bfloat16().float()
+    logits[1, 4] = _NEVER
+    logits[1, 4, 11] = 0.0
+    ours = draw(logits, heat, top_k, torch.Generator().manual_seed(5))
+    theirs = _sampled_whole(logits, heat, top_k, torch.Generator().manual_seed(5))
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert mine.shape == (2, 13) and torch.equal(mine, reference)
+    assert int(ours[0][1, 4]) == 11 and float(ours[2][1, 4]) < 1e-20
+    assert len(set(ours[0].flatten().tolist())) > 13  # the draws are draws, not one token everywhere
+
+
+def test_draw_leaves_the_logits_it_was_given_as_they_were() -> None:
+    logits = torch.randn(1, 16, 1_000, generator=torch.Generator().manual_seed(4))
+    before = logits.clone()
+    draw(logits, 0.5, 8, torch.Generator().manual_seed(0))
+    assert torch.equal(logits, before)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5, 0.2])
