@@ -207,6 +207,16 @@ def made_here(name: str, directory: str | Path) -> str:
     return ""
 
 
+def sites_here_too(directory: str | Path, command: str) -> str | None:
+    """A note for a command reading the sites in ``directory`` while ./sites, where `genui new` writes a site from the
+    folder it is run in, holds sites too: how ``command`` takes those instead; None where it holds none."""
+    here = Path("sites")
+    if here.resolve() == Path(directory).resolve() or not here.is_dir() or not (others := site_folders(here)):
+        return None
+    names = ", ".join(folder.name for folder in others)
+    return f"note: ./sites holds sites too ({names}): genui {command} --sites-dir sites"
+
+
 def robots_file(path: str) -> str:
     """A command-line robots.txt: the text of a UTF-8 file, at most ROBOTS_MOST bytes."""
     try:

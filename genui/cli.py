@@ -47,6 +47,7 @@ from genui.arguments import (
     not_taken,
     robots_file,
     site_from,
+    sites_here_too,
     sites_in,
 )
 from genui.hosts import WILDCARDS, allowed_hosts, allowed_name, is_loopback, network_address
@@ -155,6 +156,8 @@ def _serve(args: argparse.Namespace, loader: EngineLoader) -> int:
         sites = sites_in(Path(args.sites_dir), args.site)
     if (clash := base_clash(args.base_path, sites, len(sites) == 1 and not broken)) is not None:
         raise UsageError(clash)
+    if not args.site and (note := sites_here_too(args.sites_dir, "serve")) is not None:
+        print(f"{note} serves them (this serves {args.sites_dir})", file=sys.stderr)
     _can_listen(args.host, args.port)  # before the model loads: a port in use stops nothing under way
     _say_where(args.host, args.port, args.allowed_host or [], args.base_path)
 
@@ -450,10 +453,8 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                     f"  note: navigation[{index}] lists the pages of {listed.pattern}, which are never stored"
                     ' (cache = "none"): it shows nothing'
                 )
-    here = Path("sites")  # where genui new writes a site, from the folder it is run in
-    if here.resolve() != Path(args.sites_dir).resolve() and (others := site_folders(here) if here.is_dir() else []):
-        names = ", ".join(folder.name for folder in others)
-        print(f"note: ./sites holds sites too ({names}): genui sites --sites-dir sites lists them", file=sys.stderr)
+    if (note := sites_here_too(args.sites_dir, "sites")) is not None:
+        print(f"{note} lists them", file=sys.stderr)
     return USAGE_ERROR if failed else 0
 
 

@@ -183,6 +183,7 @@ ALSO_CALLED = {
     "prompt": ("template",),
     "language": ("lang",),
     "max_tokens": ("tokens",),
+    "title": ("page_title",),  # in a route table, whose pages' title it would be (the site's is a top-level key)
 }
 
 

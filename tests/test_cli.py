@@ -836,6 +836,24 @@ def test_genui_sites_points_at_the_sites_genui_new_made_here(
     )
 
 
+def test_genui_serve_says_so_where_genui_new_made_a_site_it_does_not_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run where `genui new` wrote a site, `genui serve` served the examples and said nothing of it, where sites,
+    render and cache point at ./sites (a hackathon team's review)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "club"]) == 0
+    capsys.readouterr()
+    _served_config(monkeypatch, ["serve", "--port", "0", "--db", str(tmp_path / "db.sqlite3")])
+    assert (
+        f"note: ./sites holds sites too (club): genui serve --sites-dir sites serves them (this serves {SITES_DIR})"
+        in capsys.readouterr().err
+    )
+    for served_there in (["--sites-dir", "sites"], ["--site", "wiki"]):  # ./sites served, or a site named: no note
+        _served_config(monkeypatch, ["serve", "--port", "0", "--db", str(tmp_path / "db.sqlite3"), *served_there])
+        assert "./sites holds" not in capsys.readouterr().err
+
+
 def test_the_servers_stop_tells_the_app_before_it_waits_for_requests_under_way(tmp_path: Path) -> None:
     import asyncio
 

@@ -553,6 +553,12 @@ def test_a_typed_parameter_says_which_type_and_what_to_write(tmp_path: Path, typ
             "did you mean 'pattern'",
             "write pattern",
         ),
+        (  # a route's own title, while the site's is there (a hackathon team's review: "unknown key" alone)
+            lambda toml: toml.replace('template = "page.j2"\nposts', 'title = "Pages"\ntemplate = "page.j2"\nposts', 1),
+            "routes[2].title",
+            "did you mean 'page_title'",
+            "write page_title",
+        ),
         (lambda toml: 'pattern = "/x"\n' + toml, "pattern", "pattern is a route's key", "put it in a [[routes]] table"),
         (  # said once: not again as "no routes" (a review)
             lambda toml: toml.replace("[[routes]]", "[[route]]"),
@@ -683,11 +689,14 @@ def test_an_error_in_a_route_names_its_pattern_as_well_as_its_index(tmp_path: Pa
 
 
 def test_a_top_level_key_in_a_route_beside_the_top_levels_own_is_a_key_to_remove(tmp_path: Path) -> None:
-    """Said to move above the first header, where the top level had it already: a duplicate key, a TOML error."""
-    write_site(tmp_path, GOOD.replace('template = "page.j2"\nposts', 'template = "page.j2"\ntitle = "T"\nposts', 1))
-    with pytest.raises(SiteConfigError) as caught:
-        load_site(tmp_path)
-    assert caught.value.key == "routes[2].title" and caught.value.fix.startswith("remove it; route keys are")
+    """Said to move above the first header, where the top level had it already: a duplicate key, a TOML error. A
+    title there is the route's pages' own, page_title."""
+    for key, fix in (("brief", "remove it; route keys are"), ("title", "write page_title")):
+        line = f'template = "page.j2"\n{key} = "T"\nposts'
+        write_site(tmp_path, GOOD.replace('template = "page.j2"\nposts', line, 1))
+        with pytest.raises(SiteConfigError) as caught:
+            load_site(tmp_path)
+        assert caught.value.key == f"routes[2].{key}" and caught.value.fix.startswith(fix)
 
 
 def test_the_front_page_taken_by_an_earlier_route_says_to_declare_it_first(tmp_path: Path) -> None:
