@@ -366,10 +366,10 @@ def token_entropy(shifted: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
 
 # Positions whose logits ``draw`` takes through the vocabulary at a time on a CPU. Over a whole canvas (64 rows of a
 # 49k vocabulary, 12.6 MB in float32) each of its passes made a tensor of that size, which glibc's allocator gives
-# back to the system when freed and the CPU then faults in again page by page: about 10,000 page faults a step. Eight
-# rows (1.6 MB) are reused from memory the process already holds, and stay in the CPU's caches between passes. The bench page
-# was written 11-13% faster, its tokens bit for bit the same (docs/benchmarks.md, session 80). A GPU takes every row
-# at once.
+# back to the system when freed and the CPU then faults in again page by page: about 10,000 page faults a step.
+# Eight rows (1.6 MB) are reused from memory the process already holds, and stay in the CPU's caches between passes.
+# The bench page was written 11-13% faster, its tokens bit for bit the same (docs/benchmarks.md, session 80). A GPU
+# takes every row at once.
 DRAW_ROWS = 8
 
 
