@@ -441,6 +441,12 @@ def _list(args: argparse.Namespace, loader: EngineLoader) -> int:
                     f"    note: its templates read {shown}, which its context leaves out (always empty here): add"
                     f' "{name}" to context = [...] if it should be there'
                 )
+            if runtime is not None and runtime.prompts.posts_unread(route):
+                print(
+                    f"    note: readers may post here (posts = true), but its templates never read posts: their posts"
+                    f" are kept and shown, and never reach the model; read them in {route.template} (the forum's"
+                    " thread.j2 does: docs/sites.md)"
+                )
             if runtime is not None and (dropped := _dropped_from_opening(runtime, route)):
                 print(
                     f"    note: its opening writes {', '.join(f'<{tag}>' for tag in dropped)}, which the sanitiser"

@@ -473,6 +473,15 @@ class PromptRenderer:
         """What the route's templates (its prompt, its openings and every file they pull in) read that its
         ``context`` leaves out, so that it is always empty: "brief" (``site.brief`` is ""), "parent" (None), "posts"
         ([]). Not an error: a template shared by routes of other contexts may read one under an ``{% if %}``."""
+        return sorted(self._read(route) - set(route.context))
+
+    def posts_unread(self, route: Route) -> bool:
+        """Whether readers may post on the route's pages (``posts = true``) while none of its templates reads
+        ``posts``: their posts are kept and shown, but never reach the model's prompt (a hackathon team's review)."""
+        return route.posts and "posts" not in self._read(route)
+
+    def _read(self, route: Route) -> set[str]:
+        """Which of "brief", "parent" and "posts" the route's templates and every file they pull in read."""
         read: set[str] = set()
         for name, env in ((route.template, self._env), (route.opening, self._html), (route.reply_opening, self._html)):
             if name is None:
@@ -485,7 +494,7 @@ class PromptRenderer:
                 for node in tree.find_all(nodes.Getattr):
                     if node.attr == "brief" and isinstance(node.node, nodes.Name) and node.node.name == "site":
                         read.add("brief")
-        return sorted(read - set(route.context))
+        return read
 
     def version(self, route: Route) -> str:
         """A short hash of what shapes the route's pages (templates and settings): part of every page-cache key."""

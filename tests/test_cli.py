@@ -636,6 +636,24 @@ def test_genui_sites_notes_what_a_routes_templates_read_that_its_context_leaves_
     assert out.count("note:") == 1  # the examples' other routes read what their contexts give
 
 
+def test_genui_sites_notes_a_route_readers_post_on_whose_templates_never_read_the_posts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`posts = true` on the scaffold's article route, whose template reads no `posts`: readers' posts were kept and
+    shown, and the model's replies never saw them, with no word why (a hackathon team's review)."""
+    shutil.copytree(SITES_DIR / "forum", tmp_path / "forum")
+    thread = tmp_path / "forum" / "prompts" / "thread.j2"
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    assert "never read posts" not in capsys.readouterr().out  # the forum's thread.j2 reads them
+    read = re.sub(r"\{%-? *for [^%]*\bposts\b.*?endfor *-?%\}", "", thread.read_text(encoding="utf-8"), flags=re.S)
+    thread.write_text(read, encoding="utf-8")
+    assert "posts" not in read
+    assert main(["sites", "--sites-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: readers may post here (posts = true), but its templates never read posts" in out
+    assert "read them in thread.j2" in out and out.count("never read posts") == 1
+
+
 def test_serve_refuses_headers_past_its_limit_and_logs_genuis_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """uvicorn's default (httptools) answered a request with a 100 MB header, and held the memory of ten unfinished
     ones (an operator's review); genui's own errors went to Python's last-resort handler, with no level or time."""
