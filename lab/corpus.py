@@ -251,6 +251,12 @@ def _text(value: str) -> str:
     return html.escape(value, quote=False)
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and its noun, singular for 1 (`1 point`, `3 points`, `0 replies`): until session 81 a board's list and
+    a thread's post wrote `1 points` and `1 replies`, which the model learned and wrote on served pages."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def _attribute(value: str) -> str:
     """`value` fit for a double-quoted attribute; a name with `'` in it is written as it was."""
     return _text(value).replace('"', "&quot;")
@@ -521,7 +527,7 @@ class Builder:
     # -- forum ------------------------------------------------------------------------------------------------
 
     def _meta(self, user: str, points: int) -> str:
-        return f'<p class="meta"><b>{user}</b> · {points} point{"s" if points != 1 else ""}</p>'
+        return f'<p class="meta"><b>{user}</b> · {_count(points, "point")}</p>'
 
     def forum_thread(self, board: str) -> Example:
         rng = self.rng
@@ -574,7 +580,8 @@ class Builder:
             replies.append(reply + "</div>\n")
         head = (
             f'<div class="thread">\n<h1>{_text(title)}</h1>\n<div class="post"><p class="meta">posted by '
-            f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {rng.randint(1, 99)} points</p><p>{post}</p></div>\n'
+            f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {_count(rng.randint(1, 99), "point")}</p>'
+            f"<p>{post}</p></div>\n"
             f'<div class="replies">\n'
         )
         body = self._fit(head, replies, "</div>\n</div>")
@@ -598,8 +605,8 @@ class Builder:
             title = " ".join(re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]) or "Hello"
             items.append(
                 f'<li><a href="/r/{board}/{slug(title)}">{_text(title)}</a> <span class="meta">by '
-                f"{username(rng, self.names)} in {board} · {rng.randint(1, 99)} points · "
-                f"{rng.randint(0, 30)} replies</span></li>\n"
+                f"{username(rng, self.names)} in {board} · {_count(rng.randint(1, 99), 'point')} · "
+                f"{_count(rng.randint(0, 30), 'reply', 'replies')}</span></li>\n"
             )
         return "".join(items)
 

@@ -191,6 +191,26 @@ def test_pages_hold_no_bracket_in_their_text_or_attributes() -> None:
     assert "&gt;" in pages[0].html and "&lt;programming&gt;" in pages[0].html
 
 
+def test_forum_counts_take_the_singular_for_one() -> None:
+    """A board's list wrote `1 points` and `1 replies`, and the model wrote them on served boards (session 81)."""
+    entry = Entry(title="less", paragraphs=("A pager, see {more}.",), refs=("more",), categories=("unix",))
+    sources = Sources(
+        entries={"less": entry},
+        fortunes={"linux": ["Use the source, Luke.", "It works on my machine."]},
+        packages=[Package("less", "1.0", "utils", "a pager", "Reads a file a screen at a time.")],
+        tree={"/home/user": {"notes.txt"}},
+        names=["user", "hacker"],
+    )
+    builder = Builder({s.name: s for s in example_sites()}, seed=0, sources=sources)
+    pages = [builder.forum_board("linux").html for _ in range(60)] + [
+        builder.forum_thread("linux").html for _ in range(60)
+    ]
+    counts = [m.group(1, 2) for page in pages for m in re.finditer(r"\b(\d+) (points?|repl(?:y|ies))\b", page)]
+    assert not [c for c in counts if c[0] == "1" and c[1] in ("points", "replies")]
+    assert not [c for c in counts if c[0] != "1" and c[1] in ("point", "reply")]
+    assert ("1", "point") in counts and ("1", "reply") in counts  # the draws reach 1 in 60 pages of each
+
+
 def test_the_file_tree_takes_each_package_s_first_paths_so_none_fills_it(tmp_path: Path) -> None:
     """dpkg lists a package's folders before its files: a cap per package keeps its shallow folders and lets every
     package in, where whole lists in name order let an SDK of 50,000 files fill the desktop."""
