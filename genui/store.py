@@ -146,6 +146,7 @@ CREATE TABLE IF NOT EXISTS pages (
     mount TEXT,
     continues INTEGER NOT NULL DEFAULT 0,
     seen REAL,
+    read_upto INTEGER,
     PRIMARY KEY (site, path, query, model, template, posts, version)
 );
 CREATE INDEX IF NOT EXISTS pages_by_url ON pages (site, path, query, created);
@@ -564,6 +565,8 @@ class Store:
                 db.execute("ALTER TABLE pages ADD COLUMN seen REAL")
                 # its pages count as shown now: none is taken for unread because nothing noted its readers before
                 db.execute("UPDATE pages SET seen = ?", (time.time(),))
+            if "read_upto" not in columns:  # from before the newest post a run read was kept: NULL, not known
+                db.execute("ALTER TABLE pages ADD COLUMN read_upto INTEGER")
             if "sent" not in {row[1] for row in db.execute("PRAGMA table_info(posts)")}:  # before reply forms' tokens
                 db.execute("ALTER TABLE posts ADD COLUMN sent TEXT")
             (schema,) = db.execute("PRAGMA user_version").fetchone()
@@ -666,22 +669,23 @@ class Store:
         answered: int = 0,
         replied: int = 0,
         mount: str | None = None,
-        read: Sequence[int] = (),
+        read: Sequence[int] | None = None,
         wait: bool = True,
         base: tuple[int, float] | None = None,
         exact: bool = False,
     ) -> StoredPage:
-        """Store a finished page. If that version was stored meanwhile (another process), the stored one wins.
-        ``read``: the ids of every post of the page's thread when its run began (its prompt held them, or the
-        newest of them); when one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is
-        raised, in the transaction that would store it, so a deletion is either before it, and refuses it, or after
-        it, and deletes the version with the post. A version whose version before it is gone (deleted while it was
-        written) raises EarlierVersionsDeleted, and nothing is stored; so does one written from a stored version
-        (``base``: its number and created, for a run that keeps that version's HTML) that is gone, though another of
-        its number was written since (the page forgotten, then written again by another process: the text kept
-        would be the forgotten page's). ``wait=False``: another process holding the cache is a "locked"
-        sqlite3.OperationalError at once (is_busy), not after the busy timeout. ``exact``: this text or nothing
-        (a visitor's own choice): a version stored first with other text raises VersionTaken."""
+        """Store a finished page. If that version was stored meanwhile (another process), the stored one wins. ``read``:
+        the ids of every post of the page's thread when its run began (its prompt held them, or the newest of them;
+        None: not known, as for a version stored before genui kept it); the newest is kept with the version, for
+        ``delete_post``. When one of them has been deleted meanwhile, nothing is stored and ReadPostDeleted is raised,
+        in the transaction that would store it, so a deletion is either before it, and refuses it, or after it, and
+        deletes the version with the post. A version whose version before it is gone (deleted while it was written)
+        raises EarlierVersionsDeleted, and nothing is stored; so does one written from a stored version (``base``: its
+        number and created, for a run that keeps that version's HTML) that is gone, though another of its number was
+        written since (the page forgotten, then written again by another process: the text kept would be the forgotten
+        page's). ``wait=False``: another process holding the cache is a "locked" sqlite3.OperationalError at once
+        (is_busy), not after the busy timeout. ``exact``: this text or nothing (a visitor's own choice): a version
+        stored first with other text raises VersionTaken."""
         with self._transaction(wait) as db:
             if read:  # ids are never reused (AUTOINCREMENT): the thread's posts up to the newest read are those read
                 sql = "SELECT COUNT(*) FROM posts WHERE site = ? AND path = ? AND id <= ?"
@@ -702,10 +706,12 @@ class Store:
                     raise EarlierVersionsDeleted(f"version {base[0]} of {key.site}{key.path}, written from, is gone")
             inserted = db.execute(
                 "INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, version, seed, title, html,"
-                " seconds, created, answered, replied, mount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " seconds, created, answered, replied, mount, read_upto)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *_key_args(key),
                     *(version, seed, title, html, seconds, time.time(), answered, max(answered, replied), mount),
+                    None if read is None else max(read, default=0),
                 ),
             ).rowcount
             if inserted and version > 2:
@@ -1122,7 +1128,7 @@ class Store:
             source = _carried_from(db, key)
             if source is None:
                 return 0
-            kept = "version, seed, title, html, seconds, created, answered, replied, mount, continues, seen"
+            kept = "version, seed, title, html, seconds, created, answered, replied, mount, continues, seen, read_upto"
             copied = db.execute(
                 f"INSERT OR IGNORE INTO pages (site, path, query, model, template, posts, {kept})"
                 f" SELECT site, path, query, ?, ?, posts, {kept} FROM pages WHERE {_KEY_WHERE}",
@@ -1183,7 +1189,8 @@ class Store:
 
     def delete_post(self, post_id: int, *, dry_run: bool = False) -> DeletedPost | None:
         """Delete a post, and every version of its thread from the first that may have read it or shows it
-        (``replied`` or ``answered`` at least its id, or stored after it) on, in one transaction: the versions left
+        (``replied``, ``answered`` or the newest post its run read at least its id; where that newest is not known,
+        a version stored before genui kept it, stored after the post) on, in one transaction: the versions left
         run from 1 as before, and none holds the post's text. None when there is no such post. ``dry_run``: say
         what would go, and delete nothing."""
         with self._transaction() as db:
@@ -1195,12 +1202,14 @@ class Store:
             site, path, *columns = row
             post = StoredPost(*columns)
             deleted, shown = 0, post_id
-            # A version stored after the post may have read it even when its ``replied`` is older: a rewrite keeps
-            # the ``replied`` of the version it rewrote, and its prompt had every post.
+            # A rewrite keeps the ``replied`` of the version it rewrote, though its prompt had every post: what a run
+            # read is ``read_upto``. A version stored after the post but by a run that began before it did not read
+            # it (a moderator's review: deleting a spam post took the replies to the post before it).
             keys = db.execute(
                 "SELECT query, model, template, posts, MIN(version) FROM pages WHERE site = ? AND path = ?"
-                " AND (replied >= ? OR answered >= ? OR created >= ?) GROUP BY query, model, template, posts",
-                (site, path, post_id, post_id, post.created),
+                " AND (replied >= ? OR answered >= ? OR read_upto >= ? OR (read_upto IS NULL AND created >= ?))"
+                " GROUP BY query, model, template, posts",
+                (site, path, post_id, post_id, post_id, post.created),
             ).fetchall()
             for query, model, template, posts, first in keys:
                 where, args = f"{_KEY_WHERE} AND version >= ?", (site, path, query, model, template, posts, first)

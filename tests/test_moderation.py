@@ -188,6 +188,34 @@ def test_a_deleted_post_takes_a_rewrite_made_after_it_though_the_rewrite_keeps_a
     assert store.delete_post(troll.id) is None
 
 
+def test_a_deleted_post_leaves_a_version_stored_after_it_by_a_run_that_began_before_it(tmp_path: Path) -> None:
+    """A spam post made while the replies to an earlier post were being written: the version those replies were
+    stored in never read it nor shows it, and stays when it goes (a moderator's review: it went, and the thread's
+    next visit wrote those replies again). A version from before genui kept what a run read still goes."""
+    store = Store(tmp_path / "genui.sqlite3")
+    key = PageKey("forum", PATH, "", "m", "t")
+    store.save_page(key, 1, 0, "Thread", "<p>thread</p>", 0.1, read=())
+    bob = store.add_post("forum", PATH, "bob", "a real question")
+    spam = store.add_post("forum", PATH, "spammer", "buy now")  # made while the run below was writing
+    store.save_page(key, 2, 1, "Thread", "<p>bob answered</p>", 0.1, answered=bob.id, replied=bob.id, read=[bob.id])
+    dry = store.delete_post(spam.id, dry_run=True)
+    assert dry is not None and dry.versions == 0
+    deleted = store.delete_post(spam.id)
+    assert deleted is not None and deleted.versions == 0 and store.versions(key) == 2
+    # the same version as a genui before session 81 stored it, with nothing kept of what its run read
+    later = store.add_post("forum", PATH, "spammer", "buy now again")
+    store.save_page(key, 3, 2, "Thread", "<p>bob answered again</p>", 0.1, answered=bob.id, replied=bob.id)
+    deleted = store.delete_post(later.id)
+    assert deleted is not None and deleted.versions == 1 and store.versions(key) == 2
+    # a version whose run read the post goes with it, though it answered and replied to none
+    read = store.add_post("forum", PATH, "carol", "read by the rewrite")
+    store.save_page(
+        key, 3, 2, "Thread", "<p>rewritten</p>", 0.1, answered=bob.id, replied=bob.id, read=[bob.id, read.id]
+    )
+    deleted = store.delete_post(read.id)
+    assert deleted is not None and deleted.versions == 1 and store.versions(key) == 2
+
+
 def test_a_post_deleted_while_its_replies_are_being_written_is_in_no_version_stored(
     client_factory: ClientFactory, all_sites: list[Site], tmp_path: Path
 ) -> None:
