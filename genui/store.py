@@ -94,8 +94,8 @@ def valid_user(user: str) -> bool:
 
 
 def _folded(text: str) -> str:
-    """``text`` as words are compared: composed (NFC), then case-folded."""
-    return unicodedata.normalize("NFC", text).casefold()
+    """``text`` as words are compared: composed (NFC), case-folded, each run of white space one space."""
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
 
 
 def _joiner_shows(user: str, at: int) -> bool:
@@ -1155,7 +1155,8 @@ class Store:
         holding: str | None = None,
     ) -> list[PlacedPost]:
         """The newest posts first, of one site or all, of one thread or all, by one name or any, holding these words
-        or any (``holding``: letter case and the way accents are written aside, as NFC and casefold have them)."""
+        or any (``holding``: letter case and the way accents are written aside, as NFC and casefold have them, and
+        any run of spaces and line breaks as one space, as ``genui posts`` lists a post on one line)."""
         sql, args = "SELECT site, path, id, user, text, created FROM posts", []
         filters = (("site", site), ("path", path), ("user", user))
         wheres = [(column, value) for column, value in filters if value is not None]

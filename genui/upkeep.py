@@ -276,7 +276,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         [posts, listed],
         "--text",
         metavar="WORDS",
-        help="only the posts holding these words (letter case aside), e.g. to find the posts that quoted one",
+        help="only the posts holding these words (letter case and line breaks aside), e.g. to find the posts that"
+        " quoted one",
     )
     shared([posts, listed], "--limit", type=count, default=50, metavar="N", help="at most N, 0 for all (default: 50)")
     shared([posts, listed], "--json", action="store_true", default=False, help="print the posts as JSON")
@@ -769,12 +770,16 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
             for old in moved_from:
                 placed_posts += [replace(p, path=thread) for p in recent(old)]
             placed_posts = sorted(placed_posts, key=lambda placed: -placed.post.id)
+        unknown = _no_such_thread(store, site_name, thread) if not placed_posts else None
     finally:
         store.close()
     more = len(placed_posts) > limit
     placed_posts = placed_posts[:limit]
     if more:  # a reader's request for all their posts, answered with the newest 50 and no word (a review)
-        print(f"note: the newest {limit} posts; more are stored: --limit 0 lists them all", file=sys.stderr)
+        newest = "the newest post" if limit == 1 else f"the newest {limit} posts"
+        print(f"note: {newest}; more are stored: --limit 0 lists them all", file=sys.stderr)
+    if unknown:
+        print(unknown, file=sys.stderr)
     if args.json:
         rows = [{"site": p.site, "thread": p.path, **asdict(p.post)} for p in placed_posts]
         print(json.dumps({"db": str(args.db), "posts": rows, "more": more}))
@@ -788,6 +793,16 @@ def _posts(args: argparse.Namespace, loader: EngineLoader) -> int:
     if not placed_posts:
         print("no posts")
     return 0
+
+
+def _no_such_thread(store: Store, site: str | None, thread: str | None) -> str | None:
+    """A note where ``thread`` holds no post at all (of ``site``, or of any site): an address mistyped, or given as
+    the served one (``/forum/r/...``) where the site's own is stored. A listing or a cron job's deletion that finds
+    nothing there says so (a moderator's review: a misspelt thread found nothing, forever, with no word)."""
+    if thread is None or store.recent_posts(site, thread, 1):
+        return None
+    lists = "genui posts --site " + shlex.quote(site) if site is not None else "genui posts"
+    return f"note: no thread at {shown(thread)} holds a post; `{lists}` lists the threads that do"
 
 
 def shown(text: str) -> str:
@@ -816,13 +831,17 @@ def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: st
     ids = store.posts_before(before, site, thread)
     where = " of " + " ".join(shown(part) for part in (site, thread) if part is not None) if site or thread else ""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(before))
+    ago = counted(args.older_than, "day")
     if not ids:
-        print(f"no posts{where} made before {when} ({args.older_than} days ago)")
+        print(f"no posts{where} made before {when} ({ago} ago)")
+        unknown = _no_such_thread(store, site, thread)
+        if unknown:
+            print(unknown, file=sys.stderr)
         return 0
     # a post deleted meanwhile (a moderator, another run) is no error here: it is gone, as asked
     deleted = _delete_posts(store, ids, dry_run=args.dry_run, gone_ok=True)
     done = "would delete" if args.dry_run else "deleted"
-    print(f"{done} {counted(deleted, 'post')}{where} made before {when} ({args.older_than} days ago)")
+    print(f"{done} {counted(deleted, 'post')}{where} made before {when} ({ago} ago)")
     return 0
 
 

@@ -326,6 +326,9 @@ def test_posts_holding_some_words_are_listed_to_find_the_quotes_of_a_post_to_era
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["bo"]
     assert main(["posts", "--db", str(db), "--text", "0%_s", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["posts"] == []
+    # words across a line break, as the listing shows the post on one line (a moderator's review found none)
+    assert main(["posts", "--db", str(db), "--text", "S1234567  Nice one", "--json"]) == 0
+    assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["carol"]
     posted(db, [("zoe", "Cafe\u0301 CRÈME")])  # an accent typed as a combining mark
     assert main(["posts", "--db", str(db), "--text", "café crème", "--json"]) == 0  # (a review)
     assert [post["user"] for post in json.loads(capsys.readouterr().out)["posts"]] == ["zoe"]
@@ -377,6 +380,32 @@ def test_posts_older_than_a_retention_period_are_deleted_with_the_versions_that_
     assert not any("said long" in html for html in stored_html(db))
     shown = page_html(visit(client, THREAD).text)
     assert "said today" in shown and "said long" not in shown
+
+
+def test_a_thread_that_holds_no_post_is_said_to_a_listing_and_to_a_retention_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt thread, or one given as served (`/forum/r/...`), listed nothing and deleted nothing with no word:
+    a cron job's retention run would find nothing there, forever (a moderator's review)."""
+    db = posted(tmp_path / "db.sqlite3", [("ada", "hello")])
+    assert main(["posts", "--db", str(db), "--site", "forum", "--thread", PATH, "--json"]) == 0
+    said = capsys.readouterr()
+    assert len(json.loads(said.out)["posts"]) == 1 and said.err == ""
+    assert main(["posts", "--db", str(db), "--site", "forum", "--thread", PATH + "_typo"]) == 0
+    said = capsys.readouterr()
+    assert said.out == "no posts\n" and f"no thread at {PATH}_typo holds a post" in said.err
+    assert "genui posts --site forum" in said.err
+    assert main(["posts", "--db", str(db), "--thread", THREAD]) == 0  # the served address, not the site's own
+    assert "no thread at /forum/r/" in capsys.readouterr().err
+    assert main(["posts", "--db", str(db), "--site", "forum", "--thread", PATH, "--user", "bob"]) == 0
+    assert capsys.readouterr().err == ""  # the thread holds posts, none of them bob's: nothing to say
+    args = ["posts", "--site", "forum", "--thread", PATH + "_typo", "delete", "--older-than", "1", "--db", str(db)]
+    assert main(args) == 0
+    said = capsys.readouterr()
+    assert "(1 day ago)" in said.out and "no thread at " in said.err
+    posted(db, [("bob", "again")])
+    assert main(["posts", "--db", str(db), "--limit", "1"]) == 0
+    assert "note: the newest post; more are stored" in capsys.readouterr().err
 
 
 def test_posts_delete_takes_ids_or_a_retention_period(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
