@@ -785,8 +785,15 @@
     }
   }
 
-  // The page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar.
+  // The page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar. A page
+  // still being written is a group named as the live region said it ("Writing: Lisp"): unnamed, the focused element
+  // took its name from its text, the progress line that each frame replaces, and a screen reader could speak it
+  // again at every step (an accessibility review).
   function focusPage(content) {
+    if (content.classList.contains("genui-live")) {
+      content.setAttribute("role", "group");
+      content.setAttribute("aria-label", saying(content));
+    }
     content.setAttribute("tabindex", "-1");
     content.focus({ preventScroll: true });
   }

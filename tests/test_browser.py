@@ -704,6 +704,39 @@ def test_a_page_that_lands_is_said_to_screen_readers_and_takes_the_focus_its_lin
     assert problems == []
 
 
+def test_the_page_being_written_keeps_one_name_while_it_has_the_focus(server: Server, page: Any) -> None:
+    """The focus goes to a page being written; unnamed, Chromium named it from its text, the progress line each frame
+    replaces ("Stop Writing: part 1 of at most 6, step 2"), so a screen reader could speak it at every step (an
+    accessibility review). It is named as the live region says it, and the page that lands is not."""
+    problems = collect_problems(page)
+    server.engine.hold = threading.Event()  # its last frame waits: the draft is seen at two steps for certain
+    page.goto(server.url + "/wiki/Named_while_written")
+    page.wait_for_function("() => document.activeElement.matches('#genui-content.genui-live')", timeout=10_000)
+    cdp = page.context.new_cdp_session(page)
+
+    def focused() -> tuple[str, str]:
+        nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+        mine = [  # the document's own node says it has the focus too
+            n
+            for n in nodes
+            if n["role"]["value"] != "RootWebArea"
+            and any(p["name"] == "focused" and p["value"]["value"] for p in n.get("properties", []))
+        ]
+        assert len(mine) == 1, mine
+        return mine[0]["role"]["value"], mine[0].get("name", {}).get("value", "")
+
+    page.wait_for_selector("#genui-draft[data-step]", state="attached", timeout=10_000)
+    step = page.get_attribute("#genui-draft", "data-step")
+    first = focused()
+    page.wait_for_function(f"() => document.getElementById('genui-draft').dataset.step !== '{step}'", timeout=10_000)
+    assert focused() == first == ("group", "Writing: Named while written — Genpedia"), first
+    server.engine.hold.set()
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.wait_for_function("() => document.activeElement.id === 'genui-content'", timeout=5_000)
+    assert page.get_attribute("#genui-content", "aria-label") is None  # the page written is read as it is
+    assert problems == []
+
+
 def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sections_named(
     server: Server, page: Any
 ) -> None:
