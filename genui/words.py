@@ -91,6 +91,7 @@ WORDS: dict[str, str] = {
     "loaded_version": "Loaded: {title}, version {n}",
     "writing_page": "Writing: {title}",
     "reply_posted": "Your reply is posted; the replies to it are being written.",
+    "replies_written": "The replies to your post are written, below it.",
     "writing_variations": "Writing {n} variations",
     "variations_written": "{n} variations written: keep one of them",
     "not_posted": "Your reply was not posted: {reason}",  # above the reply form
@@ -162,6 +163,7 @@ SCRIPT_WORDS = (
     "loaded_version",
     "writing_page",
     "reply_posted",
+    "replies_written",
     "writing_variations",
     "variations_written",
     "connection_lost",

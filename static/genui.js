@@ -215,6 +215,10 @@
 
   // A reply sent: the page that lands next (its replies being written, or the reason it was refused) says so first.
   var replySent = false;
+  // The post the focus went to as its replies were being written (its id, post-N): once they are written, the
+  // thread that lands puts the focus back on it, just above them (it went to the thread's top: an accessibility
+  // review). Another request since, or a page without it, forgets it.
+  var answering = null;
 
   document.addEventListener(
     "submit",
@@ -250,6 +254,7 @@
     var from = event.detail.elt;
     if (!(from && from.closest && from.closest(".genui-reply"))) {
       replySent = false; // another request since: what lands next is its answer, not the reply's
+      answering = null;
     }
   });
   // a reply that got no answer (the network, a server error) lands nothing: the next page is not said to be it
@@ -757,6 +762,14 @@
     var refused = document.getElementById("genui-form-error"); // the reason a reply was not posted (views.py)
     var posted = replySent;
     replySent = false;
+    var answered = answering && !content.classList.contains("genui-live") ? document.getElementById(answering) : null;
+    answering = null;
+    if (answered && content.contains(answered) && lost) {
+      announce.textContent = say("replies_written", {}, "The replies to your post are written, below it.");
+      answered.setAttribute("tabindex", "-1");
+      answered.focus({ preventScroll: true });
+      return;
+    }
     if (posted && !refused && content.classList.contains("genui-live")) {
       // "Writing: …" said nothing of the reply, and the focus went to the thread's top, far from it: it goes to the
       // post, just above the replies being written to it (and the form)
@@ -766,6 +779,7 @@
       if (post && lost) {
         post.setAttribute("tabindex", "-1");
         post.focus({ preventScroll: true });
+        answering = post.id || null;
         return;
       }
     }

@@ -110,7 +110,8 @@ def test_words_selected_in_a_thread_while_its_replies_are_written_stay_selected_
     assert len(words) == 9
     server.engine.hold.set()
     page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
-    page.wait_for_selector("#genui-announce:text-matches('^Loaded')", timeout=5_000)  # after the focus moved, too
+    # after the focus moved back to the post, too
+    page.wait_for_selector("#genui-announce:text-matches('^The replies to your post')", timeout=5_000)
     assert page.evaluate("() => getSelection().toString()") == words
     page.click(".genui-reply .genui-quote")
     assert page.input_value(".genui-reply textarea[name=text]").startswith("> " + words.strip())
@@ -142,7 +143,16 @@ def test_a_reply_shows_at_once_and_its_replies_stream_in_below_the_thread_as_it_
     server.engine.hold.set()
 
     page.wait_for_selector(FINISHED + " .reply p:text-is('Welcome, ada!')", timeout=15_000)
-    after = page.inner_html(FINISHED)
+    # the focus back on the post, with its replies below it (it went to the thread's top: an accessibility review)
+    page.wait_for_function(
+        "() => document.activeElement.matches('#genui-content:not(.genui-live) .genui-inline .genui-post')",
+        timeout=3_000,
+    )
+    assert page.text_content("#genui-announce") == "The replies to your post are written, below it."
+    assert page.evaluate("() => document.activeElement.querySelector('.genui-post-text').textContent") == (
+        "Hello <b>there</b>"
+    )
+    after = page.inner_html(FINISHED).replace(' tabindex="-1"', "")  # what genui.js gave the focus to
     assert after.startswith(before) and after != before
     assert page.text_content(".genui-versions a[aria-current=page]") == "2"
     assert len(server.engine.calls) == 1 and len(server.engine.infills) == 1  # only the replies were written
