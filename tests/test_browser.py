@@ -1196,6 +1196,33 @@ def test_a_reader_whose_system_is_dark_gets_every_site_dark_and_its_text_readabl
             assert shown(page, url) > 0.7, url
 
 
+# A control's edge (its border, or its fill where its border is the fill) and what it stands on.
+EDGE = """([element, part]) => {
+    let under = element.parentElement;
+    while (under && getComputedStyle(under).backgroundColor === "rgba(0, 0, 0, 0)") { under = under.parentElement; }
+    return [getComputedStyle(element)[part], under ? getComputedStyle(under).backgroundColor : "rgb(255, 255, 255)"];
+}"""
+
+
+def test_a_box_and_a_button_stand_out_from_what_they_stand_on(server: Server) -> None:
+    """The wiki's search box's edge was 2.4:1 on its white bar, and the forum's Post reply button 2.6:1 on the dark
+    page, under the 3:1 a control's edge needs (WCAG 1.4.11; an accessibility review)."""
+    edges = [
+        ("light", "/wiki/Lisp", ".genui-query input", "borderTopColor"),
+        ("dark", "/wiki/Lisp", ".genui-query input", "borderTopColor"),
+        ("light", "/forum/r/linux/Pipes", ".genui-reply button[type=submit]", "backgroundColor"),
+        ("dark", "/forum/r/linux/Pipes", ".genui-reply button[type=submit]", "backgroundColor"),
+    ]
+    for scheme, url, selector, part in edges:
+        with browser_page(color_scheme=scheme) as page:
+            page.goto(server.url + url)
+            page.wait_for_selector(FINISHED, timeout=15_000)
+            edge, under = (_luminance(c) for c in page.evaluate(EDGE, [page.query_selector(selector), part]))
+            ratio = (max(edge, under) + 0.05) / (min(edge, under) + 0.05)
+            assert ratio >= 3, (scheme, selector, ratio)
+            assert _contrast(page, selector) >= 4.5, (scheme, selector)  # its text, too
+
+
 def test_a_site_whose_stylesheet_is_light_only_keeps_genuis_chrome_light_and_a_new_one_goes_dark(
     tmp_path: Path,
 ) -> None:
