@@ -744,6 +744,17 @@
   // reader heard "Writing: …" at every frame of a page, 210 times for one article).
   var landedOn = null;
 
+  // A set of variations is headed by its own h1, each variation by an h2, and each holds a page with its own h1, h2, …
+  // Those are read two levels down (aria-level), so a screen reader's list of headings nests as the set does (it
+  // read "h1, h2, h1, h2, h1": an accessibility review); they look as the page will.
+  function nestCandidates(root) {
+    var headings = root.querySelectorAll(".genui-candidate .genui-page :is(h1, h2, h3, h4, h5, h6)");
+    Array.prototype.forEach.call(headings, function (heading) {
+      heading.setAttribute("aria-level", String(Math.min(6, Number(heading.tagName.charAt(1)) + 2)));
+    });
+  }
+  nestCandidates(document); // a set opened at its own address (a reload, a link)
+
   function landed(content) {
     var announce = document.getElementById("genui-announce");
     var main = document.getElementById("genui-main");
@@ -751,6 +762,7 @@
       return;
     }
     landedOn = content;
+    nestCandidates(content);
     announce.textContent = saying(content);
     titled(content);
     var place = placeNamed(window.location.hash);

@@ -737,6 +737,36 @@ def test_the_page_being_written_keeps_one_name_while_it_has_the_focus(server: Se
     assert problems == []
 
 
+def test_a_set_of_variations_heads_each_page_below_its_own_heading(server: Server, page: Any) -> None:
+    """Each variation's page kept its own h1 under the variation's h2: a screen reader's headings read "h1, h2, h1,
+    h2, h1" (an accessibility review). The pages' headings are read two levels down, on a full load too."""
+    problems = collect_problems(page)
+    page.goto(server.url + "/wiki/Lisp")
+    page.wait_for_selector(FINISHED, timeout=15_000)
+    page.click(".genui-vary button[type=submit]")
+    page.wait_for_selector("text=Keep variation 3", timeout=20_000)
+
+    def headings() -> list[tuple[int, str]]:
+        nodes = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+        found = []
+        for node in nodes:
+            if node["role"].get("value") == "heading":
+                level = next(p["value"]["value"] for p in node.get("properties", []) if p["name"] == "level")
+                found.append((level, node.get("name", {}).get("value", "")))
+        return found
+
+    for _ in range(2):  # as the set lands, and opened again at its own address
+        page.wait_for_function("() => document.querySelector('.genui-candidate .genui-page h1[aria-level]')")
+        found = headings()
+        assert found[0][0] == 1 and found[0][1].startswith("3 variations of"), found
+        assert [name for level, name in found if level == 2] == ["Variation 1", "Variation 2", "Variation 3"], found
+        assert all(level >= 3 for level, name in found[1:] if not name.startswith("Variation ")), found
+        assert len(found) > 4  # the pages' own headings are there, read lower
+        page.reload()
+        page.wait_for_selector("text=Keep variation 3", timeout=20_000)
+    assert problems == []
+
+
 def test_a_keyboard_skips_to_the_page_and_a_screen_reader_hears_the_toolbars_sections_named(
     server: Server, page: Any
 ) -> None:
