@@ -1179,13 +1179,17 @@ class Store:
             cursor.close()
         return found
 
-    def posts_before(self, created: float, site: str | None = None, path: str | None = None) -> list[int]:
-        """The ids of the posts made before ``created`` (seconds since the epoch), of one site or all, of one thread
-        or all, oldest first."""
-        filters = [(column, value) for column, value in (("site", site), ("path", path)) if value is not None]
-        sql = "SELECT id FROM posts WHERE created < ?" + "".join(f" AND {column} = ?" for column, _ in filters)
+    def posts_before(
+        self, created: float | None, site: str | None = None, path: str | None = None, user: str | None = None
+    ) -> list[int]:
+        """The ids of the posts made before ``created`` (seconds since the epoch; None: any time), of one site or
+        all, of one thread or all, under one name or any, oldest first."""
+        filters = [(c, value) for c, value in (("site", site), ("path", path), ("user", user)) if value is not None]
+        sql = "SELECT id FROM posts WHERE " + ("created < ?" if created is not None else "1")
+        sql += "".join(f" AND {column} = ?" for column, _ in filters)
+        args = [created] if created is not None else []
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", (created, *(value for _, value in filters)))
+            rows = self._db.execute(sql + " ORDER BY id", (*args, *(value for _, value in filters)))
             return [post_id for (post_id,) in rows]
 
     def delete_post(self, post_id: int, *, dry_run: bool = False) -> DeletedPost | None:

@@ -243,8 +243,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--older-than",
         type=days,
         metavar="DAYS",
-        help="in place of ids: every post made more than DAYS days ago (of --site's or --thread's only, if given),"
-        " oldest first; a retention period, run daily from cron",
+        help="in place of ids: every post made more than DAYS days ago (of --site's, --thread's or --user's only, if"
+        " given), oldest first; a retention period, run daily from cron",
     )
     delete.add_argument(
         "--dry-run",
@@ -267,10 +267,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"folder of site folders, for --thread (default: {SITES_DIR})",
     )
     shared(
-        [posts, listed],
+        [posts, listed, delete],
         "--user",
         metavar="NAME",
-        help="only the posts made under this name (as the listing writes it), e.g. to delete a spammer's by id",
+        help="only the posts made under this name, as the listing writes it (delete: in place of ids, every one of"
+        " them, a spammer's; --site, --thread and --older-than narrow it)",
     )
     shared(
         [posts, listed],
@@ -816,24 +817,33 @@ def shown(text: str) -> str:
 
 
 def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: str | None) -> int:
-    """genui posts delete: the posts named by id, or every one older than --older-than days."""
-    if args.older_than is None:
+    """genui posts delete: the posts named by id, or every one under --user's name, or older than --older-than
+    days, or both."""
+    user = None if args.user is None else unicodedata.normalize("NFC", args.user)  # as names are stored
+    if args.older_than is None and user is None:
         if not args.ids:
-            raise UsageError("genui posts delete: name the posts' ids (genui posts lists them), or --older-than DAYS")
+            raise UsageError(
+                "genui posts delete: name the posts' ids (genui posts lists them), or --user NAME or --older-than DAYS"
+            )
         if site is not None or thread is not None:
-            raise UsageError("genui posts delete: --site and --thread choose posts for --older-than; ids name posts")
+            raise UsageError(
+                "genui posts delete: --site and --thread choose posts for --user and --older-than; ids name posts"
+            )
         return _delete_posts(store, list(dict.fromkeys(args.ids)), dry_run=args.dry_run)
     if args.ids:
-        raise UsageError("genui posts delete: give the posts' ids or --older-than, not both")
+        raise UsageError("genui posts delete: give the posts' ids, or --user and --older-than, not both")
     if site is not None and site not in store.post_counts():  # a site's folder, one with no posts yet, or a typo
         site = site_from(site, Path(args.sites_dir)).name
-    before = time.time() - args.older_than * DAY_S
-    ids = store.posts_before(before, site, thread)
+    before = None if args.older_than is None else time.time() - args.older_than * DAY_S
+    ids = store.posts_before(before, site, thread, user)
+    by = "" if user is None else f" by {shown(user)}"
     where = " of " + " ".join(shown(part) for part in (site, thread) if part is not None) if site or thread else ""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(before))
-    ago = counted(args.older_than, "day")
+    when = ""
+    if before is not None:
+        when = f" made before {time.strftime('%Y-%m-%d %H:%M', time.localtime(before))}"
+        when += f" ({counted(args.older_than, 'day')} ago)"
     if not ids:
-        print(f"no posts{where} made before {when} ({ago} ago)")
+        print(f"no posts{by}{where}{when}")
         unknown = _no_such_thread(store, site, thread)
         if unknown:
             print(unknown, file=sys.stderr)
@@ -841,7 +851,7 @@ def _delete(args: argparse.Namespace, store: Store, site: str | None, thread: st
     # a post deleted meanwhile (a moderator, another run) is no error here: it is gone, as asked
     deleted = _delete_posts(store, ids, dry_run=args.dry_run, gone_ok=True)
     done = "would delete" if args.dry_run else "deleted"
-    print(f"{done} {counted(deleted, 'post')}{where} made before {when} ({ago} ago)")
+    print(f"{done} {counted(deleted, 'post')}{by}{where}{when}")
     return 0
 
 

@@ -447,15 +447,15 @@ def test_an_option_is_never_taken_from_its_first_letters(capsys: pytest.CaptureF
 def test_an_option_after_an_action_that_does_not_take_it_names_the_action_that_does(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """`genui posts delete 3 --user x` gave the top-level usage; before the action, it said which takes it."""
+    """`genui posts delete 3 --text x` gave the top-level usage; before the action, it said which takes it."""
     db = str(tmp_path / "pages.db")
-    assert main(["posts", "delete", "3", "--db", db, "--user", "ada"]) == 2
-    assert "--user is not an option of posts delete (only of show)" in one_line_error(capsys)
-    assert main(["posts", "--user", "ada", "delete", "3", "--db", db]) == 2
-    assert "--user is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert main(["posts", "delete", "3", "--db", db, "--text", "ada"]) == 2
+    assert "--text is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert main(["posts", "--text", "ada", "delete", "3", "--db", db]) == 2
+    assert "--text is not an option of posts delete (only of show)" in one_line_error(capsys)
     # between the action and its ids, its value was read as an id: "expected a whole number, got 'ada'"
-    assert main(["posts", "delete", "--user", "ada", "3", "--db", db]) == 2
-    assert "--user is not an option of posts delete (only of show)" in one_line_error(capsys)
+    assert main(["posts", "delete", "--text", "ada", "3", "--db", db]) == 2
+    assert "--text is not an option of posts delete (only of show)" in one_line_error(capsys)
     assert main(["cache", "forget", "--json", "/wiki/Lisp", "--db", db]) == 2
     assert "--json is not an option of cache forget (only of pages, show)" in one_line_error(capsys)
     assert not Path(db).exists()

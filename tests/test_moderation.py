@@ -382,6 +382,35 @@ def test_posts_older_than_a_retention_period_are_deleted_with_the_versions_that_
     assert "said today" in shown and "said long" not in shown
 
 
+def test_a_spammers_posts_are_deleted_by_name_in_one_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Clearing a spammer's 20 posts took their ids piped through awk (a moderator's review): `--user NAME` deletes
+    every post under that name, a thread's or a site's only with --thread or --site, older ones only with
+    --older-than, a dry run first; a look-alike name (a Cyrillic s) is another name, and its posts stay."""
+    db = posted(tmp_path / "db.sqlite3", [("spammer", f"buy now {n}") for n in range(3)] + [("ada", "hello")])
+    posted(db, [("\u0455pammer", "buy later")])
+    store = Store(db)
+    try:
+        store.add_post("forum", "/r/linux/Other", "spammer", "buy here too")
+    finally:
+        store.close()
+    assert main(["posts", "delete", "--user", "spammer", "--thread", "/r/linux/Other", "--db", str(db)]) == 0
+    assert "deleted 1 post by spammer of /r/linux/Other" in capsys.readouterr().out
+    assert main(["posts", "delete", "--user", "spammer", "--dry-run", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would delete post ") == 3 and out.endswith("would delete 3 posts by spammer\n"), out
+    assert len(posts_of(db)) == 5
+    assert main(["posts", "delete", "--user", "spammer", "--older-than", "1", "--db", str(db)]) == 0
+    assert "no posts by spammer made before " in capsys.readouterr().out  # all made today
+    assert main(["posts", "--user", "spammer", "delete", "--db", str(db)]) == 0  # the name before the action too
+    assert "deleted 3 posts by spammer" in capsys.readouterr().out
+    assert [post.user for post in posts_of(db)] == ["ada", "\u0455pammer"]
+    assert main(["posts", "delete", "1", "--user", "ada", "--db", str(db)]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert [post.user for post in posts_of(db)] == ["ada", "\u0455pammer"]
+
+
 def test_a_thread_that_holds_no_post_is_said_to_a_listing_and_to_a_retention_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
