@@ -485,6 +485,15 @@ class FileGone(sqlite3.OperationalError):
     sqlite_errorname = "SQLITE_IOERR_GONE"  # cannot_store: a 503 that says nothing is stored, and is logged
 
 
+def private_file(path: Path) -> None:
+    """Make ``path`` an empty file that only its owner may read and write (0600), unless there is a file there: it
+    holds readers' posts, their names and what they wrote, which the umask's 0644 let every local account read (a
+    moderator's review). SQLite gives its -wal and -shm files the database's own mode. A file that exists keeps the
+    mode its owner gave it."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class Store:
     """One SQLite database. Safe to share between threads; keep one per process. Another program's database is
     refused (NotAPageCache) before anything in it is changed. A write to a file deleted or replaced since it was
@@ -501,6 +510,7 @@ class Store:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             if Path(path).is_file() and Path(path).stat().st_size:
                 check_page_cache(Path(path), earlier=True)
+            private_file(Path(path))
         # Autocommit mode: transactions are explicit (see _transaction), never opened behind our back.
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
         self._busy_ms = round(busy_timeout * 1000)

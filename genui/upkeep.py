@@ -45,6 +45,7 @@ from genui.store import (
     check_page_cache,
     fix_for,
     is_busy,
+    private_file,
 )
 from genui.upgrade import bring_up_to_date, carry_threads, moved_paths, pending, threads_to_carry
 
@@ -336,6 +337,7 @@ def _backup(db: Path, out: Path) -> int:
     # Read as it is, not through Store, which brings an earlier genui's file up to today's layout: a backup changed
     # the file it copied, and failed on an earlier genui's read-only one (an operator's upgrade review)
     try:
+        private_file(out)  # the posts in it as private as in the page cache
         with (
             contextlib.closing(sqlite3.connect(db, timeout=COMMAND_BUSY_TIMEOUT_S)) as source,
             contextlib.closing(sqlite3.connect(out)) as copy,
@@ -344,7 +346,7 @@ def _backup(db: Path, out: Path) -> int:
             (verdict,) = copy.execute("PRAGMA quick_check").fetchone()
             (posts,) = copy.execute("SELECT COUNT(*) FROM posts").fetchone()
             (versions,) = copy.execute("SELECT COUNT(*) FROM pages").fetchone()
-    except sqlite3.Error as err:
+    except (sqlite3.Error, OSError) as err:
         out.unlink(missing_ok=True)
         raise UsageError(f"cannot copy {db} to {out}: {err}") from None
     if verdict != "ok":

@@ -498,6 +498,9 @@ def test_a_backup_taken_while_a_server_writes_holds_every_post_it_acknowledged_a
         assert main(["cache", "backup", str(out), "--db", str(db)]) == 0
         said = capsys.readouterr().out
         assert said.startswith(f"{db} -> {out}: ") and said.rstrip().endswith("30 posts")
+        # readers' names and posts, for its owner only, as the page cache and its -wal and -shm are (a review)
+        for private in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), out):
+            assert private.stat().st_mode & 0o777 == 0o600, private
         assert main(["cache", "backup", str(out), "--db", str(db)]) == 2  # never over a file
         assert f"{out} exists" in capsys.readouterr().err
         client.post(thread, data={"user": "bob", "text": "after the backup"}, follow_redirects=False)

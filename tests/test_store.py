@@ -161,6 +161,22 @@ def test_a_version_left_after_deleting_a_post_is_stored_whole_and_the_next_conti
         assert store.page(thread, 2).html == "<h1>Macros</h1><p>one</p>"  # type: ignore[union-attr]
 
 
+def test_a_new_page_cache_is_its_owners_only_and_an_old_one_keeps_its_mode(tmp_path: Path) -> None:
+    """Readers' names and posts were in a file every local account could read, 0644 under the usual umask (a
+    moderator's review)."""
+    made = tmp_path / "new.sqlite3"
+    with closing(Store(made)) as store:
+        store.add_post("forum", "/r/lisp/Macros", "ada", "hello")
+        assert made.stat().st_mode & 0o777 == 0o600 and Path(f"{made}-wal").stat().st_mode & 0o777 == 0o600
+    shared = tmp_path / "shared.sqlite3"
+    with closing(Store(shared)):
+        pass
+    shared.chmod(0o640)  # its owner's choice (a group that backs it up): kept
+    with closing(Store(shared)) as store:
+        store.add_post("forum", "/r/lisp/Macros", "ada", "hello")
+    assert shared.stat().st_mode & 0o777 == 0o640
+
+
 def test_saving_a_version_twice_keeps_the_first(store: Store) -> None:
     save(store, html="first")
     again = store.save_page(KEY, 1, seed=0, title="", html="second", seconds=0.1)
