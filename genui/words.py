@@ -92,6 +92,7 @@ WORDS: dict[str, str] = {
     "writing_page": "Writing: {title}",
     "reply_posted": "Your reply is posted; the replies to it are being written.",
     "replies_written": "The replies to your post are written, below it.",
+    "section_rewritten": "Rewritten: section {n} of {title}",
     "writing_variations": "Writing {n} variations",
     "variations_written": "{n} variations written: keep one of them",
     "not_posted": "Your reply was not posted: {reason}",  # above the reply form
@@ -164,6 +165,7 @@ SCRIPT_WORDS = (
     "writing_page",
     "reply_posted",
     "replies_written",
+    "section_rewritten",
     "writing_variations",
     "variations_written",
     "connection_lost",

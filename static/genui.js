@@ -219,11 +219,20 @@
   // thread that lands puts the focus back on it, just above them (it went to the thread's top: an accessibility
   // review). Another request since, or a page without it, forgets it.
   var answering = null;
+  // A section sent to be rewritten: its number as the picker shows it, and where its draft stands among the page's
+  // elements (the indexes of the elements from the page down to it), which the stored page around it keeps byte for
+  // byte: the rewritten section lands there, and the focus goes to it (it went to the page's top: an accessibility
+  // review).
+  var rewriting = null;
 
   document.addEventListener(
     "submit",
     function (event) {
       replySent = Boolean(event.target.matches && event.target.matches(".genui-reply"));
+      var picker = event.target.matches && event.target.matches(".genui-rewrite")
+        ? event.target.querySelector("select[name=section]")
+        : null;
+      rewriting = picker ? { n: picker.selectedIndex + 1, path: null } : null;
       var fields = event.target.querySelectorAll ? event.target.querySelectorAll("textarea, input") : [];
       Array.prototype.forEach.call(fields, function (field) {
         field.dataset.genuiSent = field.value;
@@ -255,6 +264,9 @@
     if (!(from && from.closest && from.closest(".genui-reply"))) {
       replySent = false; // another request since: what lands next is its answer, not the reply's
       answering = null;
+    }
+    if (!(from && from.closest && from.closest(".genui-rewrite"))) {
+      rewriting = null;
     }
   });
   // a reply that got no answer (the network, a server error) lands nothing: the next page is not said to be it
@@ -776,6 +788,22 @@
     replySent = false;
     var answered = answering && !content.classList.contains("genui-live") ? document.getElementById(answering) : null;
     answering = null;
+    var rewritten = rewriting;
+    var page = content.querySelector(".genui-page");
+    if (rewritten && page && content.classList.contains("genui-live")) {
+      var draft = content.querySelector("#genui-draft.genui-in-place");
+      rewritten.path = draft && page.contains(draft) ? pathOf(draft, page) : null;
+    } else if (rewritten) {
+      rewriting = null;
+      var section = rewritten.path && page ? follow(rewritten.path, page) : null;
+      if (section && lost && content.dataset.version) {
+        var values = { n: rewritten.n, title: plainTitle() };
+        announce.textContent = say("section_rewritten", values, "Rewritten: section {n} of {title}");
+        section.setAttribute("tabindex", "-1");
+        section.focus({ preventScroll: true });
+        return;
+      }
+    }
     if (answered && content.contains(answered) && lost) {
       announce.textContent = say("replies_written", {}, "The replies to your post are written, below it.");
       answered.setAttribute("tabindex", "-1");
@@ -809,6 +837,23 @@
     if (lost) {
       focusPage(content);
     }
+  }
+
+  // The indexes of the elements from ``root`` down to ``element``, and the element found by them in another root.
+  function pathOf(element, root) {
+    var path = [];
+    for (var at = element; at && at !== root; at = at.parentElement) {
+      path.unshift(Array.prototype.indexOf.call(at.parentElement.children, at));
+    }
+    return path;
+  }
+
+  function follow(path, root) {
+    var at = root;
+    for (var i = 0; at && i < path.length; i += 1) {
+      at = at.children[path[i]] || null;
+    }
+    return at === root ? null : at;
   }
 
   // The page itself, past the page's toolbar: the next Tab reaches its first link, a Shift+Tab the toolbar. A page

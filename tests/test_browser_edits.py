@@ -275,6 +275,7 @@ def test_rewriting_a_paragraph_leaves_the_rest_of_the_page_byte_identical(server
     assert before.count(paragraph) == 1
     server.engine.delay = 0.2
     page.select_option("select[name=section]", "2")  # 1: the heading, 2: the paragraph
+    shown = page.evaluate("() => document.querySelector('select[name=section]').selectedIndex + 1")
     page.fill("input[name=instruction]", "shorter")
     page.click(".genui-rewrite button[type=submit]")
 
@@ -283,7 +284,12 @@ def test_rewriting_a_paragraph_leaves_the_rest_of_the_page_byte_identical(server
     assert live.startswith(before.split(paragraph)[0]) and live.endswith(before.split(paragraph)[1])
 
     page.wait_for_selector(FINISHED + " p:text-is('Rewritten with seed 1: shorter.')", timeout=15_000)
-    after = page.inner_html(FINISHED)
+    # the focus on the section rewritten, and said (it went to the page's top: an accessibility review)
+    page.wait_for_function(
+        "() => document.activeElement.textContent === 'Rewritten with seed 1: shorter.'", timeout=3_000
+    )
+    assert page.text_content("#genui-announce") == f"Rewritten: section {shown} of Lisp — Genpedia"
+    after = page.inner_html(FINISHED).replace(' tabindex="-1"', "")  # what genui.js gave the focus to
     assert after == before.replace(paragraph, "<p>Rewritten with seed 1: shorter.</p>")
     assert page.url == server.url + "/wiki/Lisp?v=2"
     page.reload()
