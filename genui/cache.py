@@ -53,9 +53,9 @@ def standings(groups: list[PageGroup], runtimes: list[SiteRuntime], model: str) 
     return found
 
 
-def counted(count: int, noun: str) -> str:
-    """``3 versions``, ``1 version``: a count with its noun (made plural with an s)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``3 versions``, ``1 version``: a count with its noun (made plural with an s, or as ``plural`` gives it)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {plural or noun + 's'}"
 
 
 def size_text(size: int) -> str:

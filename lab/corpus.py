@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from genui.cache import counted
 from genui.prompts import Parent, Post, PromptRenderer
 from genui.resources import bundled
 from genui.sites import Route, Site, load_sites
@@ -249,12 +250,6 @@ def _text(value: str) -> str:
     reads `"` and `'t` as one token each, and `&quot;` and `&#x27;t` as four and seven: the escaped forms, in one
     page of three before session 31, were where the forum's replies looped (`&quot;&quot;&quot;`, `Spockquot;`)."""
     return html.escape(value, quote=False)
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    """``n`` and its noun, singular for 1 (`1 point`, `3 points`, `0 replies`): until session 81 a board's list and
-    a thread's post wrote `1 points` and `1 replies`, which the model learned and wrote on served pages."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _attribute(value: str) -> str:
@@ -527,7 +522,7 @@ class Builder:
     # -- forum ------------------------------------------------------------------------------------------------
 
     def _meta(self, user: str, points: int) -> str:
-        return f'<p class="meta"><b>{user}</b> · {_count(points, "point")}</p>'
+        return f'<p class="meta"><b>{user}</b> · {counted(points, "point")}</p>'
 
     def forum_thread(self, board: str) -> Example:
         rng = self.rng
@@ -580,7 +575,7 @@ class Builder:
             replies.append(reply + "</div>\n")
         head = (
             f'<div class="thread">\n<h1>{_text(title)}</h1>\n<div class="post"><p class="meta">posted by '
-            f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {_count(rng.randint(1, 99), "point")}</p>'
+            f'<b>{user}</b> in <a href="/r/{board}">{board}</a> · {counted(rng.randint(1, 99), "point")}</p>'
             f"<p>{post}</p></div>\n"
             f'<div class="replies">\n'
         )
@@ -605,8 +600,8 @@ class Builder:
             title = " ".join(re.sub(r"[^A-Za-z0-9' ]", "", text).split()[: rng.randint(3, 7)]) or "Hello"
             items.append(
                 f'<li><a href="/r/{board}/{slug(title)}">{_text(title)}</a> <span class="meta">by '
-                f"{username(rng, self.names)} in {board} · {_count(rng.randint(1, 99), 'point')} · "
-                f"{_count(rng.randint(0, 30), 'reply', 'replies')}</span></li>\n"
+                f"{username(rng, self.names)} in {board} · {counted(rng.randint(1, 99), 'point')} · "
+                f"{counted(rng.randint(0, 30), 'reply', 'replies')}</span></li>\n"
             )
         return "".join(items)
 

@@ -799,15 +799,13 @@
       if (section && lost && content.dataset.version) {
         var values = { n: rewritten.n, title: plainTitle() };
         announce.textContent = say("section_rewritten", values, "Rewritten: section {n} of {title}");
-        section.setAttribute("tabindex", "-1");
-        section.focus({ preventScroll: true });
+        focusOn(section);
         return;
       }
     }
     if (answered && content.contains(answered) && lost) {
       announce.textContent = say("replies_written", {}, "The replies to your post are written, below it.");
-      answered.setAttribute("tabindex", "-1");
-      answered.focus({ preventScroll: true });
+      focusOn(answered);
       return;
     }
     if (posted && !refused && content.classList.contains("genui-live")) {
@@ -817,8 +815,7 @@
       var posts = content.querySelectorAll(".genui-inline .genui-post"); // the thread's earlier ones come first
       var post = posts.length ? posts[posts.length - 1] : null;
       if (post && lost) {
-        post.setAttribute("tabindex", "-1");
-        post.focus({ preventScroll: true });
+        focusOn(post);
         answering = post.id || null;
         return;
       }
@@ -865,8 +862,13 @@
       content.setAttribute("role", "group");
       content.setAttribute("aria-label", saying(content));
     }
-    content.setAttribute("tabindex", "-1");
-    content.focus({ preventScroll: true });
+    focusOn(content);
+  }
+
+  // The focus given to an element that takes none of itself (tabindex -1: no Tab stop), without scrolling to it.
+  function focusOn(element) {
+    element.setAttribute("tabindex", "-1");
+    element.focus({ preventScroll: true });
   }
 
   // "Skip to the page" focuses it without a #genui-content in the address, which would stay there: a reload would
